@@ -1,0 +1,13 @@
+"""srgrad: a small CPU deep-learning framework for super-resolution, differentiable through every
+resampling mode. `import framework as sg; import framework.functional as F; from framework import nn`."""
+from .autograd import Context, Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
+from .tensor import Tensor, from_numpy, ones, randn, tensor, zeros
+from . import functional
+from .gradcheck import GradcheckError, gradcheck
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Context", "Function", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "Tensor",
+    "from_numpy", "ones", "randn", "tensor", "zeros", "functional", "GradcheckError", "gradcheck",
+]

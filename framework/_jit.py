@@ -1,0 +1,16 @@
+"""The one numba policy every kernel compiles through.
+
+- `cache=True`: a kernel compiles once per machine and is reused by every later process.
+- no `fastmath`: kernels are gradchecked in float64, and reassociation would break the adjoint tests.
+- no explicit signatures: the same kernel compiles for float32 and float64 on first use.
+"""
+import numba
+
+
+def kernel(fn=None, *, parallel: bool = False):
+    """`@kernel` or `@kernel(parallel=True)` (use `numba.prange` in the outer loop)."""
+    deco = numba.njit(cache=True, parallel=parallel, fastmath=False, nogil=True, error_model="numpy")
+    return deco if fn is None else deco(fn)
+
+
+prange = numba.prange

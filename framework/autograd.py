@@ -1,0 +1,184 @@
+"""The graph: `Function` (the one way an op enters it), its `Context`, the iterative backward engine
+and `no_grad`.
+
+A Function's `forward(ctx, *args, **options)` receives numpy arrays in place of Tensors and returns a
+numpy array (or a tuple of them); `backward(ctx, *grads)` receives one numpy gradient per output and
+returns one gradient (or None) per positional argument of forward. This is PyTorch's extension API.
+"""
+from __future__ import annotations
+
+import contextlib
+import threading
+
+import numpy as np
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    return getattr(_state, "enabled", True)
+
+
+def set_grad_enabled(mode: bool) -> None:
+    _state.enabled = bool(mode)
+
+
+class no_grad(contextlib.ContextDecorator):
+    """Disable graph recording: `with no_grad(): ...` or `@no_grad()` on a function."""
+
+    def __enter__(self):
+        self._prev = is_grad_enabled()
+        set_grad_enabled(False)
+        return self
+
+    def __exit__(self, *exc):
+        set_grad_enabled(self._prev)
+        return False
+
+
+class enable_grad(no_grad):
+    """Re-enable graph recording inside a `no_grad` block."""
+
+    def __enter__(self):
+        self._prev = is_grad_enabled()
+        set_grad_enabled(True)
+        return self
+
+
+class Context:
+    """What forward leaves for backward: saved arrays, any attributes it sets, `needs_input_grad`."""
+
+    def __init__(self, needs_input_grad):
+        self.needs_input_grad = needs_input_grad
+        self._saved = ()
+
+    def save_for_backward(self, *arrays):
+        self._saved = arrays
+
+    @property
+    def saved_tensors(self):
+        return self._saved
+
+
+class Node:
+    """One recorded Function call: its class, context, inputs (Tensor or None per positional arg) and
+    the shapes/dtypes of its outputs (to zero-fill the gradient of an unused output)."""
+
+    __slots__ = ("fn", "ctx", "inputs", "out_meta", "__weakref__")
+
+    def __init__(self, fn, ctx, inputs, out_meta):
+        self.fn, self.ctx, self.inputs, self.out_meta = fn, ctx, inputs, out_meta
+
+
+class Function:
+    """Base class of every differentiable op. Subclass it with static `forward` and `backward`, then
+    call `MyFn.apply(*args, **options)`; Tensor positional arguments are the differentiable inputs."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *args, **kwargs):
+        from .tensor import Tensor
+
+        record = is_grad_enabled() and any(isinstance(a, Tensor) and a.requires_grad for a in args)
+        needs = tuple(isinstance(a, Tensor) and a.requires_grad for a in args)
+        ctx = Context(needs)
+        raw = tuple(a.data if isinstance(a, Tensor) else a for a in args)
+        out = cls.forward(ctx, *raw, **kwargs)
+        multi = isinstance(out, tuple)
+        outs = out if multi else (out,)
+        tensors = tuple(Tensor._wrap(np.asarray(o)) for o in outs)
+        if record:
+            inputs = tuple(a if isinstance(a, Tensor) and a.requires_grad else None for a in args)
+            node = Node(cls, ctx, inputs, tuple((t.shape, t.dtype) for t in tensors))
+            for i, t in enumerate(tensors):
+                if np.issubdtype(t.dtype, np.floating):
+                    t.requires_grad = True
+                    t._node, t._index = node, i
+        return tensors if multi else tensors[0]
+
+
+def _topological(root):
+    """Nodes reachable from `root`, each after every node that consumes it (iterative DFS, so a chain
+    of any length works without touching Python's recursion limit)."""
+    order, seen, stack = [], set(), [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        for t in node.inputs:
+            if t is not None and t._node is not None and id(t._node) not in seen:
+                stack.append((t._node, False))
+    order.reverse()
+    return order
+
+
+def _accumulate(slot, g):
+    return g if slot is None else slot + g
+
+
+def run_backward(tensor, grad: np.ndarray, retain_graph: bool = False) -> None:
+    """Propagate `grad` (the gradient of some scalar with respect to `tensor`) to every leaf that
+    requires grad, adding into `leaf.grad` as PyTorch does."""
+    root = tensor._node
+    if root is None:  # a leaf: backward on it just accumulates
+        _to_leaf(tensor, grad)
+        return
+    pending = {id(root): [None] * len(root.out_meta)}
+    pending[id(root)][tensor._index] = grad
+    for node in _topological(root):
+        gouts = pending.pop(id(node), None)
+        if gouts is None or all(g is None for g in gouts):
+            continue
+        if node.ctx is None:
+            raise RuntimeError(
+                f"{node.fn.__name__}: trying to backward through the graph a second time; its saved "
+                "arrays were freed. Pass retain_graph=True to the first backward call.")
+        gouts = [np.zeros(s, d) if g is None else g for g, (s, d) in zip(gouts, node.out_meta)]
+        gins = node.fn.backward(node.ctx, *gouts)
+        if not isinstance(gins, tuple):
+            gins = (gins,)
+        if len(gins) != len(node.inputs):
+            raise RuntimeError(
+                f"{node.fn.__name__}.backward returned {len(gins)} gradients, expected "
+                f"{len(node.inputs)} (one per positional argument of forward)")
+        for i, (t, g) in enumerate(zip(node.inputs, gins)):
+            if t is None or g is None:
+                continue
+            g = np.asarray(g)
+            if g.shape != t.shape:
+                raise RuntimeError(
+                    f"{node.fn.__name__}.backward returned a gradient of shape {g.shape} for input {i} "
+                    f"of shape {t.shape}")
+            if g.dtype != t.dtype:
+                g = g.astype(t.dtype)
+            if t._node is None:
+                _to_leaf(t, g)
+            else:
+                slots = pending.setdefault(id(t._node), [None] * len(t._node.out_meta))
+                slots[t._index] = _accumulate(slots[t._index], g)
+        if not retain_graph:
+            node.ctx = None
+
+
+def _to_leaf(t, g):
+    from .tensor import Tensor
+
+    if not t.requires_grad:
+        return
+    if t.grad is None:
+        # Copy: a backward may hand back an array it shares with another input's gradient.
+        t.grad = Tensor._wrap(np.array(g, dtype=t.dtype, copy=True))
+    else:
+        t.grad.data += g

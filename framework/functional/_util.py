@@ -1,0 +1,67 @@
+"""Helpers shared by the functional op families."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..tensor import Tensor
+
+
+def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
+    """Sum `g` down to `shape`: the adjoint of numpy broadcasting `shape` up to `g.shape`."""
+    if g.shape == tuple(shape):
+        return g
+    lead = g.ndim - len(shape)
+    if lead > 0:
+        g = g.sum(axis=tuple(range(lead)))
+    axes = tuple(i for i, s in enumerate(shape) if s == 1 and g.shape[i] != 1)
+    if axes:
+        g = g.sum(axis=axes, keepdims=True)
+    return g
+
+
+def as_operand(x, like=None):
+    """Tensor stays a Tensor; anything else becomes an array, with the float dtype of `like` for
+    Python and numpy scalars (so `x * 2.0` never promotes a float32 tensor to float64)."""
+    if isinstance(x, Tensor):
+        return x
+    arr = np.asarray(x)
+    ref = like.data if isinstance(like, Tensor) else None
+    if ref is not None and ref.dtype.kind == "f" and (arr.ndim == 0 or arr.dtype.kind in "biu"):
+        arr = arr.astype(ref.dtype)
+    elif arr.dtype.kind == "f" and arr.dtype != np.float64 and arr.dtype != np.float32:
+        arr = arr.astype(np.float32)
+    return arr
+
+
+def data_of(x) -> np.ndarray:
+    return x.data if isinstance(x, Tensor) else np.asarray(x)
+
+
+def check_broadcast(op: str, a, b) -> None:
+    sa, sb = np.shape(data_of(a)), np.shape(data_of(b))
+    try:
+        np.broadcast_shapes(sa, sb)
+    except ValueError:
+        raise ValueError(f"{op}: shapes {sa} and {sb} cannot be broadcast together") from None
+
+
+def normalize_axis(axis, ndim: int, op: str):
+    """None -> all axes; int or tuple -> sorted tuple of non-negative axes, checked against ndim."""
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < max(ndim, 1):
+            raise ValueError(f"{op}: axis {a} is out of range for a tensor with {ndim} dimensions")
+        out.append(int(a) % max(ndim, 1))
+    if len(set(out)) != len(out):
+        raise ValueError(f"{op}: repeated axis in {axis}")
+    return tuple(sorted(out))
+
+
+def expand_to(g: np.ndarray, shape: tuple, axes: tuple, keepdims: bool) -> np.ndarray:
+    """Broadcast a reduced gradient back over the reduced `axes` of `shape`."""
+    if not keepdims:
+        g = np.expand_dims(g, axes)
+    return np.broadcast_to(g, shape)

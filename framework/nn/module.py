@@ -1,0 +1,285 @@
+"""Module, Parameter, Sequential, ModuleList: PyTorch's container semantics (attribute assignment
+registers, dotted state_dict keys, train/eval)."""
+from __future__ import annotations
+
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from ..tensor import Tensor, _as_array
+
+
+class Parameter(Tensor):
+    """A Tensor that a Module registers as trainable (requires_grad=True by default)."""
+
+    __slots__ = ()
+
+    def __init__(self, data, requires_grad: bool = True, dtype=None):
+        arr = _as_array(data, dtype)
+        super().__init__(np.array(arr, copy=True), requires_grad=requires_grad)
+
+    def __repr__(self):
+        return "Parameter containing:\n" + super().__repr__()
+
+
+IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class Module:
+    """Base class of layers and networks. Assigning a Parameter or Module attribute registers it;
+    `register_buffer` keeps non-trainable state (e.g. running statistics) in the state_dict."""
+
+    def __init__(self):
+        object.__setattr__(self, "_parameters", OrderedDict())
+        object.__setattr__(self, "_buffers", OrderedDict())
+        object.__setattr__(self, "_modules", OrderedDict())
+        object.__setattr__(self, "training", True)
+
+    # -- registration --------------------------------------------------------------------------
+    def __setattr__(self, name, value):
+        if "_parameters" not in self.__dict__:
+            raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning "
+                                 f"attribute {name!r}")
+        for store in (self._parameters, self._buffers, self._modules):
+            store.pop(name, None)
+        if isinstance(value, Parameter):
+            self._parameters[name] = value
+        elif isinstance(value, Module):
+            self._modules[name] = value
+        elif name in self.__dict__.get("_buffer_names", ()):
+            self._buffers[name] = value if value is None or isinstance(value, Tensor) else Tensor(value)
+        else:
+            object.__setattr__(self, name, value)
+            return
+        self.__dict__.pop(name, None)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            if store in d and name in d[store]:
+                return d[store][name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def __delattr__(self, name):
+        for store in (self._parameters, self._buffers, self._modules):
+            if name in store:
+                del store[name]
+                return
+        object.__delattr__(self, name)
+
+    def register_buffer(self, name: str, value) -> None:
+        """Non-trainable state saved in state_dict (a Tensor, or None)."""
+        names = self.__dict__.setdefault("_buffer_names", set())
+        names.add(name)
+        self.__dict__.pop(name, None)
+        self._buffers[name] = value if value is None or isinstance(value, Tensor) else Tensor(value)
+
+    def register_parameter(self, name: str, value) -> None:
+        if value is None:
+            self._parameters[name] = None
+        else:
+            setattr(self, name, value)
+
+    def add_module(self, name: str, module) -> None:
+        self._modules[name] = module
+
+    # -- traversal -----------------------------------------------------------------------------
+    def named_modules(self, prefix: str = ""):
+        stack = [(prefix, self)]
+        seen = set()
+        while stack:
+            name, mod = stack.pop(0)
+            if id(mod) in seen:
+                continue
+            seen.add(id(mod))
+            yield name, mod
+            stack[0:0] = [(f"{name}.{k}" if name else k, m) for k, m in mod._modules.items()
+                          if m is not None]
+
+    def modules(self):
+        return (m for _, m in self.named_modules())
+
+    def named_children(self):
+        return ((k, m) for k, m in self._modules.items() if m is not None)
+
+    def children(self):
+        return (m for _, m in self.named_children())
+
+    def named_parameters(self, prefix: str = "", recurse: bool = True):
+        seen = set()
+        mods = self.named_modules(prefix) if recurse else [(prefix, self)]
+        for mname, mod in mods:
+            for k, p in mod._parameters.items():
+                if p is not None and id(p) not in seen:
+                    seen.add(id(p))
+                    yield (f"{mname}.{k}" if mname else k), p
+
+    def parameters(self, recurse: bool = True):
+        return (p for _, p in self.named_parameters(recurse=recurse))
+
+    def named_buffers(self, prefix: str = ""):
+        for mname, mod in self.named_modules(prefix):
+            for k, b in mod._buffers.items():
+                if b is not None:
+                    yield (f"{mname}.{k}" if mname else k), b
+
+    def buffers(self):
+        return (b for _, b in self.named_buffers())
+
+    # -- state ---------------------------------------------------------------------------------
+    def state_dict(self) -> "OrderedDict[str, np.ndarray]":
+        """Dotted name -> numpy array (the live arrays, as torch returns live tensors: copy them
+        if the module will keep training)."""
+        out = OrderedDict()
+        for mname, mod in self.named_modules():
+            for k, v in list(mod._parameters.items()) + list(mod._buffers.items()):
+                if v is not None:
+                    out[f"{mname}.{k}" if mname else k] = v.data
+        return out
+
+    def load_state_dict(self, state_dict, strict: bool = True) -> IncompatibleKeys:
+        """Copy arrays into this module's parameters and buffers in place (optimizers keep their
+        references). strict: missing or unexpected keys are an error. A shape mismatch is always an
+        error naming the key and both shapes."""
+        own = self.state_dict()
+        targets = {}
+        for mname, mod in self.named_modules():
+            for k, v in list(mod._parameters.items()) + list(mod._buffers.items()):
+                if v is not None:
+                    targets[f"{mname}.{k}" if mname else k] = v
+        missing = [k for k in own if k not in state_dict]
+        unexpected = [k for k in state_dict if k not in own]
+        errors = []
+        if strict and (missing or unexpected):
+            errors.append(f"missing keys {missing}, unexpected keys {unexpected}")
+        for k, v in state_dict.items():
+            if k in own:
+                arr = np.asarray(v.data if isinstance(v, Tensor) else v)
+                if arr.shape != own[k].shape:
+                    errors.append(f"{k}: checkpoint shape {arr.shape}, model shape {own[k].shape}")
+        if errors:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: " + "; ".join(errors))
+        for k, v in state_dict.items():
+            if k in targets:
+                arr = np.asarray(v.data if isinstance(v, Tensor) else v)
+                np.copyto(targets[k].data, arr, casting="unsafe")
+        return IncompatibleKeys(missing, unexpected)
+
+    # -- modes and housekeeping ----------------------------------------------------------------
+    def train(self, mode: bool = True):
+        for m in self.modules():
+            object.__setattr__(m, "training", bool(mode))
+        return self
+
+    def eval(self):
+        return self.train(False)
+
+    def zero_grad(self) -> None:
+        for p in self.parameters():
+            p.grad = None
+
+    def requires_grad_(self, requires_grad: bool = True):
+        for p in self.parameters():
+            p.requires_grad = requires_grad
+        return self
+
+    def apply(self, fn):
+        for m in list(self.modules())[::-1]:
+            fn(m)
+        return self
+
+    def to(self, dtype):
+        """Convert every parameter and float buffer to `dtype` in place (objects kept)."""
+        dtype = np.dtype(dtype)
+        for t in list(self.parameters()) + list(self.buffers()):
+            if t.data.dtype.kind == "f":
+                t.data = t.data.astype(dtype)
+                t.grad = None
+        return self
+
+    def float(self):
+        return self.to(np.float32)
+
+    def double(self):
+        return self.to(np.float64)
+
+    def num_parameters(self) -> int:
+        return sum(p.size for p in self.parameters())
+
+    # -- calling -------------------------------------------------------------------------------
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f"{type(self).__name__} has no forward()")
+
+    def __call__(self, *args, **kwargs):
+        return self.forward(*args, **kwargs)
+
+    def extra_repr(self) -> str:
+        return ""
+
+    def __repr__(self):
+        lines = [f"({k}): " + repr(m).replace("\n", "\n  ") for k, m in self.named_children()]
+        extra = self.extra_repr()
+        if not lines:
+            return f"{type(self).__name__}({extra})"
+        body = "\n  ".join(([extra] if extra else []) + lines)
+        return f"{type(self).__name__}(\n  {body}\n)"
+
+
+class Sequential(Module):
+    """Modules applied in order; `Sequential(a, b)` or `Sequential(OrderedDict(name=a, ...))`."""
+
+    def __init__(self, *modules):
+        super().__init__()
+        if len(modules) == 1 and isinstance(modules[0], (dict, OrderedDict)):
+            for k, m in modules[0].items():
+                self.add_module(str(k), m)
+        else:
+            for i, m in enumerate(modules):
+                self.add_module(str(i), m)
+
+    def forward(self, x):
+        for m in self._modules.values():
+            x = m(x)
+        return x
+
+    def __getitem__(self, i):
+        mods = list(self._modules.values())
+        return Sequential(*mods[i]) if isinstance(i, slice) else mods[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())
+
+    def append(self, module):
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+
+class ModuleList(Module):
+    """A list of modules, registered under "0", "1", ... ; no forward of its own."""
+
+    def __init__(self, modules=()):
+        super().__init__()
+        for m in modules:
+            self.append(m)
+
+    def append(self, module):
+        self.add_module(str(len(self._modules)), module)
+        return self
+
+    def extend(self, modules):
+        for m in modules:
+            self.append(m)
+        return self
+
+    def __getitem__(self, i):
+        mods = list(self._modules.values())
+        return ModuleList(mods[i]) if isinstance(i, slice) else mods[i]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules.values())

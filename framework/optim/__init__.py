@@ -1,0 +1,1 @@
+"""(placeholder: optimizers and schedulers being written)"""

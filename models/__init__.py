@@ -1,0 +1,1 @@
+"""SR architectures, one per file, registered in framework.registry.MODELS."""
