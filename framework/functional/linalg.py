@@ -18,11 +18,8 @@ class MatMul(Function):
         a, b = ctx.saved_tensors
         a2 = a[None, :] if a.ndim == 1 else a
         b2 = b[:, None] if b.ndim == 1 else b
-        g2 = g
-        if a.ndim == 1:
-            g2 = np.expand_dims(g2, -2)
-        if b.ndim == 1:
-            g2 = np.expand_dims(g2, -1)
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        g2 = g.reshape(batch + (a2.shape[-2], b2.shape[-1]))
         na, nb = ctx.needs_input_grad
         ga = gb = None
         if na:
