@@ -1,0 +1,208 @@
+"""Image files <-> float arrays (C, H, W) in [0, 1], through Pillow.
+
+Reading: PNG, JPEG, BMP and TIFF (only these decoders are enabled: fewer parsers, fewer ways in).
+Pillow modes map to arrays as follows:
+
+| mode                         | array (C, H, W)   | alpha    | bits |
+|------------------------------|-------------------|----------|------|
+| 1, L                         | 1 channel          | None     | 8    |
+| LA, La                       | 1 channel          | (1, H, W)| 8    |
+| RGB, CMYK, YCbCr             | 3 channels (RGB)   | None     | 8    |
+| RGBA, RGBa                   | 3 channels (RGB)   | (1, H, W)| 8    |
+| P, PA (palette)              | RGB, or RGB + alpha when the palette has transparency | | 8 |
+| I;16, I;16L, I;16B, I;16N, I | 1 channel / 65535  | None     | 16   |
+
+Alpha is returned separately so that SR runs on the colour channels and the caller upscales alpha on
+its own. EXIF orientation is applied, so arrays are upright as a viewer shows them. Pillow decodes
+16-bit-per-channel RGB PNGs to 8-bit RGB (it has no 48-bit mode), so such files read as 8-bit.
+
+Writing: 8-bit PNG/JPEG/BMP/TIFF with 1 or 3 channels and optional alpha (not JPEG); 16-bit PNG/TIFF
+for 1-channel images without alpha (Pillow's "I;16"). 16-bit colour or 16-bit with alpha raises a
+ValueError (Pillow cannot write them) rather than silently dropping precision.
+
+Decompression bombs: the pixel count in the header is checked against `MAX_PIXELS` before any pixel
+is decoded.
+"""
+from __future__ import annotations
+
+import struct
+import warnings
+import zlib
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageOps
+
+__all__ = ["MAX_PIXELS", "IMAGE_EXTENSIONS", "read_image", "write_image", "list_images"]
+
+# Largest width * height read_image decodes (Pillow's own default limit); a module constant so a
+# user with genuinely huge images can raise it, or pass max_pixels= per call.
+MAX_PIXELS = 178_956_970
+
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
+_FORMATS = ("PNG", "JPEG", "BMP", "TIFF")
+_WRITE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".bmp": "BMP", ".tif": "TIFF",
+                  ".tiff": "TIFF"}
+_16BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+# Exceptions Pillow raises on corrupt or truncated data (zlib/struct errors escape some plugins).
+_DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error, zlib.error)
+
+
+def read_image(path, max_pixels: int | None = None):
+    """Read an image file as float32 (C, H, W) in [0, 1].
+
+    Returns `(array, info)` with info = {"mode": Pillow mode of the file, "bits": 8 or 16,
+    "alpha": float32 (1, H, W) or None, "channels": C (1 or 3)}. `max_pixels` defaults to
+    `MAX_PIXELS`. Raises FileNotFoundError for a missing file and ValueError naming the file for a
+    non-image, corrupt or truncated file, an unsupported mode or an image over the pixel limit.
+    """
+    path = Path(path)
+    limit = MAX_PIXELS if max_pixels is None else int(max_pixels)
+    if not path.is_file():
+        raise FileNotFoundError(f"image file not found: {path}")
+    try:
+        with warnings.catch_warnings():
+            # Our own limit below decides; Pillow's warning at its default limit would only be noise.
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path, formats=_FORMATS) as im:
+                width, height = im.size  # header only: nothing decoded yet
+                if width * height > limit:
+                    raise _Refused(f"{path}: {width}x{height} = {width * height} pixels exceeds "
+                                    f"the limit of {limit} (framework.io.image.MAX_PIXELS); "
+                                    f"refusing to decode a possible decompression bomb")
+                mode = im.mode
+                im.load()
+                im = ImageOps.exif_transpose(im)
+                return _to_array(im, mode, path)
+    except _Refused as e:
+        raise ValueError(str(e)) from None
+    except Image.DecompressionBombError as e:
+        raise ValueError(f"{path}: refusing to decode a possible decompression bomb ({e})") from None
+    except Image.UnidentifiedImageError:
+        raise ValueError(f"{path}: not a readable image (supported formats: "
+                         f"{', '.join(_FORMATS)})") from None
+    except _DECODE_ERRORS as e:
+        if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        raise ValueError(f"{path}: corrupt or truncated image ({type(e).__name__}: {e})") from None
+
+
+class _Refused(Exception):
+    """Internal: a deliberate refusal (size, mode) raised inside the Pillow context, kept apart from
+    Pillow's decode errors so its message is not rewritten as "corrupt"."""
+
+
+def _to_array(im: Image.Image, mode: str, path: Path):
+    """Decoded Pillow image -> (float32 (C, H, W), info); `mode` is the file's original mode."""
+    alpha = None
+    bits = 8
+    if im.mode in _16BIT_MODES:
+        data = np.asarray(im)
+        if im.mode == "I" and (data.min() < 0 or data.max() > 65535):
+            raise _Refused(f"{path}: 32-bit integer images are not supported (values "
+                             f"{data.min()}..{data.max()} exceed the 16-bit range)")
+        color = (data.astype(np.float32) / np.float32(65535))[None]
+        bits = 16
+    else:
+        if im.mode in ("P", "PA"):
+            has_alpha = im.mode == "PA" or "transparency" in im.info
+            im = im.convert("RGBA" if has_alpha else "RGB")
+        elif im.mode == "1":
+            im = im.convert("L")
+        elif im.mode in ("CMYK", "YCbCr"):
+            im = im.convert("RGB")
+        elif im.mode in ("RGBa", "La"):  # premultiplied alpha: undo it
+            im = im.convert(im.mode.upper())
+        elif im.mode not in ("L", "LA", "RGB", "RGBA"):
+            raise _Refused(f"{path}: unsupported image mode {im.mode!r} (supported: 1, L, LA, "
+                             f"RGB, RGBA, P, CMYK, YCbCr and 16-bit grayscale)")
+        data = np.asarray(im, dtype=np.float32) / np.float32(255)
+        if data.ndim == 2:
+            data = data[:, :, None]
+        if im.mode in ("LA", "RGBA"):
+            alpha = np.ascontiguousarray(data[:, :, -1][None])
+            data = data[:, :, :-1]
+        color = np.ascontiguousarray(data.transpose(2, 0, 1))
+    info = {"mode": mode, "bits": bits, "alpha": alpha, "channels": color.shape[0]}
+    return color, info
+
+
+def write_image(path, array, bits: int = 8, alpha=None, quality: int = 95) -> None:
+    """Write float (C, H, W) in [0, 1] (C = 1 or 3) to `path`; the format follows the extension.
+
+    Values are clipped to [0, 1] and rounded to `bits` (8 or 16). `alpha` is (1, H, W) or (H, W) in
+    [0, 1]; not for JPEG. 16-bit is supported for 1-channel PNG/TIFF without alpha only (Pillow's
+    "I;16"); anything else at 16 bits raises ValueError. `quality` applies to JPEG. Parent folders
+    are created.
+    """
+    path = Path(path)
+    fmt = _WRITE_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"write_image: cannot write {path}: extension {path.suffix!r} is not one of "
+                         f"{', '.join(_WRITE_FORMATS)}")
+    if bits not in (8, 16):
+        raise ValueError(f"write_image: bits must be 8 or 16, got {bits!r}")
+    color = _check_plane_stack(array, "array", path)
+    if color.shape[0] not in (1, 3):
+        raise ValueError(f"write_image: array must have 1 or 3 channels (C, H, W), got shape "
+                         f"{color.shape} for {path}")
+    if alpha is not None:
+        alpha = _check_plane_stack(alpha, "alpha", path)
+        if alpha.shape != (1,) + color.shape[1:]:
+            raise ValueError(f"write_image: alpha shape {alpha.shape} does not match the image's "
+                             f"(1, {color.shape[1]}, {color.shape[2]}) for {path}")
+        if fmt == "JPEG":
+            raise ValueError(f"write_image: JPEG cannot store alpha ({path}); use .png or .tif")
+    if bits == 16:
+        if fmt not in ("PNG", "TIFF") or color.shape[0] != 1 or alpha is not None:
+            raise ValueError(f"write_image: 16-bit output is supported only for 1-channel PNG/TIFF "
+                             f"without alpha (Pillow cannot write 16-bit colour); got "
+                             f"{color.shape[0]} channel(s){' + alpha' if alpha is not None else ''} "
+                             f"as {fmt} for {path}; use bits=8")
+        q = _quantise(color[0], 65535).astype(np.uint16)
+        im = Image.fromarray(q)  # mode "I;16"
+    else:
+        planes = color if alpha is None else np.concatenate([color, alpha], axis=0)
+        q = _quantise(planes, 255).astype(np.uint8).transpose(1, 2, 0)
+        mode = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[q.shape[2]]
+        im = Image.fromarray(q[:, :, 0] if mode == "L" else q, mode=mode)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    options = {"quality": int(quality)} if fmt == "JPEG" else {}
+    im.save(path, format=fmt, **options)
+
+
+def _check_plane_stack(array, name: str, path: Path) -> np.ndarray:
+    """A float (C, H, W) array (an (H, W) array becomes (1, H, W)); integers are rejected because
+    their range ([0, 255]? [0, 65535]?) would be a guess."""
+    arr = np.asarray(array.data if hasattr(array, "requires_grad") else array)
+    if arr.dtype.kind != "f":
+        raise TypeError(f"write_image: {name} must be a float array in [0, 1], got dtype "
+                        f"{arr.dtype} for {path}")
+    if arr.ndim == 2:
+        arr = arr[None]
+    if arr.ndim != 3 or arr.shape[1] == 0 or arr.shape[2] == 0:
+        raise ValueError(f"write_image: {name} must be (C, H, W), got shape {arr.shape} for {path}")
+    if not np.isfinite(arr).all():
+        raise ValueError(f"write_image: {name} contains NaN or Inf values for {path}")
+    return arr
+
+
+def _quantise(arr: np.ndarray, peak: int) -> np.ndarray:
+    # float64 so that 65535 levels round exactly; round half to even like numpy/torch everywhere.
+    return np.round(np.clip(arr.astype(np.float64), 0.0, 1.0) * peak)
+
+
+def list_images(folder) -> list[Path]:
+    """Sorted paths of the image files (by extension, case-insensitive) directly inside `folder`.
+    Raises FileNotFoundError / NotADirectoryError / ValueError naming the folder when it is missing,
+    not a folder, or holds no image."""
+    folder = Path(folder)
+    if not folder.exists():
+        raise FileNotFoundError(f"image folder not found: {folder}")
+    if not folder.is_dir():
+        raise NotADirectoryError(f"not a folder: {folder}")
+    paths = sorted(p for p in folder.iterdir()
+                   if p.is_file() and p.suffix.lower() in IMAGE_EXTENSIONS)
+    if not paths:
+        raise ValueError(f"no image files ({', '.join(IMAGE_EXTENSIONS)}) in folder {folder}")
+    return paths
