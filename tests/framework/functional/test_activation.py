@@ -1,0 +1,117 @@
+"""Activations: gradcheck, torch parity (forward and gradients), kink conventions, dtypes, errors."""
+import numpy as np
+import pytest
+
+import framework as sg
+import framework.functional as F
+from tests.conftest import t64
+
+OPS = {
+    "relu": (F.relu, lambda tF, x: tF.relu(x)),
+    "leaky_relu": (F.leaky_relu, lambda tF, x: tF.leaky_relu(x)),
+    "leaky_relu_0.2": (lambda x: F.leaky_relu(x, 0.2), lambda tF, x: tF.leaky_relu(x, 0.2)),
+    "sigmoid": (F.sigmoid, lambda tF, x: tF.sigmoid(x)),
+    "tanh": (F.tanh, lambda tF, x: tF.tanh(x)),
+    "gelu": (F.gelu, lambda tF, x: tF.gelu(x)),
+    "gelu_tanh": (lambda x: F.gelu(x, approximate="tanh"), lambda tF, x: tF.gelu(x, approximate="tanh")),
+}
+
+
+def _away_from_kinks(x):
+    """gradcheck's central difference is wrong within eps of a kink; keep |x| >= 0.05."""
+    d = x.data
+    d[np.abs(d) < 0.05] += 0.1
+    return x
+
+
+@pytest.mark.parametrize("name", OPS)
+@pytest.mark.parametrize("shape", [(2, 3, 3, 2), (1, 1, 1, 1), (5,)])
+def test_gradcheck(name, shape, rng):
+    assert sg.gradcheck(OPS[name][0], (_away_from_kinks(t64(rng, *shape)),))
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_torch_parity(name, rng):
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((2, 3, 5, 4)) * 3
+    a[0, 0, 0, :3] = [0.0, 40.0, -40.0]  # the kink and saturated tails
+    g = rng.standard_normal(a.shape)
+    x = sg.tensor(a, requires_grad=True)
+    y = OPS[name][0](x)
+    y.backward(g)
+    tx = torch.tensor(a, requires_grad=True)
+    ty = OPS[name][1](torch.nn.functional, tx)
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-13, atol=1e-15)
+    # atol: tanh saturates to 1 - t^2 ~ 1e-7, where the two formulas cancel differently
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-12, atol=1e-14)
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+@pytest.mark.parametrize("shape", [(2, 3, 4, 3), (1, 3, 1, 1)])
+def test_prelu_gradcheck(per_channel, shape, rng):
+    x = _away_from_kinks(t64(rng, *shape))
+    w = t64(rng, 3 if per_channel else 1)
+    assert sg.gradcheck(F.prelu, (x, w))
+
+
+@pytest.mark.parametrize("per_channel", [False, True])
+def test_prelu_torch_parity(per_channel, rng):
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((2, 3, 4, 5))
+    a[0, :, 0, 0] = 0.0  # torch's convention at zero: slope w for the input, nothing for the weight
+    wa = rng.uniform(-0.5, 0.5, 3 if per_channel else 1)
+    g = rng.standard_normal(a.shape)
+    x, w = sg.tensor(a, requires_grad=True), sg.tensor(wa, requires_grad=True)
+    y = F.prelu(x, w)
+    y.backward(g)
+    tx, tw = torch.tensor(a, requires_grad=True), torch.tensor(wa, requires_grad=True)
+    ty = torch.nn.functional.prelu(tx, tw)
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-14)
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(w.grad.data, tw.grad.numpy(), rtol=1e-12)
+
+
+def test_kink_gradients_follow_torch():
+    x = sg.tensor(np.zeros(1), requires_grad=True)
+    F.relu(x).backward(np.ones(1))
+    assert x.grad.data[0] == 0.0
+    x.grad = None
+    F.leaky_relu(x, 0.3).backward(np.ones(1))
+    assert x.grad.data[0] == pytest.approx(0.3)
+
+
+def test_hand_values():
+    x = sg.tensor(np.array([-2.0, 0.0, 1.0]))
+    np.testing.assert_allclose(F.relu(x).data, [0, 0, 1])
+    np.testing.assert_allclose(F.sigmoid(x).data, 1 / (1 + np.exp([2.0, 0.0, -1.0])))
+    # Phi(1) = 0.8413447460685429 (standard normal CDF), so gelu(1) = Phi(1)
+    assert F.gelu(x).data[2] == pytest.approx(0.8413447460685429, abs=1e-15)
+    assert F.sigmoid(sg.tensor(np.array([-800.0, 800.0]))).data.tolist() == [0.0, 1.0]
+
+
+@pytest.mark.parametrize("name", OPS)
+def test_float32_stays_float32(name, rng):
+    x = sg.tensor(rng.standard_normal((2, 3)).astype(np.float32), requires_grad=True)
+    y = OPS[name][0](x)
+    y.backward(np.ones((2, 3), np.float32))
+    assert y.dtype == np.float32 and x.grad.dtype == np.float32
+    w = sg.tensor(np.array([0.25], np.float32), requires_grad=True)
+    assert F.prelu(x, w).dtype == np.float32
+
+
+def test_errors():
+    xi = sg.Tensor(np.arange(4))
+    for fn in (F.relu, F.sigmoid, F.tanh, F.gelu, F.leaky_relu):
+        with pytest.raises(TypeError, match="input must be a float32 or float64.*int64"):
+            fn(xi)
+    x = sg.tensor(np.ones((2, 3, 4, 4)))
+    with pytest.raises(ValueError, match=r"weight has 4 entries .* input of shape \(2, 3, 4, 4\)"):
+        F.prelu(x, sg.tensor(np.ones(4)))
+    with pytest.raises(ValueError, match=r"weight must be 1-D.*\(1, 3\)"):
+        F.prelu(x, sg.tensor(np.ones((1, 3))))
+    with pytest.raises(TypeError, match="weight dtype float32 differs from input dtype float64"):
+        F.prelu(x, sg.tensor(np.ones(3, np.float32)))
+    with pytest.raises(ValueError, match="approximate must be 'none' or 'tanh', got 'erf'"):
+        F.gelu(x, approximate="erf")
