@@ -1,0 +1,209 @@
+"""Learning-rate schedulers with torch's calling convention, in closed form.
+
+Construct a scheduler after its optimizer: it records each group's `initial_lr` (its `lr`) and sets
+the lr for iteration 0. Call `step()` once per iteration, after `optimizer.step()`; `last_epoch` is
+the index of the iteration the current lr is for. Every lr is computed from `base_lrs` and
+`last_epoch` alone (torch's `_get_closed_form_lr`), so a resumed run continues exactly and a
+state_dict is just a few numbers.
+
+Linear warm-up is an option of every scheduler: with `warmup_iters=W > 0` the lr of iteration `e`
+is `schedule(e) * min(1, (e + 1) / W)`, i.e. base_lr / W, 2 base_lr / W, ..., base_lr at e = W - 1,
+while the schedule's own clock (milestones, cosine phase) counts from iteration 0. This equals
+BasicSR's `warmup_iter` whenever the schedule is flat during warm-up. In YAML:
+`scheduler: {type: MultiStepLR, milestones: [200000, 400000], gamma: 0.5, warmup_iters: 100}`.
+`LinearWarmupLR(optimizer, warmup_iters)` is warm-up followed by a constant lr.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from bisect import bisect_right
+
+from ..registry import SCHEDULERS
+from .optimizer import Optimizer, check_number
+
+__all__ = ["LRScheduler", "StepLR", "MultiStepLR", "CosineAnnealingLR", "CosineAnnealingRestartLR",
+           "LinearWarmupLR"]
+
+
+class LRScheduler:
+    """Base class: subclasses implement `_schedule(base_lr, epoch) -> lr` (a closed form).
+
+    Args:
+        optimizer (Optimizer): whose groups' "lr" this sets.
+        last_epoch (int): -1 (default) starts a new run; resuming is done with load_state_dict.
+        warmup_iters (int): linear warm-up length in iterations, 0 (default) for none.
+    """
+
+    def __init__(self, optimizer, last_epoch: int = -1, warmup_iters: int = 0):
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        self.warmup_iters = _check_int(type(self).__name__, "warmup_iters", warmup_iters, low=0)
+        last_epoch = _check_int(type(self).__name__, "last_epoch", last_epoch, low=-1)
+        for i, group in enumerate(optimizer.param_groups):
+            if last_epoch == -1:
+                group.setdefault("initial_lr", group["lr"])
+            elif "initial_lr" not in group:
+                raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] when "
+                               "resuming a scheduler with last_epoch >= 0")
+        self.base_lrs = [float(group["initial_lr"]) for group in optimizer.param_groups]
+        self.last_epoch = last_epoch
+        self.step()
+
+    def _schedule(self, base_lr: float, epoch: int) -> float:
+        raise NotImplementedError
+
+    def get_lr(self) -> list[float]:
+        """The lrs of iteration `last_epoch`, one per group."""
+        e = self.last_epoch
+        factor = (e + 1) / self.warmup_iters if e + 1 < self.warmup_iters else 1.0
+        return [self._schedule(base_lr, e) * factor for base_lr in self.base_lrs]
+
+    def get_last_lr(self) -> list[float]:
+        """The lrs most recently set (a copy)."""
+        return list(self._last_lr)
+
+    def step(self) -> None:
+        """Advance one iteration and set every group's lr."""
+        self.last_epoch += 1
+        self._apply(self.get_lr())
+
+    def _apply(self, lrs) -> None:
+        for group, lr in zip(self.optimizer.param_groups, lrs, strict=True):
+            group["lr"] = lr
+        self._last_lr = list(lrs)
+
+    # -- serialisation -------------------------------------------------------------------------
+    def state_dict(self) -> dict:
+        """Every attribute but the optimizer, as plain data (lists, numbers)."""
+        return {k: list(v) if isinstance(v, (list, tuple)) else v
+                for k, v in self.__dict__.items() if k != "optimizer"}
+
+    def load_state_dict(self, state_dict: dict) -> None:
+        """Restore a `state_dict()` and write its last lrs into the optimizer's groups, so the
+        order of loading optimizer and scheduler does not matter."""
+        unknown = set(state_dict) - set(self.__dict__)
+        if unknown:
+            raise ValueError(f"{type(self).__name__}.load_state_dict: unknown keys {sorted(unknown)}")
+        if len(state_dict.get("base_lrs", self.base_lrs)) != len(self.optimizer.param_groups):
+            raise ValueError(f"{type(self).__name__}.load_state_dict: {len(state_dict['base_lrs'])} "
+                             f"base_lrs for {len(self.optimizer.param_groups)} parameter groups")
+        self.__dict__.update({k: list(v) if isinstance(v, (list, tuple)) else v
+                              for k, v in state_dict.items()})
+        for group, base_lr in zip(self.optimizer.param_groups, self.base_lrs):
+            group["initial_lr"] = base_lr
+        self._apply(self._last_lr)
+
+    def __repr__(self):
+        args = ", ".join(f"{k}={v}" for k, v in self.state_dict().items()
+                         if not k.startswith("_") and k not in ("base_lrs", "last_epoch"))
+        return f"{type(self).__name__}({args}, last_epoch={self.last_epoch})"
+
+
+@SCHEDULERS.register()
+class StepLR(LRScheduler):
+    """lr = base_lr * gamma ** (epoch // step_size). Args: step_size (int > 0), gamma (default 0.1),
+    warmup_iters (default 0)."""
+
+    def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1,
+                 warmup_iters: int = 0):
+        self.step_size = _check_int("StepLR", "step_size", step_size, low=1)
+        self.gamma = _float("StepLR", "gamma", gamma)
+        super().__init__(optimizer, last_epoch, warmup_iters)
+
+    def _schedule(self, base_lr, epoch):
+        return base_lr * self.gamma ** (epoch // self.step_size)
+
+
+@SCHEDULERS.register()
+class MultiStepLR(LRScheduler):
+    """lr = base_lr * gamma ** (number of milestones <= epoch); a milestone listed twice decays
+    twice, as torch. Args: milestones (list of int), gamma (default 0.1), warmup_iters (default 0)."""
+
+    def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1,
+                 warmup_iters: int = 0):
+        self.milestones = sorted(_check_int("MultiStepLR", f"milestones[{i}]", m, low=0)
+                                 for i, m in enumerate(milestones))
+        self.gamma = _float("MultiStepLR", "gamma", gamma)
+        super().__init__(optimizer, last_epoch, warmup_iters)
+
+    def _schedule(self, base_lr, epoch):
+        return base_lr * self.gamma ** bisect_right(self.milestones, epoch)
+
+
+@SCHEDULERS.register()
+class CosineAnnealingLR(LRScheduler):
+    """lr = eta_min + (base_lr - eta_min) * (1 + cos(pi * epoch / T_max)) / 2 (periodic past T_max,
+    like torch's recursive form). Args: T_max (int > 0), eta_min (default 0), warmup_iters."""
+
+    def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1,
+                 warmup_iters: int = 0):
+        self.T_max = _check_int("CosineAnnealingLR", "T_max", T_max, low=1)
+        self.eta_min = _float("CosineAnnealingLR", "eta_min", eta_min)
+        super().__init__(optimizer, last_epoch, warmup_iters)
+
+    def _schedule(self, base_lr, epoch):
+        return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+
+
+@SCHEDULERS.register()
+class CosineAnnealingRestartLR(LRScheduler):
+    """BasicSR's cosine annealing with restarts. Cycle i lasts periods[i] iterations and peaks at
+    restart_weights[i] * base_lr; with c_i the cumulative period end, iteration e belongs to the
+    first cycle with e <= c_i (right-closed, as BasicSR) and
+
+        lr = eta_min + w_i * (base_lr - eta_min) * (1 + cos(pi * (e - c_{i-1}) / periods[i])) / 2.
+
+    Past the last cycle the lr stays at eta_min (BasicSR fails there).
+    Args: periods (list of int > 0), restart_weights (same length; default (1,)), eta_min (0),
+    warmup_iters (0)."""
+
+    def __init__(self, optimizer, periods, restart_weights=(1,), eta_min: float = 0.0,
+                 last_epoch: int = -1, warmup_iters: int = 0):
+        periods, restart_weights = list(periods), list(restart_weights)
+        if not periods or len(periods) != len(restart_weights):
+            raise ValueError(f"CosineAnnealingRestartLR: periods {periods} and restart_weights "
+                             f"{restart_weights} must be non-empty and have the same length")
+        owner = "CosineAnnealingRestartLR"
+        self.periods = [_check_int(owner, f"periods[{i}]", p, low=1) for i, p in enumerate(periods)]
+        self.restart_weights = [_float(owner, f"restart_weights[{i}]", w)
+                                for i, w in enumerate(restart_weights)]
+        self.eta_min = _float(owner, "eta_min", eta_min)
+        self.cumulative_period = [sum(self.periods[:i + 1]) for i in range(len(self.periods))]
+        super().__init__(optimizer, last_epoch, warmup_iters)
+
+    def _schedule(self, base_lr, epoch):
+        if epoch > self.cumulative_period[-1]:
+            return self.eta_min
+        idx = next(i for i, c in enumerate(self.cumulative_period) if epoch <= c)
+        start = self.cumulative_period[idx - 1] if idx > 0 else 0
+        phase = math.pi * ((epoch - start) / self.periods[idx])
+        return self.eta_min + self.restart_weights[idx] * 0.5 * (base_lr - self.eta_min) * (
+            1 + math.cos(phase))
+
+
+@SCHEDULERS.register()
+class LinearWarmupLR(LRScheduler):
+    """Linear warm-up over `warmup_iters` iterations, then the constant base lr."""
+
+    def __init__(self, optimizer, warmup_iters: int, last_epoch: int = -1):
+        super().__init__(optimizer, last_epoch, warmup_iters)
+
+    def _schedule(self, base_lr, epoch):
+        return base_lr
+
+
+def _check_int(owner: str, name: str, value, low: int) -> int:
+    """`value` as a Python int; TypeError unless integral, ValueError if below `low`."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}")
+    if value < low:
+        raise ValueError(f"{owner}: invalid {name} value: {value} (must be >= {low})")
+    return int(value)
+
+
+def _float(owner: str, name: str, value) -> float:
+    """`value` as a Python float (so state_dict stays plain data), checked to be >= 0."""
+    check_number(owner, name, value)
+    return float(value)
