@@ -1,2 +1,83 @@
-"""(placeholder: being written)"""
-__all__ = []
+"""Pointwise regression losses: l1_loss, mse_loss, charbonnier_loss; reduction "mean" | "sum" | "none".
+
+The three differ only in the elementwise penalty rho(d) of d = input - target and its derivative, so
+one Function serves them all (the penalty is data, not code)."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Function
+from ._util import data_of
+from .activation import check_float
+
+__all__ = ["l1_loss", "mse_loss", "charbonnier_loss"]
+
+
+def _l1(d, eps):
+    return np.abs(d), np.sign(d)  # sign(0) = 0: tied elements get no gradient, as torch
+
+
+def _mse(d, eps):
+    return d * d, 2 * d
+
+
+def _charbonnier(d, eps):
+    r = np.sqrt(d * d + d.dtype.type(eps) ** 2)
+    return r, d / r
+
+
+_PENALTIES = {"l1": _l1, "mse": _mse, "charbonnier": _charbonnier}
+_REDUCTIONS = ("mean", "sum", "none")
+
+
+class PointwiseLoss(Function):
+    @staticmethod
+    def forward(ctx, x, t, *, kind, eps, reduction):
+        value, deriv = _PENALTIES[kind](x - t, eps)
+        ctx.save_for_backward(deriv)
+        ctx.reduction = reduction
+        if reduction == "none":
+            return value
+        total = value.sum(dtype=x.dtype)
+        return total / x.dtype.type(value.size) if reduction == "mean" else total
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dinput = g rho'(d) (/ numel for mean);  dL/dtarget = -dL/dinput
+        (deriv,) = ctx.saved_tensors
+        if ctx.reduction == "mean":
+            g = g / g.dtype.type(deriv.size)
+        gx = g * deriv
+        need_x, need_t = ctx.needs_input_grad
+        return (gx if need_x else None), (-gx if need_t else None)
+
+
+def _loss(op, kind, x, t, eps, reduction):
+    check_float(op, "input", x)
+    check_float(op, "target", t)
+    xs, ts = np.shape(data_of(x)), np.shape(data_of(t))
+    if xs != ts:
+        raise ValueError(f"{op}: input shape {xs} and target shape {ts} differ (no broadcasting)")
+    xd, td = data_of(x).dtype, data_of(t).dtype
+    if xd != td:
+        raise TypeError(f"{op}: input dtype {xd} and target dtype {td} differ")
+    if reduction not in _REDUCTIONS:
+        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    return PointwiseLoss.apply(x, t, kind=kind, eps=eps, reduction=reduction)
+
+
+def l1_loss(input, target, reduction="mean"):
+    """|input - target|, reduced by "mean" (default), "sum" or "none". input, target: same shape."""
+    return _loss("l1_loss", "l1", input, target, 0.0, reduction)
+
+
+def mse_loss(input, target, reduction="mean"):
+    """(input - target)^2, reduced by "mean" (default), "sum" or "none". input, target: same shape."""
+    return _loss("mse_loss", "mse", input, target, 0.0, reduction)
+
+
+def charbonnier_loss(input, target, eps=1e-3, reduction="mean"):
+    """sqrt((input - target)^2 + eps^2) (a smooth L1), reduced by "mean" (default), "sum" or "none".
+    eps default 1e-3."""
+    if not eps > 0:
+        raise ValueError(f"charbonnier_loss: eps must be positive, got {eps}")
+    return _loss("charbonnier_loss", "charbonnier", input, target, float(eps), reduction)
