@@ -1,4 +1,4 @@
 """File input/output: images (Pillow)."""
-from .image import list_images, read_image, write_image
+from .image import image_size, list_images, read_image, write_image
 
-__all__ = ["list_images", "read_image", "write_image"]
+__all__ = ["image_size", "list_images", "read_image", "write_image"]

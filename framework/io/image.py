@@ -33,7 +33,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
-__all__ = ["MAX_PIXELS", "IMAGE_EXTENSIONS", "read_image", "write_image", "list_images"]
+__all__ = ["MAX_PIXELS", "IMAGE_EXTENSIONS", "read_image", "image_size", "write_image", "list_images"]
 
 # Largest width * height read_image decodes (Pillow's own default limit); a module constant so a
 # user with genuinely huge images can raise it, or pass max_pixels= per call.
@@ -43,6 +43,7 @@ IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 _FORMATS = ("PNG", "JPEG", "BMP", "TIFF")
 _WRITE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".bmp": "BMP", ".tif": "TIFF",
                   ".tiff": "TIFF"}
+_ORIENTATION = 0x0112  # the EXIF tag
 _16BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 # Exceptions Pillow raises on corrupt or truncated data (zlib/struct errors escape some plugins).
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error, zlib.error)
@@ -85,6 +86,33 @@ def read_image(path, max_pixels: int | None = None):
         if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
         raise ValueError(f"{path}: corrupt or truncated image ({type(e).__name__}: {e})") from None
+
+
+def image_size(path) -> tuple[int, int]:
+    """(width, height) of an image file from its header alone (nothing decoded): a cheap check of
+    a whole dataset folder. EXIF orientation is honoured, as in `read_image`. Raises like
+    `read_image` for a missing or unreadable file."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"image file not found: {path}")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
+            with Image.open(path, formats=_FORMATS) as im:
+                width, height = im.size
+                # orientations 5-8 are a transpose or a 90-degree turn: width and height swap
+                if im.getexif().get(_ORIENTATION, 1) in (5, 6, 7, 8):
+                    width, height = height, width
+                return width, height
+    except Image.DecompressionBombError as e:
+        raise ValueError(f"{path}: refusing to decode a possible decompression bomb ({e})") from None
+    except Image.UnidentifiedImageError:
+        raise ValueError(f"{path}: not a readable image (supported formats: "
+                         f"{', '.join(_FORMATS)})") from None
+    except _DECODE_ERRORS as e:
+        if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
+            raise
+        raise ValueError(f"{path}: corrupt image header ({type(e).__name__}: {e})") from None
 
 
 class _Refused(Exception):
