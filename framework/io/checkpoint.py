@@ -1,0 +1,235 @@
+"""Checkpoints and weights as single safetensors files: arrays in the tensor section, everything else as
+JSON in the header metadata. Never pickle, in either direction.
+
+A training checkpoint holds `model.<key>` weights, `optimizer.<path>` / `scheduler.<path>` arrays and
+one JSON document (key "srgrad" of the metadata) with the optimizer and scheduler state_dicts (their
+arrays replaced by references into the tensor section), the iteration, RNG state and config hash.
+A weights file (`net_latest.safetensors`) holds `model.<key>` weights and JSON metadata with the model
+spec, so inference needs no config. Writes are atomic: a `*.tmp` beside the target, flushed and
+fsynced, then `os.replace`d over it, so a crash or full disk leaves the previous file intact.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import safetensors.numpy
+
+__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "save_weights", "load_weights",
+           "load_model_weights", "read_safetensors", "write_atomic", "check_state_matches"]
+
+CHECKPOINT_FORMAT = "srgrad.checkpoint/1"
+WEIGHTS_FORMAT = "srgrad.weights/1"
+_ARRAY = "__array__"
+
+
+class CheckpointError(ValueError):
+    """A weights or checkpoint file that cannot be used: not safetensors (e.g. pickle), truncated,
+    or made for a different architecture. The message names the file."""
+
+
+# -- pickle-free state_dict <-> (JSON, arrays) ----------------------------------------------------
+def _flatten(obj, prefix: str, arrays: dict):
+    """Replace every numpy array (and numpy scalar, kept with its dtype) by a reference
+    `{"__array__": key}` and collect the arrays; the rest must be JSON types."""
+    if isinstance(obj, (np.ndarray, np.generic)):
+        arrays[prefix] = np.require(np.array(obj) if isinstance(obj, np.generic) else obj,
+                                    requirements="C")
+        return {_ARRAY: prefix, "scalar": isinstance(obj, np.generic)}
+    if isinstance(obj, dict):
+        out = {}
+        for k, v in obj.items():
+            if not isinstance(k, (str, int)) or isinstance(k, bool):
+                raise TypeError(f"state key {k!r} at {prefix!r} is not a str or int")
+            out[str(k)] = _flatten(v, f"{prefix}.{k}", arrays)
+        return out
+    if isinstance(obj, (list, tuple)):
+        return [_flatten(v, f"{prefix}.{i}", arrays) for i, v in enumerate(obj)]
+    if obj is None or isinstance(obj, (bool, int, float, str)):
+        return obj
+    raise TypeError(f"state value at {prefix!r} has type {type(obj).__name__}; a state_dict may "
+                    f"hold only dicts, lists, Python scalars, str, None and numpy arrays")
+
+
+def _unflatten(obj, arrays: dict, source: str):
+    if isinstance(obj, dict):
+        if _ARRAY in obj:
+            key = obj[_ARRAY]
+            if key not in arrays:
+                raise CheckpointError(f"{source}: metadata refers to array {key!r} that the file "
+                                      f"does not hold")
+            arr = arrays[key]
+            return arr[()] if obj.get("scalar") else arr
+        return {k: _unflatten(v, arrays, source) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_unflatten(v, arrays, source) for v in obj]
+    return obj
+
+
+# -- file level -----------------------------------------------------------------------------------
+def write_atomic(path, data: bytes) -> None:
+    """Write `data` to `path` so that readers see the old file or the new one, never a partial one:
+    same-folder temporary file, flush + fsync, os.replace, then fsync the folder (best effort)."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp"
+    try:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        try:
+            os.remove(tmp)
+        except OSError:
+            pass
+        if isinstance(exc, OSError):
+            raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc} (any previous "
+                                     f"version of the file is intact)") from exc
+        raise
+    try:
+        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _serialize(tensors: dict, info: dict, fmt: str) -> bytes:
+    meta = {"format": fmt, "srgrad": json.dumps(info, allow_nan=True)}
+    # np.require keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d)
+    return safetensors.numpy.save({k: np.require(v, requirements="C") for k, v in tensors.items()},
+                                  metadata=meta)
+
+
+def read_safetensors(path):
+    """(arrays, metadata dict of str) from a safetensors file, checked before parsing: a pickle or
+    zip (PyTorch .pt) file is refused without being loaded, a truncated file is named as such."""
+    source = os.fspath(path)
+    try:
+        with open(source, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise CheckpointError(f"cannot read {source}: {exc.strerror}") from None
+    if data[:1] == b"\x80" or data[:2] == b"PK" or data[:6] == b"\x93NUMPY":
+        raise CheckpointError(f"{source} is not a safetensors file (it looks like a pickle, PyTorch "
+                              f".pt/.pth or .npy file); srgrad never loads pickle. Convert it to "
+                              f".safetensors (e.g. safetensors.torch.save_file) first.")
+    if len(data) < 8:
+        raise CheckpointError(f"{source} is empty or truncated ({len(data)} bytes): not a "
+                              f"safetensors file")
+    n = int.from_bytes(data[:8], "little")
+    if n > len(data) - 8 or data[8:9] != b"{":
+        if data[8:9] == b"{":
+            raise CheckpointError(f"{source} is truncated: its header needs {n} bytes, the file "
+                                  f"has {len(data) - 8}")
+        raise CheckpointError(f"{source} is not a safetensors file (bad header)")
+    try:
+        header = json.loads(data[8:8 + n])
+    except ValueError:
+        raise CheckpointError(f"{source} is not a safetensors file (unreadable header)") from None
+    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    if 8 + n + end > len(data):
+        raise CheckpointError(f"{source} is truncated: its tensors need {8 + n + end} bytes, the "
+                              f"file has {len(data)} (an interrupted copy or download?)")
+    try:
+        arrays = safetensors.numpy.load(data)
+    except Exception as exc:  # safetensors raises its own error type
+        raise CheckpointError(f"{source}: corrupt safetensors file: {exc}") from None
+    return arrays, header.get("__metadata__") or {}
+
+
+def _info(meta: dict, source: str) -> dict:
+    try:
+        return json.loads(meta.get("srgrad", "{}"))
+    except ValueError:
+        raise CheckpointError(f"{source}: unreadable srgrad metadata") from None
+
+
+# -- checkpoints ----------------------------------------------------------------------------------
+def save_checkpoint(path, model_state: dict, optimizer_state=None, scheduler_state=None,
+                    **info) -> None:
+    """Atomically write a training checkpoint. `info` (iteration, rng, config_hash, model spec,
+    best metric, ...) must be JSON-serialisable."""
+    tensors = {f"model.{k}": np.asarray(v) for k, v in model_state.items()}
+    arrays: dict = {}
+    doc = dict(info)
+    doc["optimizer"] = _flatten(optimizer_state, "optimizer", arrays) if optimizer_state else None
+    doc["scheduler"] = _flatten(scheduler_state, "scheduler", arrays) if scheduler_state else None
+    tensors.update(arrays)
+    write_atomic(path, _serialize(tensors, doc, CHECKPOINT_FORMAT))
+
+
+def load_checkpoint(path) -> dict:
+    """{"model": state_dict, "optimizer": ..., "scheduler": ..., **info} from `save_checkpoint`."""
+    source = os.fspath(path)
+    arrays, meta = read_safetensors(source)
+    if meta.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{source} is not an srgrad training checkpoint (format "
+                              f"{meta.get('format')!r}); a weights file cannot resume training")
+    doc = _info(meta, source)
+    doc["optimizer"] = _unflatten(doc.get("optimizer"), arrays, source)
+    doc["scheduler"] = _unflatten(doc.get("scheduler"), arrays, source)
+    doc["model"] = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
+    return doc
+
+
+# -- weights --------------------------------------------------------------------------------------
+def save_weights(path, model_state: dict, **info) -> None:
+    """Atomically write weights only (`model.<key>`), with JSON `info` such as the model spec
+    `{"model": {"type": "ESPCN", "scale": 2, ...}}` so inference needs no config."""
+    tensors = {f"model.{k}": np.asarray(v) for k, v in model_state.items()}
+    write_atomic(path, _serialize(tensors, info, WEIGHTS_FORMAT))
+
+
+def load_weights(path):
+    """(state_dict, info) from a weights file or a training checkpoint; a plain safetensors file
+    without the `model.` prefix (e.g. converted from another framework) is taken as is."""
+    source = os.fspath(path)
+    arrays, meta = read_safetensors(source)
+    info = _info(meta, source)
+    if meta.get("format") in (CHECKPOINT_FORMAT, WEIGHTS_FORMAT) or \
+            any(k.startswith("model.") for k in arrays):
+        state = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
+    else:
+        state = dict(arrays)
+    return state, info
+
+
+def check_state_matches(model, state: dict, source: str) -> None:
+    """Raise CheckpointError naming every missing / unexpected key and shape mismatch."""
+    own = model.state_dict()
+    missing = [k for k in own if k not in state]
+    unexpected = [k for k in state if k not in own]
+    shapes = [f"{k}: file {tuple(state[k].shape)} vs model {tuple(own[k].shape)}"
+              for k in own if k in state and tuple(state[k].shape) != tuple(own[k].shape)]
+    if not (missing or unexpected or shapes):
+        return
+
+    def few(items):
+        return ", ".join(items[:8]) + (f", ... ({len(items)} in all)" if len(items) > 8 else "")
+
+    parts = []
+    if missing:
+        parts.append(f"missing keys: {few(missing)}")
+    if unexpected:
+        parts.append(f"unexpected keys: {few(unexpected)}")
+    if shapes:
+        parts.append(f"shape mismatches: {few(shapes)}")
+    raise CheckpointError(f"{source} does not fit the model {type(model).__name__} (weights for a "
+                          f"different architecture or settings?): " + "; ".join(parts))
+
+
+def load_model_weights(model, path) -> dict:
+    """Load a weights file or checkpoint into `model` (strict: keys and shapes must all match).
+    Returns the file's info dict."""
+    source = os.fspath(path)
+    state, info = load_weights(source)
+    check_state_matches(model, state, source)
+    model.load_state_dict(state)
+    return info
