@@ -144,7 +144,8 @@ class CosineAnnealingLR(LRScheduler):
         super().__init__(optimizer, last_epoch, warmup_iters)
 
     def _schedule(self, base_lr, epoch):
-        return self.eta_min + (base_lr - self.eta_min) * (1 + math.cos(math.pi * epoch / self.T_max)) / 2
+        cosine = 1 + math.cos(math.pi * epoch / self.T_max)
+        return self.eta_min + (base_lr - self.eta_min) * cosine / 2
 
 
 @SCHEDULERS.register()
