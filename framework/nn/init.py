@@ -1,2 +1,132 @@
-"""(placeholder: being written)"""
-__all__ = []
+"""Weight initialisation, as torch.nn.init: same names, same distributions, in place on a Tensor's
+`.data` (dtype kept), returning the tensor.
+
+Randomness comes from `rng` (a numpy Generator) when given, else from this module's generator, which
+`manual_seed(seed)` resets. It starts seeded with 0 (torch likewise starts from a fixed default seed),
+so building a model after `manual_seed(config_seed)` gives the same weights on every run."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..tensor import Tensor
+
+__all__ = ["manual_seed", "calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_",
+           "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
+
+_rng = np.random.default_rng(0)
+
+
+def manual_seed(seed: int) -> None:
+    """Reset the module generator that every initialiser (and every layer's default init) draws from."""
+    global _rng
+    _rng = np.random.default_rng(seed)
+
+
+def _generator(rng):
+    return _rng if rng is None else rng
+
+
+def _fill(tensor, values):
+    if not isinstance(tensor, Tensor):
+        raise TypeError(f"init: expected a Tensor or Parameter, got {type(tensor).__name__}")
+    tensor.data[...] = np.asarray(values).astype(tensor.data.dtype, copy=False)
+    return tensor
+
+
+def calculate_gain(nonlinearity: str, param=None) -> float:
+    """Recommended gain for a nonlinearity: 1 for linear/conv/sigmoid, 5/3 tanh, sqrt(2) relu,
+    sqrt(2 / (1 + slope^2)) leaky_relu (slope `param`, default 0.01), 3/4 selu."""
+    linear = ("linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+              "conv_transpose3d", "sigmoid")
+    if nonlinearity in linear:
+        return 1.0
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            slope = 0.01
+        elif isinstance(param, (int, float)) and not isinstance(param, bool):
+            slope = param
+        else:
+            raise ValueError(f"calculate_gain: negative_slope {param!r} is not a valid number")
+        return math.sqrt(2.0 / (1 + slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"calculate_gain: unsupported nonlinearity {nonlinearity!r}")
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    """fan_in = shape[1] * receptive field, fan_out = shape[0] * receptive field (torch's rule, so a
+    ConvTranspose2d weight (in, out/groups, kh, kw) has fan_in = out/groups * kh * kw)."""
+    shape = tensor.shape
+    if len(shape) < 2:
+        raise ValueError(f"init: fan in and fan out cannot be computed for a tensor with fewer than 2 "
+                         f"dimensions (shape {shape})")
+    receptive = int(np.prod(shape[2:])) if len(shape) > 2 else 1
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def _fan(tensor, mode):
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"init: mode must be 'fan_in' or 'fan_out', got {mode!r}")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def uniform_(tensor, a: float = 0.0, b: float = 1.0, rng=None):
+    """Fill with U(a, b)."""
+    return _fill(tensor, _generator(rng).uniform(a, b, tensor.shape))
+
+
+def normal_(tensor, mean: float = 0.0, std: float = 1.0, rng=None):
+    """Fill with N(mean, std^2)."""
+    return _fill(tensor, _generator(rng).normal(mean, std, tensor.shape))
+
+
+def constant_(tensor, val: float):
+    return _fill(tensor, val)
+
+
+def zeros_(tensor):
+    return _fill(tensor, 0)
+
+
+def ones_(tensor):
+    return _fill(tensor, 1)
+
+
+def xavier_uniform_(tensor, gain: float = 1.0, rng=None):
+    """U(-a, a) with a = gain sqrt(6 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    a = math.sqrt(3.0) * gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    return uniform_(tensor, -a, a, rng)
+
+
+def xavier_normal_(tensor, gain: float = 1.0, rng=None):
+    """N(0, std^2) with std = gain sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return normal_(tensor, 0.0, gain * math.sqrt(2.0 / float(fan_in + fan_out)), rng)
+
+
+def kaiming_uniform_(tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                     rng=None):
+    """U(-b, b) with b = gain sqrt(3 / fan), gain = calculate_gain(nonlinearity, a). Layers use
+    a = sqrt(5), i.e. b = 1 / sqrt(fan_in), as torch."""
+    if 0 in tensor.shape:
+        return tensor  # torch: a no-op (with a warning) on zero-element tensors
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, rng)
+
+
+def kaiming_normal_(tensor, a: float = 0.0, mode: str = "fan_in", nonlinearity: str = "leaky_relu",
+                    rng=None):
+    """N(0, std^2) with std = gain / sqrt(fan), gain = calculate_gain(nonlinearity, a)."""
+    if 0 in tensor.shape:
+        return tensor
+    std = calculate_gain(nonlinearity, a) / math.sqrt(_fan(tensor, mode))
+    return normal_(tensor, 0.0, std, rng)

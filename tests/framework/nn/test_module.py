@@ -1,0 +1,160 @@
+"""Module basics: registration, traversal, dotted state_dict keys, strict loading errors, train/eval,
+zero_grad, repr, Sequential and ModuleList."""
+from collections import OrderedDict
+
+import numpy as np
+import pytest
+
+import framework as sg
+from framework import nn
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(2, 3, 3, padding=1)
+        self.bn = nn.BatchNorm2d(3)
+        self.scale = nn.Parameter(np.ones(1, np.float32))
+        self.note = "not registered"
+
+    def forward(self, x):
+        return self.bn(self.conv(x)) * self.scale
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.head = Block()
+        self.body = nn.Sequential(nn.ReLU(), nn.Conv2d(3, 3, 1, bias=False))
+        self.tails = nn.ModuleList([nn.PReLU(3), nn.Identity()])
+
+    def forward(self, x):
+        x = self.body(self.head(x))
+        for m in self.tails:
+            x = m(x)
+        return x
+
+
+KEYS = ["head.scale", "head.conv.weight", "head.conv.bias", "head.bn.weight", "head.bn.bias",
+        "head.bn.running_mean", "head.bn.running_var", "head.bn.num_batches_tracked", "body.1.weight",
+        "tails.0.weight"]
+
+
+def test_registration_and_traversal():
+    net = Net()
+    names = [n for n, _ in net.named_parameters()]
+    assert names == ["head.scale", "head.conv.weight", "head.conv.bias", "head.bn.weight", "head.bn.bias",
+                     "body.1.weight", "tails.0.weight"]
+    assert [type(m).__name__ for m in net.children()] == ["Block", "Sequential", "ModuleList"]
+    assert [n for n, _ in net.named_modules()] == [  # depth-first pre-order, as torch
+        "", "head", "head.conv", "head.bn", "body", "body.0", "body.1", "tails", "tails.0", "tails.1"]
+    assert [n for n, _ in net.named_buffers()] == ["head.bn.running_mean", "head.bn.running_var",
+                                                  "head.bn.num_batches_tracked"]
+    assert net.head.note == "not registered" and "note" not in net.state_dict()
+    assert net.num_parameters() == 1 + 54 + 3 + 3 + 3 + 9 + 3
+    assert net.head.conv.bias is not None and net.body[1].bias is None
+
+
+def test_state_dict_keys_match_torch():
+    torch = pytest.importorskip("torch")
+
+    class TBlock(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(2, 3, 3, padding=1)
+            self.bn = torch.nn.BatchNorm2d(3)
+            self.scale = torch.nn.Parameter(torch.ones(1))
+
+    tnet = torch.nn.Module()
+    tnet.head = TBlock()
+    tnet.body = torch.nn.Sequential(torch.nn.ReLU(), torch.nn.Conv2d(3, 3, 1, bias=False))
+    tnet.tails = torch.nn.ModuleList([torch.nn.PReLU(3), torch.nn.Identity()])
+    ours, theirs = Net().state_dict(), tnet.state_dict()
+    assert sorted(ours) == sorted(theirs) and set(ours) == set(KEYS)
+    for k in theirs:
+        assert ours[k].shape == tuple(theirs[k].shape), k
+
+
+def test_load_state_dict_copies_in_place():
+    a, b = Net(), Net()
+    w = b.head.conv.weight
+    arr = w.data
+    result = b.load_state_dict(a.state_dict())
+    assert result.missing_keys == [] and result.unexpected_keys == []
+    assert b.head.conv.weight is w and w.data is arr  # optimizers keep their references
+    for k, v in a.state_dict().items():
+        np.testing.assert_array_equal(b.state_dict()[k], v)
+
+
+def test_load_state_dict_strict_errors_name_keys_and_shapes():
+    net = Net()
+    sd = OrderedDict((k, v.copy()) for k, v in net.state_dict().items())
+    del sd["head.conv.bias"]
+    sd["head.extra"] = np.zeros(2)
+    with pytest.raises(ValueError, match=r"missing keys \['head.conv.bias'\], unexpected keys \['head.extra'\]"):
+        net.load_state_dict(sd)
+    result = net.load_state_dict(sd, strict=False)
+    assert result.missing_keys == ["head.conv.bias"] and result.unexpected_keys == ["head.extra"]
+    sd = dict(net.state_dict())
+    sd["head.conv.weight"] = np.zeros((3, 2, 5, 5), np.float32)
+    with pytest.raises(ValueError, match=r"head.conv.weight: checkpoint shape \(3, 2, 5, 5\), model shape \(3, 2, 3, 3\)"):
+        net.load_state_dict(sd, strict=False)
+
+
+def test_train_eval_and_zero_grad():
+    net = Net()
+    assert all(m.training for m in net.modules())
+    assert net.eval() is net and not any(m.training for m in net.modules())
+    net.train()
+    assert net.head.bn.training
+    x = sg.tensor(np.random.default_rng(0).standard_normal((2, 2, 4, 4)).astype(np.float32))
+    net(x).sum().backward()
+    assert all(p.grad is not None for p in net.parameters())
+    net.zero_grad()
+    assert all(p.grad is None for p in net.parameters())
+
+
+def test_double_converts_parameters_and_float_buffers():
+    net = Net().double()
+    assert all(p.dtype == np.float64 for p in net.parameters())
+    assert net.head.bn.running_var.dtype == np.float64
+    assert net.head.bn.num_batches_tracked.dtype == np.int64
+
+
+def test_repr_matches_torch_layout():
+    torch = pytest.importorskip("torch")
+    ours = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.ReLU(), nn.PixelShuffle(2))
+    theirs = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.PixelShuffle(2))
+    assert repr(ours) == repr(theirs)
+
+
+def test_sequential_and_modulelist():
+    seq = nn.Sequential(OrderedDict(first=nn.ReLU(), second=nn.Tanh()))
+    assert list(seq._modules) == ["first", "second"] and len(seq) == 2
+    x = sg.tensor(np.array([-1.0, 2.0]))
+    np.testing.assert_allclose(seq(x).data, np.tanh([0.0, 2.0]))
+    assert isinstance(seq[1], nn.Tanh) and isinstance(seq[0:1], nn.Sequential) and len(seq[0:1]) == 1
+    seq.append(nn.Sigmoid())
+    assert len(seq) == 3 and list(seq._modules)[-1] == "2"
+    ml = nn.ModuleList([nn.ReLU()])
+    ml.extend([nn.Conv2d(1, 1, 1), nn.Tanh()])
+    assert len(ml) == 3 and [n for n, _ in ml.named_parameters()] == ["1.weight", "1.bias"]
+    assert isinstance(ml[1], nn.Conv2d) and isinstance(ml[1:], nn.ModuleList)
+
+
+def test_setattr_before_init_is_a_clear_error():
+    class Bad(nn.Module):
+        def __init__(self):
+            self.w = nn.Parameter(np.ones(1))
+
+    with pytest.raises(AttributeError, match=r"call super\(\).__init__\(\) before assigning attribute 'w'"):
+        Bad()
+
+
+def test_reassigning_replaces_registration():
+    m = nn.Module()
+    m.a = nn.Parameter(np.ones(2))
+    m.a = nn.ReLU()
+    assert list(m.state_dict()) == [] and list(m._modules) == ["a"]
+    del m.a
+    assert not hasattr(m, "a")
