@@ -1,0 +1,290 @@
+"""Data-parallel training over MPI (through mpi4py), and the single-process path that is the default.
+
+    mpirun -n 4 srgrad-train configs/quickstart.yaml            # 4 ranks, one global batch
+    mpirun --hostfile hosts -n 8 srgrad-train configs/edsr_x2.yaml
+
+Every rank builds the same model from the same seed, takes its own rows of every global batch, and
+after backward the gradients are averaged with ONE `Allreduce` over a single preallocated flat buffer
+(not one call per parameter: per-call latency would dominate on small models). Every rank then runs
+the same optimizer step on the same averaged gradient, so the weights stay identical on every rank.
+
+This is the only module that imports mpi4py, and only lazily (importing `mpi4py.MPI` initialises MPI),
+so a plain `python` launch never touches MPI. Only mpi4py's buffer methods (upper-case: `Allreduce`,
+`Bcast`) are used: they move raw arrays; the lower-case ones would pickle.
+
+Which path runs (`init(mode)`; mode defaults to the `SRGRAD_DISTRIBUTED` environment variable):
+- "auto" (default): MPI when launched by mpirun/mpiexec (detected from its environment variables),
+  otherwise the single-process path, exactly as if this module did not exist.
+- "mpi": MPI, and an error saying how to install mpi4py when it is missing.
+- "none": single process even under mpirun (every rank would then train alone: only for debugging).
+"""
+from __future__ import annotations
+
+import ctypes
+import glob
+import os
+import sys
+import time
+
+import numpy as np
+
+__all__ = ["DistributedError", "SingleProcess", "MPICommunicator", "FlatGradients", "init",
+           "is_mpi_launch", "launch_world_size", "local_world_size", "default_threads",
+           "configure_threads", "MODES"]
+
+MODES = ("auto", "mpi", "none")
+
+# Set by the launcher in every rank: Open MPI (OMPI_*), MPICH / Intel MPI's Hydra (PMI_*), PMIx (Slurm).
+_LAUNCH_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
+_SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
+_LOCAL_SIZE_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
+
+INSTALL_HINT = ("pip install 'srgrad[mpi]' (mpi4py needs an MPI library: on Debian/Ubuntu "
+                "apt-get install openmpi-bin libopenmpi-dev)")
+
+
+class DistributedError(RuntimeError):
+    """MPI was asked for and cannot be used (mpi4py missing), or a distributed setting is wrong."""
+
+
+# -- launch detection ---------------------------------------------------------------------------
+def is_mpi_launch(environ=None) -> bool:
+    """True when this process was started by mpirun/mpiexec (its environment variables are set)."""
+    env = os.environ if environ is None else environ
+    return any(name in env for name in _LAUNCH_VARS)
+
+
+def launch_world_size(environ=None) -> int | None:
+    """The number of ranks the launcher started, or None when unknown (or not launched by MPI)."""
+    env = os.environ if environ is None else environ
+    for name in _SIZE_VARS:
+        if env.get(name, "").isdigit():
+            return int(env[name])
+    return None
+
+
+def local_world_size(environ=None) -> int:
+    """Ranks on this machine (1 when not launched by MPI or when the launcher does not say)."""
+    env = os.environ if environ is None else environ
+    for name in _LOCAL_SIZE_VARS:
+        if env.get(name, "").isdigit():
+            return max(1, int(env[name]))
+    return 1
+
+
+# -- threads per rank ---------------------------------------------------------------------------
+def default_threads(environ=None) -> int | None:
+    """Threads per rank under mpirun: max(1, cores // ranks on this machine), never more than the
+    cores this process may run on (mpirun may bind a rank to a few cores); None without mpirun."""
+    env = os.environ if environ is None else environ
+    if not is_mpi_launch(env):
+        return None
+    cores = os.cpu_count() or 1
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    return max(1, min(allowed, cores // local_world_size(env)))
+
+
+def configure_threads(environ=None) -> int | None:
+    """Under mpirun, give each rank `default_threads()` numba and BLAS threads so that K ranks on one
+    machine do not run K x cores threads. Returns the count, or None when not launched by MPI
+    (nothing changes then). A thread variable the user set explicitly wins over the default.
+
+    Call it FIRST in a command-line entry point, before any numba kernel or matrix product runs.
+    The environment variables (NUMBA_NUM_THREADS, OMP_NUM_THREADS, OPENBLAS_NUM_THREADS,
+    MKL_NUM_THREADS) only take effect in libraries that are not loaded yet (and in child processes);
+    `import framework` has already loaded numpy and numba, so the count is also applied at run time:
+    `numba.set_num_threads` (numba starts its pool lazily, at the first parallel kernel, and the
+    setting is per calling thread: call it from the training thread) and the BLAS library's setter.
+    """
+    env = os.environ if environ is None else environ
+    threads = default_threads(env)
+    if threads is None:
+        return None
+    user_numba = env.get("NUMBA_NUM_THREADS")
+    user_blas = env.get("OPENBLAS_NUM_THREADS") or env.get("OMP_NUM_THREADS")
+    for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(name, str(threads))
+    if "numba" in sys.modules and not user_numba:
+        import numba
+        numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
+    if not user_blas:
+        _limit_blas_threads(threads)
+    return threads
+
+
+def _limit_blas_threads(threads: int) -> None:
+    """Apply a BLAS thread count after numpy has loaded its BLAS: through threadpoolctl when it is
+    installed (any BLAS), otherwise through the OpenBLAS that numpy's wheels bundle."""
+    try:
+        from threadpoolctl import threadpool_limits
+    except ImportError:
+        threadpool_limits = None
+    if threadpool_limits is not None:
+        threadpool_limits(threads, user_api="blas")
+        return
+    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*")
+    for path in glob.glob(libs):
+        lib = ctypes.CDLL(path)  # already loaded by numpy: this returns the same handle
+        for symbol in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
+                       "openblas_set_num_threads64_", "openblas_set_num_threads"):
+            if hasattr(lib, symbol):
+                getattr(lib, symbol)(ctypes.c_int(threads))
+                return
+
+
+# -- the flat gradient buffer -------------------------------------------------------------------
+class FlatGradients:
+    """Every parameter's gradient packed into one preallocated contiguous buffer, so one collective
+    call moves them all. Parameters whose `.grad` is None pack as zeros and stay None (every rank
+    runs the same graph, so a parameter unused here is unused everywhere).
+
+    Args:
+        params: the trainable parameters, in the same order on every rank (model order).
+    """
+
+    def __init__(self, params):
+        self.params = [p for p in params if p.requires_grad]
+        dtypes = sorted({p.dtype.name for p in self.params})
+        if len(dtypes) != 1:
+            raise DistributedError(f"data-parallel training needs parameters of one dtype to pack "
+                                   f"them into one buffer, got {dtypes or 'no parameters'}")
+        self.offsets = np.cumsum([0] + [p.size for p in self.params])
+        self.buffer = np.zeros(int(self.offsets[-1]), dtype=dtypes[0])
+
+    def pack(self) -> np.ndarray:
+        for p, lo, hi in zip(self.params, self.offsets[:-1], self.offsets[1:]):
+            if p.grad is None:
+                self.buffer[lo:hi] = 0
+            else:
+                self.buffer[lo:hi] = p.grad.data.reshape(-1)
+        return self.buffer
+
+    def unpack(self) -> None:
+        # Views into the buffer, not copies: a backward may have left a read-only broadcast view as
+        # a gradient, and pack() copies each gradient in again before the next reduction.
+        for p, lo, hi in zip(self.params, self.offsets[:-1], self.offsets[1:]):
+            if p.grad is not None:
+                p.grad.data = self.buffer[lo:hi].reshape(p.shape)
+
+
+# -- communicators ------------------------------------------------------------------------------
+class SingleProcess:
+    """Rank 0 of a world of 1: every collective is a no-op, so the training path is unchanged."""
+
+    rank = 0
+    world_size = 1
+    is_root = True
+    allreduce_seconds = 0.0
+
+    def allreduce_mean_(self, buffer: np.ndarray) -> np.ndarray:
+        return buffer
+
+    def average_gradients_(self, params) -> None:
+        return None
+
+    def broadcast_params(self, model) -> None:
+        return None
+
+    def barrier(self) -> None:
+        return None
+
+    def abort(self, message: str, code: int = 1):
+        raise SystemExit(f"srgrad: {message}")
+
+    def __repr__(self):
+        return "SingleProcess(rank=0, world_size=1)"
+
+
+class MPICommunicator:
+    """One rank of an MPI job (MPI.COMM_WORLD). `allreduce_seconds` accumulates the wall time spent
+    in gradient Allreduce (waiting for the slowest rank included), for benchmarks and logs."""
+
+    def __init__(self, mpi):
+        self._mpi = mpi
+        self.comm = mpi.COMM_WORLD
+        self.rank = self.comm.Get_rank()
+        self.world_size = self.comm.Get_size()
+        self.is_root = self.rank == 0
+        self.allreduce_seconds = 0.0
+        self._flat = None
+
+    def allreduce_mean_(self, buffer: np.ndarray) -> np.ndarray:
+        """Average a contiguous float array over all ranks, in place: ONE Allreduce(SUM), then / K."""
+        if not (isinstance(buffer, np.ndarray) and buffer.flags.c_contiguous
+                and buffer.dtype.kind == "f"):
+            raise TypeError("allreduce_mean_: buffer must be a C-contiguous float numpy array")
+        start = time.perf_counter()
+        self.comm.Allreduce(self._mpi.IN_PLACE, buffer, op=self._mpi.SUM)
+        self.allreduce_seconds += time.perf_counter() - start
+        buffer /= buffer.dtype.type(self.world_size)
+        return buffer
+
+    def average_gradients_(self, params) -> None:
+        """Replace every parameter's `.grad` by its mean over the ranks (pack, Allreduce, unpack).
+        The flat buffer is allocated on the first call and reused while the parameters stay the same."""
+        params = list(params)
+        if self._flat is None or [id(p) for p in self._flat.params] != \
+                [id(p) for p in params if p.requires_grad]:
+            self._flat = FlatGradients(params)
+        self.allreduce_mean_(self._flat.pack())
+        self._flat.unpack()
+
+    def broadcast_params(self, model) -> None:
+        """Copy rank 0's parameters and buffers to every rank (once, at start: the same seed should
+        already give the same weights; this makes it certain, e.g. if initialisation used the clock)."""
+        for arr in model.state_dict().values():
+            flat = np.ascontiguousarray(arr)
+            self.comm.Bcast(flat, root=0)
+            if flat is not arr:
+                np.copyto(arr, flat)
+
+    def barrier(self) -> None:
+        self.comm.Barrier()
+
+    def abort(self, message: str, code: int = 1):
+        """Print `message` (naming this rank) and end EVERY rank: a rank that stops alone would leave
+        the others blocked in their next Allreduce forever."""
+        sys.stderr.write(f"srgrad: rank {self.rank}/{self.world_size}: {message}; aborting all "
+                         f"ranks\n")
+        sys.stderr.flush()
+        self.comm.Abort(code)
+
+    def __repr__(self):
+        return f"MPICommunicator(rank={self.rank}, world_size={self.world_size})"
+
+
+def _import_mpi(why: str):
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise DistributedError(f"{why}, but mpi4py is not installed ({exc}): {INSTALL_HINT}") \
+            from exc
+    return MPI
+
+
+def init(mode: str | None = None):
+    """The communicator for this process: `MPICommunicator` or `SingleProcess`.
+
+    Args:
+        mode: "auto", "mpi" or "none" (see the module docstring); None reads SRGRAD_DISTRIBUTED
+            (default "auto").
+    """
+    source = "mode"
+    if mode is None:
+        mode, source = os.environ.get("SRGRAD_DISTRIBUTED", "auto"), "SRGRAD_DISTRIBUTED"
+    if mode not in MODES:
+        raise DistributedError(f"{source}={mode!r}: expected one of {', '.join(MODES)}")
+    if mode == "none":
+        return SingleProcess()
+    if mode == "mpi":
+        return MPICommunicator(_import_mpi(f"MPI training was requested ({source}=mpi)"))
+    if not is_mpi_launch():
+        return SingleProcess()
+    if launch_world_size() == 1:
+        try:
+            return MPICommunicator(_import_mpi("launched by mpirun"))
+        except DistributedError:
+            return SingleProcess()
+    # Several ranks without mpi4py would each train alone and overwrite each other's run folder.
+    return MPICommunicator(_import_mpi(
+        f"this process was started by mpirun with {launch_world_size() or 'several'} ranks"))
