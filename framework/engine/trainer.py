@@ -1,0 +1,333 @@
+"""The training loop behind `srgrad-train`: build everything from a validated config, train with a
+progress bar, validate against the bicubic baseline, checkpoint atomically, resume exactly.
+
+Exact resume: a run's state after iteration i is (weights, optimizer state, scheduler state, i); the
+batch loader is a pure function of (seed, iteration), so a run resumed from the checkpoint of
+iteration i computes bit-identical weights to one that never stopped.
+
+Data parallelism (later, over MPI) hooks in at one place: `_reduce_gradients()`, called when every
+gradient is ready and before the optimizer step; writes happen only where `self.is_main`.
+"""
+from __future__ import annotations
+
+import math
+import signal
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from .. import nn
+from ..autograd import no_grad
+from ..io import checkpoint as ckpt
+from ..io.config import config_hash, dump_config
+from ..registry import DATASETS, LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
+from ..tensor import Tensor
+from .inference import bicubic, upscale
+from .runlog import MetricsLog, RunLock, comparison_strip, plot_curves
+
+__all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint"]
+
+CKPT_GLOB = "iter_*.safetensors"
+
+
+class TrainingError(RuntimeError):
+    """Training cannot go on (non-finite loss, run folder already used, ...)."""
+
+
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C: a checkpoint was saved; `resume_hint` says how to continue."""
+
+
+def find_latest_checkpoint(run_dir):
+    """The checkpoint with the highest iteration in run_dir/checkpoints, or None."""
+    files = sorted(Path(run_dir, "checkpoints").glob(CKPT_GLOB))
+    return files[-1] if files else None
+
+
+class Trainer:
+    """Train `cfg` (a dict from framework.io.config.load_config) in `run_dir` (default
+    `<run_root>/<name>`). `resume`: None (fresh; refuses a folder that already holds checkpoints),
+    "auto" (latest checkpoint of the run folder, fresh when there is none) or a checkpoint path.
+    `config_path` is only used in printed hints."""
+
+    def __init__(self, cfg: dict, run_dir=None, resume=None, progress: bool = True,
+                 config_path=None):
+        self.cfg = cfg
+        self.scale = cfg["scale"]
+        self.dtype = np.dtype(cfg["dtype"])
+        self.run_dir = Path(run_dir) if run_dir else Path(cfg["run_root"]) / cfg["name"]
+        self.resume, self.progress, self.config_path = resume, progress, config_path
+        self.rank, self.world_size = 0, 1  # data-parallel hook (see module docstring)
+        self.iteration = 0
+        self.best = {"value": None, "iteration": None}
+        self.elapsed = 0.0
+        self._stop_requested = False
+        self._baselines: dict = {}
+        self._build()
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    # -- building ---------------------------------------------------------------------------------
+    def _build(self):
+        cfg, tcfg = self.cfg, self.cfg["train"]
+        # weights are a pure function of the seed: initialise under it, then cast
+        nn.init.manual_seed(cfg["seed"])
+        self.model_spec = {**cfg["model"], "scale": self.scale}
+        self.model = MODELS.build(self.model_spec).to(self.dtype)
+        self.model.train()
+        self.optimizer = OPTIMIZERS.build(tcfg["optimizer"], params=list(self.model.parameters()))
+        self.scheduler = None
+        if tcfg["scheduler"] is not None:
+            spec = tcfg["scheduler"]
+            self.scheduler = SCHEDULERS.get(spec["type"])(
+                self.optimizer, **{k: v for k, v in spec.items() if k != "type"})
+        self.loss_fn = LOSSES.build(tcfg["loss"])
+        self.train_set = DATASETS.build(cfg["datasets"]["train"], scale=self.scale)
+        val_spec = cfg["datasets"]["val"]
+        self.val_set = DATASETS.build(val_spec, scale=self.scale) if val_spec else None
+        from ..data import BatchLoader
+        self.loader = BatchLoader(self.train_set, tcfg["batch_size"], seed=cfg["seed"],
+                                  shuffle=True)
+
+    # -- public entry -----------------------------------------------------------------------------
+    def fit(self) -> dict:
+        """Train to `train.total_iters`. Returns {"iteration", "best", "run_dir", "val"}.
+        Raises TrainingInterrupted on Ctrl-C (after saving), TrainingError on a non-finite loss."""
+        self.run_dir.mkdir(parents=True, exist_ok=True)
+        lock = RunLock(self.run_dir)
+        if self.is_main:
+            lock.acquire()
+        previous = self._install_sigint()
+        try:
+            start = self._prepare_run()
+            return self._loop(start)
+        finally:
+            if previous is not None:
+                signal.signal(signal.SIGINT, previous)
+            lock.release()
+
+    # -- run folder -------------------------------------------------------------------------------
+    def _prepare_run(self) -> int:
+        ckpt_path = None
+        if self.resume == "auto":
+            ckpt_path = find_latest_checkpoint(self.run_dir)
+            if ckpt_path is None:
+                self._say(f"no checkpoint in {self.run_dir}: starting a new run")
+        elif self.resume:
+            ckpt_path = Path(self.resume)
+        elif find_latest_checkpoint(self.run_dir) is not None:
+            raise TrainingError(
+                f"run folder {self.run_dir} already holds checkpoints: continue it with "
+                f"--resume auto, or start another run with --set name=NEW_NAME")
+        if ckpt_path is not None:
+            self._load_checkpoint(ckpt_path)
+        if self.is_main:
+            (self.run_dir / "checkpoints").mkdir(exist_ok=True)
+            ckpt.write_atomic(self.run_dir / "config.yaml", dump_config(self.cfg).encode())
+            self.log = MetricsLog(self.run_dir / "metrics.csv", self._columns(),
+                                  resume_iteration=self.iteration if ckpt_path else None)
+        return self.iteration
+
+    def _columns(self):
+        cols = ["iteration", "time_s", "loss", "lr"]
+        for m in self.cfg["val"]["metrics"]:
+            cols += [self._key(m), "bicubic_" + self._key(m)]
+        return cols
+
+    def _key(self, metric):
+        return f"{metric}_{'y' if self.cfg['val']['y_channel'] else 'rgb'}"
+
+    def _load_checkpoint(self, path):
+        state = ckpt.load_checkpoint(path)
+        ckpt.check_state_matches(self.model, state["model"], str(path))
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+        self.iteration = int(state["iteration"])
+        self.best = state.get("best") or self.best
+        self.elapsed = float(state.get("elapsed", 0.0))
+        if state.get("config_hash") != config_hash(self._hashed_config()):
+            self._say("note: the config differs from the one that wrote the checkpoint")
+        self._say(f"resumed from {path} at iteration {self.iteration}")
+
+    def _hashed_config(self):
+        # total_iters may grow on resume (train longer) without being a different run
+        return {**self.cfg, "train": {**self.cfg["train"], "total_iters": None}}
+
+    # -- the loop ---------------------------------------------------------------------------------
+    def _loop(self, start: int) -> dict:
+        total = self.cfg["train"]["total_iters"]
+        tcfg, vcfg, ccfg = self.cfg["train"], self.cfg["val"], self.cfg["checkpoint"]
+        bar = tqdm(total=total, initial=start, desc=self.cfg["name"], unit="it", dynamic_ncols=True,
+                   disable=not (self.progress and self.is_main))
+        losses, last_val, last_ckpt = [], None, None
+        t0 = time.perf_counter() - self.elapsed
+        try:
+            while self.iteration < total:
+                if self._stop_requested:
+                    self._interrupt(bar)
+                loss = self._train_step(self.loader.get_batch(self.iteration))
+                self.iteration += 1
+                self.elapsed = time.perf_counter() - t0
+                if loss is not None:
+                    losses.append(loss)
+                lr = self.optimizer.param_groups[0]["lr"]
+                bar.update(1)
+                bar.set_postfix(loss=f"{loss if loss is not None else math.nan:.4g}",
+                                lr=f"{lr:.3g}", refresh=False)
+                row = {}
+                if (self.iteration % tcfg["log_every"] == 0 or self.iteration == total) and losses:
+                    row.update(loss=float(np.mean(losses)), lr=lr)
+                    losses = []
+                if self.val_set is not None and (self.iteration % vcfg["every"] == 0 or
+                                                 self.iteration == total):
+                    last_val = self.validate()
+                    row.update(last_val)
+                if row and self.is_main:
+                    self.log.write(iteration=self.iteration, time_s=round(self.elapsed, 3), **row)
+                if self.iteration % ccfg["every"] == 0 or self.iteration == total:
+                    self.save()
+                    last_ckpt = self.iteration
+            if last_ckpt != self.iteration:  # resumed at the end: still leave net_latest
+                self.save()
+        finally:
+            bar.close()
+        if self.is_main:
+            self._plot()
+        return {"iteration": self.iteration, "best": self.best, "run_dir": str(self.run_dir),
+                "val": last_val}
+
+    def _train_step(self, batch):
+        """One optimisation step; returns the loss, or None for a skipped non-finite batch."""
+        lq = Tensor(np.asarray(batch["lq"], dtype=self.dtype))
+        gt = Tensor(np.asarray(batch["gt"], dtype=self.dtype))
+        self.optimizer.zero_grad()
+        loss = self.loss_fn(self.model(lq), gt)
+        value = float(loss.item())
+        if not math.isfinite(value):
+            if self.cfg["train"]["nonfinite_loss"] == "skip":
+                self._say(f"warning: loss is {value} at iteration {self.iteration + 1}: batch "
+                          f"skipped")
+                return None
+            last = find_latest_checkpoint(self.run_dir)
+            raise TrainingError(
+                f"loss is {value} at iteration {self.iteration + 1}: training stopped. The last "
+                f"good checkpoint ({last or 'none yet'}) is untouched. Lower train.optimizer.lr, "
+                f"set train.grad_clip, or set train.nonfinite_loss: skip")
+        loss.backward()
+        self._reduce_gradients()
+        if self.cfg["train"]["grad_clip"] is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg["train"]["grad_clip"])
+        self.optimizer.step()
+        if self.scheduler is not None:
+            self.scheduler.step()
+        return value
+
+    def _reduce_gradients(self) -> None:
+        """Every parameter's .grad is ready here, before clipping and the optimizer step. A
+        data-parallel run averages gradients across ranks here; one process: nothing to do."""
+
+    # -- Ctrl-C -----------------------------------------------------------------------------------
+    def _install_sigint(self):
+        """First Ctrl-C: finish the current iteration, save, stop. Second: stop at once."""
+        def handler(signum, frame):
+            if self._stop_requested:
+                raise KeyboardInterrupt
+            self._stop_requested = True
+            self._say("interrupt: saving a checkpoint after this iteration (Ctrl-C again to "
+                      "abort without saving)")
+        try:
+            return signal.signal(signal.SIGINT, handler)
+        except ValueError:  # not the main thread: leave Ctrl-C alone
+            return None
+
+    def _interrupt(self, bar):
+        self.save()
+        bar.close()
+        cfg = self.config_path or self.run_dir / "config.yaml"
+        hint = f"srgrad-train {cfg} --resume auto"
+        self._say(f"interrupted at iteration {self.iteration}; checkpoint saved in "
+                  f"{self.run_dir / 'checkpoints'}. Resume with:\n  {hint}")
+        exc = TrainingInterrupted(f"interrupted at iteration {self.iteration}")
+        exc.resume_hint = hint
+        raise exc
+
+    # -- saving -----------------------------------------------------------------------------------
+    def _weights_info(self):
+        return {"model": self.model_spec, "scale": self.scale, "dtype": str(self.dtype),
+                "iteration": self.iteration, "name": self.cfg["name"],
+                "imports": self.cfg["imports"]}
+
+    def save(self) -> None:
+        """Checkpoint of this iteration (atomic), net_latest, and pruning to `checkpoint.keep`."""
+        if not self.is_main:
+            return
+        folder = self.run_dir / "checkpoints"
+        path = folder / f"iter_{self.iteration:08d}.safetensors"
+        ckpt.save_checkpoint(
+            path, self.model.state_dict(), self.optimizer.state_dict(),
+            self.scheduler.state_dict() if self.scheduler is not None else None,
+            iteration=self.iteration, best=self.best, elapsed=self.elapsed,
+            config_hash=config_hash(self._hashed_config()), rng=None, **{
+                k: v for k, v in self._weights_info().items() if k != "iteration"})
+        ckpt.save_weights(self.run_dir / "net_latest.safetensors", self.model.state_dict(),
+                          **self._weights_info())
+        for old in sorted(folder.glob(CKPT_GLOB))[:-self.cfg["checkpoint"]["keep"]]:
+            old.unlink()
+
+    # -- validation -------------------------------------------------------------------------------
+    def validate(self) -> dict:
+        """PSNR/SSIM of the model and of the bicubic baseline over the full validation images;
+        updates net_best, writes comparison PNGs. Returns the means (metric name -> value)."""
+        from .. import metrics as M
+        from ..io.image import write_image
+        vcfg = self.cfg["val"]
+        crop = self.scale if vcfg["crop_border"] is None else vcfg["crop_border"]
+        y = vcfg["y_channel"]
+        scores = {k: [] for m in vcfg["metrics"] for k in (self._key(m), "bicubic_" + self._key(m))}
+        self.model.eval()
+        bar = tqdm(range(len(self.val_set)), desc="validate", leave=False, unit="img",
+                   disable=not (self.progress and self.is_main))
+        for i in bar:
+            if self._stop_requested:
+                break
+            item = self.val_set.get(i)
+            sr = np.clip(upscale(self.model, item["lq"], vcfg["tile"], vcfg["tile_overlap"]), 0, 1)
+            if i not in self._baselines:
+                self._baselines[i] = bicubic(item["lq"], self.scale, vcfg["baseline"])
+            bic, gt = self._baselines[i], item["gt"]
+            for m in vcfg["metrics"]:
+                fn = M.psnr if m == "psnr" else M.ssim
+                scores[self._key(m)].append(fn(sr, gt, crop_border=crop, y_channel=y))
+                scores["bicubic_" + self._key(m)].append(fn(bic, gt, crop_border=crop, y_channel=y))
+            if vcfg["save_images"] and self.is_main:
+                out = self.run_dir / "images" / f"{Path(str(item['name'])).stem}.png"
+                out.parent.mkdir(exist_ok=True)
+                write_image(out, comparison_strip(bic, sr, gt))
+        self.model.train()
+        means = {k: float(np.mean(v)) for k, v in scores.items() if v}
+        if not self.is_main or not means:
+            return means
+        key = self._key("psnr" if "psnr" in vcfg["metrics"] else vcfg["metrics"][0])
+        if key in means and (self.best["value"] is None or means[key] > self.best["value"]):
+            self.best = {"value": means[key], "iteration": self.iteration, "metric": key}
+            ckpt.save_weights(self.run_dir / "net_best.safetensors", self.model.state_dict(),
+                              **self._weights_info(), best=self.best)
+        text = ", ".join(f"{k} {v:.4f}" for k, v in means.items())
+        self._say(f"[iter {self.iteration}] val ({'Y' if y else 'RGB'}, crop {crop}; bicubic = "
+                  f"{vcfg['baseline']}): {text}")
+        return means
+
+    def _plot(self):
+        key = self._key("psnr") if "psnr" in self.cfg["val"]["metrics"] and self.val_set else None
+        plot_curves(self.log, self.run_dir / "curves.png", key, "bicubic_" + key if key else None)
+
+    def _say(self, msg: str) -> None:
+        if self.is_main:
+            tqdm.write(msg, file=sys.stderr)
