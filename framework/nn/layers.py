@@ -36,6 +36,15 @@ def _check_4d(layer: str, x, channels=None):
         raise ValueError(f"{layer}: expected input of shape {expected}, got {shape}")
 
 
+def _call(layer: str, fn, *args):
+    """fn(*args), with a ValueError from the functional op's checks prefixed by the layer's name (the
+    op's message already gives the shapes): "Conv2d(3, 4, kernel_size=(5, 5)): conv2d: kernel ..."."""
+    try:
+        return fn(*args)
+    except ValueError as e:
+        raise ValueError(f"{layer}: {e}") from None
+
+
 class _ConvNd(Module):
     """What Conv2d and ConvTranspose2d share: arguments, parameters, default init, repr."""
 
@@ -140,12 +149,14 @@ class Conv2d(_ConvNd):
 
     def forward(self, x):
         _check_4d(self._name(), x, self.in_channels)
+        name = self._name()
         if self.padding_mode == "zeros":
-            return F.conv2d(x, self.weight, self.bias, self.stride, self.padding, self.dilation, self.groups)
+            return _call(name, F.conv2d, x, self.weight, self.bias, self.stride, self.padding,
+                         self.dilation, self.groups)
         widths = self._pad_widths()
         if any(widths):
-            x = F.pad(x, widths, mode=self.padding_mode)
-        return F.conv2d(x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+            x = _call(name, F.pad, x, widths, self.padding_mode)
+        return _call(name, F.conv2d, x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
 
 
 @LAYERS.register()
@@ -184,8 +195,8 @@ class ConvTranspose2d(_ConvNd):
 
     def forward(self, x, output_size=None):
         _check_4d(self._name(), x, self.in_channels)
-        return F.conv_transpose2d(x, self.weight, self.bias, self.stride, self.padding,
-                                  self._output_padding(x, output_size), self.groups, self.dilation)
+        return _call(self._name(), F.conv_transpose2d, x, self.weight, self.bias, self.stride, self.padding,
+                     self._output_padding(x, output_size), self.groups, self.dilation)
 
 
 @LAYERS.register()
@@ -197,7 +208,7 @@ class PixelShuffle(Module):
         self.upscale_factor = upscale_factor
 
     def forward(self, x):
-        return F.pixel_shuffle(x, self.upscale_factor)
+        return _call(f"PixelShuffle({self.extra_repr()})", F.pixel_shuffle, x, self.upscale_factor)
 
     def extra_repr(self):
         return f"upscale_factor={self.upscale_factor}"
@@ -212,7 +223,7 @@ class PixelUnshuffle(Module):
         self.downscale_factor = downscale_factor
 
     def forward(self, x):
-        return F.pixel_unshuffle(x, self.downscale_factor)
+        return _call(f"PixelUnshuffle({self.extra_repr()})", F.pixel_unshuffle, x, self.downscale_factor)
 
     def extra_repr(self):
         return f"downscale_factor={self.downscale_factor}"
@@ -375,9 +386,10 @@ class AvgPool2d(Module):
         self.count_include_pad, self.divisor_override = count_include_pad, divisor_override
 
     def forward(self, x):
-        _check_4d(f"AvgPool2d(kernel_size={self.kernel_size})", x)
-        return F.avg_pool2d(x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
-                            self.count_include_pad, self.divisor_override)
+        name = f"AvgPool2d({self.extra_repr()})"
+        _check_4d(name, x)
+        return _call(name, F.avg_pool2d, x, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                     self.count_include_pad, self.divisor_override)
 
     def extra_repr(self):
         return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
@@ -399,8 +411,10 @@ class MaxPool2d(Module):
         self.return_indices, self.ceil_mode = return_indices, ceil_mode
 
     def forward(self, x):
-        _check_4d(f"MaxPool2d(kernel_size={self.kernel_size})", x)
-        return F.max_pool2d(x, self.kernel_size, self.stride, self.padding, self.dilation, self.ceil_mode)
+        name = f"MaxPool2d(kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding})"
+        _check_4d(name, x)
+        return _call(name, F.max_pool2d, x, self.kernel_size, self.stride, self.padding, self.dilation,
+                     self.ceil_mode)
 
     def extra_repr(self):
         return (f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}, "
@@ -416,8 +430,9 @@ class AdaptiveAvgPool2d(Module):
         self.output_size = output_size
 
     def forward(self, x):
-        _check_4d(f"AdaptiveAvgPool2d(output_size={self.output_size})", x)
-        return F.adaptive_avg_pool2d(x, self.output_size)
+        name = f"AdaptiveAvgPool2d({self.extra_repr()})"
+        _check_4d(name, x)
+        return _call(name, F.adaptive_avg_pool2d, x, self.output_size)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"

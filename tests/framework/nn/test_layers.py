@@ -188,9 +188,18 @@ def test_input_checks_name_layer_and_shapes():
     with pytest.raises(ValueError, match=r"PReLU\(num_parameters=3\): expected input of shape \(N, 3, ...\), "
                                          r"got \(1, 4, 8, 8\)"):
         nn.PReLU(3)(x)
-    with pytest.raises(ValueError, match=r"MaxPool2d\(kernel_size=2\): expected input of shape "
-                                         r"\(N, C, H, W\), got \(4, 8, 8\)"):
+    with pytest.raises(ValueError, match=r"MaxPool2d\(kernel_size=2, stride=2, padding=0\): expected input "
+                                         r"of shape \(N, C, H, W\), got \(4, 8, 8\)"):
         nn.MaxPool2d(2)(sg.tensor(np.zeros((4, 8, 8), np.float32)))
+    # the functional op's own checks, prefixed with the layer
+    small = sg.tensor(np.zeros((1, 3, 3, 3), np.float32))
+    with pytest.raises(ValueError, match=r"^Conv2d\(3, 4, kernel_size=\(5, 5\)\): conv2d: .*\(1, 3, 3, 3\)"):
+        nn.Conv2d(3, 4, 5)(small)
+    with pytest.raises(ValueError, match=r"^Conv2d\(3, 4, kernel_size=\(5, 5\)\): pad: reflect padding"):
+        nn.Conv2d(3, 4, 5, padding=3, padding_mode="reflect")(small)
+    with pytest.raises(ValueError, match=r"^ConvTranspose2d\(3, 4, kernel_size=\(3, 3\)\): conv_transpose2d: "
+                                         r"output size .* below 1"):
+        nn.ConvTranspose2d(3, 4, 3, padding=3)(small)
 
 
 def test_constructor_errors():
