@@ -101,7 +101,7 @@ def image_size(path) -> tuple[int, int]:
             with Image.open(path, formats=_FORMATS) as im:
                 width, height = im.size
                 # orientations 5-8 are a transpose or a 90-degree turn: width and height swap
-                if im.getexif().get(_ORIENTATION, 1) in (5, 6, 7, 8):
+                if _orientation(im) in (5, 6, 7, 8):
                     width, height = height, width
                 return width, height
     except Image.DecompressionBombError as e:
@@ -113,6 +113,19 @@ def image_size(path) -> tuple[int, int]:
         if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
         raise ValueError(f"{path}: corrupt image header ({type(e).__name__}: {e})") from None
+
+
+def _orientation(im: Image.Image) -> int:
+    """The EXIF orientation tag without decoding pixels (Pillow's PNG getexif() decodes the whole
+    image to look for an eXIf chunk after the pixel data; one before it is already in im.info)."""
+    if im.format == "PNG":
+        raw = im.info.get("exif")
+        if not raw:
+            return 1
+        exif = Image.Exif()
+        exif.load(raw)
+        return exif.get(_ORIENTATION, 1)
+    return im.getexif().get(_ORIENTATION, 1)
 
 
 class _Refused(Exception):

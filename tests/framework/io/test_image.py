@@ -6,7 +6,7 @@ import pytest
 from PIL import Image
 
 from framework.io import image as image_io
-from framework.io import list_images, read_image, write_image
+from framework.io import image_size, list_images, read_image, write_image
 
 
 def _gradient(h, w, c, peak=255, dtype=np.uint8):
@@ -191,3 +191,21 @@ def test_list_images(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="no image files.*empty"):
         list_images(tmp_path / "empty")
+
+
+def test_image_size_reads_header_only(tmp_path, monkeypatch):
+    Image.fromarray(np.zeros((20, 30), np.uint8)).save(tmp_path / "a.png")
+    exif = Image.Exif()
+    exif[0x0112] = 8  # rotated 90 degrees: read_image will return it 20 wide, 30 high
+    Image.fromarray(np.zeros((20, 30, 3), np.uint8)).save(tmp_path / "r.jpg", exif=exif)
+    Image.fromarray(np.zeros((20, 30, 3), np.uint8)).save(tmp_path / "r.png", exif=exif)
+    sizes = {name: read_image(tmp_path / name)[0].shape[:0:-1] for name in ("r.jpg", "r.png")}
+    monkeypatch.setattr(Image.Image, "load", lambda self: pytest.fail("decoded"))
+    assert image_size(tmp_path / "a.png") == (30, 20)
+    assert image_size(tmp_path / "r.jpg") == (20, 30) == sizes["r.jpg"]
+    assert image_size(tmp_path / "r.png") == (20, 30) == sizes["r.png"]
+    (tmp_path / "x.png").write_bytes(b"nope")
+    with pytest.raises(ValueError, match=r"x\.png: not a readable image"):
+        image_size(tmp_path / "x.png")
+    with pytest.raises(FileNotFoundError, match=r"y\.png"):
+        image_size(tmp_path / "y.png")
