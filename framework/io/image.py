@@ -66,11 +66,7 @@ def read_image(path, max_pixels: int | None = None):
             # Our own limit below decides; Pillow's warning at its default limit would only be noise.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path, formats=_FORMATS) as im:
-                width, height = im.size  # header only: nothing decoded yet
-                if width * height > limit:
-                    raise _Refused(f"{path}: {width}x{height} = {width * height} pixels exceeds "
-                                    f"the limit of {limit} (framework.io.image.MAX_PIXELS); "
-                                    f"refusing to decode a possible decompression bomb")
+                _check_pixels(path, *im.size, limit)  # header only: nothing decoded yet
                 mode = im.mode
                 im.load()
                 im = ImageOps.exif_transpose(im)
@@ -88,11 +84,12 @@ def read_image(path, max_pixels: int | None = None):
         raise ValueError(f"{path}: corrupt or truncated image ({type(e).__name__}: {e})") from None
 
 
-def image_size(path) -> tuple[int, int]:
+def image_size(path, max_pixels: int | None = None) -> tuple[int, int]:
     """(width, height) of an image file from its header alone (nothing decoded): a cheap check of
     a whole dataset folder. EXIF orientation is honoured, as in `read_image`. Raises like
-    `read_image` for a missing or unreadable file."""
+    `read_image` for a missing or unreadable file or one over the pixel limit."""
     path = Path(path)
+    limit = MAX_PIXELS if max_pixels is None else int(max_pixels)
     if not path.is_file():
         raise FileNotFoundError(f"image file not found: {path}")
     try:
@@ -100,10 +97,13 @@ def image_size(path) -> tuple[int, int]:
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path, formats=_FORMATS) as im:
                 width, height = im.size
+                _check_pixels(path, width, height, limit)
                 # orientations 5-8 are a transpose or a 90-degree turn: width and height swap
                 if _orientation(im) in (5, 6, 7, 8):
                     width, height = height, width
                 return width, height
+    except _Refused as e:
+        raise ValueError(str(e)) from None
     except Image.DecompressionBombError as e:
         raise ValueError(f"{path}: refusing to decode a possible decompression bomb ({e})") from None
     except Image.UnidentifiedImageError:
@@ -113,6 +113,13 @@ def image_size(path) -> tuple[int, int]:
         if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
         raise ValueError(f"{path}: corrupt image header ({type(e).__name__}: {e})") from None
+
+
+def _check_pixels(path: Path, width: int, height: int, limit: int) -> None:
+    if width * height > limit:
+        raise _Refused(f"{path}: {width}x{height} = {width * height} pixels exceeds the limit of "
+                       f"{limit} (framework.io.image.MAX_PIXELS); refusing to decode a possible "
+                       f"decompression bomb")
 
 
 def _orientation(im: Image.Image) -> int:

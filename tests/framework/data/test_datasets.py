@@ -75,6 +75,18 @@ def test_random_crop_pairs_align_with_the_full_lr(tmp_path):
     assert len(offsets) > 3
 
 
+def test_lr_crop_is_the_degradation_of_its_gt_crop(tmp_path):
+    # x2 antialiased cubic reads HR pixels 2o-3..2o+4 for LR pixel o, so away from the crop's edge
+    # (LR pixels 2..5 of an 8-pixel crop) the cached full-image LR equals imresize(gt crop).
+    _save(tmp_path / "a.png", _rgb(np.random.default_rng(6), 30, 34))
+    ds = HRImageDataset(tmp_path, scale=2, gt_size=16, lq_quantize=False)
+    for seed in range(3):
+        s = ds.get(0, np.random.default_rng(seed))
+        own = _imresize_lr(s["gt"], 2, quantize=False)
+        np.testing.assert_allclose(s["lq"][:, 2:6, 2:6], own[:, 2:6, 2:6], atol=1e-6)
+        assert np.abs(s["lq"] - own).max() > 1e-3  # at the edges the full image's context shows
+
+
 def test_same_rng_same_sample_and_augment_consistent(tmp_path):
     rng = np.random.default_rng(2)
     _save(tmp_path / "a.png", _rgb(rng, 16, 16))

@@ -209,3 +209,11 @@ def test_image_size_reads_header_only(tmp_path, monkeypatch):
         image_size(tmp_path / "x.png")
     with pytest.raises(FileNotFoundError, match=r"y\.png"):
         image_size(tmp_path / "y.png")
+
+
+def test_image_size_refuses_bombs(tmp_path, monkeypatch):
+    Image.fromarray(np.zeros((20, 30), np.uint8)).save(tmp_path / "big.png")
+    monkeypatch.setattr(image_io, "MAX_PIXELS", 599)
+    with pytest.raises(ValueError, match=r"big\.png: 30x20 = 600 pixels exceeds the limit of 599"):
+        image_size(tmp_path / "big.png")
+    assert image_size(tmp_path / "big.png", max_pixels=600) == (30, 20)
