@@ -202,7 +202,8 @@ def test_folder_errors_and_index(tmp_path):
 def test_registered_and_built_from_spec(tmp_path):
     _save(tmp_path / "a.png", np.zeros((8, 8, 3), np.uint8))
     ds = DATASETS.build({"type": "HRImageDataset", "root": str(tmp_path), "scale": 2, "gt_size": 4})
-    assert isinstance(ds, HRImageDataset) and ds.get(0, np.random.default_rng(0))["gt"].shape == (3, 4, 4)
+    assert isinstance(ds, HRImageDataset)
+    assert ds.get(0, np.random.default_rng(0))["gt"].shape == (3, 4, 4)
     assert DATASETS.get("PairedImageDataset") is PairedImageDataset
 
 
@@ -247,7 +248,8 @@ def test_paired_custom_template(tmp_path):
     rng = np.random.default_rng(5)
     _save(tmp_path / "HR" / "img.png", _rgb(rng, 9, 9))
     _save(tmp_path / "LR" / "img_x3_bicubic.png", _rgb(rng, 3, 3))
-    ds = PairedImageDataset(tmp_path / "HR", tmp_path / "LR", 3, filename_tmpl="{name}_x{scale}_bicubic")
+    ds = PairedImageDataset(tmp_path / "HR", tmp_path / "LR", 3,
+                            filename_tmpl="{name}_x{scale}_bicubic")
     assert ds.get(0)["lq"].shape == (3, 3, 3)
     with pytest.raises(ValueError, match=r"filename_tmpl '\{name\}\{other\}' must use only"):
         PairedImageDataset(tmp_path / "HR", tmp_path / "LR", 3, filename_tmpl="{name}{other}")
@@ -267,7 +269,8 @@ def test_paired_size_mismatch_and_ambiguity(tmp_path):
     with pytest.raises(ValueError, match=r"0001x3\.png|no LR partner"):
         PairedImageDataset(gt_root, lq_root, 3)
     _save(lq_root / "0001x2.png", np.zeros((5, 6, 3), np.uint8))  # transposed: 6 wide, 5 high
-    with pytest.raises(ValueError, match=r"0001x2\.png: LR size 6x5 should be 5x6 \(HR 0001\.png is 10x12"):
+    with pytest.raises(ValueError,
+                       match=r"0001x2\.png: LR size 6x5 should be 5x6 \(HR 0001\.png is 10x12"):
         PairedImageDataset(gt_root, lq_root, 2)
     _save(lq_root / "0001x2.png", np.zeros((6, 5, 3), np.uint8))
     _save(lq_root / "0001x2.jpg", np.zeros((6, 5, 3), np.uint8))

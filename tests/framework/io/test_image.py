@@ -217,3 +217,10 @@ def test_image_size_refuses_bombs(tmp_path, monkeypatch):
     with pytest.raises(ValueError, match=r"big\.png: 30x20 = 600 pixels exceeds the limit of 599"):
         image_size(tmp_path / "big.png")
     assert image_size(tmp_path / "big.png", max_pixels=600) == (30, 20)
+
+
+def test_cmyk_jpeg_reads_as_rgb(tmp_path):
+    Image.new("CMYK", (4, 3), (0, 255, 255, 0)).save(tmp_path / "k.jpg", quality=100)  # red
+    arr, info = read_image(tmp_path / "k.jpg")
+    assert info["mode"] == "CMYK" and arr.shape == (3, 3, 4) and info["channels"] == 3
+    np.testing.assert_allclose(arr[:, 0, 0], [1, 0, 0], atol=3 / 255)

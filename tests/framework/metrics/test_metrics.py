@@ -118,7 +118,8 @@ def _ssim_direct(a, b):
             m1, m2 = (w * pa).sum(), (w * pb).sum()
             s1, s2 = (w * pa * pa).sum() - m1 ** 2, (w * pb * pb).sum() - m2 ** 2
             s12 = (w * pa * pb).sum() - m1 * m2
-            vals.append((2 * m1 * m2 + c1) * (2 * s12 + c2) / ((m1 ** 2 + m2 ** 2 + c1) * (s1 + s2 + c2)))
+            vals.append((2 * m1 * m2 + c1) * (2 * s12 + c2)
+                        / ((m1 ** 2 + m2 ** 2 + c1) * (s1 + s2 + c2)))
     return np.mean(vals)
 
 
@@ -169,3 +170,20 @@ def test_ssim_too_small():
 
 def test_registered():
     assert METRICS.get("psnr") is psnr and METRICS.get("ssim") is ssim
+
+
+def test_ssim_torch_conv_parity(rng):
+    """BasicSR's torch form (_ssim_pth: grouped conv2d with the 2-D window) on the same 8-bit data."""
+    torch = pytest.importorskip("torch")
+    hr = _rand(rng, 3, 19, 16)
+    sr = np.clip(hr + 0.08 * rng.standard_normal(hr.shape), 0, 1).astype(np.float32)
+    q = [torch.from_numpy(np.round(x * np.float32(255)).astype(np.float64))[None] for x in (sr, hr)]
+    k = torch.from_numpy(gaussian_window())
+    win = torch.outer(k, k).expand(3, 1, 11, 11)
+    conv = lambda x: torch.nn.functional.conv2d(x, win, groups=3)  # noqa: E731
+    mu1, mu2 = conv(q[0]), conv(q[1])
+    s1, s2 = conv(q[0] * q[0]) - mu1 ** 2, conv(q[1] * q[1]) - mu2 ** 2
+    s12 = conv(q[0] * q[1]) - mu1 * mu2
+    c1, c2 = (0.01 * 255) ** 2, (0.03 * 255) ** 2
+    smap = (2 * mu1 * mu2 + c1) * (2 * s12 + c2) / ((mu1 ** 2 + mu2 ** 2 + c1) * (s1 + s2 + c2))
+    assert ssim(sr, hr, 0, y_channel=False) == pytest.approx(float(smap.mean()), abs=1e-12)
