@@ -1,0 +1,40 @@
+"""ESPCN (Shi et al., "Real-Time Single Image and Video Super-Resolution Using an Efficient Sub-Pixel
+Convolutional Neural Network", CVPR 2016): 5x5 (64) -> tanh -> 3x3 (32) -> tanh -> 3x3 to
+C*scale^2 channels -> pixel shuffle. All convolutions run at the LR size; the last layer's channels are
+rearranged into the scale x scale sub-pixel grid. Parameter names follow the common PyTorch port
+(first_part / last_part)."""
+from __future__ import annotations
+
+from framework import nn
+from framework.registry import MODELS
+
+from ._common import check_int_list, check_positive_int, check_scale
+
+
+@MODELS.register()
+class ESPCN(nn.Module):
+    """ESPCN: (N, num_in_ch, h, w) in [0, 1] -> (N, num_out_ch, h*scale, w*scale).
+
+    Args:
+        scale: upscaling factor (any integer >= 1: the pixel-shuffle factor).
+        num_in_ch, num_out_ch: image channels (3 for RGB, 1 for Y).
+        num_feat: features of the two hidden layers, default (64, 32).
+    """
+
+    def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, num_feat=(64, 32)):
+        super().__init__()
+        self.scale = check_scale("ESPCN", scale)
+        num_in_ch = check_positive_int("ESPCN", "num_in_ch", num_in_ch)
+        num_out_ch = check_positive_int("ESPCN", "num_out_ch", num_out_ch)
+        f1, f2 = check_int_list("ESPCN", "num_feat", num_feat, 2)
+        self.first_part = nn.Sequential(
+            nn.Conv2d(num_in_ch, f1, 5, padding=2), nn.Tanh(),
+            nn.Conv2d(f1, f2, 3, padding=1), nn.Tanh(),
+        )
+        self.last_part = nn.Sequential(
+            nn.Conv2d(f2, num_out_ch * self.scale ** 2, 3, padding=1),
+            nn.PixelShuffle(self.scale),
+        )
+
+    def forward(self, x):
+        return self.last_part(self.first_part(x))

@@ -1,0 +1,46 @@
+"""FSRCNN (Dong, Loy, Tang, "Accelerating the Super-Resolution Convolutional Neural Network", ECCV 2016):
+feature extraction 5x5 (d) -> shrinking 1x1 (s) -> m mapping layers 3x3 (s) -> expanding 1x1 (d) ->
+a 9x9 transposed convolution that upsamples by the stride. PReLU with one slope per channel after every
+convolution but the last. Parameter names follow the common PyTorch port (first_part / mid_part /
+last_part), so its state_dicts load."""
+from __future__ import annotations
+
+from framework import nn
+from framework.registry import MODELS
+
+from ._common import check_positive_int, check_scale
+
+
+@MODELS.register()
+class FSRCNN(nn.Module):
+    """FSRCNN(d, s, m): (N, num_in_ch, h, w) in [0, 1] -> (N, num_out_ch, h*scale, w*scale).
+
+    Args:
+        scale: upscaling factor (any integer >= 1: the stride of the transposed convolution).
+        num_in_ch, num_out_ch: image channels (3 for RGB, 1 for Y).
+        d: feature dimension, default 56.
+        s: shrunk dimension of the mapping layers, default 12.
+        m: number of 3x3 mapping layers, default 4.
+    """
+
+    def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, d: int = 56, s: int = 12,
+                 m: int = 4):
+        super().__init__()
+        self.scale = check_scale("FSRCNN", scale)
+        num_in_ch = check_positive_int("FSRCNN", "num_in_ch", num_in_ch)
+        num_out_ch = check_positive_int("FSRCNN", "num_out_ch", num_out_ch)
+        d = check_positive_int("FSRCNN", "d", d)
+        s = check_positive_int("FSRCNN", "s", s)
+        m = check_positive_int("FSRCNN", "m", m, minimum=0)
+        self.first_part = nn.Sequential(nn.Conv2d(num_in_ch, d, 5, padding=2), nn.PReLU(d))
+        mid = [nn.Conv2d(d, s, 1), nn.PReLU(s)]
+        for _ in range(m):
+            mid += [nn.Conv2d(s, s, 3, padding=1), nn.PReLU(s)]
+        mid += [nn.Conv2d(s, d, 1), nn.PReLU(d)]
+        self.mid_part = nn.Sequential(*mid)
+        # Output size (h - 1)*scale - 2*4 + 9 + (scale - 1) = h*scale: exactly scale times the input.
+        self.last_part = nn.ConvTranspose2d(d, num_out_ch, 9, stride=self.scale, padding=4,
+                                            output_padding=self.scale - 1)
+
+    def forward(self, x):
+        return self.last_part(self.mid_part(self.first_part(x)))

@@ -1,0 +1,71 @@
+"""UpsampleNet (srgrad's own): a conv feature extractor at the LR size -> a learnable-free resampling of
+the FEATURES (bicubic by default) -> conv refinement at the HR size, plus a resampled skip of the
+input. The loss's gradient reaches the first convolutions only through the resampling's backward:
+this is the network that needs a differentiable bicubic (burn's CPU backend cannot train it)."""
+from __future__ import annotations
+
+from framework import nn
+from framework.registry import MODELS
+
+from ._common import check_positive_int, check_scale
+
+# Modes with a sub-pixel geometry option; torch refuses align_corners for the others.
+_ALIGNABLE = ("bilinear", "bicubic")
+
+
+@MODELS.register()
+class UpsampleNet(nn.Module):
+    """UpsampleNet: (N, num_in_ch, h, w) in [0, 1] -> (N, num_out_ch, h*scale, w*scale).
+
+    head: num_conv x (conv 3x3 -> ReLU), num_in_ch -> num_feat, at (h, w);
+    upsample: nn.Upsample(scale_factor=scale, mode=mode) on the num_feat features;
+    tail: (num_refine - 1) x (conv 3x3 -> ReLU) at num_feat, then conv 3x3 to num_out_ch, at the HR
+    size; output = tail(upsample(head(x))) + upsample(x) when `residual`.
+
+    Args:
+        scale: upscaling factor (any integer >= 1).
+        num_in_ch, num_out_ch: image channels (equal when `residual`).
+        num_feat: features, default 32.
+        num_conv: convolutions before the upsampling, default 2.
+        num_refine: convolutions after it (the last maps to num_out_ch), default 2.
+        mode: the resampling of the features and of the skip, any mode of F.interpolate that
+            upsamples (default "bicubic"; bilinear and bicubic use align_corners=False).
+        residual: add the resampled input to the output, default True.
+    """
+
+    def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, num_feat: int = 32,
+                 num_conv: int = 2, num_refine: int = 2, mode: str = "bicubic",
+                 residual: bool = True):
+        super().__init__()
+        self.scale = check_scale("UpsampleNet", scale)
+        num_in_ch = check_positive_int("UpsampleNet", "num_in_ch", num_in_ch)
+        num_out_ch = check_positive_int("UpsampleNet", "num_out_ch", num_out_ch)
+        num_feat = check_positive_int("UpsampleNet", "num_feat", num_feat)
+        num_conv = check_positive_int("UpsampleNet", "num_conv", num_conv)
+        num_refine = check_positive_int("UpsampleNet", "num_refine", num_refine)
+        if not isinstance(mode, str):
+            raise ValueError(f"UpsampleNet: mode must be a string, got {mode!r}")
+        if residual and num_in_ch != num_out_ch:
+            raise ValueError(f"UpsampleNet: residual=True needs num_in_ch == num_out_ch, "
+                             f"got {num_in_ch} and {num_out_ch}")
+        self.mode = mode
+        self.residual = bool(residual)
+
+        head = []
+        for i in range(num_conv):
+            head += [nn.Conv2d(num_in_ch if i == 0 else num_feat, num_feat, 3, padding=1), nn.ReLU()]
+        self.head = nn.Sequential(*head)
+        align = False if mode in _ALIGNABLE else None
+        # nn.Upsample validates `mode` (unknown modes are a ValueError naming it).
+        self.upsample = nn.Upsample(scale_factor=self.scale, mode=mode, align_corners=align)
+        tail = []
+        for _ in range(num_refine - 1):
+            tail += [nn.Conv2d(num_feat, num_feat, 3, padding=1), nn.ReLU()]
+        tail.append(nn.Conv2d(num_feat, num_out_ch, 3, padding=1))
+        self.tail = nn.Sequential(*tail)
+
+    def forward(self, x):
+        out = self.tail(self.upsample(self.head(x)))
+        if self.residual:
+            out = out + self.upsample(x)
+        return out

@@ -1,0 +1,44 @@
+"""VDSR (Kim, Lee, Lee, "Accurate Image Super-Resolution Using Very Deep Convolutional Networks", CVPR
+2016): 20 convolutions 3x3 with 64 features and ReLU between them, learning the residual between the
+bicubic-upsampled input and the HR image. The bicubic upsampling is inside the model, so it maps LR
+(N, C, h, w) to SR (N, C, h*scale, w*scale) like every other model."""
+from __future__ import annotations
+
+from framework import nn
+from framework.registry import MODELS
+
+from ._common import check_positive_int, check_scale
+
+
+@MODELS.register()
+class VDSR(nn.Module):
+    """VDSR: (N, C, h, w) in [0, 1] -> bicubic(x) + body(bicubic(x)), (N, C, h*scale, w*scale).
+
+    Args:
+        scale: upscaling factor (any integer >= 1: the upsampling is bicubic).
+        num_in_ch, num_out_ch: image channels; equal, since the output adds the upsampled input.
+        num_feat: features of the hidden layers, default 64.
+        num_layers: convolutions in all (first and last included), default 20; at least 2.
+    """
+
+    def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, num_feat: int = 64,
+                 num_layers: int = 20):
+        super().__init__()
+        self.scale = check_scale("VDSR", scale)
+        num_in_ch = check_positive_int("VDSR", "num_in_ch", num_in_ch)
+        num_out_ch = check_positive_int("VDSR", "num_out_ch", num_out_ch)
+        if num_in_ch != num_out_ch:
+            raise ValueError(f"VDSR: the global residual needs num_in_ch == num_out_ch, "
+                             f"got {num_in_ch} and {num_out_ch}")
+        num_feat = check_positive_int("VDSR", "num_feat", num_feat)
+        num_layers = check_positive_int("VDSR", "num_layers", num_layers, minimum=2)
+        self.upsample = nn.Upsample(scale_factor=self.scale, mode="bicubic", align_corners=False)
+        layers = [nn.Conv2d(num_in_ch, num_feat, 3, padding=1), nn.ReLU()]
+        for _ in range(num_layers - 2):
+            layers += [nn.Conv2d(num_feat, num_feat, 3, padding=1), nn.ReLU()]
+        layers.append(nn.Conv2d(num_feat, num_out_ch, 3, padding=1))
+        self.body = nn.Sequential(*layers)
+
+    def forward(self, x):
+        x = self.upsample(x)
+        return x + self.body(x)

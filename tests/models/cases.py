@@ -1,0 +1,67 @@
+"""Shared by the model tests: the configurations under test and the hand-computed parameter counts."""
+from __future__ import annotations
+
+import pathlib
+
+import numpy as np
+
+import framework as sg
+import models  # noqa: F401  registers every architecture
+from framework.nn import init
+from framework.registry import MODELS
+
+SCALES = {  # the scales each design is tested at
+    "SRCNN": (2, 3, 4), "FSRCNN": (2, 3, 4), "ESPCN": (2, 3, 4), "VDSR": (2, 3, 4),
+    "EDSR": (2, 3, 4), "UpsampleNet": (2, 3, 4),
+}
+# Small variants of the two big models for tests that train or differentiate.
+SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16}}
+
+
+def conv(cin, cout, k):
+    """Weights + biases of a k x k convolution."""
+    return cin * cout * k * k + cout
+
+
+def expected_parameters(name: str, c: int, s: int) -> int:
+    """Parameter counts of the default configurations, written out layer by layer from the papers
+    (and BasicSR for EDSR)."""
+    if name == "SRCNN":  # 9-5-5, 64/32 features
+        return conv(c, 64, 9) + conv(64, 32, 5) + conv(32, c, 5)
+    if name == "FSRCNN":  # d=56, s=12, m=4; PReLU: one slope per channel; 9x9 deconv
+        prelu = 56 + 12 + 4 * 12 + 56
+        return (conv(c, 56, 5) + conv(56, 12, 1) + 4 * conv(12, 12, 3) + conv(12, 56, 1) + prelu
+                + conv(56, c, 9))
+    if name == "ESPCN":
+        return conv(c, 64, 5) + conv(64, 32, 3) + conv(32, c * s * s, 3)
+    if name == "VDSR":  # 20 layers
+        return conv(c, 64, 3) + 18 * conv(64, 64, 3) + conv(64, c, 3)
+    if name == "EDSR":  # baseline: 16 blocks x 2 convs, 64 features; x4 = two x2 stages
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        return conv(c, 64, 3) + 16 * 2 * conv(64, 64, 3) + conv(64, 64, 3) + up + conv(64, c, 3)
+    if name == "UpsampleNet":  # 2 convs, bicubic, 2 convs, 32 features
+        return conv(c, 32, 3) + conv(32, 32, 3) + conv(32, 32, 3) + conv(32, c, 3)
+    raise KeyError(name)
+
+
+def build(name: str, scale: int, channels: int = 3, seed: int = 0, small: bool = False, **kw):
+    """MODELS.build with a fixed seed (construction is reproducible under init.manual_seed)."""
+    spec = {"type": name, "scale": scale, "num_in_ch": channels, "num_out_ch": channels,
+            **(SMALL.get(name, {}) if small else {}), **kw}
+    init.manual_seed(seed)
+    return MODELS.build(spec), spec
+
+
+def lr_batch(channels: int, h: int = 6, w: int = 5, n: int = 1, dtype=np.float32, seed: int = 0):
+    """An LR batch in [0, 1]; odd, non-square sizes so a swapped H/W shows."""
+    return sg.tensor(np.random.default_rng(seed).uniform(0, 1, (n, channels, h, w)), dtype=dtype)
+
+
+def load_torch_twins():
+    """scripts/torch_models.py as a module (scripts/ is not a package)."""
+    import importlib.util
+    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "torch_models.py"
+    spec = importlib.util.spec_from_file_location("torch_models", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod

@@ -1,0 +1,121 @@
+"""EDSR specifics: BasicSR's parameter names, mean shift on 1 channel, res_scale, and the custom
+`block` layer resolved through LAYERS (the STYLE.md ChannelScale example, used from YAML)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import yaml
+
+import framework as sg
+from framework import Function, nn
+from framework.registry import LAYERS, MODELS
+
+from .cases import build, lr_batch
+
+SCALE_LAYER = "ModelsTestChannelScale"
+
+
+class ChannelScaleFn(Function):
+    @staticmethod
+    def forward(ctx, x, w):
+        ctx.save_for_backward(x, w)
+        return x * w[None, :, None, None]
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dx = g*w ; dL/dw = sum(g*x)
+        x, w = ctx.saved_tensors
+        return g * w[None, :, None, None], (g * x).sum(axis=(0, 2, 3))
+
+
+class ChannelScale(nn.Module):
+    def __init__(self, channels: int):
+        super().__init__()
+        self.weight = nn.Parameter(np.ones(channels, np.float32))
+
+    def forward(self, x):
+        return ChannelScaleFn.apply(x, self.weight)
+
+
+if SCALE_LAYER not in LAYERS:
+    LAYERS.register(SCALE_LAYER)(ChannelScale)
+    LAYERS.register("ModelsTestNotALayer")(lambda: 3)
+
+
+def test_state_dict_keys_are_basicsr_names():
+    model, _ = build("EDSR", 4, 3, num_block=2)
+    convs = (["conv_first"] + [f"body.{i}.conv{j}" for i in range(2) for j in (1, 2)]
+             + ["conv_after_body", "upsample.0", "upsample.2", "conv_last"])
+    assert list(model.state_dict()) == [f"{c}.{p}" for c in convs for p in ("weight", "bias")]
+    assert model.state_dict()["upsample.2.weight"].shape == (256, 64, 3, 3)
+
+
+def test_one_channel_mean_defaults_to_the_average_and_can_be_overridden():
+    model, _ = build("EDSR", 2, 1, small=True)
+    np.testing.assert_allclose(model.mean_in.ravel(), [(0.4488 + 0.4371 + 0.4040) / 3], rtol=1e-7)
+    model, _ = build("EDSR", 2, 1, small=True, rgb_mean=[0.5])
+    assert model.mean_out.ravel().tolist() == [0.5]
+
+
+def test_res_scale_multiplies_the_residual_branch():
+    half, _ = build("EDSR", 2, 3, small=True, res_scale=0.5)
+    one, _ = build("EDSR", 2, 3, small=True)
+    state = {k: v.copy() for k, v in half.state_dict().items()}
+    for i in range(2):  # conv2 is linear: halving its weight and bias halves the branch
+        state[f"body.{i}.conv2.weight"] *= np.float32(0.5)
+        state[f"body.{i}.conv2.bias"] *= np.float32(0.5)
+    one.load_state_dict(state)
+    x = lr_batch(3)
+    np.testing.assert_allclose(one(x).data, half(x).data, rtol=1e-5, atol=1e-6)
+
+
+def _custom(num_feat=16, **kw):
+    return build("EDSR", 2, 3, small=True, block={"type": SCALE_LAYER, "channels": num_feat}, **kw)[0]
+
+
+def test_custom_block_is_appended_to_every_residual_block():
+    plain, _ = build("EDSR", 2, 3, small=True)
+    custom = _custom()
+    assert custom.num_parameters() == plain.num_parameters() + 2 * 16
+    extra = [k for k in custom.state_dict() if ".extra." in k]
+    assert extra == ["body.0.extra.weight", "body.1.extra.weight"]
+    assert custom.body[0].extra is not custom.body[1].extra  # one fresh layer per block
+
+
+def test_custom_block_scales_each_residual_branch():
+    """ChannelScale(2) after conv2 == conv2 with doubled weight and bias."""
+    plain, _ = build("EDSR", 2, 3, small=True)
+    custom = _custom()
+    missing = custom.load_state_dict(plain.state_dict(), strict=False).missing_keys
+    assert missing == ["body.0.extra.weight", "body.1.extra.weight"]
+    x = lr_batch(3)
+    np.testing.assert_array_equal(custom(x).data, plain(x).data)  # scales start at one
+    for i in range(2):
+        custom.body[i].extra.weight.data[...] = 2
+        plain.body[i].conv2.weight.data *= 2
+        plain.body[i].conv2.bias.data *= 2
+    np.testing.assert_allclose(custom(x).data, plain(x).data, rtol=1e-5, atol=1e-6)
+
+
+def test_custom_block_from_yaml_trains():
+    cfg = yaml.safe_load(f"model: {{type: EDSR, scale: 2, num_feat: 16, num_block: 2, "
+                         f"block: {{type: {SCALE_LAYER}, channels: 16}}}}")
+    model = MODELS.build(cfg["model"])
+    x = lr_batch(3)
+    loss = (model(x) - 0.5).abs().mean()
+    loss.backward()
+    w = model.body[1].extra.weight
+    assert w.grad is not None and np.abs(w.grad.data).sum() > 0
+    w.data -= np.float32(1e-2) * w.grad.data
+    with sg.no_grad():
+        assert (model(x) - 0.5).abs().mean().item() < loss.item()
+
+
+@pytest.mark.parametrize("block,error,match", [
+    ({"channels": 16}, ValueError, "EDSR: block must be a layer spec"),
+    ("ChannelScale", ValueError, "EDSR: block must be a layer spec"),
+    ({"type": "NoSuchLayer"}, KeyError, "unknown layer 'NoSuchLayer'"),
+    ({"type": "ModelsTestNotALayer"}, TypeError, "EDSR: block 'ModelsTestNotALayer' built a int"),
+])
+def test_bad_block_spec(block, error, match):
+    with pytest.raises(error, match=match):
+        MODELS.build({"type": "EDSR", "scale": 2, "num_feat": 16, "num_block": 1, "block": block})
