@@ -116,24 +116,28 @@ def read_safetensors(path):
             data = fh.read()
     except OSError as exc:
         raise CheckpointError(f"cannot read {source}: {exc.strerror}") from None
-    if data[:1] == b"\x80" or data[:2] == b"PK" or data[:6] == b"\x93NUMPY":
-        raise CheckpointError(f"{source} is not a safetensors file (it looks like a pickle, PyTorch "
-                              f".pt/.pth or .npy file); srgrad never loads pickle. Convert it to "
-                              f".safetensors (e.g. safetensors.torch.save_file) first.")
-    if len(data) < 8:
+    if len(data) < 9:
         raise CheckpointError(f"{source} is empty or truncated ({len(data)} bytes): not a "
                               f"safetensors file")
     n = int.from_bytes(data[:8], "little")
-    if n > len(data) - 8 or data[8:9] != b"{":
-        if data[8:9] == b"{":
-            raise CheckpointError(f"{source} is truncated: its header needs {n} bytes, the file "
-                                  f"has {len(data) - 8}")
+    looks_safetensors = data[8:9] == b"{"
+    # a safetensors header length can start with byte 0x80 too: look for pickle only otherwise
+    if not looks_safetensors and (data[:1] == b"\x80" or data[:2] == b"PK" or
+                                  data[:6] == b"\x93NUMPY"):
+        raise CheckpointError(f"{source} is not a safetensors file (it looks like a pickle, PyTorch "
+                              f".pt/.pth or .npy file); srgrad never loads pickle. Convert it to "
+                              f".safetensors (e.g. safetensors.torch.save_file) first.")
+    if not looks_safetensors:
         raise CheckpointError(f"{source} is not a safetensors file (bad header)")
+    if n > len(data) - 8:
+        raise CheckpointError(f"{source} is truncated: its header needs {n} bytes, the file has "
+                              f"{len(data) - 8}")
     try:
         header = json.loads(data[8:8 + n])
-    except ValueError:
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"),
+                  default=0)
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
         raise CheckpointError(f"{source} is not a safetensors file (unreadable header)") from None
-    end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
     if 8 + n + end > len(data):
         raise CheckpointError(f"{source} is truncated: its tensors need {8 + n + end} bytes, the "
                               f"file has {len(data)} (an interrupted copy or download?)")

@@ -138,7 +138,9 @@ def _where(source, path):
 
 
 def _did_you_mean(name, known):
-    hint = difflib.get_close_matches(str(name), [str(k) for k in known], n=1, cutoff=0.6)
+    known = [str(k) for k in known]
+    same_letters = [k for k in known if k.lower() == str(name).lower()]  # Adamw -> AdamW
+    hint = same_letters or difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
     return f"; did you mean {hint[0]!r}?" if hint else ""
 
 

@@ -1,0 +1,181 @@
+"""Training runs from YAML on tiny images: artefacts, exact resume, Ctrl-C, NaN stop, lock file."""
+import csv
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from framework.engine import Trainer, TrainingError, TrainingInterrupted, load_model
+from framework.engine.cli import train_main
+from framework.engine.runlog import RunLockedError
+from framework.io import checkpoint as ckpt
+from framework.io.config import load_config
+
+REPO = pathlib.Path(__file__).resolve().parents[3]
+
+
+def trainer(path, overrides=(), **kw):
+    return Trainer(load_config(path, overrides), progress=False, **kw)
+
+
+def test_five_iterations_write_every_artefact(make_config, tmp_path, capsys):
+    path = make_config(iters=5, every=5)
+    assert train_main([str(path), "--no-progress"]) == 0
+    run = tmp_path / "runs" / "tiny"
+    out = capsys.readouterr().out
+    assert f"Run folder: {run}" in out and "net_best.safetensors" in out
+    resolved = load_config(run / "config.yaml")  # the resolved config is itself a valid config
+    assert resolved["train"]["total_iters"] == 5 and resolved["val"]["y_channel"] is True
+    with open(run / "metrics.csv") as fh:
+        rows = list(csv.DictReader(fh))
+    assert [int(r["iteration"]) for r in rows] == [1, 2, 3, 4, 5]
+    assert all(np.isfinite(float(r["loss"])) and float(r["lr"]) > 0 for r in rows)
+    last = rows[-1]
+    assert 5 < float(last["psnr_y"]) < 60 and 0 < float(last["ssim_y"]) <= 1
+    assert float(last["bicubic_psnr_y"]) > 15  # measured on Y and said so in the column name
+    assert (run / "checkpoints" / "iter_00000005.safetensors").is_file()
+    state = ckpt.load_checkpoint(run / "checkpoints" / "iter_00000005.safetensors")
+    assert state["iteration"] == 5 and state["optimizer"]["state"]
+    for name in ("net_latest.safetensors", "net_best.safetensors"):
+        model, info = load_model(run / name)  # loadable without the config
+        assert info["model"]["type"] == "FSRCNN" and info["scale"] == 2
+    from framework.io.image import read_image
+    strip, _ = read_image(run / "images" / "v_rgb.png")
+    assert strip.shape == (3, 32, 3 * 32 + 2 * 4)  # bicubic | SR | HR with two 4 px gaps
+    assert (run / "images" / "v_gray.png").is_file()
+    pytest.importorskip("matplotlib")
+    assert (run / "curves.png").stat().st_size > 1000
+    assert not (run / ".lock").exists()
+
+
+def test_resume_after_3_of_6_is_bit_exact(make_config, tmp_path):
+    straight = make_config("a.yaml", iters=6, every=3)
+    trainer(straight, ["name=straight"]).fit()
+    split = make_config("b.yaml", iters=3, every=3)
+    trainer(split, ["name=split"]).fit()
+    # a new process would rebuild everything from the config: so does a new Trainer
+    result = trainer(split, ["name=split", "train.total_iters=6"], resume="auto").fit()
+    assert result["iteration"] == 6
+    a, _ = ckpt.load_weights(tmp_path / "runs" / "straight" / "net_latest.safetensors")
+    b, _ = ckpt.load_weights(tmp_path / "runs" / "split" / "net_latest.safetensors")
+    assert a.keys() == b.keys()
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+    sa = ckpt.load_checkpoint(tmp_path / "runs" / "straight" / "checkpoints" / "iter_00000006.safetensors")
+    sb = ckpt.load_checkpoint(tmp_path / "runs" / "split" / "checkpoints" / "iter_00000006.safetensors")
+    np.testing.assert_array_equal(sa["optimizer"]["state"]["0"]["exp_avg_sq"],
+                                  sb["optimizer"]["state"]["0"]["exp_avg_sq"])
+    assert sa["scheduler"] == sb["scheduler"]
+    with open(tmp_path / "runs" / "split" / "metrics.csv") as fh:
+        assert [int(r["iteration"]) for r in csv.DictReader(fh)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_fresh_run_refuses_a_folder_with_checkpoints(make_config):
+    path = make_config(iters=2, every=2)
+    trainer(path).fit()
+    with pytest.raises(TrainingError, match=r"already holds checkpoints: continue it with "
+                                            r"--resume auto"):
+        trainer(path).fit()
+
+
+def test_sigint_saves_a_checkpoint_and_exits_130(make_config, tmp_path, monkeypatch, capsys):
+    path = make_config(iters=50, every=50)
+    original = Trainer._train_step
+
+    def step(self, batch):
+        if self.iteration == 2:  # a real SIGINT, delivered to our own process mid-training
+            os.kill(os.getpid(), signal.SIGINT)
+        return original(self, batch)
+
+    monkeypatch.setattr(Trainer, "_train_step", step)
+    assert train_main([str(path), "--no-progress"]) == 130
+    err = capsys.readouterr().err
+    assert "interrupted at iteration 3" in err and f"srgrad-train {path} --resume auto" in err
+    run = tmp_path / "runs" / "tiny"
+    assert ckpt.load_checkpoint(run / "checkpoints" / "iter_00000003.safetensors")["iteration"] == 3
+    assert not (run / ".lock").exists()
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_nan_loss_stops_and_keeps_the_last_checkpoint(make_config, tmp_path):
+    path = make_config(iters=6, every=2)
+    t = trainer(path)
+    loss_fn = t.loss_fn
+
+    def poisoned(out, gt):
+        loss = loss_fn(out, gt)
+        return loss * float("nan") if t.iteration == 3 else loss
+
+    t.loss_fn = poisoned
+    with pytest.raises(TrainingError, match=r"loss is nan at iteration 4: training stopped\. The "
+                                            r"last good checkpoint \(.*iter_00000002.safetensors\)"):
+        t.fit()
+    folder = tmp_path / "runs" / "tiny" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["iter_00000002.safetensors"]
+    assert ckpt.load_checkpoint(folder / "iter_00000002.safetensors")["iteration"] == 2
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")  # backward of an inf loss
+def test_nan_loss_can_skip_the_batch(make_config):
+    path = make_config(iters=3, every=3)
+    t = trainer(path, ["train.nonfinite_loss=skip"])
+    loss_fn = t.loss_fn
+    t.loss_fn = lambda out, gt: loss_fn(out, gt) * (float("inf") if t.iteration == 1 else 1.0)
+    assert t.fit()["iteration"] == 3
+
+
+def test_second_run_on_a_locked_folder_is_refused(make_config, tmp_path):
+    path = make_config(iters=2, every=2)
+    run = tmp_path / "runs" / "tiny"
+    run.mkdir(parents=True)
+    (run / ".lock").write_text(f"{os.getppid()} {os.uname().nodename}\n")  # a live process
+    with pytest.raises(RunLockedError, match=rf"run folder {run} is in use by process "
+                                             rf"{os.getppid()}"):
+        trainer(path).fit()
+    assert not (run / "checkpoints").exists()
+
+
+def test_stale_lock_from_a_dead_process_is_taken_over(make_config, tmp_path):
+    path = make_config(iters=2, every=2)
+    run = tmp_path / "runs" / "tiny"
+    run.mkdir(parents=True)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (run / ".lock").write_text(f"{dead.pid} {os.uname().nodename}\n")
+    assert trainer(path).fit()["iteration"] == 2
+    assert not (run / ".lock").exists()
+
+
+def test_custom_layer_trains_from_yaml_through_imports(tiny_data, tmp_path):
+    """The shipped configs/custom_layer.yaml (imports: [my_layers]) on tiny data."""
+    cfg = load_config(REPO / "configs" / "custom_layer.yaml", [
+        f"datasets.train.root={tiny_data / 'train'}", "datasets.train.gt_size=16",
+        f"datasets.val.root={tiny_data / 'val'}", f"run_root={tmp_path}", "model.num_feat=8",
+        "model.num_block=1", "model.block.channels=8", "train.total_iters=3",
+        "train.batch_size=2", "train.optimizer.lr=1e-2", "val.every=3", "checkpoint.every=3"])
+    t = Trainer(cfg, progress=False)
+    scales = [m for m in t.model.modules() if type(m).__name__ == "ChannelScale"]
+    assert len(scales) == 1 and np.all(scales[0].weight.data == 1.0)
+    result = t.fit()
+    assert result["iteration"] == 3
+    assert not np.allclose(scales[0].weight.data, 1.0)  # the custom layer's parameter was trained
+    model, _ = load_model(tmp_path / cfg["name"] / "net_latest.safetensors")
+    w = [v for k, v in model.state_dict().items() if k.endswith("1.weight") and v.ndim == 1]
+    assert any(np.array_equal(v, scales[0].weight.data) for v in w)
+
+
+def test_custom_layer_gradcheck():
+    sys.path.insert(0, str(REPO / "configs"))
+    try:
+        import my_layers
+    finally:
+        sys.path.remove(str(REPO / "configs"))
+    import framework as sg
+    rng = np.random.default_rng(0)
+    x = sg.tensor(rng.standard_normal((2, 3, 4, 5)), requires_grad=True, dtype=np.float64)
+    w = sg.tensor(rng.standard_normal(3), requires_grad=True, dtype=np.float64)
+    assert sg.gradcheck(my_layers.ChannelScaleFn.apply, (x, w))
