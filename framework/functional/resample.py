@@ -1,2 +1,407 @@
-"""(placeholder: being written)"""
-__all__ = []
+"""Resampling: `interpolate` (PyTorch 2.13's F.interpolate, every mode, differentiable) and `imresize`
+(MATLAB's imresize, the SR degradation).
+
+Modes are data. Every mode is separable and linear: along an axis of input size n and output size m,
+y = W x with a sparse m x n matrix W. `weight_table` builds W as a padded table
+(indices[m, taps], weights[m, taps]) from a filter, a tap window per output, a coordinate and a border
+rule; the modes below differ only in what they hand it. One numba kernel applies a table along H and
+another along W (both inside one parallel loop over planes); backward applies the transposed tables
+(`dL/dx = W_h^T g W_w`) with the very same kernel, so it is race-free and the exact adjoint.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import numbers
+
+import numpy as np
+
+from .._jit import kernel, prange
+from ..autograd import Function
+from ..tensor import Tensor
+
+__all__ = ["interpolate", "imresize"]
+
+MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area", "lanczos", "lanczos3")
+
+
+# -- filters: offset (in input pixels, already divided by any antialias stretch) -> weight ---------
+def _triangle(d):
+    return np.maximum(1.0 - np.abs(d), 0.0)
+
+
+def _cubic(a):
+    """Keys' cubic convolution kernel with parameter `a` (-0.75 torch, -0.5 Pillow/MATLAB)."""
+    def f(d):
+        s = np.abs(d)
+        near = ((a + 2.0) * s - (a + 3.0)) * s * s + 1.0
+        far = ((a * s - 5.0 * a) * s + 8.0 * a) * s - 4.0 * a
+        return np.where(s <= 1.0, near, np.where(s < 2.0, far, 0.0))
+    return f
+
+
+def _sinc(d):
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.where(d == 0.0, 1.0, np.sin(np.pi * d) / (np.pi * d))
+
+
+def _lanczos3(d):
+    """Pillow's truncated sinc window on [-3, 3) (torch's antialiased lanczos)."""
+    return np.where((d >= -3.0) & (d < 3.0), _sinc(d) * _sinc(d / 3.0), 0.0)
+
+
+def _lanczos3_burn(d):
+    """burn's Lanczos-3 (open support |d| < 3)."""
+    return np.where(np.abs(d) < 3.0, _sinc(d) * _sinc(d / 3.0), 0.0)
+
+
+def _ones(d):
+    return np.ones_like(d)
+
+
+# -- the one table builder -----------------------------------------------------------------------
+class Table:
+    """One axis of a resampling: output o = sum_t weight[o, t] * input[index[o, t]] (n inputs).
+    Zero-weight taps are dropped and duplicate indices merged, so `taps` is as small as it can be."""
+
+    def __init__(self, index: np.ndarray, weight: np.ndarray, n: int):
+        self.index, self.weight, self.n = index, weight, n
+        self._cast, self._t = {}, None
+        index.flags.writeable = weight.flags.writeable = False
+
+    @property
+    def m(self) -> int:
+        return self.index.shape[0]
+
+    def weights_as(self, dtype) -> np.ndarray:
+        """The weights in the data's dtype (float32 data accumulates in float32)."""
+        dtype = np.dtype(dtype)
+        if dtype not in self._cast:
+            self._cast[dtype] = self.weight.astype(dtype)
+        return self._cast[dtype]
+
+    def transposed(self) -> "Table":
+        """W^T as a table of its own: the backward gathers with the forward's kernel."""
+        if self._t is None:
+            rows = np.repeat(np.arange(self.m), self.index.shape[1])
+            self._t = _pack(self.index.ravel(), rows, self.weight.ravel(), self.n, self.m)
+        return self._t
+
+    def dense(self) -> np.ndarray:
+        """W as an (m, n) matrix (tests and debugging)."""
+        out = np.zeros((self.m, self.n))
+        np.add.at(out, (np.repeat(np.arange(self.m), self.index.shape[1]), self.index.ravel()),
+                  self.weight.ravel())
+        return out
+
+
+def _pack(rows, cols, vals, nrows, ncols) -> Table:
+    """COO triplets -> padded Table: duplicates summed, zeros dropped, rows padded with weight 0."""
+    key = rows.astype(np.int64) * ncols + cols
+    keys, inverse = np.unique(key, return_inverse=True)
+    sums = np.bincount(inverse.ravel(), weights=vals, minlength=keys.size)
+    keep = sums != 0.0
+    keys, sums = keys[keep], sums[keep]
+    r, c = keys // ncols, keys % ncols
+    counts = np.bincount(r, minlength=nrows)
+    taps = max(int(counts.max(initial=0)), 1)
+    starts = np.concatenate([[0], np.cumsum(counts)[:-1]])
+    slot = np.arange(keys.size) - starts[r]
+    index = np.zeros((nrows, taps), np.int64)
+    weight = np.zeros((nrows, taps), np.float64)
+    index[r, slot], weight[r, slot] = c, sums
+    # Padding taps re-read a pixel the row already uses (weight 0), never an unrelated one.
+    pad = np.arange(taps)[None, :] >= counts[:, None]
+    index[pad] = np.broadcast_to(index[:, :1], index.shape)[pad]
+    return Table(index, weight, ncols)
+
+
+def weight_table(n, centre, lo, hi, taps, filt, border, normalize) -> Table:
+    """THE table builder. Output o reads input taps j = lo[o] + 0..taps-1 that lie below hi[o], with
+    weight filt(j - centre[o]); `border` says what a tap outside [0, n) does: "clamp" (reads the edge
+    pixel: torch's non-antialiased modes), "skip" (dropped) or "mirror" (MATLAB's symmetric fold).
+    `normalize` rescales each row to sum 1 (antialias, area, lanczos, MATLAB)."""
+    j = lo[:, None] + np.arange(taps)[None, :]
+    w = filt(j - centre[:, None]) * (j < hi[:, None])
+    if border == "clamp":
+        j = np.clip(j, 0, n - 1)
+    elif border == "skip":
+        w = w * ((j >= 0) & (j < n))
+        j = np.clip(j, 0, n - 1)
+    else:  # mirror: ... 1 0 | 0 1 ... n-1 | n-1 n-2 ...
+        j = np.mod(j, 2 * n)
+        j = np.where(j < n, j, 2 * n - 1 - j)
+    if normalize:
+        total = w.sum(axis=1, keepdims=True)
+        w = np.divide(w, total, out=np.zeros_like(w), where=total != 0.0)
+    m = j.shape[0]
+    return _pack(np.repeat(np.arange(m), taps), j.ravel(), w.ravel(), m, n)
+
+
+# -- torch's modes as data -----------------------------------------------------------------------
+def _coordinate_scale(n, m, sf, align_corners):
+    """ATen's area_pixel_compute_scale: input pixels per output pixel."""
+    if align_corners:
+        return (n - 1) / (m - 1) if m > 1 else 0.0
+    return 1.0 / sf if sf else n / m
+
+
+def _identity(n):
+    i = np.arange(n)
+    return weight_table(n, i.astype(np.float64), i, i + 1, 1, _ones, "clamp", False)
+
+
+def _nearest(n, m, sf, exact):
+    # torch computes these indices in float32 (scale and product), shortcuts m == n and m == 2n.
+    i = np.arange(m)
+    scale = np.float32(1.0 / sf) if sf else np.float32(n) / np.float32(m)
+    if exact:
+        src = np.floor(((i + 0.5) * np.float64(scale)).astype(np.float32))
+    elif m == n:
+        src = i
+    elif m == 2 * n:
+        src = i >> 1
+    else:
+        src = np.floor(i.astype(np.float32) * scale)
+    src = np.minimum(src.astype(np.int64), n - 1)
+    return weight_table(n, src.astype(np.float64), src, src + 1, 1, _ones, "clamp", False)
+
+
+def _interpolating(n, m, sf, align_corners, filt, support, cubic):
+    """torch's bilinear/bicubic without antialias: taps floor(x)-support+1 .. floor(x)+support around
+    the source coordinate, fraction clamped to [0, 1], border taps clamped (edge replicated)."""
+    scale = _coordinate_scale(n, m, sf, align_corners)
+    i = np.arange(m, dtype=np.float64)
+    real = scale * i if align_corners else scale * (i + 0.5) - 0.5
+    if not cubic and not align_corners:
+        real = np.maximum(real, 0.0)
+    i0 = np.minimum(np.floor(real).astype(np.int64), n - 1)
+    centre = i0 + np.clip(real - i0, 0.0, 1.0)
+    lo = i0 - support + 1
+    return weight_table(n, centre, lo, lo + 2 * support, 2 * support, filt, "clamp", False)
+
+
+def _antialiased(n, m, sf, align_corners, filt, support):
+    """torch's antialias=True (Pillow's resampling): the filter is stretched by the downscale factor,
+    its window clipped to the image and the weights renormalised."""
+    scale = _coordinate_scale(n, m, sf, align_corners)
+    stretch = scale if scale >= 1.0 else 1.0
+    width = support * stretch
+    taps = math.ceil(width) * 2 + 1
+    centre = scale * (np.arange(m) + 0.5)
+    lo = np.maximum(np.trunc(centre - width + 0.5).astype(np.int64), 0)
+    hi = np.minimum(np.trunc(centre + width + 0.5).astype(np.int64), n)
+    hi = np.minimum(hi, lo + taps)  # torch clips a window one tap too wide by rounding
+    return weight_table(n, centre - 0.5, lo, hi, taps, lambda d: filt(d / stretch), "skip", True)
+
+
+def _lanczos_burn(n, m, sf, align_corners):
+    """burn's Lanczos-3 (where torch refuses lanczos): taps floor(x)-2 .. floor(x)+3, taps outside the
+    image skipped, weights renormalised, support never stretched."""
+    scale = _coordinate_scale(n, m, sf, align_corners)
+    i = np.arange(m, dtype=np.float64)
+    real = scale * i if align_corners else scale * (i + 0.5) - 0.5
+    lo = np.floor(real).astype(np.int64) - 2
+    return weight_table(n, real, lo, lo + 6, 6, _lanczos3_burn, "skip", True)
+
+
+def _area(n, m):
+    """adaptive_avg_pool: output i averages inputs [floor(i n / m), ceil((i + 1) n / m))."""
+    i = np.arange(m)
+    lo, hi = (i * n) // m, -((-(i + 1) * n) // m)
+    return weight_table(n, np.zeros(m), lo, hi, int((hi - lo).max()), _ones, "clamp", True)
+
+
+@functools.lru_cache(maxsize=512)
+def axis_table(mode, n, m, sf, align_corners, antialias) -> Table:
+    """The table of one axis for interpolate's (validated) arguments; `sf` is None unless a scale
+    factor drives the coordinate mapping."""
+    if mode == "nearest" or mode == "nearest-exact":
+        return _nearest(n, m, sf, mode == "nearest-exact")
+    if mode == "area":
+        return _area(n, m)
+    if mode in ("lanczos", "lanczos3") and (align_corners or not antialias):
+        return _lanczos_burn(n, m, sf, align_corners)
+    if m == n and (antialias or mode == "bilinear"):
+        return _identity(n)  # torch copies such an axis, whatever the scale factor
+    if antialias:
+        filt, support = {"bilinear": (_triangle, 1), "bicubic": (_cubic(-0.5), 2),
+                         "lanczos": (_lanczos3, 3), "lanczos3": (_lanczos3, 3)}[mode]
+        return _antialiased(n, m, sf, align_corners, filt, support)
+    if mode == "bilinear":
+        return _interpolating(n, m, sf, align_corners, _triangle, 1, cubic=False)
+    return _interpolating(n, m, sf, align_corners, _cubic(-0.75), 2, cubic=True)
+
+
+
+# -- the kernels: one gather along each axis of a plane, both inside one parallel loop ------------
+@kernel
+def _rows_pass(src, index, weight, dst):
+    """dst[o, :] = sum_t weight[o, t] * src[index[o, t], :]  (contiguous inner loop)."""
+    taps = index.shape[1]
+    width = dst.shape[1]
+    for o in range(dst.shape[0]):
+        row = dst[o]
+        s = src[index[o, 0]]
+        c = weight[o, 0]
+        for k in range(width):
+            row[k] = c * s[k]
+        for t in range(1, taps):
+            s = src[index[o, t]]
+            c = weight[o, t]
+            for k in range(width):
+                row[k] += c * s[k]
+
+
+@kernel
+def _cols_pass(src, index, weight, dst):
+    """dst[:, o] = sum_t weight[o, t] * src[:, index[o, t]], four rows at a time: each (index, weight)
+    pair is loaded once for four independent accumulators (about 2.5x faster than one row at a time).
+    The last group re-reads and rewrites the last row instead of a remainder loop."""
+    taps = index.shape[1]
+    last = src.shape[0] - 1
+    for r in range(0, src.shape[0], 4):
+        s0, s1, s2, s3 = src[r], src[min(r + 1, last)], src[min(r + 2, last)], src[min(r + 3, last)]
+        d0, d1, d2, d3 = dst[r], dst[min(r + 1, last)], dst[min(r + 2, last)], dst[min(r + 3, last)]
+        for o in range(dst.shape[1]):
+            j = index[o, 0]
+            c = weight[o, 0]
+            a0, a1, a2, a3 = c * s0[j], c * s1[j], c * s2[j], c * s3[j]
+            for t in range(1, taps):
+                j = index[o, t]
+                c = weight[o, t]
+                a0 += c * s0[j]
+                a1 += c * s1[j]
+                a2 += c * s2[j]
+                a3 += c * s3[j]
+            d0[o], d1[o], d2[o], d3[o] = a0, a1, a2, a3
+
+
+@kernel(parallel=True)
+def _resample_planes(x, h_index, h_weight, w_index, w_weight, h_first, out):
+    """out[p] = W_h @ x[p] @ W_w^T for every plane p of x (P, H, W) -> out (P, Ho, Wo); planes run in
+    parallel and each owns its slice of `out`, so there are no races."""
+    for p in prange(x.shape[0]):
+        if h_first:
+            tmp = np.empty((out.shape[1], x.shape[2]), x.dtype)
+            _rows_pass(x[p], h_index, h_weight, tmp)
+            _cols_pass(tmp, w_index, w_weight, out[p])
+        else:
+            tmp = np.empty((x.shape[1], out.shape[2]), x.dtype)
+            _cols_pass(x[p], w_index, w_weight, tmp)
+            _rows_pass(tmp, h_index, h_weight, out[p])
+
+
+def resample(x: np.ndarray, th: Table, tw: Table) -> np.ndarray:
+    """Apply table `th` along axis -2 and `tw` along axis -1 of `x` (..., H, W) -> (..., Ho, Wo)."""
+    lead = x.shape[:-2]
+    planes = np.ascontiguousarray(x).reshape((-1, th.n, tw.n))
+    out = np.empty((planes.shape[0], th.m, tw.m), x.dtype)
+    # Do the pass with fewer multiply-adds first; the in-row gather costs about twice the row pass.
+    h_first = (th.m * tw.n * th.index.shape[1] + 2 * th.m * tw.m * tw.index.shape[1]
+               < 2 * th.n * tw.m * tw.index.shape[1] + th.m * tw.m * th.index.shape[1])
+    _resample_planes(planes, th.index, th.weights_as(x.dtype), tw.index, tw.weights_as(x.dtype),
+                     h_first, out)
+    return out.reshape(lead + (th.m, tw.m))
+
+
+class Resample(Function):
+    """y = W_h x W_w^T per plane, for any pair of axis Tables (every interpolate mode, imresize)."""
+
+    @staticmethod
+    def forward(ctx, x, *, tables):
+        ctx.tables = tables
+        return resample(x, *tables)
+
+    @staticmethod
+    def backward(ctx, g):
+        # dL/dx = W_h^T g W_w: the transposed tables through the same kernel (the exact adjoint).
+        th, tw = ctx.tables
+        return resample(g, th.transposed(), tw.transposed())
+
+
+# -- public wrappers: validate everything before a kernel runs --------------------------------------
+def _as_image(x, op, ndims=(4,)):
+    x = x if isinstance(x, Tensor) else Tensor(x)
+    if x.ndim not in ndims:
+        want = " or ".join(f"{d}-D" for d in ndims)
+        raise ValueError(f"{op}: expected a {want} input (N, C, H, W), got shape {tuple(x.shape)}")
+    if x.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{op}: input must be float32 or float64, got dtype {x.dtype}")
+    if min(x.shape[-2:]) < 1:
+        raise ValueError(f"{op}: input height and width must be positive, got shape {tuple(x.shape)}")
+    return x
+
+
+def _pair(value, name, op, number):
+    """An int/float or a 2-sequence of them -> tuple of 2, each positive (and finite)."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
+    if len(items) != 2:
+        raise ValueError(f"{op}: {name} must have 2 entries (H, W) for a 4-D input, got {value!r}")
+    for v in items:
+        if isinstance(v, bool) or not isinstance(v, number):
+            kind = "an int" if number is numbers.Integral else "a number"
+            raise TypeError(f"{op}: {name} must be {kind} or a pair of them, got {value!r}")
+        if not (v > 0 and math.isfinite(v)):
+            raise ValueError(f"{op}: {name} must be positive, got {value!r}")
+    return tuple(int(v) if number is numbers.Integral else float(v) for v in items)
+
+
+def _geometry(in_hw, size, scale_factor, op, out_size):
+    """(output sizes, scale factors) from exactly one of size / scale_factor."""
+    if size is not None and scale_factor is not None:
+        raise ValueError(f"{op}: only one of size or scale_factor should be defined")
+    if size is None and scale_factor is None:
+        raise ValueError(f"{op}: either size or scale_factor should be defined")
+    if size is not None:
+        return _pair(size, "size", op, numbers.Integral), (None, None)
+    sfs = _pair(scale_factor, "scale_factor", op, numbers.Real)
+    out = tuple(out_size(n, s) for n, s in zip(in_hw, sfs))
+    if min(out) < 1:
+        raise ValueError(f"{op}: scale_factor {scale_factor!r} gives output size {out} for input "
+                         f"size {tuple(in_hw)}; every output size must be at least 1")
+    return out, sfs
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize (N, C, H, W) -> (N, C, H_out, W_out), exactly as PyTorch 2.13's F.interpolate.
+
+    size: int or (H_out, W_out); or scale_factor: float or (sh, sw), H_out = floor(H * sh), and the
+    factor (not H_out / H) drives the coordinate mapping unless recompute_scale_factor=True.
+    mode: "nearest" (legacy floor), "nearest-exact", "bilinear", "bicubic" (A=-0.75, antialiased
+    A=-0.5), "area" (adaptive average pooling), "lanczos"/"lanczos3". align_corners: bilinear,
+    bicubic, lanczos only (default False). antialias: bilinear, bicubic, lanczos.
+    lanczos with antialias=True and align_corners=False is torch's (Pillow's LANCZOS); every other
+    lanczos call (which torch refuses) uses burn's Lanczos-3: taps floor(x)-2..floor(x)+3, taps
+    outside the image skipped, weights renormalised, support never widened.
+    Differentiable with respect to `input`; the dtype (float32 or float64) is kept."""
+    x = _as_image(input, "interpolate")
+    if mode not in MODES:
+        raise ValueError(f"interpolate: unknown mode {mode!r}; known modes: {', '.join(MODES)}")
+    if align_corners is not None:
+        if mode in ("nearest", "nearest-exact", "area"):
+            raise ValueError(f"interpolate: align_corners can only be set with the interpolating "
+                             f"modes bilinear, bicubic, lanczos; got align_corners={align_corners!r} "
+                             f"with mode {mode!r}")
+        if not isinstance(align_corners, bool):
+            raise TypeError(f"interpolate: align_corners must be a bool, got {align_corners!r}")
+    if not isinstance(antialias, bool):
+        raise TypeError(f"interpolate: antialias must be a bool, got {antialias!r}")
+    if antialias and mode not in ("bilinear", "bicubic", "lanczos", "lanczos3"):
+        raise ValueError(f"interpolate: antialias=True is only for modes bilinear, bicubic, lanczos; "
+                         f"got mode {mode!r}")
+    if recompute_scale_factor and size is not None:
+        raise ValueError("interpolate: recompute_scale_factor is not meaningful with an explicit "
+                         f"size (size={size!r})")
+    in_hw = x.shape[2:]
+    out_hw, sfs = _geometry(in_hw, size, scale_factor, "interpolate", lambda n, s: int(n * s))
+    if recompute_scale_factor or mode == "area":  # the output size alone drives the mapping
+        sfs = (None, None)
+    tables = tuple(axis_table(mode, n, m, sf, bool(align_corners), antialias)
+                   for n, m, sf in zip(in_hw, out_hw, sfs))
+    return Resample.apply(x, tables=tables)
+
+
+# imresize lives beside this module and reuses its table builder and kernels.
+from .imresize import imresize  # noqa: E402  (after everything imresize.py imports from here)
