@@ -1,0 +1,142 @@
+"""Inference: tiled == untiled, every image mode through srgrad-infer, srgrad-eval's table and CSV."""
+import csv
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import models  # noqa: F401  registers the architectures
+from framework.engine import build_model, load_model, upscale
+from framework.engine.cli import eval_main, infer_main
+from framework.io.checkpoint import save_weights
+from framework.nn import init
+
+SPECS = {
+    "FSRCNN": {"type": "FSRCNN", "d": 8, "s": 4, "m": 1},
+    "UpsampleNet": {"type": "UpsampleNet", "num_feat": 4, "num_conv": 1, "num_refine": 1},
+}
+
+
+def tiny_model(spec):
+    init.manual_seed(0)
+    model = build_model(spec, scale=2)
+    model.eval()
+    return model
+
+
+@pytest.mark.parametrize("name", sorted(SPECS))
+def test_tiled_equals_untiled_when_overlap_covers_the_receptive_field(name):
+    model = tiny_model(SPECS[name])
+    lq = np.random.default_rng(1).random((3, 37, 45), dtype=np.float32)
+    whole = upscale(model, lq)
+    assert whole.shape == (3, 74, 90)
+    tiled = upscale(model, lq, tile=16, overlap=10)
+    np.testing.assert_allclose(tiled, whole, rtol=0, atol=1e-5)
+    # without context the tile seams show: the equality above is not vacuous
+    assert np.abs(upscale(model, lq, tile=16, overlap=0) - whole).max() > 1e-3
+
+
+def test_tile_arguments_are_checked():
+    model = tiny_model(SPECS["FSRCNN"])
+    lq = np.zeros((3, 8, 8), np.float32)
+    with pytest.raises(ValueError, match="tile must be >= 1, got 0"):
+        upscale(model, lq, tile=0)
+    with pytest.raises(ValueError, match="tile overlap must be >= 0, got -1"):
+        upscale(model, lq, tile=4, overlap=-1)
+
+
+@pytest.fixture
+def weights(tmp_path):
+    spec = {**SPECS["FSRCNN"], "scale": 2}
+    path = tmp_path / "net.safetensors"
+    save_weights(path, tiny_model(spec).state_dict(), model=spec, scale=2, dtype="float32")
+    return path
+
+
+def _save(path, array, mode):
+    Image.fromarray(array, mode=mode).save(path) if mode else Image.fromarray(array).save(path)
+
+
+def test_infer_rgba_keeps_alpha_and_size(weights, tmp_path):
+    rng = np.random.default_rng(2)
+    rgba = rng.integers(0, 256, (14, 20, 4), dtype=np.uint8)
+    rgba[..., 3] = np.linspace(0, 255, 20, dtype=np.uint8)[None, :]
+    _save(tmp_path / "in.png", rgba, None)
+    assert infer_main(["--weights", str(weights), "--input", str(tmp_path / "in.png"),
+                       "--output", str(tmp_path / "out.png"), "--no-progress"]) == 0
+    out = Image.open(tmp_path / "out.png")
+    assert out.mode == "RGBA" and out.size == (40, 28)
+    alpha = np.asarray(out)[..., 3].astype(float)
+    assert alpha[:, 0].mean() < 20 and alpha[:, -1].mean() > 235  # the ramp survived upscaling
+
+
+def test_infer_16bit_gray_gives_16bit_gray(weights, tmp_path):
+    ramp = np.linspace(0, 65535, 18 * 22).reshape(18, 22).astype(np.uint16)
+    Image.fromarray(ramp).save(tmp_path / "g16.png")
+    assert Image.open(tmp_path / "g16.png").mode.startswith("I;16")
+    assert infer_main(["--weights", str(weights), "--input", str(tmp_path / "g16.png"),
+                       "--output", str(tmp_path / "o16.png"), "--no-progress", "--tile", "8",
+                       "--tile-overlap", "10"]) == 0
+    out = Image.open(tmp_path / "o16.png")
+    assert out.mode.startswith("I;16") and out.size == (44, 36)
+    values = np.asarray(out, dtype=np.int64)
+    assert values.max() > 255 and np.any(values % 257 != 0)  # real 16-bit values, not 8-bit * 257
+
+
+def test_infer_folder_of_mixed_modes(weights, tmp_path):
+    rng = np.random.default_rng(3)
+    src = tmp_path / "in"
+    src.mkdir()
+    _save(src / "gray.png", rng.integers(0, 256, (10, 12), dtype=np.uint8), None)
+    _save(src / "rgb.jpg", rng.integers(0, 256, (10, 12, 3), dtype=np.uint8), None)
+    _save(src / "rgb.bmp", rng.integers(0, 256, (9, 7, 3), dtype=np.uint8), None)
+    assert infer_main(["--weights", str(weights), "--input", str(src), "--output",
+                       str(tmp_path / "out"), "--no-progress"]) == 0
+    assert Image.open(tmp_path / "out" / "gray.png").mode == "L"
+    assert Image.open(tmp_path / "out" / "gray.png").size == (24, 20)
+    assert Image.open(tmp_path / "out" / "rgb.jpg").mode == "RGB"
+    assert Image.open(tmp_path / "out" / "rgb.bmp").size == (14, 18)
+
+
+def test_weights_without_spec_need_a_model(tmp_path, capsys):
+    bare = tmp_path / "bare.safetensors"
+    save_weights(bare, tiny_model(SPECS["FSRCNN"]).state_dict())
+    img = tmp_path / "x.png"
+    _save(img, np.zeros((8, 8, 3), np.uint8), None)
+    argv = ["--weights", str(bare), "--input", str(img), "--output", str(tmp_path / "y.png"),
+            "--no-progress"]
+    assert infer_main(argv) == 1
+    assert "carries no model spec: pass --config CONFIG or --model TYPE" in capsys.readouterr().err
+    assert infer_main(argv + ["--model", "FSRCNN", "--scale", "2", "--model-arg", "d=8",
+                              "--model-arg", "s=4", "--model-arg", "m=1"]) == 0
+    assert Image.open(tmp_path / "y.png").size == (16, 16)
+    assert infer_main(argv + ["--model", "FSRCNN", "--scale", "2"]) == 1
+    assert "shape mismatches" in capsys.readouterr().err
+
+
+def test_evaluate_prints_table_and_writes_csv(weights, tmp_path, capsys):
+    from framework import functional as F
+    from framework import metrics as M
+    from framework.engine import bicubic
+    from framework.io.image import read_image
+    from framework.tensor import Tensor
+    hr_dir = tmp_path / "hr"
+    hr_dir.mkdir()
+    rng = np.random.default_rng(4)
+    for name in ("a.png", "b.png"):
+        _save(hr_dir / name, rng.integers(0, 256, (33, 30, 3), dtype=np.uint8), None)
+    out_csv = tmp_path / "eval.csv"
+    assert eval_main(["--weights", str(weights), "--input", str(hr_dir), "--scale", "2",
+                      "--csv", str(out_csv), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "Y channel, crop_border=2, bicubic = MATLAB imresize" in text and "mean" in text
+    with open(out_csv) as fh:
+        rows = list(csv.DictReader(fh))
+    assert [r["image"] for r in rows] == ["a.png", "b.png", "mean"]
+    hr, _ = read_image(hr_dir / "a.png")
+    hr = hr[:, :32, :30]
+    lq = np.clip(F.imresize(Tensor(hr[None]), scale_factor=0.5).data[0], 0, 1)
+    expected = M.psnr(bicubic(lq, 2), hr, crop_border=2)
+    assert float(rows[0]["bicubic_psnr_Y"]) == pytest.approx(expected, abs=1e-4)
+    mean = (float(rows[0]["psnr_Y"]) + float(rows[1]["psnr_Y"])) / 2
+    assert float(rows[2]["psnr_Y"]) == pytest.approx(mean, abs=1e-3)
