@@ -134,9 +134,9 @@ def _limit_blas_threads(threads: int) -> None:
 
 # -- the flat gradient buffer -------------------------------------------------------------------
 class FlatGradients:
-    """Every parameter's gradient packed into one preallocated contiguous buffer, so one collective
-    call moves them all. Parameters whose `.grad` is None pack as zeros and stay None (every rank
-    runs the same graph, so a parameter unused here is unused everywhere).
+    """Every parameter's gradient packed into one preallocated contiguous buffer, plus one trailing
+    slot for the loss, so one collective call moves them all. Parameters whose `.grad` is None pack
+    as zeros and stay None (every rank runs the same graph: unused here means unused everywhere).
 
     Args:
         params: the trainable parameters, in the same order on every rank (model order).
@@ -149,22 +149,25 @@ class FlatGradients:
             raise DistributedError(f"data-parallel training needs parameters of one dtype to pack "
                                    f"them into one buffer, got {dtypes or 'no parameters'}")
         self.offsets = np.cumsum([0] + [p.size for p in self.params])
-        self.buffer = np.zeros(int(self.offsets[-1]), dtype=dtypes[0])
+        self.buffer = np.zeros(int(self.offsets[-1]) + 1, dtype=dtypes[0])
 
-    def pack(self) -> np.ndarray:
+    def pack(self, loss: float = 0.0) -> np.ndarray:
         for p, lo, hi in zip(self.params, self.offsets[:-1], self.offsets[1:]):
             if p.grad is None:
                 self.buffer[lo:hi] = 0
             else:
                 self.buffer[lo:hi] = p.grad.data.reshape(-1)
+        self.buffer[-1] = loss
         return self.buffer
 
-    def unpack(self) -> None:
+    def unpack(self) -> float:
+        """Point every gradient at its slice of the buffer; return the loss slot."""
         # Views into the buffer, not copies: a backward may have left a read-only broadcast view as
         # a gradient, and pack() copies each gradient in again before the next reduction.
         for p, lo, hi in zip(self.params, self.offsets[:-1], self.offsets[1:]):
             if p.grad is not None:
                 p.grad.data = self.buffer[lo:hi].reshape(p.shape)
+        return float(self.buffer[-1])
 
 
 # -- communicators ------------------------------------------------------------------------------
@@ -179,10 +182,13 @@ class SingleProcess:
     def allreduce_mean_(self, buffer: np.ndarray) -> np.ndarray:
         return buffer
 
-    def average_gradients_(self, params) -> None:
-        return None
+    def average_gradients_(self, params, loss: float = 0.0) -> float:
+        return loss
 
     def broadcast_params(self, model) -> None:
+        return None
+
+    def check_same(self, value: int, what: str) -> None:
         return None
 
     def barrier(self) -> None:
@@ -219,15 +225,17 @@ class MPICommunicator:
         buffer /= buffer.dtype.type(self.world_size)
         return buffer
 
-    def average_gradients_(self, params) -> None:
-        """Replace every parameter's `.grad` by its mean over the ranks (pack, Allreduce, unpack).
-        The flat buffer is allocated on the first call and reused while the parameters stay the same."""
+    def average_gradients_(self, params, loss: float = 0.0) -> float:
+        """Replace every parameter's `.grad` by its mean over the ranks, and return the mean of
+        `loss`, with ONE Allreduce (pack, reduce, unpack). The loss travels with the gradients so
+        that every rank sees the same (global-batch) loss and takes the same decisions on it. The
+        flat buffer is allocated on the first call and reused while the parameters stay the same."""
         params = list(params)
         if self._flat is None or [id(p) for p in self._flat.params] != \
                 [id(p) for p in params if p.requires_grad]:
             self._flat = FlatGradients(params)
-        self.allreduce_mean_(self._flat.pack())
-        self._flat.unpack()
+        self.allreduce_mean_(self._flat.pack(loss))
+        return self._flat.unpack()
 
     def broadcast_params(self, model) -> None:
         """Copy rank 0's parameters and buffers to every rank (once, at start: the same seed should
@@ -237,6 +245,17 @@ class MPICommunicator:
             self.comm.Bcast(flat, root=0)
             if flat is not arr:
                 np.copyto(arr, flat)
+
+    def check_same(self, value: int, what: str) -> None:
+        """Raise DistributedError on every rank unless all ranks hold the same integer `value`
+        (e.g. the iteration a run resumes at: ranks that disagree would deadlock later)."""
+        bounds = np.array([value, -value], dtype=np.int64)
+        self.comm.Allreduce(self._mpi.IN_PLACE, bounds, op=self._mpi.MAX)
+        if bounds[0] != -bounds[1]:
+            raise DistributedError(
+                f"ranks disagree on {what} (from {-bounds[1]} to {bounds[0]}; rank {self.rank} has "
+                f"{value}): every rank must see the same files at the same paths (a shared "
+                f"filesystem, or identical copies on every node)")
 
     def barrier(self) -> None:
         self.comm.Barrier()

@@ -7,6 +7,7 @@ import argparse
 import csv
 import os
 import sys
+import traceback
 from pathlib import Path
 
 import numpy as np
@@ -21,6 +22,10 @@ def _error(msg: str, code: int = 1) -> int:
 
 # -- train ----------------------------------------------------------------------------------------
 def train_main(argv=None) -> int:
+    from .. import distributed
+    # Under mpirun, each rank's numba/BLAS thread default (cores // ranks on this machine) must be
+    # in place before the first kernel runs: this is the first thing the entry point does.
+    distributed.configure_threads()
     p = argparse.ArgumentParser(
         prog="srgrad-train", description="Train a super-resolution model from a YAML config. Paths "
         "in the config are relative to the current directory. A config's imports: runs Python "
@@ -33,7 +38,29 @@ def train_main(argv=None) -> int:
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set train.total_iters=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.add_argument("--distributed", choices=distributed.MODES, default=None,
+                   help="data-parallel over MPI (see docs/scale-out.md): auto (default, or "
+                   "$SRGRAD_DISTRIBUTED) = MPI when started by mpirun; mpi = require it; none")
     args = p.parse_args(argv)
+    try:
+        comm = distributed.init(args.distributed)
+    except distributed.DistributedError as exc:
+        return _error(str(exc), 2)
+    if comm.world_size == 1:
+        return _train(args, comm)
+    # A rank that stops alone leaves the others blocked in their next Allreduce: end them all.
+    try:
+        code = _train(args, comm)
+    except BaseException as exc:
+        traceback.print_exc()
+        comm.abort(f"{type(exc).__name__}: {exc}")
+    if code != 0:
+        comm.abort(f"srgrad-train failed with exit code {code}")
+    return code
+
+
+def _train(args, comm) -> int:
+    from .. import distributed
     from ..io.config import ConfigError, load_config
     from ..io.checkpoint import CheckpointError
     from .runlog import RunLockedError
@@ -53,7 +80,7 @@ def train_main(argv=None) -> int:
     try:
         cfg = load_config(config, args.overrides)
         trainer = Trainer(cfg, run_dir=run_dir, resume=resume, progress=not args.no_progress,
-                          config_path=config)
+                          config_path=config, comm=comm)
         result = trainer.fit()
     except ConfigError as exc:
         return _error(str(exc), 2)
@@ -62,8 +89,11 @@ def train_main(argv=None) -> int:
     except KeyboardInterrupt:
         print("interrupted (no checkpoint written by this second Ctrl-C)", file=sys.stderr)
         return 130
-    except (TrainingError, RunLockedError, CheckpointError, OSError) as exc:
+    except (TrainingError, RunLockedError, CheckpointError, OSError,
+            distributed.DistributedError) as exc:
         return _error(str(exc))
+    if not trainer.is_main:
+        return 0
     run = Path(result["run_dir"])
     print(f"done: {result['iteration']} iterations. Run folder: {run}")
     for name in ("net_best.safetensors", "net_latest.safetensors", "metrics.csv", "curves.png",

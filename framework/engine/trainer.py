@@ -5,8 +5,9 @@ Exact resume: a run's state after iteration i is (weights, optimizer state, sche
 batch loader is a pure function of (seed, iteration), so a run resumed from the checkpoint of
 iteration i computes bit-identical weights to one that never stopped.
 
-Data parallelism (later, over MPI) hooks in at one place: `_reduce_gradients()`, called when every
-gradient is ready and before the optimizer step; writes happen only where `self.is_main`.
+Data parallelism (over MPI, framework.distributed) hooks in at one place: `_reduce_gradients()`,
+called when every gradient is ready and before the optimizer step; each rank loads its rows of the
+global batch; writes, logs, progress bars and validation happen only where `self.is_main`.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from .. import nn
+from .. import distributed, nn
 from ..autograd import no_grad
 from ..io import checkpoint as ckpt
 from ..io.config import config_hash, dump_config
@@ -51,16 +52,18 @@ class Trainer:
     """Train `cfg` (a dict from framework.io.config.load_config) in `run_dir` (default
     `<run_root>/<name>`). `resume`: None (fresh; refuses a folder that already holds checkpoints),
     "auto" (latest checkpoint of the run folder, fresh when there is none) or a checkpoint path.
-    `config_path` is only used in printed hints."""
+    `config_path` is only used in printed hints. `comm`: a framework.distributed communicator
+    (default: one process)."""
 
     def __init__(self, cfg: dict, run_dir=None, resume=None, progress: bool = True,
-                 config_path=None):
+                 config_path=None, comm=None):
         self.cfg = cfg
         self.scale = cfg["scale"]
         self.dtype = np.dtype(cfg["dtype"])
         self.run_dir = Path(run_dir) if run_dir else Path(cfg["run_root"]) / cfg["name"]
         self.resume, self.progress, self.config_path = resume, progress, config_path
-        self.rank, self.world_size = 0, 1  # data-parallel hook (see module docstring)
+        self.comm = comm if comm is not None else distributed.SingleProcess()
+        self.rank, self.world_size = self.comm.rank, self.comm.world_size
         self.iteration = 0
         self.best = {"value": None, "iteration": None}
         self.elapsed = 0.0
@@ -79,6 +82,7 @@ class Trainer:
         nn.init.manual_seed(cfg["seed"])
         self.model_spec = {**cfg["model"], "scale": self.scale}
         self.model = MODELS.build(self.model_spec).to(self.dtype)
+        self.comm.broadcast_params(self.model)  # same seed, same weights; this makes it certain
         self.model.train()
         self.optimizer = OPTIMIZERS.build(tcfg["optimizer"], params=list(self.model.parameters()))
         self.scheduler = None
@@ -92,7 +96,7 @@ class Trainer:
         self.val_set = DATASETS.build(val_spec, scale=self.scale) if val_spec else None
         from ..data import BatchLoader
         self.loader = BatchLoader(self.train_set, tcfg["batch_size"], seed=cfg["seed"],
-                                  shuffle=True)
+                                  shuffle=True, rank=self.rank, world_size=self.world_size)
 
     # -- public entry -----------------------------------------------------------------------------
     def fit(self) -> dict:
@@ -105,6 +109,7 @@ class Trainer:
         previous = self._install_sigint()
         try:
             start = self._prepare_run()
+            self.comm.check_same(start, "the iteration to resume at")
             return self._loop(start)
         finally:
             if previous is not None:
@@ -185,8 +190,8 @@ class Trainer:
                 if (self.iteration % tcfg["log_every"] == 0 or self.iteration == total) and losses:
                     row.update(loss=float(np.mean(losses)), lr=lr)
                     losses = []
-                if self.val_set is not None and (self.iteration % vcfg["every"] == 0 or
-                                                 self.iteration == total):
+                if self.val_set is not None and self.is_main and (
+                        self.iteration % vcfg["every"] == 0 or self.iteration == total):
                     last_val = self.validate()
                     row.update(last_val)
                 if row and self.is_main:
@@ -209,7 +214,9 @@ class Trainer:
         gt = Tensor(np.asarray(batch["gt"], dtype=self.dtype))
         self.optimizer.zero_grad()
         loss = self.loss_fn(self.model(lq), gt)
-        value = float(loss.item())
+        loss.backward()
+        # averaged over the ranks with the gradients, so that every rank takes the same decision
+        value = self._reduce_gradients(float(loss.item()))
         if not math.isfinite(value):
             if self.cfg["train"]["nonfinite_loss"] == "skip":
                 self._say(f"warning: loss is {value} at iteration {self.iteration + 1}: batch "
@@ -220,8 +227,6 @@ class Trainer:
                 f"loss is {value} at iteration {self.iteration + 1}: training stopped. The last "
                 f"good checkpoint ({last or 'none yet'}) is untouched. Lower train.optimizer.lr, "
                 f"set train.grad_clip, or set train.nonfinite_loss: skip")
-        loss.backward()
-        self._reduce_gradients()
         if self.cfg["train"]["grad_clip"] is not None:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg["train"]["grad_clip"])
         self.optimizer.step()
@@ -229,9 +234,11 @@ class Trainer:
             self.scheduler.step()
         return value
 
-    def _reduce_gradients(self) -> None:
+    def _reduce_gradients(self, loss: float) -> float:
         """Every parameter's .grad is ready here, before clipping and the optimizer step. A
-        data-parallel run averages gradients across ranks here; one process: nothing to do."""
+        data-parallel run averages the gradients and the loss over the ranks (one Allreduce);
+        one process: nothing to do. Returns the (averaged) loss."""
+        return self.comm.average_gradients_(self.model.parameters(), loss)
 
     # -- Ctrl-C -----------------------------------------------------------------------------------
     def _install_sigint(self):

@@ -1,0 +1,69 @@
+"""Run by tests/framework/test_distributed.py under `mpirun -n 2` (never collected by pytest).
+
+    mpirun -n 2 python tests/framework/mpi_worker.py CONFIG OUT_DIR [--fail-at N --fail-rank R
+                                                                     --fail-how exit|raise]
+
+Trains CONFIG through the real command line (`srgrad-train CONFIG --distributed mpi`), then each
+rank writes what the test compares: OUT_DIR/rank<R>.npy (its final weights, flattened in model
+order) and OUT_DIR/rank<R>.json (allreduce calls, numba threads, the default thread count).
+`--fail-*` makes rank R fail at its N-th gradient reduction (test-only: injected here by wrapping
+the communicator, so the library carries no test hooks): `exit` ends the process at once
+(os._exit, as a crash or the OOM killer would), `raise` raises an exception.
+"""
+import argparse
+import json
+import os
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+
+import numba  # noqa: E402
+import numpy as np  # noqa: E402
+
+from framework import distributed  # noqa: E402
+from framework.engine import cli, trainer  # noqa: E402
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("config")
+    ap.add_argument("out_dir")
+    ap.add_argument("--fail-at", type=int, default=None)
+    ap.add_argument("--fail-rank", type=int, default=1)
+    ap.add_argument("--fail-how", choices=("exit", "raise"), default="exit")
+    args = ap.parse_args()
+    out = pathlib.Path(args.out_dir)
+    calls = {"n": 0}
+
+    reduce = distributed.MPICommunicator.average_gradients_
+
+    def counting_reduce(self, params, loss=0.0):
+        calls["n"] += 1
+        if calls["n"] == args.fail_at and self.rank == args.fail_rank:
+            if args.fail_how == "exit":
+                os._exit(1)
+            raise RuntimeError(f"injected failure at reduction {calls['n']}")
+        return reduce(self, params, loss)
+
+    distributed.MPICommunicator.average_gradients_ = counting_reduce
+
+    fit = trainer.Trainer.fit
+
+    def fit_and_record(self):
+        result = fit(self)
+        rank = self.rank
+        flat = np.concatenate([p.data.ravel() for p in self.model.parameters()])
+        np.save(out / f"rank{rank}.npy", flat)
+        (out / f"rank{rank}.json").write_text(json.dumps({
+            "world_size": self.world_size, "reductions": calls["n"],
+            "numba_threads": numba.get_num_threads(),
+            "default_threads": distributed.default_threads()}))
+        return result
+
+    trainer.Trainer.fit = fit_and_record
+    return cli.train_main([args.config, "--no-progress", "--distributed", "mpi"])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

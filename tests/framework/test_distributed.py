@@ -1,0 +1,340 @@
+"""framework.distributed: launch detection, thread defaults, the flat gradient buffer and its one
+Allreduce, the install hint; and real 2-rank training under mpirun (skipped without mpirun/mpi4py)."""
+import json
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+import framework as sg
+from framework import distributed, nn
+from framework.distributed import DistributedError, FlatGradients, MPICommunicator, SingleProcess
+
+REPO = pathlib.Path(__file__).resolve().parents[2]
+WORKER = REPO / "tests" / "framework" / "mpi_worker.py"
+LAUNCH_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SRGRAD_DISTRIBUTED")
+
+
+@pytest.fixture
+def plain_env(monkeypatch):
+    """As if launched by plain `python`, whatever launched pytest."""
+    for name in LAUNCH_VARS:
+        monkeypatch.delenv(name, raising=False)
+    return monkeypatch
+
+
+# -- launch detection and threads -------------------------------------------------------------
+@pytest.mark.parametrize("env, launched, size", [
+    ({}, False, None),
+    ({"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_RANK": "1"}, True, 4),
+    ({"PMI_SIZE": "3", "PMI_RANK": "0"}, True, 3),
+    ({"PMIX_RANK": "0"}, True, None),
+])
+def test_launch_detection(env, launched, size):
+    assert distributed.is_mpi_launch(env) is launched
+    assert distributed.launch_world_size(env) == size
+
+
+def test_default_threads_divide_cores_between_local_ranks():
+    cores = os.cpu_count()
+    allowed = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else cores
+    assert distributed.default_threads({}) is None
+    one = {"OMPI_COMM_WORLD_SIZE": "1", "OMPI_COMM_WORLD_LOCAL_SIZE": "1"}
+    assert distributed.default_threads(one) == min(allowed, cores)
+    crowded = {"OMPI_COMM_WORLD_SIZE": "512", "OMPI_COMM_WORLD_LOCAL_SIZE": "512"}
+    assert distributed.default_threads(crowded) == 1
+    hydra = {"PMI_SIZE": "2", "MPI_LOCALNRANKS": "2"}
+    assert distributed.default_threads(hydra) == max(1, min(allowed, cores // 2))
+
+
+def test_configure_threads_keeps_explicit_user_settings():
+    env = {"OMPI_COMM_WORLD_SIZE": "512", "OMPI_COMM_WORLD_LOCAL_SIZE": "512",
+           "NUMBA_NUM_THREADS": "3", "OMP_NUM_THREADS": "3"}
+    assert distributed.configure_threads(env) == 1
+    assert env["NUMBA_NUM_THREADS"] == "3" and env["OMP_NUM_THREADS"] == "3"
+    assert env["OPENBLAS_NUM_THREADS"] == "1" and env["MKL_NUM_THREADS"] == "1"
+    assert distributed.configure_threads({}) is None
+
+
+# -- choosing the communicator ----------------------------------------------------------------
+def test_plain_launch_is_single_process(plain_env):
+    comm = distributed.init()
+    assert isinstance(comm, SingleProcess)
+    assert (comm.rank, comm.world_size, comm.is_root) == (0, 1, True)
+    assert isinstance(distributed.init("none"), SingleProcess)
+    plain_env.setenv("SRGRAD_DISTRIBUTED", "none")
+    plain_env.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    assert isinstance(distributed.init(), SingleProcess)
+
+
+@pytest.mark.parametrize("mode, source", [("mpl", "mode"), ("MPI", "mode")])
+def test_unknown_mode_is_an_error(plain_env, mode, source):
+    with pytest.raises(DistributedError, match=rf"{source}='{mode}': expected one of auto, mpi, none"):
+        distributed.init(mode)
+    plain_env.setenv("SRGRAD_DISTRIBUTED", "yes")
+    with pytest.raises(DistributedError, match="SRGRAD_DISTRIBUTED='yes'"):
+        distributed.init()
+
+
+HINT = r"pip install 'srgrad\[mpi\]'.*apt-get install openmpi-bin libopenmpi-dev"
+
+
+def test_mpi_requested_without_mpi4py_says_how_to_install(plain_env):
+    plain_env.setitem(sys.modules, "mpi4py", None)  # makes `from mpi4py import MPI` fail
+    with pytest.raises(DistributedError, match=r"requested \(mode=mpi\).*" + HINT):
+        distributed.init("mpi")
+    plain_env.setenv("SRGRAD_DISTRIBUTED", "mpi")
+    with pytest.raises(DistributedError, match=r"SRGRAD_DISTRIBUTED=mpi.*" + HINT):
+        distributed.init()
+
+
+def test_mpirun_without_mpi4py(plain_env):
+    plain_env.setitem(sys.modules, "mpi4py", None)
+    # several ranks that each trained alone would overwrite one run folder: refuse
+    plain_env.setenv("OMPI_COMM_WORLD_SIZE", "2")
+    with pytest.raises(DistributedError, match="started by mpirun with 2 ranks.*" + HINT):
+        distributed.init()
+    # a world of one is just a single process
+    plain_env.setenv("OMPI_COMM_WORLD_SIZE", "1")
+    assert isinstance(distributed.init(), SingleProcess)
+
+
+def test_single_process_collectives_are_noops():
+    comm = SingleProcess()
+    buf = np.arange(4.0)
+    assert comm.allreduce_mean_(buf) is buf and buf.tolist() == [0, 1, 2, 3]
+    model = nn.Conv2d(1, 2, 3)
+    before = model.weight.data.copy()
+    comm.broadcast_params(model)
+    assert comm.average_gradients_(model.parameters(), 0.25) == 0.25
+    comm.check_same(3, "anything")
+    comm.barrier()
+    assert np.array_equal(model.weight.data, before)
+    with pytest.raises(SystemExit, match="srgrad: boom"):
+        comm.abort("boom")
+
+
+# -- the flat buffer and its single Allreduce ---------------------------------------------------
+def _model_with_grads(dtype=np.float64):
+    model = nn.Sequential(nn.Conv2d(2, 3, 3, padding=1), nn.ReLU(), nn.Conv2d(3, 1, 1)).to(dtype)
+    x = sg.tensor(np.random.default_rng(0).standard_normal((2, 2, 5, 4)), dtype=dtype)
+    model(x).sum().backward()
+    return model
+
+
+def test_flat_gradients_pack_and_unpack():
+    model = _model_with_grads()
+    params = list(model.parameters())
+    params[1].grad = None  # an unused parameter: packs as zeros, stays None
+    flat = FlatGradients(params)
+    # every gradient, then one slot for the loss
+    assert flat.buffer.shape == (sum(p.size for p in params) + 1,)
+    assert flat.buffer.dtype == np.float64
+    expected = np.concatenate([np.zeros(p.size) if p.grad is None else p.grad.data.ravel()
+                               for p in params] + [[0.5]])
+    assert np.array_equal(flat.pack(0.5), expected)
+    flat.buffer *= 3
+    assert flat.unpack() == 1.5
+    assert params[1].grad is None
+    got = np.concatenate([np.zeros(p.size) if p.grad is None else p.grad.data.ravel()
+                          for p in params])
+    assert np.array_equal(got, 3 * expected[:-1])
+
+
+def test_flat_gradients_need_one_dtype():
+    model = _model_with_grads()
+    model[2].weight.data = model[2].weight.data.astype(np.float32)
+    with pytest.raises(DistributedError, match=r"one dtype.*\['float32', 'float64'\]"):
+        FlatGradients(model.parameters())
+
+
+class _FakeMPI:
+    """Stands in for mpi4py.MPI: K ranks that computed the same gradients, so SUM = K * local."""
+    IN_PLACE, SUM = object(), object()
+
+    def __init__(self, size):
+        self.COMM_WORLD = self
+        self.size, self.calls = size, []
+
+    def Get_rank(self):
+        return 0
+
+    def Get_size(self):
+        return self.size
+
+    def Allreduce(self, sendbuf, recvbuf, op):
+        assert sendbuf is self.IN_PLACE and op is self.SUM
+        self.calls.append(recvbuf.size)
+        recvbuf *= recvbuf.dtype.type(self.size)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_average_gradients_is_one_allreduce_per_step(dtype):
+    model = _model_with_grads(dtype)
+    params = list(model.parameters())
+    local = [p.grad.data.copy() for p in params]
+    fake = _FakeMPI(size=3)
+    comm = MPICommunicator(fake)
+    assert comm.average_gradients_(model.parameters(), 0.75) == 0.75
+    buffer = comm._flat.buffer
+    comm.average_gradients_(model.parameters())  # the buffer is reused, not reallocated
+    assert comm._flat.buffer is buffer
+    # one call per step carries every parameter's gradient and the loss
+    assert fake.calls == [sum(p.size for p in params) + 1] * 2
+    for p, g in zip(params, local):
+        assert p.grad.data.dtype == dtype
+        np.testing.assert_allclose(p.grad.data, g, rtol=1e-6)
+    assert comm.allreduce_seconds > 0
+
+
+def test_allreduce_mean_rejects_non_contiguous_buffers():
+    comm = MPICommunicator(_FakeMPI(2))
+    with pytest.raises(TypeError, match="C-contiguous float"):
+        comm.allreduce_mean_(np.zeros((4, 4))[:, 1])
+    with pytest.raises(TypeError, match="C-contiguous float"):
+        comm.allreduce_mean_(np.zeros(4, dtype=np.int64))
+
+
+# -- real runs under mpirun --------------------------------------------------------------------
+def _mpi_skip_reason():
+    if shutil.which("mpirun") is None:
+        return "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return "mpi4py not installed (pip install 'srgrad[mpi]')"
+    return None
+
+
+needs_mpi = pytest.mark.skipif(_mpi_skip_reason() is not None, reason=str(_mpi_skip_reason()))
+
+CONFIG = """\
+name: dp
+scale: 2
+seed: 3
+dtype: float64
+run_root: {root}
+model: {{type: FSRCNN, d: 8, s: 4, m: 1}}
+datasets:
+  train: {{type: HRImageDataset, root: {images}, gt_size: 8}}
+train:
+  total_iters: 5
+  batch_size: 8
+  optimizer: {{type: Adam, lr: 0.01}}
+  log_every: 1
+checkpoint: {{every: 1, keep: 10}}
+"""
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory):
+    """A tiny image folder, the config, and the single-process reference run (batch 8, 5 steps)."""
+    from framework.engine.trainer import Trainer
+    from framework.io.config import load_config
+    from framework.io.image import write_image
+    root = tmp_path_factory.mktemp("dp")
+    images = root / "images"
+    images.mkdir()
+    rng = np.random.default_rng(7)
+    for i in range(3):
+        smooth = np.cumsum(np.cumsum(rng.uniform(0, 1, (3, 20, 18)), 1), 2)
+        write_image(images / f"img{i}.png", smooth / smooth.max())
+    config = root / "dp.yaml"
+    config.write_text(CONFIG.format(root=root / "runs", images=images))
+    ref = Trainer(load_config(config, ["name=reference"]), progress=False)
+    ref.fit()
+    flat = np.concatenate([p.data.ravel() for p in ref.model.parameters()])
+    initial = Trainer(load_config(config, ["name=unused"]), progress=False).model
+    init_flat = np.concatenate([p.data.ravel() for p in initial.parameters()])
+    return {"root": root, "config": config, "reference": flat, "initial": init_flat}
+
+
+def _mpirun(config, out_dir, *extra, timeout=90):
+    cmd = ["mpirun", "-n", "2", "--oversubscribe", "--allow-run-as-root", sys.executable,
+           str(WORKER), str(config), str(out_dir), *extra]
+    env = {k: v for k, v in os.environ.items() if k not in LAUNCH_VARS}
+    for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env.pop(name, None)  # let the ranks pick their defaults (what the test checks)
+    return subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def _wait_for_lock_owner_to_die(run, seconds=20):
+    """mpirun may return while the killed rank 0 is still being torn down (its run lock then looks
+    alive for a moment): a user resumes later, the test waits for the process to be gone."""
+    lock = run / ".lock"
+    if not lock.exists():
+        return
+    pid = int(lock.read_text().split()[0])
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"rank 0 (pid {pid}) still alive {seconds} s after mpirun returned")
+
+
+def _set_name(setup, name):
+    path = setup["root"] / f"{name}.yaml"
+    path.write_text(setup["config"].read_text().replace("name: dp", f"name: {name}"))
+    return path
+
+
+@needs_mpi
+def test_two_ranks_equal_one_process_and_each_other(setup, tmp_path):
+    proc = _mpirun(_set_name(setup, "two"), tmp_path)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    w0, w1 = np.load(tmp_path / "rank0.npy"), np.load(tmp_path / "rank1.npy")
+    assert w0.dtype == np.float64
+    assert w0.tobytes() == w1.tobytes()  # identical on every rank, bit for bit
+    assert np.abs(w0 - setup["initial"]).max() > 1e-3  # training moved the weights
+    np.testing.assert_allclose(w0, setup["reference"], rtol=0, atol=1e-5)
+    info = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    for rank_info in info:
+        assert rank_info["world_size"] == 2 and rank_info["reductions"] == 5
+        # each rank runs cores // 2 numba threads (1 on a 2-core machine), not all the cores
+        assert rank_info["numba_threads"] == rank_info["default_threads"]
+        assert rank_info["default_threads"] <= max(1, os.cpu_count() // 2)
+    # rank 0 alone wrote the run folder: one metrics row per iteration, not one per rank
+    run = setup["root"] / "runs" / "two"
+    rows = (run / "metrics.csv").read_text().strip().splitlines()[1:]
+    assert [r.split(",")[0] for r in rows] == ["1", "2", "3", "4", "5"]
+    assert (run / "net_latest.safetensors").is_file()
+
+
+@needs_mpi
+@pytest.mark.parametrize("how, message", [
+    ("exit", r"exited on signal|non-zero (exit code|status)"),
+    ("raise", r"srgrad: rank 1/2: RuntimeError: injected failure at reduction 3; aborting all ranks"),
+])
+def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, tmp_path, how, message):
+    from framework.engine.trainer import Trainer, find_latest_checkpoint
+    from framework.io import checkpoint as ckpt
+    from framework.io.config import load_config
+    name = f"dies_{how}"
+    proc = _mpirun(_set_name(setup, name), tmp_path, "--fail-at", "3", "--fail-how", how)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode != 0, output
+    assert re.search(message, output), output
+    assert not (tmp_path / "rank0.npy").exists()  # nobody finished
+    run = setup["root"] / "runs" / name
+    # rank 0 saved iterations 1 and 2; it may be killed while writing iteration 2's checkpoint,
+    # and then the atomic write leaves iteration 1's as the latest
+    last = find_latest_checkpoint(run)
+    assert last is not None and last.name in ("iter_00000001.safetensors",
+                                              "iter_00000002.safetensors"), output
+    assert ckpt.load_checkpoint(last)["iteration"] in (1, 2)
+    # resuming it in one process ends where the reference run ended (any number of ranks)
+    _wait_for_lock_owner_to_die(run)
+    resumed = Trainer(load_config(setup["config"], [f"name={name}"]), resume="auto",
+                      progress=False)
+    resumed.fit()
+    flat = np.concatenate([p.data.ravel() for p in resumed.model.parameters()])
+    np.testing.assert_allclose(flat, setup["reference"], rtol=0, atol=1e-5)
