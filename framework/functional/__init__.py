@@ -14,12 +14,14 @@ from .pixel_shuffle import *  # noqa: F401,F403
 from .activation import *  # noqa: F401,F403
 from .normalization import *  # noqa: F401,F403
 from .loss import *  # noqa: F401,F403
-from . import activation, conv, loss, normalization, pixel_shuffle, pool, resample
+import sys as _sys
 
 __all__ = [
     "unbroadcast", "abs", "add", "cast", "clamp", "div", "exp", "log", "maximum", "minimum", "mul",
     "neg", "pow", "sqrt", "sub", "where", "matmul", "max", "mean", "sum", "cat", "flatten", "getitem",
     "pad", "permute", "reshape", "stack", "transpose",
 ]
-for _m in (resample, conv, pool, pixel_shuffle, activation, normalization, loss):
-    __all__ += list(_m.__all__)
+# Look the family modules up in sys.modules: a family may export a function of its own name
+# (pixel_shuffle.pixel_shuffle), which shadows the submodule attribute after the star import.
+for _m in ("resample", "conv", "pool", "pixel_shuffle", "activation", "normalization", "loss"):
+    __all__ += list(_sys.modules[f"{__name__}.{_m}"].__all__)
