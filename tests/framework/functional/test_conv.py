@@ -1,0 +1,250 @@
+import numpy as np
+import pytest
+
+import framework as sg
+import framework.functional as F
+from framework.functional import conv as conv_module
+from tests.conftest import t64
+
+# (input shape, weight shape, options): strides, paddings (int, pair, "same" with odd and even kernels,
+# "valid"), dilations, groups, 1x1 kernels, odd sizes and a 1-pixel input.
+CONV_CASES = [
+    ((2, 4, 5, 6), (3, 4, 3, 3), dict(padding=1)),
+    ((2, 4, 5, 6), (3, 4, 3, 3), dict()),
+    ((2, 4, 7, 6), (3, 4, 3, 2), dict(stride=2, padding=(1, 0))),
+    ((1, 4, 7, 9), (6, 2, 3, 3), dict(stride=(2, 3), padding=(2, 1), dilation=(1, 2), groups=2)),
+    ((2, 4, 5, 6), (4, 1, 3, 3), dict(padding=1, groups=4)),
+    ((2, 4, 5, 6), (3, 4, 2, 4), dict(padding="same")),
+    ((2, 3, 6, 5), (2, 3, 3, 2), dict(padding="same", dilation=(2, 3))),
+    ((2, 3, 6, 5), (2, 3, 3, 3), dict(padding="valid", dilation=2)),
+    ((2, 4, 5, 6), (3, 4, 1, 1), dict()),
+    ((2, 4, 5, 6), (6, 2, 1, 1), dict(groups=2)),
+    ((2, 4, 5, 6), (3, 4, 1, 1), dict(stride=2, padding=1)),
+    ((2, 3, 1, 1), (2, 3, 3, 3), dict(padding=1)),
+    ((1, 2, 1, 1), (3, 2, 1, 1), dict()),
+]
+
+# conv_transpose2d: weight (in, out/groups, kh, kw); output_padding below max(stride, dilation).
+TRANSPOSE_CASES = [
+    ((2, 4, 3, 4), (4, 3, 3, 3), dict()),
+    ((2, 4, 3, 4), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    ((1, 4, 3, 5), (4, 2, 3, 2), dict(stride=(2, 3), padding=(1, 0), output_padding=(1, 2), groups=2,
+                                      dilation=(1, 2))),
+    ((2, 4, 2, 3), (4, 1, 2, 2), dict(stride=2, groups=4)),
+    ((2, 2, 3, 3), (2, 3, 3, 3), dict(dilation=3, output_padding=2)),
+    ((2, 4, 3, 4), (4, 3, 1, 1), dict()),
+    ((2, 4, 3, 4), (4, 3, 1, 1), dict(stride=2, output_padding=1)),
+    ((2, 3, 1, 1), (3, 2, 4, 4), dict(stride=2, padding=1)),
+    ((1, 2, 4, 4), (2, 1, 5, 5), dict(stride=2, padding=2, output_padding=1)),
+]
+
+
+def _operands(rng, x_shape, w_shape, out_channels):
+    return t64(rng, *x_shape), t64(rng, *w_shape), t64(rng, out_channels)
+
+
+def _torch_parity(fn, tfn, x, w, b, options):
+    """Forward and every gradient (input, weight, bias) against torch in float64."""
+    torch = pytest.importorskip("torch")
+    y = fn(x, w, b, **options)
+    g = np.random.default_rng(7).standard_normal(y.shape)
+    y.backward(g)
+    tx, tw, tb = (torch.tensor(t.numpy(), requires_grad=True) for t in (x, w, b))
+    ty = tfn(tx, tw, tb, **options)
+    ty.backward(torch.tensor(g))
+    assert y.shape == tuple(ty.shape) and y.dtype == np.float64
+    np.testing.assert_allclose(y.numpy(), ty.detach().numpy(), rtol=1e-10, atol=1e-10)
+    for ours, theirs in ((x, tx), (w, tw), (b, tb)):
+        np.testing.assert_allclose(ours.grad.numpy(), theirs.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@pytest.mark.parametrize("x_shape,w_shape,options", CONV_CASES)
+def test_conv2d_parity_with_torch(x_shape, w_shape, options, rng):
+    torch = pytest.importorskip("torch")
+    x, w, b = _operands(rng, x_shape, w_shape, w_shape[0])
+    _torch_parity(F.conv2d, torch.nn.functional.conv2d, x, w, b, options)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,options", TRANSPOSE_CASES)
+def test_conv_transpose2d_parity_with_torch(x_shape, w_shape, options, rng):
+    torch = pytest.importorskip("torch")
+    x, w, b = _operands(rng, x_shape, w_shape, w_shape[1] * options.get("groups", 1))
+    _torch_parity(F.conv_transpose2d, torch.nn.functional.conv_transpose2d, x, w, b, options)
+
+
+@pytest.mark.parametrize("x_shape,w_shape,options", [
+    ((2, 4, 5, 6), (3, 4, 3, 3), dict(padding=1)),
+    ((1, 4, 5, 6), (4, 2, 2, 3), dict(stride=(2, 1), padding="valid", dilation=(1, 2), groups=2)),
+    ((1, 2, 4, 5), (3, 2, 2, 2), dict(padding="same", dilation=2)),
+    ((1, 4, 3, 4), (2, 4, 1, 1), dict()),
+])
+def test_conv2d_gradcheck(x_shape, w_shape, options, rng):
+    x, w, b = _operands(rng, x_shape, w_shape, w_shape[0])
+    assert sg.gradcheck(lambda x, w, b: F.conv2d(x, w, b, **options), (x, w, b))
+
+
+@pytest.mark.parametrize("x_shape,w_shape,options", [
+    ((2, 4, 3, 3), (4, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    ((1, 4, 3, 2), (4, 1, 2, 3), dict(stride=(1, 2), dilation=(2, 1), groups=2, output_padding=(1, 0))),
+    ((1, 3, 2, 3), (3, 2, 1, 1), dict()),
+])
+def test_conv_transpose2d_gradcheck(x_shape, w_shape, options, rng):
+    x, w, b = _operands(rng, x_shape, w_shape, w_shape[1] * options.get("groups", 1))
+    assert sg.gradcheck(lambda x, w, b: F.conv_transpose2d(x, w, b, **options), (x, w, b))
+
+
+def test_conv2d_hand_worked_value():
+    x = sg.tensor(np.arange(9.0).reshape(1, 1, 3, 3), dtype=np.float64)
+    w = sg.tensor(np.array([[[[1.0, 2.0], [3.0, 4.0]]]]), dtype=np.float64)
+    # top-left window [[0, 1], [3, 4]] . [[1, 2], [3, 4]] = 0 + 2 + 9 + 16 = 27, plus bias 0.5
+    y = F.conv2d(x, w, sg.tensor(np.array([0.5]), dtype=np.float64))
+    np.testing.assert_array_equal(y.numpy()[0, 0], [[27.5, 37.5], [57.5, 67.5]])
+    # transposed: a single 1 at (0, 0) with stride 2 stamps the kernel at the top-left of a 4x4 output
+    one = sg.tensor(np.array([[[[1.0, 0.0], [0.0, 0.0]]]]), dtype=np.float64)
+    z = F.conv_transpose2d(one, w, stride=2)
+    np.testing.assert_array_equal(z.numpy()[0, 0], [[1, 2, 0, 0], [3, 4, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]])
+
+
+@pytest.mark.parametrize("options", [dict(stride=2, padding=1, dilation=(1, 2), groups=2), dict()])
+def test_conv_and_transpose_are_adjoint(options, rng):
+    """<conv2d(x, w), y> == <x, conv_transpose2d(y, w)> for every x, y."""
+    x, w = rng.standard_normal((2, 4, 7, 8)), rng.standard_normal((6, 2, 3, 3))
+    if not options:
+        w = rng.standard_normal((6, 4, 3, 3))
+    cx = F.conv2d(sg.tensor(x, dtype=np.float64), sg.tensor(w, dtype=np.float64), **options).numpy()
+    y = rng.standard_normal(cx.shape)
+    extra = {k: v for k, v in options.items()}
+    # output_padding recovers the input size lost to the stride's floor
+    full = F.conv_transpose2d(sg.tensor(y, dtype=np.float64), sg.tensor(w, dtype=np.float64), **extra)
+    pad = tuple(a - b for a, b in zip(x.shape[2:], full.shape[2:]))
+    ty = F.conv_transpose2d(sg.tensor(y, dtype=np.float64), sg.tensor(w, dtype=np.float64),
+                            output_padding=pad, **extra).numpy()
+    assert np.isclose(np.vdot(cx, y), np.vdot(x, ty), rtol=1e-12)
+
+
+def test_float32_stays_float32_and_matches_float64(rng):
+    arrays = [rng.standard_normal(s) for s in ((2, 4, 6, 5), (3, 4, 3, 3), (3,), (4,))]
+    results = {}
+    for dt in (np.float32, np.float64):
+        X, W, B, B2 = (sg.tensor(a, requires_grad=True, dtype=dt) for a in arrays)
+        y = F.conv2d(X, W, B, padding=1)
+        z = F.conv_transpose2d(y, W, B2, padding=1)
+        z.backward(np.ones(z.shape, dt))
+        assert y.dtype == z.dtype == X.grad.dtype == W.grad.dtype == B.grad.dtype == B2.grad.dtype == dt
+        results[dt] = (z.numpy(), X.grad.numpy(), W.grad.numpy(), B.grad.numpy(), B2.grad.numpy())
+    for a, b64 in zip(results[np.float32], results[np.float64]):
+        np.testing.assert_allclose(a, b64, rtol=1e-4, atol=1e-4 * np.abs(b64).max())
+
+
+def test_only_the_needed_gradients_are_computed(rng, monkeypatch):
+    x, w = t64(rng, 1, 2, 4, 4, requires_grad=False), t64(rng, 3, 2, 3, 3)
+    calls = []
+    for name in ("_correlate_adjoint", "_weight_grad"):
+        real = getattr(conv_module, name)
+        monkeypatch.setattr(conv_module, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
+    F.conv2d(x, w).sum().backward()  # also a broadcast (non-contiguous) upstream gradient
+    assert calls == ["_weight_grad"] and x.grad is None
+    np.testing.assert_allclose(w.grad.numpy()[0], w.grad.numpy()[1])  # sum(): the same for every output
+
+
+@pytest.mark.parametrize("transpose", [False, True])
+def test_tiny_column_buffer_gives_the_same_results(transpose, rng, monkeypatch):
+    """Tiles of one output row of one image (a 1-byte cap) equal the whole-batch computation."""
+    x_shape, w_shape, options = ((3, 4, 7, 6), (4, 2, 3, 3), dict(stride=2, padding=1, groups=2))
+    if transpose:
+        options["output_padding"] = 1
+    fn = F.conv_transpose2d if transpose else F.conv2d
+    results = []
+    for cap in (conv_module.COL_BUFFER_BYTES, 1, 700):  # whole batch, single rows, a few rows
+        monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
+        x, w, b = _operands(np.random.default_rng(3), x_shape, w_shape, 4)
+        y = fn(x, w, b, **options)
+        y.backward(np.cos(np.arange(y.size)).reshape(y.shape))
+        results.append([y.numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
+    for other in results[1:]:
+        for a, ref in zip(other, results[0]):
+            np.testing.assert_allclose(a, ref, rtol=1e-13, atol=1e-13)
+
+
+def test_column_buffer_of_a_large_batch_stays_under_the_cap():
+    """The issue's case: a 3x3 conv on (16, 64, 96, 96) float32 never builds a column matrix > 512 MB."""
+    geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (96, 96), (96, 96))
+    tiles, buf, _ = conv_module._column_tiles((16, 64, np.float32), geo)
+    assert buf.nbytes <= conv_module.COL_BUFFER_BYTES <= 512 * 2**20
+    covered = sorted((b, r) for b0, b1, r0, r1 in tiles for b in range(b0, b1) for r in range(r0, r1))
+    assert covered == [(b, r) for b in range(16) for r in range(96)]  # every output row exactly once
+
+
+def test_pointwise_and_wide_tiles_split_rows_of_one_image(monkeypatch):
+    monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", 1000)
+    tiles, nbytes = conv_module._tiles(2, 5, 300)  # 3 rows of 300 bytes fit the cap
+    assert tiles == [(0, 1, 0, 3), (0, 1, 3, 5), (1, 2, 0, 3), (1, 2, 3, 5)] and nbytes == 900
+    tiles, nbytes = conv_module._tiles(5, 2, 200)  # 2 images of 400 bytes fit
+    assert tiles == [(0, 2, 0, 2), (2, 4, 0, 2), (4, 5, 0, 2)] and nbytes == 800
+
+
+def test_non_contiguous_input(rng):
+    x = rng.standard_normal((2, 5, 6, 3)).transpose(0, 3, 1, 2)  # (2, 3, 5, 6), not C-contiguous
+    w = rng.standard_normal((2, 3, 3, 3))
+    ref = F.conv2d(sg.tensor(np.ascontiguousarray(x)), sg.tensor(w)).numpy()
+    np.testing.assert_allclose(F.conv2d(sg.tensor(x), sg.tensor(w)).numpy(), ref, rtol=1e-12)
+
+
+def _x(*shape, dtype=np.float64):
+    return sg.tensor(np.zeros(shape), dtype=dtype)
+
+
+@pytest.mark.parametrize("call,err,match", [
+    (lambda: F.conv2d(_x(4, 5, 6), _x(3, 4, 3, 3)), ValueError,
+     r"conv2d: expected a 4-D input \(N, C, H, W\), got input of shape \(4, 5, 6\) \(weight \(3, 4, 3, 3\)\)"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3)), ValueError, r"conv2d: expected a 4-D weight"),
+    (lambda: F.conv2d(_x(1, 5, 5, 6), _x(3, 4, 3, 3)), ValueError,
+     r"conv2d: input \(1, 5, 5, 6\) has 5 channels but weight \(3, 4, 3, 3\) with groups=1 expects 4"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 2, 3, 3), groups=2), ValueError,
+     r"conv2d: groups=2 does not divide the 3 output channels of weight \(3, 2, 3, 3\) \(input \(1, 4, 5, 6\)\)"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(4, 2, 3, 3), groups=0), ValueError, r"groups must be a positive int"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 7, 3)), ValueError,
+     r"conv2d: kernel \(7, 3\) with dilation \(1, 1\) spans \(7, 3\), larger than the padded input \(5, 6\) "
+     r"\(input \(1, 4, 5, 6\), weight \(3, 4, 7, 3\)\)"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), dilation=3), ValueError, r"spans \(7, 7\)"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), stride=0), ValueError,
+     r"conv2d: stride must be >= 1, got 0"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), stride=(1, -2)), ValueError, r"stride must be >= 1"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), padding=-1), ValueError,
+     r"conv2d: padding must be >= 0, got -1"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), padding=(1, 2, 3)), ValueError,
+     r"padding must be an int or a pair of ints"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), padding="full"), ValueError,
+     r"padding must be an int, a pair, 'same' or 'valid', got 'full'"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), dilation=0), ValueError, r"dilation must be >= 1"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), padding="same", stride=2), ValueError,
+     r"padding='same' is not supported for strided convolutions"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), _x(4)), ValueError,
+     r"conv2d: bias of shape \(4,\) must have shape \(3,\)"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6, dtype=np.int64), _x(3, 4, 3, 3)), TypeError,
+     r"conv2d: input must be float32 or float64, got dtype int64"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3, dtype=np.float32)), TypeError,
+     r"conv2d: weight dtype float32 differs from input dtype float64"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3, 3), _x(3, dtype=np.float32)), TypeError,
+     r"conv2d: bias dtype float32 differs"),
+    (lambda: F.conv_transpose2d(_x(2, 3, 4), _x(3, 2, 3, 3)), ValueError,
+     r"conv_transpose2d: expected a 4-D input \(N, C, H, W\), got input of shape \(2, 3, 4\)"),
+    (lambda: F.conv_transpose2d(_x(1, 4, 3, 3), _x(3, 2, 3, 3)), ValueError,
+     r"conv_transpose2d: input \(1, 4, 3, 3\) has 4 channels but weight \(3, 2, 3, 3\) expects 3"),
+    (lambda: F.conv_transpose2d(_x(1, 3, 3, 3), _x(3, 2, 3, 3), groups=2), ValueError,
+     r"conv_transpose2d: groups=2 does not divide the 3 input channels of weight \(3, 2, 3, 3\)"),
+    (lambda: F.conv_transpose2d(_x(1, 3, 3, 3), _x(3, 2, 3, 3), stride=2, output_padding=2), ValueError,
+     r"conv_transpose2d: output_padding \(2, 2\) must be smaller than stride \(2, 2\) or dilation \(1, 1\)"),
+    (lambda: F.conv_transpose2d(_x(1, 3, 1, 1), _x(3, 2, 3, 3), padding=2), ValueError,
+     r"conv_transpose2d: output size \(-1, -1\) is below 1 \(input \(1, 3, 1, 1\), weight \(3, 2, 3, 3\)"),
+    (lambda: F.conv_transpose2d(_x(1, 3, 3, 3), _x(3, 2, 3, 3), _x(3)), ValueError,
+     r"conv_transpose2d: bias of shape \(3,\) must have shape \(2,\)"),
+    (lambda: F.conv_transpose2d(_x(1, 3, 3, 3), _x(3, 2, 3, 3), padding="same"), ValueError,
+     r"conv_transpose2d: padding must be an int or a pair of ints, got 'same'"),
+    (lambda: F.conv_transpose2d(_x(1, 3, 3, 3, dtype=np.float32), _x(3, 2, 3, 3)), TypeError,
+     r"conv_transpose2d: weight dtype float64 differs from input dtype float32"),
+])
+def test_errors(call, err, match):
+    with pytest.raises(err, match=match):
+        call()
