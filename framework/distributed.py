@@ -285,18 +285,18 @@ def init(mode: str | None = None):
     """The communicator for this process: `MPICommunicator` or `SingleProcess`.
 
     Args:
-        mode: "auto", "mpi" or "none" (see the module docstring); None reads SRGRAD_DISTRIBUTED
-            (default "auto").
+        mode: "auto", "mpi" or "none" (see the module docstring; the `--distributed` option of
+            srgrad-train); None reads SRGRAD_DISTRIBUTED (default "auto").
     """
-    source = "mode"
+    source = "--distributed "
     if mode is None:
-        mode, source = os.environ.get("SRGRAD_DISTRIBUTED", "auto"), "SRGRAD_DISTRIBUTED"
+        mode, source = os.environ.get("SRGRAD_DISTRIBUTED", "auto"), "SRGRAD_DISTRIBUTED="
     if mode not in MODES:
-        raise DistributedError(f"{source}={mode!r}: expected one of {', '.join(MODES)}")
+        raise DistributedError(f"{source}{mode!r}: expected one of {', '.join(MODES)}")
     if mode == "none":
         return SingleProcess()
     if mode == "mpi":
-        return MPICommunicator(_import_mpi(f"MPI training was requested ({source}=mpi)"))
+        return MPICommunicator(_import_mpi(f"MPI training was requested ({source}mpi)"))
     if not is_mpi_launch():
         return SingleProcess()
     if launch_world_size() == 1:
