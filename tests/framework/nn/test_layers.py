@@ -78,6 +78,7 @@ def _compare_step(torch, ours, theirs, x, rng):
         np.testing.assert_allclose(v, tstate[k].numpy(), rtol=1e-12, atol=1e-14, err_msg=k)
 
 
+@pytest.mark.filterwarnings("ignore:Using padding='same' with even kernel")  # torch's own note
 @pytest.mark.parametrize("name,args,kwargs,shape", CASES, ids=IDS)
 def test_torch_parity(name, args, kwargs, shape, rng):
     torch = pytest.importorskip("torch")
@@ -200,6 +201,10 @@ def test_input_checks_name_layer_and_shapes():
     with pytest.raises(ValueError, match=r"^ConvTranspose2d\(3, 4, kernel_size=\(3, 3\)\): conv_transpose2d: "
                                          r"output size .* below 1"):
         nn.ConvTranspose2d(3, 4, 3, padding=3)(small)
+    with pytest.raises(ValueError, match=r"^PixelShuffle\(upscale_factor=2\): pixel_shuffle: .*3"):
+        nn.PixelShuffle(2)(small)
+    with pytest.raises(ValueError, match=r"^AvgPool2d\(kernel_size=5, stride=5, padding=0\): avg_pool2d: "):
+        nn.AvgPool2d(5)(small)
 
 
 def test_constructor_errors():
