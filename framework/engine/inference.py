@@ -28,11 +28,10 @@ def build_model(spec: dict, scale: int | None = None):
     if scale is not None:
         spec.setdefault("scale", scale)
     try:
-        cls = MODELS.get(spec["type"])
-    except KeyError as exc:
-        raise ValueError(f"{exc.args[0]} (a custom model? pass --config with its imports:, or "
-                         f"--import MODULE)") from None
-    return cls(**{k: v for k, v in spec.items() if k != "type"})
+        return MODELS.build(spec)
+    except KeyError as exc:  # an unregistered model or layer (e.g. EDSR's block: spec)
+        raise ValueError(f"{exc.args[0]} (a custom model or layer? pass --config with its "
+                         f"imports:, or --import MODULE)") from None
 
 
 def load_model(weights, model_spec: dict | None = None, scale: int | None = None):
@@ -47,7 +46,13 @@ def load_model(weights, model_spec: dict | None = None, scale: int | None = None
     scale = scale or spec.get("scale") or info.get("scale")
     if scale is None:
         raise ValueError("the model's scale is unknown: pass --scale")
-    model = build_model(spec, scale)
+    try:
+        model = build_model(spec, scale)
+    except ValueError as exc:
+        if not info.get("imports"):
+            raise
+        raise ValueError(f"{exc} The weights were trained with imports: {info['imports']}") \
+            from None
     dtype = info.get("dtype")
     if dtype:
         model.to(np.dtype(dtype))
