@@ -40,9 +40,10 @@ class Module:
         if "_parameters" not in self.__dict__:
             raise AttributeError(f"{type(self).__name__}: call super().__init__() before assigning "
                                  f"attribute {name!r}")
+        was_param = name in self._parameters  # `self.bias = None` keeps bias registered, as torch
         for store in (self._parameters, self._buffers, self._modules):
             store.pop(name, None)
-        if isinstance(value, Parameter):
+        if isinstance(value, Parameter) or (value is None and was_param):
             self._parameters[name] = value
         elif isinstance(value, Module):
             self._modules[name] = value
@@ -84,12 +85,14 @@ class Module:
         self._modules[name] = module
 
     # -- traversal -----------------------------------------------------------------------------
-    def named_modules(self, prefix: str = ""):
+    def named_modules(self, prefix: str = "", remove_duplicate: bool = True):
+        """(dotted name, module) pairs, depth first. A module reached twice is listed once unless
+        remove_duplicate=False (state_dict needs every path, as torch does)."""
         stack = [(prefix, self)]
         seen = set()
         while stack:
             name, mod = stack.pop(0)
-            if id(mod) in seen:
+            if remove_duplicate and id(mod) in seen:
                 continue
             seen.add(id(mod))
             yield name, mod
@@ -131,7 +134,7 @@ class Module:
         """Dotted name -> numpy array (the live arrays, as torch returns live tensors: copy them
         if the module will keep training)."""
         out = OrderedDict()
-        for mname, mod in self.named_modules():
+        for mname, mod in self.named_modules(remove_duplicate=False):
             for k, v in list(mod._parameters.items()) + list(mod._buffers.items()):
                 if v is not None:
                     out[f"{mname}.{k}" if mname else k] = v.data
@@ -143,7 +146,7 @@ class Module:
         error naming the key and both shapes."""
         own = self.state_dict()
         targets = {}
-        for mname, mod in self.named_modules():
+        for mname, mod in self.named_modules(remove_duplicate=False):
             for k, v in list(mod._parameters.items()) + list(mod._buffers.items()):
                 if v is not None:
                     targets[f"{mname}.{k}" if mname else k] = v

@@ -158,3 +158,20 @@ def test_reassigning_replaces_registration():
     assert list(m.state_dict()) == [] and list(m._modules) == ["a"]
     del m.a
     assert not hasattr(m, "a")
+
+
+def test_shared_submodule_appears_under_every_path_in_state_dict():
+    from framework import nn
+    c = nn.Conv2d(2, 2, 1)
+    seq = nn.Sequential(c, c)
+    assert list(seq.state_dict()) == ["0.weight", "0.bias", "1.weight", "1.bias"]
+    assert len(list(seq.parameters())) == 2  # parameters are still listed once
+    seq.load_state_dict({k: v * 0 for k, v in seq.state_dict().items()})
+    assert not c.weight.numpy().any()
+
+
+def test_assigning_none_keeps_a_parameter_registered():
+    from framework import nn
+    c = nn.Conv2d(2, 2, 1)
+    c.bias = None
+    assert "bias" in c._parameters and c.bias is None and list(c.state_dict()) == ["weight"]
