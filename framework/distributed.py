@@ -1,16 +1,16 @@
-"""Data-parallel training over MPI (through mpi4py), and the single-process path that is the default.
+"""Data-parallel training over MPI (through mpi4py), and the default single-process path.
 
     mpirun -n 4 srgrad-train configs/quickstart.yaml            # 4 ranks, one global batch
     mpirun --hostfile hosts -n 8 srgrad-train configs/edsr_x2.yaml
 
 Every rank builds the same model from the same seed, takes its own rows of every global batch, and
-after backward the gradients are averaged with ONE `Allreduce` over a single preallocated flat buffer
-(not one call per parameter: per-call latency would dominate on small models). Every rank then runs
-the same optimizer step on the same averaged gradient, so the weights stay identical on every rank.
+after backward the gradients are averaged with ONE `Allreduce` over a single preallocated flat
+buffer (not one call per parameter: per-call latency would dominate on small models). Every rank
+then runs the same optimizer step on the same averaged gradient, so the weights stay identical.
 
-This is the only module that imports mpi4py, and only lazily (importing `mpi4py.MPI` initialises MPI),
-so a plain `python` launch never touches MPI. Only mpi4py's buffer methods (upper-case: `Allreduce`,
-`Bcast`) are used: they move raw arrays; the lower-case ones would pickle.
+This is the only module that imports mpi4py, and only lazily (importing `mpi4py.MPI` initialises
+MPI), so a plain `python` launch never touches MPI. Only mpi4py's buffer methods (upper-case:
+`Allreduce`, `Bcast`) are used: they move raw arrays; the lower-case ones would pickle.
 
 Which path runs (`init(mode)`; mode defaults to the `SRGRAD_DISTRIBUTED` environment variable):
 - "auto" (default): MPI when launched by mpirun/mpiexec (detected from its environment variables),
@@ -34,7 +34,8 @@ __all__ = ["DistributedError", "SingleProcess", "MPICommunicator", "FlatGradient
 
 MODES = ("auto", "mpi", "none")
 
-# Set by the launcher in every rank: Open MPI (OMPI_*), MPICH / Intel MPI's Hydra (PMI_*), PMIx (Slurm).
+# Set by the launcher in every rank: Open MPI (OMPI_*), MPICH / Intel MPI's Hydra (PMI_*), PMIx
+# (Slurm).
 _LAUNCH_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK")
 _SIZE_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
 _LOCAL_SIZE_VARS = ("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS")
@@ -85,8 +86,8 @@ def default_threads(environ=None) -> int | None:
 
 
 def configure_threads(environ=None) -> int | None:
-    """Under mpirun, give each rank `default_threads()` numba and BLAS threads so that K ranks on one
-    machine do not run K x cores threads. Returns the count, or None when not launched by MPI
+    """Under mpirun, give each rank `default_threads()` numba and BLAS threads so that K ranks on
+    one machine do not run K x cores threads. Returns the count, or None when not launched by MPI
     (nothing changes then). A thread variable the user set explicitly wins over the default.
 
     Call it FIRST in a command-line entry point, before any numba kernel or matrix product runs.
@@ -215,7 +216,7 @@ class MPICommunicator:
         self._flat = None
 
     def allreduce_mean_(self, buffer: np.ndarray) -> np.ndarray:
-        """Average a contiguous float array over all ranks, in place: ONE Allreduce(SUM), then / K."""
+        """Average a contiguous float array over the ranks, in place: ONE Allreduce(SUM), / K."""
         if not (isinstance(buffer, np.ndarray) and buffer.flags.c_contiguous
                 and buffer.dtype.kind == "f"):
             raise TypeError("allreduce_mean_: buffer must be a C-contiguous float numpy array")
@@ -238,8 +239,9 @@ class MPICommunicator:
         return self._flat.unpack()
 
     def broadcast_params(self, model) -> None:
-        """Copy rank 0's parameters and buffers to every rank (once, at start: the same seed should
-        already give the same weights; this makes it certain, e.g. if initialisation used the clock)."""
+        """Copy rank 0's parameters and buffers to every rank (once, at start: the same seed
+        should already give the same weights; this makes it certain, e.g. if an initialisation
+        used the clock)."""
         for arr in model.state_dict().values():
             flat = np.ascontiguousarray(arr)
             self.comm.Bcast(flat, root=0)
@@ -261,8 +263,8 @@ class MPICommunicator:
         self.comm.Barrier()
 
     def abort(self, message: str, code: int = 1):
-        """Print `message` (naming this rank) and end EVERY rank: a rank that stops alone would leave
-        the others blocked in their next Allreduce forever."""
+        """Print `message` (naming this rank) and end EVERY rank: a rank that stops alone would
+        leave the others blocked in their next Allreduce forever."""
         sys.stderr.write(f"srgrad: rank {self.rank}/{self.world_size}: {message}; aborting all "
                          f"ranks\n")
         sys.stderr.flush()

@@ -46,12 +46,13 @@ def launch(ranks: int, steps: int, warmup: int) -> dict:
     """Run the worker under mpirun with `ranks` ranks, 1 thread each; rank 0's measurements."""
     env = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1",
                NUMBA_NUM_THREADS="1")
-    cmd = ["mpirun", "-n", str(ranks), "--oversubscribe", "--allow-run-as-root", "--bind-to", "none",
-           sys.executable, str(pathlib.Path(__file__).resolve()), "--worker", "--steps", str(steps),
-           "--warmup", str(warmup)]
+    cmd = ["mpirun", "-n", str(ranks), "--oversubscribe", "--allow-run-as-root", "--bind-to",
+           "none", sys.executable, str(pathlib.Path(__file__).resolve()), "--worker",
+           "--steps", str(steps), "--warmup", str(warmup)]
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
     if proc.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout}{proc.stderr}")
+        raise RuntimeError(f"{' '.join(cmd)} failed ({proc.returncode}):\n"
+                           f"{proc.stdout}{proc.stderr}")
     lines = [line for line in proc.stdout.splitlines() if line.startswith("{")]
     return json.loads(lines[-1])
 
@@ -116,7 +117,8 @@ def run(args) -> list:
 
 
 def main(argv=None):
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     ap.add_argument("--steps", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)

@@ -3,7 +3,8 @@
     mpirun -n 2 python tests/framework/mpi_worker.py CONFIG OUT_DIR [--fail-at N --fail-rank R
                                                                      --fail-how exit|raise]
 
-Trains CONFIG through the real command line (`srgrad-train CONFIG --distributed mpi`), then each
+Trains CONFIG through the real command line (`srgrad-train CONFIG`: MPI detected from mpirun's
+environment, as users run it), then each
 rank writes what the test compares: OUT_DIR/rank<R>.npy (its final weights, flattened in model
 order) and OUT_DIR/rank<R>.json (allreduce calls, numba threads, the default thread count).
 `--fail-*` makes rank R fail at its N-th gradient reduction (test-only: injected here by wrapping
@@ -62,7 +63,7 @@ def main():
         return result
 
     trainer.Trainer.fit = fit_and_record
-    return cli.train_main([args.config, "--no-progress", "--distributed", "mpi"])
+    return cli.train_main([args.config, "--no-progress"])
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """framework.distributed: launch detection, thread defaults, the flat gradient buffer and its one
-Allreduce, the install hint; and real 2-rank training under mpirun (skipped without mpirun/mpi4py)."""
+Allreduce, the install hint; and real 2-rank training under mpirun (skipped without mpirun or
+mpi4py)."""
 import json
 import os
 import pathlib
@@ -194,6 +195,27 @@ def test_average_gradients_is_one_allreduce_per_step(dtype):
     assert comm.allreduce_seconds > 0
 
 
+class _FakeMaxMPI(_FakeMPI):
+    """Two ranks for check_same: the other rank holds `other`."""
+    MAX = object()
+
+    def __init__(self, other):
+        super().__init__(2)
+        self.other = other
+
+    def Allreduce(self, sendbuf, recvbuf, op):
+        assert sendbuf is self.IN_PLACE and op is self.MAX
+        np.maximum(recvbuf, np.array([self.other, -self.other]), out=recvbuf)
+
+
+def test_check_same_stops_ranks_that_disagree():
+    MPICommunicator(_FakeMaxMPI(other=300)).check_same(300, "the iteration to resume at")
+    with pytest.raises(DistributedError, match=r"ranks disagree on the iteration to resume at "
+                                               r"\(from 0 to 300; rank 0 has 0\).*shared "
+                                               r"filesystem"):
+        MPICommunicator(_FakeMaxMPI(other=300)).check_same(0, "the iteration to resume at")
+
+
 def test_allreduce_mean_rejects_non_contiguous_buffers():
     comm = MPICommunicator(_FakeMPI(2))
     with pytest.raises(TypeError, match="C-contiguous float"):
@@ -313,7 +335,8 @@ def test_two_ranks_equal_one_process_and_each_other(setup, tmp_path):
 @needs_mpi
 @pytest.mark.parametrize("how, message", [
     ("exit", r"exited on signal|non-zero (exit code|status)"),
-    ("raise", r"srgrad: rank 1/2: RuntimeError: injected failure at reduction 3; aborting all ranks"),
+    ("raise", r"srgrad: rank 1/2: RuntimeError: injected failure at reduction 3; aborting all "
+              r"ranks"),
 ])
 def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, tmp_path, how, message):
     from framework.engine.trainer import Trainer, find_latest_checkpoint
