@@ -7,6 +7,7 @@ y = W x with a sparse m x n matrix W. `weight_table` builds W as a padded table
 rule; the modes below differ only in what they hand it. One numba kernel applies a table along H and
 another along W (both inside one parallel loop over planes); backward applies the transposed tables
 (`dL/dx = W_h^T g W_w`) with the very same kernel, so it is race-free and the exact adjoint.
+MATLAB's table rule and `imresize` itself live in imresize.py; they reuse everything here.
 """
 from __future__ import annotations
 
@@ -47,12 +48,7 @@ def _sinc(d):
 
 
 def _lanczos3(d):
-    """Pillow's truncated sinc window on [-3, 3) (torch's antialiased lanczos)."""
-    return np.where((d >= -3.0) & (d < 3.0), _sinc(d) * _sinc(d / 3.0), 0.0)
-
-
-def _lanczos3_burn(d):
-    """burn's Lanczos-3 (open support |d| < 3)."""
+    """Lanczos-3: sinc(d) sinc(d / 3) for |d| < 3 (Pillow's window is [-3, 3); at -3 it is 1e-33)."""
     return np.where(np.abs(d) < 3.0, _sinc(d) * _sinc(d / 3.0), 0.0)
 
 
@@ -153,7 +149,9 @@ def _identity(n):
 
 
 def _nearest(n, m, sf, exact):
-    # torch computes these indices in float32 (scale and product), shortcuts m == n and m == 2n.
+    # torch computes these indices in float32: legacy nearest as floor(float32(i) * scale) with the
+    # shortcuts m == n and m == 2n (whatever the factor), nearest-exact as floorf((i + 0.5) * scale),
+    # a double product rounded to float32 before the floor.
     i = np.arange(m)
     scale = np.float32(1.0 / sf) if sf else np.float32(n) / np.float32(m)
     if exact:
@@ -203,7 +201,7 @@ def _lanczos_burn(n, m, sf, align_corners):
     i = np.arange(m, dtype=np.float64)
     real = scale * i if align_corners else scale * (i + 0.5) - 0.5
     lo = np.floor(real).astype(np.int64) - 2
-    return weight_table(n, real, lo, lo + 6, 6, _lanczos3_burn, "skip", True)
+    return weight_table(n, real, lo, lo + 6, 6, _lanczos3, "skip", True)
 
 
 def _area(n, m):
@@ -232,7 +230,6 @@ def axis_table(mode, n, m, sf, align_corners, antialias) -> Table:
     if mode == "bilinear":
         return _interpolating(n, m, sf, align_corners, _triangle, 1, cubic=False)
     return _interpolating(n, m, sf, align_corners, _cubic(-0.75), 2, cubic=True)
-
 
 
 # -- the kernels: one gather along each axis of a plane, both inside one parallel loop ------------

@@ -237,3 +237,25 @@ def test_input_errors(rng):
         F.interpolate(t64(rng, 1, 1, 1, 5, 5), size=3)
     with pytest.raises(TypeError, match="input must be float32 or float64, got dtype int64"):
         F.interpolate(sg.Tensor(np.ones((1, 1, 2, 2), np.int64)), size=3)
+
+
+@pytest.mark.parametrize("mode,aa", [("bicubic", False), ("lanczos", True), ("nearest", False)])
+def test_parallel_path_matches_torch(mode, aa, rng):
+    """Enough planes to take the multi-threaded path; odd sizes exercise the 4-row grouping's tail.
+    The thread count is restored after the single-threaded path."""
+    torch = pytest.importorskip("torch")
+    import numba
+    threads = numba.get_num_threads()
+    F.interpolate(t64(rng, 1, 1, 3, 3), size=5, mode="bilinear")  # small: single-threaded
+    assert numba.get_num_threads() == threads
+    x = t64(rng, 8, 16, 47, 45)
+    for size in [(94, 90), (21, 30)]:
+        y = F.interpolate(x, size=size, mode=mode, antialias=aa)
+        tx = torch.tensor(x.data, requires_grad=True)
+        ty = torch.nn.functional.interpolate(tx, size=size, mode=mode, antialias=aa)
+        np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-10, atol=1e-12)
+        g = rng.standard_normal(y.shape)
+        x.grad = None
+        y.backward(g)
+        ty.backward(torch.tensor(g))
+        np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-10, atol=1e-12)
