@@ -3,12 +3,15 @@ per-image comparison PNGs."""
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import socket
 from pathlib import Path
 
 import numpy as np
+
+from ..io.checkpoint import write_atomic
 
 __all__ = ["RunLockedError", "RunLock", "MetricsLog", "plot_curves", "comparison_strip"]
 
@@ -87,10 +90,12 @@ class MetricsLog:
         if resume_iteration is not None and self.path.exists():
             with open(self.path, newline="") as fh:
                 rows = [r for r in csv.DictReader(fh) if _num(r.get("iteration")) <= resume_iteration]
-        with open(self.path, "w", newline="") as fh:
-            writer = csv.DictWriter(fh, self.columns, extrasaction="ignore")
-            writer.writeheader()
-            writer.writerows(rows)
+        text = io.StringIO(newline="")
+        writer = csv.DictWriter(text, self.columns, extrasaction="ignore")
+        writer.writeheader()
+        writer.writerows(rows)
+        # atomically: a crash while rewriting must not lose the rows of the runs before it
+        write_atomic(self.path, text.getvalue().encode())
 
     def write(self, **row) -> None:
         with open(self.path, "a", newline="") as fh:
