@@ -9,7 +9,8 @@ It launches `mpirun -n K ... python scripts/bench_mpi.py --worker` itself (needs
 Every rank runs real training steps (the trainer's step: forward, backward, Allreduce, Adam) on its
 share of the global batch; data loading is outside the timed region. "allreduce" is rank 0's time
 inside Allreduce, which includes waiting for the slower rank; "transport" times the same Allreduce
-back to back after a barrier: the pure cost of moving the gradients.
+back to back after a barrier: the pure cost of moving the gradients (its minimum is the cost without
+interference from other processes on a busy machine).
 """
 from __future__ import annotations
 
@@ -91,6 +92,7 @@ def worker(steps: int, warmup: int) -> None:
             "mean_step_ms": 1e3 * sum(timed) / len(timed),
             "allreduce_share": in_allreduce / sum(timed),
             "transport_ms": 1e3 * statistics.median(transport) if transport else 0.0,
+            "transport_min_ms": 1e3 * min(transport) if transport else 0.0,
             "params": sum(p.size for p in trainer.model.parameters())}), flush=True)
 
 
@@ -109,7 +111,8 @@ def run(args) -> list:
         note = (f"{1e3 / r['mean_step_ms']:.2f} steps/s{speedup}; Allreduce "
                 f"{100 * r['allreduce_share']:.1f}% of step time")
         if k > 1:
-            note += (f" (transport alone {r['transport_ms']:.2f} ms for {r['params']} params = "
+            note += (f" (transport alone: median {r['transport_ms']:.2f} ms, min "
+                     f"{r['transport_min_ms']:.2f} ms for {r['params']} params = "
                      f"{4 * r['params'] / 1e3:.0f} kB)")
         rows.append(Row(f"{k} rank{'s' if k > 1 else ''} x 1 thread, ms/step", r["mean_step_ms"],
                         None, note=note))

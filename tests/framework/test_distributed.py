@@ -96,6 +96,14 @@ def test_mpi_requested_without_mpi4py_says_how_to_install(plain_env):
         distributed.init()
 
 
+def test_train_command_line_says_how_to_install(plain_env, capsys):
+    from framework.engine.cli import train_main
+    plain_env.setitem(sys.modules, "mpi4py", None)
+    assert train_main(["unused.yaml", "--distributed", "mpi"]) == 2
+    assert re.search(r"error: MPI training was requested \(--distributed mpi\).*" + HINT,
+                     capsys.readouterr().err)
+
+
 def test_mpirun_without_mpi4py(plain_env):
     plain_env.setitem(sys.modules, "mpi4py", None)
     # several ranks that each trained alone would overwrite one run folder: refuse
