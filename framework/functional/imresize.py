@@ -23,10 +23,15 @@ def _matlab_lanczos(a):
     return f
 
 
+def _box(d):
+    # MATLAB's box is 1 on -0.5 <= x < 0.5 with x = u - j, i.e. -d
+    return ((d > -0.5) & (d <= 0.5)).astype(np.float64)
+
+
 # kernel name -> (filter, width in input pixels), as in MATLAB's imresize.m
 MATLAB_KERNELS = {
     "cubic": (_cubic(-0.5), 4.0),
-    "box": (lambda d: ((d > -0.5) & (d <= 0.5)).astype(np.float64), 1.0),  # MATLAB: -0.5 <= x < 0.5, x = -d
+    "box": (_box, 1.0),
     "triangle": (_triangle, 2.0),
     "lanczos2": (_matlab_lanczos(2.0), 4.0),
     "lanczos3": (_matlab_lanczos(3.0), 6.0),
