@@ -56,8 +56,10 @@ class UpsampleNet(nn.Module):
             head += [nn.Conv2d(num_in_ch if i == 0 else num_feat, num_feat, 3, padding=1), nn.ReLU()]
         self.head = nn.Sequential(*head)
         align = False if mode in _ALIGNABLE else None
-        # nn.Upsample validates `mode` (unknown modes are a ValueError naming it).
-        self.upsample = nn.Upsample(scale_factor=self.scale, mode=mode, align_corners=align)
+        try:  # nn.Upsample knows the modes: its error lists them
+            self.upsample = nn.Upsample(scale_factor=self.scale, mode=mode, align_corners=align)
+        except ValueError as err:
+            raise ValueError(f"UpsampleNet: mode {mode!r}: {err}") from None
         tail = []
         for _ in range(num_refine - 1):
             tail += [nn.Conv2d(num_feat, num_feat, 3, padding=1), nn.ReLU()]

@@ -112,7 +112,8 @@ def test_upsample_net_gradient_reaches_the_first_conv_through_the_resampling(mod
     x = lr_batch(1)
     x.requires_grad = True
     model(x).sum().backward()
-    assert np.abs(model.head[0].weight.grad.data).min() > 0
+    grad = model.head[0].weight.grad.data
+    assert np.count_nonzero(grad) > grad.size // 2  # a filter whose ReLU is off everywhere has none
     assert np.abs(x.grad.data).sum() > 0
 
 
