@@ -6,12 +6,14 @@
 Trains CONFIG through the real command line (`srgrad-train CONFIG`: MPI detected from mpirun's
 environment, as users run it), then each
 rank writes what the test compares: OUT_DIR/rank<R>.npy (its final weights, flattened in model
-order) and OUT_DIR/rank<R>.json (allreduce calls, numba threads, the default thread count).
+order) and OUT_DIR/rank<R>.json (a hash of its weights after every step, allreduce calls, numba
+threads, the default thread count).
 `--fail-*` makes rank R fail at its N-th gradient reduction (test-only: injected here by wrapping
 the communicator, so the library carries no test hooks): `exit` ends the process at once
 (os._exit, as a crash or the OOM killer would), `raise` raises an exception.
 """
 import argparse
+import hashlib
 import json
 import os
 import pathlib
@@ -24,6 +26,10 @@ import numpy as np  # noqa: E402
 
 from framework import distributed  # noqa: E402
 from framework.engine import cli, trainer  # noqa: E402
+
+
+def _flat_weights(model):
+    return np.concatenate([p.data.ravel() for p in model.parameters()])
 
 
 def main():
@@ -49,15 +55,23 @@ def main():
 
     distributed.MPICommunicator.average_gradients_ = counting_reduce
 
+    step = trainer.Trainer._train_step
+    hashes = []
+
+    def step_and_hash(self, batch):
+        loss = step(self, batch)
+        hashes.append(hashlib.sha256(_flat_weights(self.model).tobytes()).hexdigest())
+        return loss
+
+    trainer.Trainer._train_step = step_and_hash
     fit = trainer.Trainer.fit
 
     def fit_and_record(self):
         result = fit(self)
         rank = self.rank
-        flat = np.concatenate([p.data.ravel() for p in self.model.parameters()])
-        np.save(out / f"rank{rank}.npy", flat)
+        np.save(out / f"rank{rank}.npy", _flat_weights(self.model))
         (out / f"rank{rank}.json").write_text(json.dumps({
-            "world_size": self.world_size, "reductions": calls["n"],
+            "world_size": self.world_size, "reductions": calls["n"], "step_hashes": hashes,
             "numba_threads": numba.get_num_threads(),
             "default_threads": distributed.default_threads()}))
         return result

@@ -328,6 +328,8 @@ def test_two_ranks_equal_one_process_and_each_other(setup, tmp_path):
     assert np.abs(w0 - setup["initial"]).max() > 1e-3  # training moved the weights
     np.testing.assert_allclose(w0, setup["reference"], rtol=0, atol=1e-5)
     info = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    # ... and after every step (a hash of each rank's weights after each optimizer step)
+    assert len(info[0]["step_hashes"]) == 5 and info[0]["step_hashes"] == info[1]["step_hashes"]
     for rank_info in info:
         assert rank_info["world_size"] == 2 and rank_info["reductions"] == 5
         # each rank runs cores // 2 numba threads (1 on a 2-core machine), not all the cores
