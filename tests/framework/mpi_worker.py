@@ -4,10 +4,9 @@
                                                                      --fail-how exit|raise]
 
 Trains CONFIG through the real command line (`srgrad-train CONFIG`: MPI detected from mpirun's
-environment, as users run it), then each
-rank writes what the test compares: OUT_DIR/rank<R>.npy (its final weights, flattened in model
-order) and OUT_DIR/rank<R>.json (a hash of its weights after every step, allreduce calls, numba
-threads, the default thread count).
+environment, as users run it), then each rank writes what the test compares: OUT_DIR/rank<R>.npy
+(its final weights, flattened in model order) and OUT_DIR/rank<R>.json (a hash of its weights
+after every step, allreduce calls, numba threads, the default thread count).
 `--fail-*` makes rank R fail at its N-th gradient reduction (test-only: injected here by wrapping
 the communicator, so the library carries no test hooks): `exit` ends the process at once
 (os._exit, as a crash or the OOM killer would), `raise` raises an exception.
