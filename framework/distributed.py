@@ -101,6 +101,12 @@ def configure_threads(environ=None) -> int | None:
     threads = default_threads(env)
     if threads is None:
         return None
+    share = max(1, (os.cpu_count() or 1) // local_world_size(env))
+    if threads < share and env.get("OMPI_COMM_WORLD_RANK", env.get("PMI_RANK")) == "0":
+        # Open MPI binds each rank to ONE core when it starts at most 2 ranks: say how to lift it
+        sys.stderr.write(f"srgrad: mpirun bound this rank to {threads} core(s) of the {share} it "
+                         f"could use: add --bind-to none (or --bind-to socket) to mpirun for "
+                         f"{share} threads per rank\n")
     user_numba = env.get("NUMBA_NUM_THREADS")
     user_blas = env.get("OPENBLAS_NUM_THREADS") or env.get("OMP_NUM_THREADS")
     for name in ("NUMBA_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):

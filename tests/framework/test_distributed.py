@@ -63,6 +63,19 @@ def test_configure_threads_keeps_explicit_user_settings():
     assert distributed.configure_threads({}) is None
 
 
+def test_configure_threads_warns_when_mpirun_binds_a_rank_to_one_core(monkeypatch, capsys):
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    env = {"OMPI_COMM_WORLD_SIZE": "2", "OMPI_COMM_WORLD_LOCAL_SIZE": "2",
+           "OMPI_COMM_WORLD_RANK": "0", "NUMBA_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
+    assert distributed.configure_threads(env) == 1
+    assert "mpirun bound this rank to 1 core(s) of the 4 it could use: add --bind-to none" in \
+        capsys.readouterr().err
+    env["OMPI_COMM_WORLD_RANK"] = "1"  # said once, by rank 0
+    distributed.configure_threads(env)
+    assert capsys.readouterr().err == ""
+
+
 # -- choosing the communicator ----------------------------------------------------------------
 def test_plain_launch_is_single_process(plain_env):
     comm = distributed.init()
