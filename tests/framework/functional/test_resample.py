@@ -259,3 +259,20 @@ def test_parallel_path_matches_torch(mode, aa, rng):
         y.backward(g)
         ty.backward(torch.tensor(g))
         np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic", "lanczos"])
+def test_antialias_width_one_where_torch_is_wrong(mode, rng):
+    """torch 2.13's antialiased kernel replicates the first row when the input is 1 pixel wide
+    (N, C, H, 1): a torch bug, so parity is checked against torch on the same column repeated
+    3 times (each output column then equals ours), and torch's own answer is shown to differ."""
+    torch = pytest.importorskip("torch")
+    x = t64(rng, 1, 3, 4, 1)
+    y = F.interpolate(x, size=(3, 1), mode=mode, antialias=True)
+    wide = torch.nn.functional.interpolate(torch.tensor(x.data).repeat(1, 1, 1, 3), size=(3, 3),
+                                           mode=mode, antialias=True)
+    np.testing.assert_allclose(y.data, wide[..., :1].numpy(), rtol=1e-10, atol=1e-12)
+    narrow = torch.nn.functional.interpolate(torch.tensor(x.data), size=(3, 1), mode=mode,
+                                             antialias=True)
+    assert np.abs(narrow.numpy() - y.data).max() > 1e-2
+    assert sg.gradcheck(lambda t: F.interpolate(t, size=(3, 1), mode=mode, antialias=True), (x,))
