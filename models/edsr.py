@@ -131,8 +131,8 @@ class EDSR(nn.Module):
         return layer
 
     def forward(self, x):
-        x = (x - self.mean_in.astype(x.dtype)) * self.img_range
+        x = (x - self.mean_in.astype(x.dtype, copy=False)) * self.img_range
         x = self.conv_first(x)
         res = self.conv_after_body(self.body(x)) + x
         x = self.conv_last(self.upsample(res))
-        return x / self.img_range + self.mean_out.astype(x.dtype)
+        return x / self.img_range + self.mean_out.astype(x.dtype, copy=False)
