@@ -178,3 +178,14 @@ def test_custom_layer_gradcheck():
     x = sg.tensor(rng.standard_normal((2, 3, 4, 5)), requires_grad=True, dtype=np.float64)
     w = sg.tensor(rng.standard_normal(3), requires_grad=True, dtype=np.float64)
     assert sg.gradcheck(my_layers.ChannelScaleFn.apply, (x, w))
+
+
+def test_resume_from_a_run_folder_uses_its_config(make_config, tmp_path, capsys):
+    path = make_config(iters=2, every=2)
+    assert train_main([str(path), "--no-progress"]) == 0
+    run = tmp_path / "runs" / "tiny"
+    path.unlink()  # the run folder's resolved config.yaml is enough
+    assert train_main(["--resume", str(run), "--set", "train.total_iters=4", "--no-progress"]) == 0
+    assert "resumed from" in capsys.readouterr().err
+    assert ckpt.load_checkpoint(run / "checkpoints" / "iter_00000004.safetensors")["iteration"] == 4
+    assert train_main(["--resume", str(tmp_path / "nowhere"), "--no-progress"]) == 2
