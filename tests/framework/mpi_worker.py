@@ -1,7 +1,7 @@
 """Run by tests/framework/test_distributed.py under `mpirun -n 2` (never collected by pytest).
 
-    mpirun -n 2 python tests/framework/mpi_worker.py CONFIG OUT_DIR [--fail-at N --fail-rank R
-                                                                     --fail-how exit|raise]
+    mpirun -n 2 python tests/framework/mpi_worker.py CONFIG OUT_DIR [--resume] [--fail-at N
+                                                      --fail-rank R --fail-how exit|raise]
 
 Trains CONFIG through the real command line (`srgrad-train CONFIG`: MPI detected from mpirun's
 environment, as users run it), then each rank writes what the test compares: OUT_DIR/rank<R>.npy
@@ -38,6 +38,7 @@ def main():
     ap.add_argument("--fail-at", type=int, default=None)
     ap.add_argument("--fail-rank", type=int, default=1)
     ap.add_argument("--fail-how", choices=("exit", "raise"), default="exit")
+    ap.add_argument("--resume", action="store_true", help="srgrad-train --resume auto")
     args = ap.parse_args()
     out = pathlib.Path(args.out_dir)
     calls = {"n": 0}
@@ -76,7 +77,8 @@ def main():
         return result
 
     trainer.Trainer.fit = fit_and_record
-    return cli.train_main([args.config, "--no-progress"])
+    return cli.train_main([args.config, "--no-progress"] + (["--resume", "auto"] if args.resume
+                                                             else []))
 
 
 if __name__ == "__main__":

@@ -331,10 +331,18 @@ def _set_name(setup, name):
     return path
 
 
-@needs_mpi
-def test_two_ranks_equal_one_process_and_each_other(setup, tmp_path):
-    proc = _mpirun(_set_name(setup, "two"), tmp_path)
+@pytest.fixture(scope="module")
+def two_ranks(setup, tmp_path_factory):
+    """The 2-rank run of the same config (global batch 8 = 2 x 4, 5 steps): its output folder."""
+    out = tmp_path_factory.mktemp("two_ranks")
+    proc = _mpirun(_set_name(setup, "two"), out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
+    return out
+
+
+@needs_mpi
+def test_two_ranks_equal_one_process_and_each_other(setup, two_ranks):
+    tmp_path = two_ranks
     w0, w1 = np.load(tmp_path / "rank0.npy"), np.load(tmp_path / "rank1.npy")
     assert w0.dtype == np.float64
     assert w0.tobytes() == w1.tobytes()  # identical on every rank, bit for bit
@@ -356,17 +364,19 @@ def test_two_ranks_equal_one_process_and_each_other(setup, tmp_path):
 
 
 @needs_mpi
-@pytest.mark.parametrize("how, message", [
-    ("exit", r"exited on signal|non-zero (exit code|status)"),
-    ("raise", r"srgrad: rank 1/2: RuntimeError: injected failure at reduction 3; aborting all "
-              r"ranks"),
+@pytest.mark.parametrize("how, message, resume_ranks", [
+    pytest.param("exit", r"exited on signal|non-zero (exit code|status)", 1, id="exits"),
+    pytest.param("raise", r"srgrad: rank 1/2: RuntimeError: injected failure at reduction 3; "
+                          r"aborting all ranks", 2, id="raises"),
 ])
-def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, tmp_path, how, message):
+def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, two_ranks, tmp_path, how,
+                                                               message, resume_ranks):
     from framework.engine.trainer import Trainer, find_latest_checkpoint
     from framework.io import checkpoint as ckpt
     from framework.io.config import load_config
     name = f"dies_{how}"
-    proc = _mpirun(_set_name(setup, name), tmp_path, "--fail-at", "3", "--fail-how", how)
+    config = _set_name(setup, name)
+    proc = _mpirun(config, tmp_path, "--fail-at", "3", "--fail-how", how)
     output = proc.stdout + proc.stderr
     assert proc.returncode != 0, output
     assert re.search(message, output), output
@@ -378,10 +388,16 @@ def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, tmp_path, 
     assert last is not None and last.name in ("iter_00000001.safetensors",
                                               "iter_00000002.safetensors"), output
     assert ckpt.load_checkpoint(last)["iteration"] in (1, 2)
-    # resuming it in one process ends where the reference run ended (any number of ranks)
+    # resume works with any number of ranks: with 2, bit-identical to the uninterrupted 2-rank
+    # run; in one process, where the single-process reference ended (to float rounding)
     _wait_for_lock_owner_to_die(run)
-    resumed = Trainer(load_config(setup["config"], [f"name={name}"]), resume="auto",
-                      progress=False)
-    resumed.fit()
-    flat = np.concatenate([p.data.ravel() for p in resumed.model.parameters()])
-    np.testing.assert_allclose(flat, setup["reference"], rtol=0, atol=1e-5)
+    if resume_ranks == 2:
+        proc = _mpirun(config, tmp_path, "--resume")
+        assert proc.returncode == 0, proc.stdout + proc.stderr
+        resumed = np.load(tmp_path / "rank0.npy")
+        assert resumed.tobytes() == np.load(two_ranks / "rank0.npy").tobytes()
+    else:
+        resumed = Trainer(load_config(config), resume="auto", progress=False)
+        resumed.fit()
+        flat = np.concatenate([p.data.ravel() for p in resumed.model.parameters()])
+        np.testing.assert_allclose(flat, setup["reference"], rtol=0, atol=1e-5)
