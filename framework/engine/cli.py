@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import csv
 import os
+import shlex
 import sys
 import traceback
 from pathlib import Path
@@ -79,8 +80,11 @@ def _train(args, comm) -> int:
         return _error("give a CONFIG (or --resume RUN_DIR)", 2)
     try:
         cfg = load_config(config, args.overrides)
+        # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
+        shown = " ".join(shlex.quote(str(a)) for a in [config, *(
+            x for o in args.overrides for x in ("--set", o))])
         trainer = Trainer(cfg, run_dir=run_dir, resume=resume, progress=not args.no_progress,
-                          config_path=config, comm=comm)
+                          config_path=shown, comm=comm)
         result = trainer.fit()
     except ConfigError as exc:
         return _error(str(exc), 2)
