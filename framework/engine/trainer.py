@@ -217,22 +217,42 @@ class Trainer:
         loss.backward()
         # averaged over the ranks with the gradients, so that every rank takes the same decision
         value = self._reduce_gradients(float(loss.item()))
-        if not math.isfinite(value):
+        # a NaN gradient with a finite loss would turn the weights NaN just the same
+        bad = f"loss is {value}" if not math.isfinite(value) else self._nonfinite("grad")
+        if bad:
             if self.cfg["train"]["nonfinite_loss"] == "skip":
-                self._say(f"warning: loss is {value} at iteration {self.iteration + 1}: batch "
-                          f"skipped")
+                self._say(f"warning: {bad} at iteration {self.iteration + 1}: batch skipped")
                 return None
-            last = find_latest_checkpoint(self.run_dir)
             raise TrainingError(
-                f"loss is {value} at iteration {self.iteration + 1}: training stopped. The last "
-                f"good checkpoint ({last or 'none yet'}) is untouched. Lower train.optimizer.lr, "
-                f"set train.grad_clip, or set train.nonfinite_loss: skip")
+                f"{bad} at iteration {self.iteration + 1}: training stopped. The last good "
+                f"checkpoint ({self._last_checkpoint()}) is untouched. Lower "
+                f"train.optimizer.lr, set train.grad_clip, or set train.nonfinite_loss: skip")
         if self.cfg["train"]["grad_clip"] is not None:
             nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg["train"]["grad_clip"])
         self.optimizer.step()
+        # a finite gradient can still overflow the update (huge lr): never checkpoint such weights
+        bad = self._nonfinite("data")
+        if bad:
+            raise TrainingError(
+                f"the optimizer step made the weights non-finite ({bad}, loss {value:.4g}) at "
+                f"iteration {self.iteration + 1}: training stopped. The last good checkpoint "
+                f"({self._last_checkpoint()}) is untouched. Lower train.optimizer.lr or set "
+                f"train.grad_clip")
         if self.scheduler is not None:
             self.scheduler.step()
         return value
+
+    def _nonfinite(self, attr: str):
+        """A phrase naming the first parameter whose `.grad` (attr "grad") or `.data` holds a NaN
+        or Inf, else None."""
+        for name, p in self.model.named_parameters():
+            values = p.data if attr == "data" else None if p.grad is None else p.grad.data
+            if values is not None and not np.isfinite(values).all():
+                return f"the {'gradient' if attr == 'grad' else 'value'} of {name} is not finite"
+        return None
+
+    def _last_checkpoint(self):
+        return find_latest_checkpoint(self.run_dir) or "none yet"
 
     def _reduce_gradients(self, loss: float) -> float:
         """Every parameter's .grad is ready here, before clipping and the optimizer step. A
