@@ -98,9 +98,13 @@ class MetricsLog:
         write_atomic(self.path, text.getvalue().encode())
 
     def write(self, **row) -> None:
-        with open(self.path, "a", newline="") as fh:
-            csv.DictWriter(fh, self.columns, extrasaction="ignore").writerow(
-                {k: _fmt(v) for k, v in row.items()})
+        try:
+            with open(self.path, "a", newline="") as fh:
+                csv.DictWriter(fh, self.columns, extrasaction="ignore").writerow(
+                    {k: _fmt(v) for k, v in row.items()})
+        except OSError as exc:  # e.g. a full disk: say which file
+            raise OSError(exc.errno, f"cannot append to {self.path}: {exc.strerror or exc}") \
+                from exc
 
     def read(self) -> list[dict]:
         with open(self.path, newline="") as fh:
