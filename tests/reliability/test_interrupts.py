@@ -1,0 +1,365 @@
+"""Interruptions and faults during training: Ctrl-C, a non-finite loss, a second process on the same
+run folder, a full disk or unwritable folder. Each keeps the last good checkpoint and says what
+happened and what to do."""
+import errno
+import io
+import os
+import re
+import shlex
+import signal
+import socket
+import time
+
+import numpy as np
+import pytest
+
+from framework.engine import Trainer
+from framework.engine.cli import train_main
+from framework.engine.runlog import MetricsLog
+from framework.io import checkpoint as ckpt
+
+from .conftest import run_train, start_train
+
+
+def wait_until(predicate, proc, timeout=60.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert proc.poll() is None, f"training ended early: {proc.communicate()}"
+        assert time.monotonic() < deadline, "timed out"
+        time.sleep(0.005)
+
+
+def logged_rows(run):
+    try:
+        return len((run / "metrics.csv").read_text().splitlines()) - 1
+    except FileNotFoundError:
+        return 0
+
+
+def snapshot(folder):
+    """{relative path: bytes} of every file under `folder`."""
+    return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def checkpoints(run):
+    return sorted(p.name for p in (run / "checkpoints").iterdir())
+
+
+# -- Ctrl-C ---------------------------------------------------------------------------------------
+@pytest.mark.parametrize("overrides", [[], ["--set", "name=renamed"]], ids=["plain", "with --set"])
+def test_sigint_saves_prints_how_to_resume_and_exits_130(make_config, tmp_path, overrides):
+    """A real SIGINT to a training process: it finishes the iteration, saves, prints a resume
+    command that works as printed (overrides included), and exits 130."""
+    cfg = make_config(iters=500, every=1000)  # no periodic checkpoint: only the interrupt saves
+    run = tmp_path / "runs" / ("renamed" if overrides else "tiny")
+    proc = start_train([cfg, *overrides])
+    wait_until(lambda: logged_rows(run) >= 2, proc)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    m = re.search(r"interrupted at iteration (\d+); checkpoint saved in (.+)\. Resume with:\n  "
+                  r"(srgrad-train .+ --resume auto)\n", err)
+    assert m, err
+    n = int(m.group(1))
+    assert n >= 2 and m.group(2) == str(run / "checkpoints")
+    assert checkpoints(run) == [f"iter_{n:08d}.safetensors"]
+    assert ckpt.load_checkpoint(run / "checkpoints" / f"iter_{n:08d}.safetensors")["iteration"] == n
+    assert ckpt.load_weights(run / "net_latest.safetensors")[1]["iteration"] == n
+    assert not (run / ".lock").exists() and not list(run.rglob("*.tmp"))
+    # the printed command, run as printed (plus a shorter total), continues this run
+    command = shlex.split(m.group(3))[1:]
+    result = run_train(command + ["--set", f"train.total_iters={n + 2}"])
+    assert result.returncode == 0, result.stderr
+    assert f"resumed from {run / 'checkpoints' / f'iter_{n:08d}.safetensors'} at iteration {n}" \
+        in result.stderr
+    rows = (run / "metrics.csv").read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == list(range(1, n + 3))
+
+
+def test_second_sigint_during_the_save_aborts_and_keeps_the_previous_checkpoint(make_config,
+                                                                                 tmp_path):
+    """Ctrl-C twice, the second while the first one's checkpoint is being written: the partial
+    file is removed, the earlier checkpoint is intact, exit 130 with a message."""
+    cfg = make_config(iters=2, every=1000)
+    run = tmp_path / "runs" / "tiny"
+    folder = run / "checkpoints"
+    assert train_main([str(cfg), "--no-progress"]) == 0
+    before = (folder / "iter_00000002.safetensors").read_bytes()
+    # resumed for longer; the only checkpoint write is the interrupt's, and it waits 1 s between
+    # its *.tmp and the os.replace
+    proc = start_train([cfg, "--resume", "auto", "--set", "train.total_iters=500"],
+                       SRGRAD_TEST_REPLACE_DELAY=1.0, SRGRAD_TEST_REPLACE_ONLY="checkpoints")
+    wait_until(lambda: logged_rows(run) >= 4, proc)
+    proc.send_signal(signal.SIGINT)
+    wait_until(lambda: any(p.name.endswith(".tmp") for p in folder.iterdir()), proc)
+    proc.send_signal(signal.SIGINT)  # while the interrupt's checkpoint is half-way
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "interrupted (no checkpoint written by this second Ctrl-C)" in err, err
+    assert "Traceback" not in err
+    assert checkpoints(run) == ["iter_00000002.safetensors"]
+    assert (folder / "iter_00000002.safetensors").read_bytes() == before
+    assert not (run / ".lock").exists()
+
+
+# -- non-finite loss ------------------------------------------------------------------------------
+def saved_bytes(monkeypatch):
+    """Record every checkpoint's bytes right after Trainer.save writes it."""
+    record = {}
+    original = Trainer.save
+
+    def save(self):
+        original(self)
+        path = self.run_dir / "checkpoints" / f"iter_{self.iteration:08d}.safetensors"
+        record[path] = path.read_bytes()
+
+    monkeypatch.setattr(Trainer, "save", save)
+    return record
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow warnings are expected
+def test_diverging_loss_stops_naming_the_iteration(make_config, tmp_path, monkeypatch, capsys):
+    """SGD with lr 1e38: the weights after step 1 are finite but huge; the loss of iteration 2
+    overflows to inf. Exit 1 with a message naming the iteration and the last good checkpoint,
+    which is byte-identical to what was written."""
+    cfg = make_config(iters=6, every=1)
+    cfg.write_text(cfg.read_text().replace("{type: Adam, lr: 1e-2}", "{type: SGD, lr: 1e38}"))
+    saved = saved_bytes(monkeypatch)
+    assert train_main([str(cfg), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    run = tmp_path / "runs" / "tiny"
+    last = run / "checkpoints" / "iter_00000001.safetensors"
+    assert f"error: loss is inf at iteration 2: training stopped. The last good checkpoint " \
+           f"({last}) is untouched. Lower train.optimizer.lr, set train.grad_clip, or set " \
+           f"train.nonfinite_loss: skip" in err
+    assert "Traceback" not in err
+    assert checkpoints(run) == [last.name] and last.read_bytes() == saved[last]
+    assert not (run / ".lock").exists()
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_an_update_that_makes_the_weights_non_finite_is_never_checkpointed(make_config, tmp_path,
+                                                                          capsys):
+    """Adam with lr 1e38: the bias-corrected step (lr / 0.1) overflows float32 at step 1, with a
+    finite loss. No checkpoint may hold those weights: "last good" must be good."""
+    cfg = make_config(iters=6, every=1)
+    cfg.write_text(cfg.read_text().replace("lr: 1e-2", "lr: 1e38"))
+    assert train_main([str(cfg), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"error: the optimizer step made the weights non-finite \(the value of "
+                     r"[\w.]+ is not finite, loss [\d.]+\) at iteration 1: training stopped\. The "
+                     r"last good checkpoint \(none yet\) is untouched", err), err
+    assert not (tmp_path / "runs" / "tiny" / ".lock").exists()
+    run = tmp_path / "runs" / "tiny"
+    for name in checkpoints(run):
+        state = ckpt.load_checkpoint(run / "checkpoints" / name)
+        assert all(np.isfinite(v).all() for v in state["model"].values()), name
+    if (run / "net_latest.safetensors").exists():
+        weights, _ = ckpt.load_weights(run / "net_latest.safetensors")
+        assert all(np.isfinite(v).all() for v in weights.values())
+
+
+def state_of(trainer):
+    return ({k: v.copy() for k, v in trainer.model.state_dict().items()},
+            trainer.optimizer.state_dict()["state"][0]["step"])
+
+
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")
+def test_skip_option_skips_non_finite_batches_and_leaves_the_state_alone(make_config, capsys):
+    """train.nonfinite_loss: skip: a NaN loss, an Inf loss and a NaN gradient (with a finite loss)
+    are each skipped with a warning naming the iteration; weights and optimizer state do not
+    change on those iterations; training completes."""
+    from framework.io.config import load_config
+    cfg = load_config(make_config(iters=6, every=6), ["train.nonfinite_loss=skip"])
+    t = Trainer(cfg, progress=False)
+    loss_fn, reduce = t.loss_fn, t._reduce_gradients
+    poison = {2: float("nan"), 3: float("inf")}  # iteration (1-based) -> loss factor
+
+    def loss(out, gt):
+        return loss_fn(out, gt) * poison.get(t.iteration + 1, 1.0)
+
+    def reduce_gradients(value):
+        if t.iteration + 1 == 5:  # a NaN gradient in one weight, the loss itself finite
+            p = next(iter(t.model.parameters()))
+            p.grad.data[...] = np.nan
+        return reduce(value)
+
+    t.loss_fn, t._reduce_gradients = loss, reduce_gradients
+    states = []
+    original = t._train_step
+
+    def step(batch):
+        result = original(batch)
+        states.append(state_of(t))
+        return result
+
+    t._train_step = step
+    assert t.fit()["iteration"] == 6
+    err = capsys.readouterr().err
+    assert "warning: loss is nan at iteration 2: batch skipped" in err
+    assert "warning: loss is inf at iteration 3: batch skipped" in err
+    assert "warning: the gradient of first_part.0.weight is not finite at iteration 5: batch " \
+        "skipped" in err, err
+    for skipped in (2, 3, 5):  # states[i - 1] is the state after iteration i
+        before, after = states[skipped - 2], states[skipped - 1]
+        assert after[1] == before[1]  # the optimizer did not step
+        for k in before[0]:
+            np.testing.assert_array_equal(after[0][k], before[0][k])
+    assert states[3][1] == states[0][1] + 1  # iteration 4 trained
+    assert all(np.isfinite(v).all() for v in states[-1][0].values())
+
+
+# -- two processes, one run folder ----------------------------------------------------------------
+def test_second_process_on_the_same_run_folder_is_refused(make_config, tmp_path, capsys):
+    """A runs (paused by SIGSTOP after its second checkpoint); B, started fresh, with --resume auto
+    and with --resume RUN_DIR, is refused with a message naming A; nothing in the folder changes."""
+    cfg = make_config(iters=500, every=2)
+    run = tmp_path / "runs" / "tiny"
+    a = start_train([cfg])
+    try:
+        wait_until(lambda: (run / "checkpoints" / "iter_00000004.safetensors").exists(), a)
+        a.send_signal(signal.SIGSTOP)
+        time.sleep(0.2)  # let a write in flight land
+        before = snapshot(run)
+        for args in ([str(cfg)], [str(cfg), "--resume", "auto"], ["--resume", str(run)]):
+            assert train_main(args + ["--no-progress"]) == 1, args
+            err = capsys.readouterr().err
+            assert f"error: run folder {run} is in use by process {a.pid} on " \
+                   f"{socket.gethostname()} (lock file {run / '.lock'}). Wait for that run to " \
+                   f"finish or use another run name" in err, err
+            assert snapshot(run) == before, args
+    finally:
+        a.send_signal(signal.SIGCONT)
+        a.send_signal(signal.SIGINT)
+        _, err = a.communicate(timeout=120)
+    assert a.returncode == 130, err  # A itself was not disturbed: it saves and stops normally
+    m = re.search(r"interrupted at iteration (\d+)", err)
+    n = int(m.group(1))
+    assert ckpt.load_checkpoint(run / "checkpoints" / f"iter_{n:08d}.safetensors")["iteration"] == n
+
+
+# -- full disk, unwritable folders ----------------------------------------------------------------
+class FullDisk:
+    """`open` for framework.io.checkpoint: the first file (after `after` others) whose path
+    contains `fail_on` takes half its bytes, then the disk is full (ENOSPC)."""
+
+    def __init__(self, fail_on, after=0):
+        self.fail_on, self.after, self.failures = fail_on, after, 0
+
+    def __call__(self, path, mode="r", *args, **kwargs):
+        fh = open(path, mode, *args, **kwargs)
+        if "w" not in mode or self.fail_on not in os.fspath(path):
+            return fh
+        if self.after:  # let this many matching writes through first
+            self.after -= 1
+            return fh
+        outer = self
+
+        class Half(io.BufferedWriter):
+            def write(self, data):
+                fh.write(bytes(data[:len(data) // 2]))
+                fh.flush()
+                outer.failures += 1
+                raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+        return Half(fh.raw)
+
+
+@pytest.mark.parametrize("fail_on", ["iter_00000004", "net_latest"])
+def test_full_disk_while_saving_is_a_clear_error_and_keeps_the_previous_checkpoint(
+        make_config, tmp_path, monkeypatch, capsys, fail_on):
+    cfg = make_config(iters=6, every=2)
+    run = tmp_path / "runs" / "tiny"
+    saved = saved_bytes(monkeypatch)
+    disk = FullDisk(fail_on, after=0 if fail_on.startswith("iter") else 1)
+    monkeypatch.setattr(ckpt, "open", disk, raising=False)
+    assert train_main([str(cfg), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    target = (run / "checkpoints" / "iter_00000004.safetensors" if fail_on.startswith("iter")
+              else run / "net_latest.safetensors")
+    assert disk.failures == 1
+    assert f"error: [Errno {errno.ENOSPC}] cannot write {target}: No space left on device (any " \
+           f"previous version of the file is intact)" in err, err
+    assert "Traceback" not in err
+    second = run / "checkpoints" / "iter_00000002.safetensors"
+    assert second.read_bytes() == saved[second]
+    assert ckpt.load_checkpoint(second)["iteration"] == 2
+    assert ckpt.load_weights(run / "net_latest.safetensors")[1]["iteration"] == 2
+    assert not list(run.rglob("*.tmp")) and not (run / ".lock").exists()
+    # space freed: the run resumes and ends like an uninterrupted one
+    monkeypatch.undo()
+    assert train_main([str(cfg), "--resume", "auto", "--no-progress"]) == 0
+    assert train_main([str(cfg), "--set", "name=straight", "--no-progress"]) == 0
+    a, _ = ckpt.load_weights(run / "net_latest.safetensors")
+    b, _ = ckpt.load_weights(tmp_path / "runs" / "straight" / "net_latest.safetensors")
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
+
+
+def test_full_disk_while_logging_names_the_file(make_config, tmp_path, monkeypatch, capsys):
+    """metrics.csv is appended every log_every iterations: ENOSPC there names the file too."""
+    import framework.engine.runlog as runlog
+    cfg = make_config(iters=6, every=2)
+    real_open = open
+
+    def full(path, mode="r", *args, **kwargs):
+        if "a" in mode and str(path).endswith("metrics.csv"):
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_open(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(runlog, "open", full, raising=False)
+    assert train_main([str(cfg), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'runs' / 'tiny' / 'metrics.csv'}" in err and "No space left" in err, err
+    assert not (tmp_path / "runs" / "tiny" / ".lock").exists()
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes through chmod; ENOSPC covers this")
+def test_read_only_checkpoint_folder_is_a_clear_error(make_config, tmp_path, capsys):
+    cfg = make_config(iters=4, every=2)
+    run = tmp_path / "runs" / "tiny"
+    assert train_main([str(cfg), "--set", "train.total_iters=2", "--no-progress"]) == 0
+    before = (run / "checkpoints" / "iter_00000002.safetensors").read_bytes()
+    os.chmod(run / "checkpoints", 0o555)
+    try:
+        assert train_main([str(cfg), "--resume", "auto", "--no-progress"]) == 1
+    finally:
+        os.chmod(run / "checkpoints", 0o755)
+    err = capsys.readouterr().err
+    assert "cannot write" in err and "Permission denied" in err and "intact" in err, err
+    assert (run / "checkpoints" / "iter_00000002.safetensors").read_bytes() == before
+
+
+def test_unusable_run_root_is_a_clear_error(make_config, tmp_path, capsys):
+    blocker = tmp_path / "a_file"
+    blocker.write_text("not a folder")
+    cfg = make_config(iters=2, every=2)
+    assert train_main([str(cfg), "--set", f"run_root={blocker}", "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and str(blocker) in err and "Not a directory" in err, err
+    assert "Traceback" not in err
+
+
+def test_crash_while_rewriting_metrics_on_resume_keeps_every_row(tmp_path, monkeypatch):
+    """On resume metrics.csv is rewritten without the rows after the checkpoint; a failure (or a
+    kill) in the middle must leave the old file whole."""
+    import framework.engine.runlog as runlog
+    path = tmp_path / "metrics.csv"
+    log = MetricsLog(path, ["iteration", "loss"])
+    for i in range(1, 6):
+        log.write(iteration=i, loss=1.0 / i)
+    before = path.read_bytes()
+
+    def crash(target, data):
+        with open(f"{target}.tmp", "wb") as fh:
+            fh.write(data[:10])
+        raise OSError(errno.EIO, "simulated crash")
+
+    monkeypatch.setattr(runlog, "write_atomic", crash)
+    with pytest.raises(OSError):
+        MetricsLog(path, ["iteration", "loss"], resume_iteration=3)
+    assert path.read_bytes() == before
+    monkeypatch.undo()
+    MetricsLog(path, ["iteration", "loss"], resume_iteration=3)
+    assert [r["iteration"] for r in MetricsLog(path, ["iteration", "loss"], 9).read()] == \
+        ["1", "2", "3"]
