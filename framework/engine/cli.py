@@ -83,8 +83,11 @@ def _train(args, comm) -> int:
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
         shown = " ".join(shlex.quote(str(a)) for a in [config, *(
             x for o in args.overrides for x in ("--set", o))])
-        trainer = Trainer(cfg, run_dir=run_dir, resume=resume, progress=not args.no_progress,
-                          config_path=shown, comm=comm)
+        try:
+            trainer = Trainer(cfg, run_dir=run_dir, resume=resume, progress=not args.no_progress,
+                              config_path=shown, comm=comm)
+        except ConfigError as exc:  # a constructor's check, named by its config key
+            raise ConfigError(f"{config}: {exc}") from None
         result = trainer.fit()
     except ConfigError as exc:
         return _error(str(exc), 2)

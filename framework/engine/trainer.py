@@ -11,6 +11,7 @@ global batch; writes, logs, progress bars and validation happen only where `self
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import signal
 import sys
@@ -23,7 +24,7 @@ from tqdm.auto import tqdm
 from .. import distributed, nn
 from ..autograd import no_grad
 from ..io import checkpoint as ckpt
-from ..io.config import config_hash, dump_config
+from ..io.config import ConfigError, config_hash, dump_config
 from ..registry import DATASETS, LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
 from ..tensor import Tensor
 from .inference import bicubic, upscale
@@ -40,6 +41,16 @@ class TrainingError(RuntimeError):
 
 class TrainingInterrupted(KeyboardInterrupt):
     """Ctrl-C: a checkpoint was saved; `resume_hint` says how to continue."""
+
+
+@contextlib.contextmanager
+def _section(key: str):
+    """A constructor's own check (a value the schema cannot judge, a missing folder, an unreadable
+    image) becomes a ConfigError naming the config key it came from."""
+    try:
+        yield
+    except (ValueError, TypeError, OSError) as exc:
+        raise ConfigError(f"{key}: {exc}") from exc
 
 
 def find_latest_checkpoint(run_dir):
@@ -81,22 +92,30 @@ class Trainer:
         # weights are a pure function of the seed: initialise under it, then cast
         nn.init.manual_seed(cfg["seed"])
         self.model_spec = {**cfg["model"], "scale": self.scale}
-        self.model = MODELS.build(self.model_spec).to(self.dtype)
+        with _section("model"):
+            self.model = MODELS.build(self.model_spec).to(self.dtype)
         self.comm.broadcast_params(self.model)  # same seed, same weights; this makes it certain
         self.model.train()
-        self.optimizer = OPTIMIZERS.build(tcfg["optimizer"], params=list(self.model.parameters()))
+        with _section("train.optimizer"):
+            self.optimizer = OPTIMIZERS.build(tcfg["optimizer"],
+                                              params=list(self.model.parameters()))
         self.scheduler = None
         if tcfg["scheduler"] is not None:
             spec = tcfg["scheduler"]
-            self.scheduler = SCHEDULERS.get(spec["type"])(
-                self.optimizer, **{k: v for k, v in spec.items() if k != "type"})
-        self.loss_fn = LOSSES.build(tcfg["loss"])
-        self.train_set = DATASETS.build(cfg["datasets"]["train"], scale=self.scale)
+            with _section("train.scheduler"):
+                self.scheduler = SCHEDULERS.get(spec["type"])(
+                    self.optimizer, **{k: v for k, v in spec.items() if k != "type"})
+        with _section("train.loss"):
+            self.loss_fn = LOSSES.build(tcfg["loss"])
+        with _section("datasets.train"):
+            self.train_set = DATASETS.build(cfg["datasets"]["train"], scale=self.scale)
         val_spec = cfg["datasets"]["val"]
-        self.val_set = DATASETS.build(val_spec, scale=self.scale) if val_spec else None
+        with _section("datasets.val"):
+            self.val_set = DATASETS.build(val_spec, scale=self.scale) if val_spec else None
         from ..data import BatchLoader
-        self.loader = BatchLoader(self.train_set, tcfg["batch_size"], seed=cfg["seed"],
-                                  shuffle=True, rank=self.rank, world_size=self.world_size)
+        with _section("train.batch_size"):
+            self.loader = BatchLoader(self.train_set, tcfg["batch_size"], seed=cfg["seed"],
+                                      shuffle=True, rank=self.rank, world_size=self.world_size)
 
     # -- public entry -----------------------------------------------------------------------------
     def fit(self) -> dict:
@@ -177,7 +196,9 @@ class Trainer:
             while self.iteration < total:
                 if self._stop_requested:
                     self._interrupt(bar)
-                loss = self._train_step(self.loader.get_batch(self.iteration))
+                with self._data_errors("the training batch"):
+                    batch = self.loader.get_batch(self.iteration)
+                loss = self._train_step(batch)
                 self.iteration += 1
                 self.elapsed = time.perf_counter() - t0
                 if loss is not None:
@@ -250,6 +271,18 @@ class Trainer:
             if values is not None and not np.isfinite(values).all():
                 return f"the {'gradient' if attr == 'grad' else 'value'} of {name} is not finite"
         return None
+
+    @contextlib.contextmanager
+    def _data_errors(self, what: str):
+        """An image that fails only when its pixels are first decoded (the dataset scan reads
+        headers) stops training with the file's name and how to continue."""
+        try:
+            yield
+        except (ValueError, OSError) as exc:
+            raise TrainingError(
+                f"cannot load {what} of iteration {self.iteration + 1}: {exc}. The last "
+                f"checkpoint ({self._last_checkpoint()}) is intact: fix or remove the file (or set "
+                f"bad_files: skip in the dataset) and continue with --resume auto") from exc
 
     def _last_checkpoint(self):
         return find_latest_checkpoint(self.run_dir) or "none yet"
@@ -324,7 +357,8 @@ class Trainer:
         for i in bar:
             if self._stop_requested:
                 break
-            item = self.val_set.get(i)
+            with self._data_errors("a validation image"):
+                item = self.val_set.get(i)
             sr = np.clip(upscale(self.model, item["lq"], vcfg["tile"], vcfg["tile_overlap"]), 0, 1)
             if i not in self._baselines:
                 self._baselines[i] = bicubic(item["lq"], self.scale, vcfg["baseline"])
