@@ -33,8 +33,9 @@ def tiny_train(tmp_path_factory):
     return root
 
 
-def config_text(train_root, run_root, iters=6, every=1, keep=2, extra=""):
-    """A tiny ESPCN x2 run: 8x8 crops, batch 2, Adam + cosine schedule, no validation set."""
+def config_text(train_root, run_root, iters=6, every=1, keep=2, extra="", train_extra=""):
+    """A tiny ESPCN x2 run: 8x8 crops, batch 2, Adam + cosine schedule, no validation set.
+    `train_extra` is added to the datasets.train mapping (e.g. ", bad_files: skip")."""
     return textwrap.dedent(f"""\
         name: tiny
         scale: 2
@@ -42,7 +43,7 @@ def config_text(train_root, run_root, iters=6, every=1, keep=2, extra=""):
         run_root: {run_root}
         model: {{type: ESPCN, num_feat: [4, 4]}}
         datasets:
-          train: {{type: HRImageDataset, root: {train_root}, gt_size: 8}}
+          train: {{type: HRImageDataset, root: {train_root}, gt_size: 8{train_extra}}}
         train:
           total_iters: {iters}
           batch_size: 2
@@ -55,10 +56,11 @@ def config_text(train_root, run_root, iters=6, every=1, keep=2, extra=""):
 
 @pytest.fixture
 def make_config(tmp_path, tiny_train):
-    """make_config(name="cfg.yaml", **config_text keywords) -> path; run_root is tmp_path/runs."""
-    def make(name="cfg.yaml", **kw):
+    """make_config(name="cfg.yaml", train_root=tiny_train, **config_text keywords) -> path;
+    run_root is tmp_path/runs."""
+    def make(name="cfg.yaml", train_root=None, **kw):
         path = tmp_path / name
-        path.write_text(config_text(tiny_train, tmp_path / "runs", **kw))
+        path.write_text(config_text(train_root or tiny_train, tmp_path / "runs", **kw))
         return path
     return make
 
