@@ -248,10 +248,13 @@ def import_modules(names, base_dir=None, source="<config>") -> None:
     """Import user modules by name (never by file path); `base_dir` (the config's folder) is put on
     sys.path first. This runs the modules' code: a config is code."""
     for name in names:
-        if not _MODULE_NAME.match(name):
+        # "my_layers.py" would pass as package "my_layers", submodule "py": it is a file name
+        if not _MODULE_NAME.match(name) or name.endswith(".py"):
             raise ConfigError(f"{source}: imports: {name!r} is not a module name (a config imports "
                               f"modules by name, e.g. 'my_layers', never by file path)")
-    if base_dir and base_dir not in sys.path:
+    # only when there is something to import: a config folder (maybe /tmp, maybe a run folder)
+    # first on sys.path could shadow any module the process imports later
+    if names and base_dir and base_dir not in sys.path:
         sys.path.insert(0, base_dir)
     for name in names:
         try:
