@@ -1,0 +1,156 @@
+"""What srgrad runs: a config's `imports:` (module names only, never file paths; the config's folder
+goes on sys.path only when there is something to import), YAML without Python tags, and no pickle,
+eval or unsafe YAML anywhere in the source."""
+import ast
+import pathlib
+import re
+import sys
+
+import pytest
+import yaml
+
+from framework.engine.cli import train_main
+from framework.io import config as config_mod
+from framework.io.config import ConfigError, load_config, parse_config
+
+from .conftest import REPO, config_text
+
+
+@pytest.fixture
+def evil(tmp_path):
+    """A config folder holding evil.py, which leaves a marker file when imported."""
+    marker = tmp_path / "PWNED"
+    (tmp_path / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    return tmp_path, marker
+
+
+def with_imports(tmp_path, tiny_train, imports, folder=None):
+    folder = folder or tmp_path
+    path = folder / "cfg.yaml"
+    path.write_text(config_text(tiny_train, tmp_path / "runs") + f"imports: {imports}\n")
+    return path
+
+
+@pytest.mark.parametrize("name", ["../evil.py", "./evil.py", "evil.py", "/tmp/evil",
+                                  "sub/../evil", "evil/", "..evil", "evil.", "C:/evil",
+                                  "evil; import os", "", " evil", "évil-1"])
+def test_imports_refuse_anything_but_a_module_name(evil, tiny_train, name, capsys):
+    folder, marker = evil
+    path = with_imports(folder, tiny_train, [name], folder / "sub")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: imports: {re.escape(repr(name))} "
+                                          rf"is not a module name \(a config imports modules by "
+                                          rf"name, e.g. 'my_layers', never by file path\)"):
+        load_config(path)
+    assert train_main([str(path), "--no-progress"]) == 2
+    assert "is not a module name" in capsys.readouterr().err
+    assert not marker.exists()
+
+
+def test_imports_must_be_a_list_of_strings(tmp_path, tiny_train):
+    for bad in ("evil", "[1, 2]", "{a: b}"):
+        path = with_imports(tmp_path, tiny_train, bad)
+        with pytest.raises(ConfigError, match=r"imports: expected a list of strings"):
+            load_config(path)
+
+
+def test_a_missing_module_is_named_with_where_it_was_looked_for(tmp_path, tiny_train):
+    path = with_imports(tmp_path, tiny_train, ["no_such_module_xyz"])
+    with pytest.raises(ConfigError, match=rf"{re.escape(str(path))}: imports: cannot import module "
+                                          rf"'no_such_module_xyz': .*\(looked in {tmp_path}"):
+        load_config(path)
+
+
+def test_module_names_do_run_code_a_config_is_code(evil, tiny_train, monkeypatch):
+    """The documented trust model: `imports: [evil]` runs evil.py from the config's folder."""
+    folder, marker = evil
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "evil", raising=False)
+    load_config(with_imports(folder, tiny_train, ["evil"]))
+    assert marker.exists()
+    sys.modules.pop("evil", None)
+
+
+def test_a_config_without_imports_leaves_sys_path_alone(tmp_path, tiny_train, monkeypatch):
+    """Loading a config from a folder (/tmp, a run folder) must not put that folder first on
+    sys.path, where a stray matplotlib.py or tqdm.py in it would shadow the real module."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = list(sys.path)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(config_text(tiny_train, tmp_path / "runs"))
+    load_config(path)
+    path.write_text(config_text(tiny_train, tmp_path / "runs") + "imports: []\n")
+    load_config(path)
+    assert sys.path == before
+
+
+@pytest.mark.parametrize("tag", [
+    "!!python/object/apply:os.system ['touch {m}']",
+    "!!python/object/new:subprocess.Popen [['touch', '{m}']]",
+    "!!python/name:os.system",
+    "!!python/module:os",
+    "!!python/object:builtins.object {{}}",
+])
+def test_yaml_python_tags_are_refused(tmp_path, tiny_train, tag, capsys):
+    marker = tmp_path / "PWNED"
+    value = tag.format(m=marker)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(config_text(tiny_train, tmp_path / "runs").replace("name: tiny",
+                                                                        f"name: {value}"))
+    with pytest.raises(ConfigError, match=rf"(?s)^{re.escape(str(path))}: not valid YAML: .*could "
+                                          rf"not determine a constructor for the tag "
+                                          rf"'tag:yaml.org,2002:python/"):
+        load_config(path)
+    assert train_main([str(path), "--no-progress"]) == 2
+    # and through a command-line override
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(config_text(tiny_train, tmp_path / "runs"))
+    with pytest.raises(ConfigError, match=r"--set: cannot parse value .*could not determine a "
+                                          r"constructor"):
+        load_config(ok, [f"name={value}"])
+    assert not marker.exists()
+
+
+def test_the_config_loader_is_a_safe_loader():
+    assert issubclass(config_mod.ConfigLoader, yaml.SafeLoader)
+    with pytest.raises(ConfigError):
+        parse_config("a: !!python/object/apply:os.getcwd []", do_imports=False)
+
+
+# -- a static guard over the source tree ----------------------------------------------------------
+SOURCES = sorted(p for d in ("framework", "models", "scripts", "configs")
+                 for p in (REPO / d).rglob("*.py"))
+
+
+def calls(tree):
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call):
+            yield node, ast.unparse(node.func)
+
+
+@pytest.mark.parametrize("path", SOURCES, ids=[str(p.relative_to(REPO)) for p in SOURCES])
+def test_no_pickle_eval_or_unsafe_yaml_in_the_source(path):
+    """No module imports pickle/marshal/shelve/dill; no eval/exec; no torch.load; np.load only
+    with allow_pickle=False; yaml.load only with the safe ConfigLoader."""
+    tree = ast.parse(path.read_text(), str(path))
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] + [getattr(node, "module", None) or ""]
+            assert not {n.split(".")[0] for n in names} & {"pickle", "marshal", "shelve", "dill",
+                                                           "cloudpickle", "joblib"}, \
+                f"{path}:{node.lineno} imports a pickle-family module"
+    for node, func in calls(tree):
+        where = f"{path}:{node.lineno}: {func}"
+        assert func not in ("eval", "exec", "compile", "__import__", "torch.load",
+                            "yaml.unsafe_load", "yaml.full_load"), where
+        if func in ("np.load", "numpy.load"):
+            kw = {k.arg: ast.unparse(k.value) for k in node.keywords}
+            assert kw.get("allow_pickle") == "False", where
+        if func == "yaml.load":
+            kw = {k.arg: ast.unparse(k.value) for k in node.keywords}
+            assert kw.get("Loader") == "ConfigLoader", where
+
+
+def test_the_guard_sees_the_source():
+    assert any(p.name == "config.py" for p in SOURCES) and len(SOURCES) > 30
