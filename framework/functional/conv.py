@@ -10,24 +10,35 @@ W (O, C/groups, kh, kw). Three routines carry all the arithmetic:
 For conv2d, X is the input and Y the output; for conv_transpose2d the roles swap (its input is the feature
 side), which is why torch's transposed weight layout (in, out/groups, kh, kw) is the same matrix.
 
-im2col and col2im are parallel numba kernels; the products go to BLAS through np.matmul. The column
-matrix is built one tile (some whole images, or some output rows of one image) at a time so that it
-never exceeds COL_BUFFER_BYTES whatever the batch or image size.
+The work is cut into tiles (some whole images, or a band of output rows of one image), each an im2col
+or col2im (serial numba kernels) and a product (np.matmul, BLAS). Tiles run on a pool of Python threads
+(numba.get_num_threads() of them), each with single-threaded BLAS: one fork/join per call. Per-tile
+multithreaded BLAS calls between kernels stalled on this shared 2-core machine (measured: 16 per-image
+tiles of a 3x3 64->64 conv, 380 ms with 2-thread BLAS, 42 ms with 2 worker threads of 1-thread BLAS).
+The column buffers of all threads together never exceed COL_BUFFER_BYTES.
 """
 from __future__ import annotations
 
+import ctypes
+import functools
+import glob
+import os
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+import numba
 import numpy as np
 
-from .._jit import kernel, prange
+from .._jit import kernel
 from ..autograd import Function
 from ._util import data_of
 
 __all__ = ["conv2d", "conv_transpose2d"]
 
-# Largest column tile (bytes). Besides bounding memory, small tiles keep the column matrix in the
-# L2/L3 caches between im2col and the matmul that reads it (measured in scripts/bench_conv.py).
+# Column buffers of all worker threads together (bytes). Besides bounding memory, small tiles keep
+# each column matrix in the caches between im2col and the product that reads it.
 COL_BUFFER_BYTES = 16 * 2**20
 
 
@@ -54,72 +65,151 @@ class _Geometry(NamedTuple):
 # -- kernels -------------------------------------------------------------------------------------------
 
 @kernel
-def _valid_columns(off, sw, W, OW):
-    """The output columns j in [j0, j1) whose source column j*sw + off lies inside [0, W)."""
-    j0 = 0 if off >= 0 else (-off + sw - 1) // sw
-    j1 = (W - off + sw - 1) // sw
-    j1 = max(j0, min(OW, j1))
-    return min(j0, OW), j1
+def _valid_range(off, step, size, count):
+    """The indices i in [i0, i1) of [0, count) whose source i * step + off lies inside [0, size)."""
+    i0 = 0 if off >= 0 else (-off + step - 1) // step
+    i1 = max(i0, min(count, (size - off + step - 1) // step))
+    return min(i0, count), i1
 
 
-@kernel(parallel=True)
+@kernel
 def _im2col(x, col, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
     """col[b, (c, p, q), (i, j)] = x[b0 + b, c, (r0 + i) sh + p dh - ph, j sw + q dw - pw] (0 outside)."""
     nb, K, n = col.shape
     nr = n // OW
     H, W = x.shape[2], x.shape[3]
-    for t in prange(nb * K):
+    for t in range(nb * K):
         b, k = t // K, t % K
         c, p, q = k // (kh * kw), (k // kw) % kh, k % kw
-        off = q * dw - pw
-        j0, j1 = _valid_columns(off, sw, W, OW)
-        for i in range(nr):
-            row = col[b, k, i * OW:(i + 1) * OW]
-            y = (r0 + i) * sh + p * dh - ph
-            if y < 0 or y >= H:
-                row[:] = 0
-                continue
-            src = x[b0 + b, c, y]
+        dst, src = col[b, k], x[b0 + b, c]
+        yoff, xoff = r0 * sh + p * dh - ph, q * dw - pw
+        i0, i1 = _valid_range(yoff, sh, H, nr)
+        j0, j1 = _valid_range(xoff, sw, W, OW)
+        dst[:i0 * OW] = 0
+        dst[i1 * OW:] = 0
+        if sh == 1 and sw == 1 and OW == W and i1 > i0:
+            # Consecutive output rows read consecutive input rows: one flat copy of the band; what it
+            # takes from beyond a row's ends lands in the padding columns, zeroed below.
+            a = (yoff + i0) * W + xoff
+            lo, hi = max(a, 0), min(a + (i1 - i0) * W, H * W)
+            d = i0 * OW - a
+            dst[d + lo:d + hi] = src.reshape(H * W)[lo:hi]
+            for i in range(i0, i1):
+                dst[i * OW:i * OW + j0] = 0
+                dst[i * OW + j1:(i + 1) * OW] = 0
+            continue
+        for i in range(i0, i1):
+            row, srow = dst[i * OW:(i + 1) * OW], src[i * sh + yoff]
             row[:j0] = 0
             for j in range(j0, j1):
-                row[j] = src[j * sw + off]
+                row[j] = srow[j * sw + xoff]
             row[j1:] = 0
 
 
-@kernel(parallel=True)
+@kernel
 def _col2im(col, x, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
     """The adjoint of _im2col: x[b0 + b, c, ...] += every column entry im2col copied from there.
-    One thread owns one (image, channel) plane of x, so the scatter is race-free."""
+    `col` is scratch: its padding entries are zeroed."""
     nb, K, n = col.shape
     nr = n // OW
     C, H, W = x.shape[1], x.shape[2], x.shape[3]
-    for t in prange(nb * C):
+    for t in range(nb * C):
         b, c = t // C, t % C
+        dst = x[b0 + b, c]
         for p in range(kh):
             for q in range(kw):
-                k = (c * kh + p) * kw + q
-                off = q * dw - pw
-                j0, j1 = _valid_columns(off, sw, W, OW)
-                for i in range(nr):
-                    y = (r0 + i) * sh + p * dh - ph
-                    if y < 0 or y >= H:
-                        continue
-                    dst = x[b0 + b, c, y]
-                    src = col[b, k, i * OW:(i + 1) * OW]
+                src = col[b, (c * kh + p) * kw + q]
+                yoff, xoff = r0 * sh + p * dh - ph, q * dw - pw
+                i0, i1 = _valid_range(yoff, sh, H, nr)
+                j0, j1 = _valid_range(xoff, sw, W, OW)
+                if sh == 1 and sw == 1 and OW == W:
+                    # The flat band add of _im2col's fast path; padding columns add zero.
+                    for i in range(i0, i1):
+                        src[i * OW:i * OW + j0] = 0
+                        src[i * OW + j1:(i + 1) * OW] = 0
+                    a = (yoff + i0) * W + xoff
+                    lo, hi = max(a, 0), min(a + (i1 - i0) * W, H * W)
+                    d = i0 * OW - a
+                    flat = dst.reshape(H * W)
+                    for m in range(lo, hi):
+                        flat[m] += src[d + m]
+                    continue
+                for i in range(i0, i1):
+                    row, drow = src[i * OW:(i + 1) * OW], dst[i * sh + yoff]
                     for j in range(j0, j1):
-                        dst[j * sw + off] += src[j]
+                        drow[j * sw + xoff] += row[j]
 
 
-# -- the three routines ------------------------------------------------------------------------------
+# -- tiles and threads --------------------------------------------------------------------------------
 
-def _tiles(n_images, out_rows, row_bytes):
-    """Split (images, output rows) into tiles whose column matrix fits COL_BUFFER_BYTES: whole images
-    when one fits, else bands of rows of one image (at least one row). Returns (tiles, buffer bytes),
-    each tile (b0, b1, r0, r1)."""
-    cap = COL_BUFFER_BYTES
+def _find_blas_threads():
+    """(get, set) of the thread count of the OpenBLAS bundled with numpy, or None (another BLAS)."""
+    for path in glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*")):
+        lib = ctypes.CDLL(path)  # already loaded by numpy: the same handle
+        for stem in ("scipy_openblas_", "openblas_"):
+            for suffix in ("64_", ""):
+                get = getattr(lib, f"{stem}get_num_threads{suffix}", None)
+                put = getattr(lib, f"{stem}set_num_threads{suffix}", None)
+                if get is not None and put is not None:
+                    return get, put
+    return None
+
+
+_BLAS_THREADS = _find_blas_threads()
+_POOL = {"size": 0, "executor": None, "lock": threading.Lock()}
+
+
+def _workers():
+    """Worker threads for tiles: numba's thread count, or 1 when BLAS threads cannot be limited."""
+    return numba.get_num_threads() if _BLAS_THREADS is not None else 1
+
+
+def _executor(n):
+    with _POOL["lock"]:
+        if _POOL["size"] != n:
+            if _POOL["executor"] is not None:
+                _POOL["executor"].shutdown(wait=True)
+            _POOL["executor"], _POOL["size"] = ThreadPoolExecutor(n, thread_name_prefix="srgrad-conv"), n
+        return _POOL["executor"]
+
+
+def _run(tasks, work, buffer_elems, dtype):
+    """[work(task, buffer) for task in tasks] on the worker threads, each with its own column buffer
+    and single-threaded BLAS; results in task order. One task (or one worker) runs inline with BLAS
+    threaded as usual."""
+    n = min(_workers(), len(tasks))
+    if n <= 1:
+        buf = np.empty(buffer_elems, dtype)
+        return [work(t, buf) for t in tasks]
+    buffers = queue.SimpleQueue()
+    for _ in range(n):
+        buffers.put(np.empty(buffer_elems, dtype))
+
+    def job(task):
+        buf = buffers.get()
+        try:
+            return work(task, buf)
+        finally:
+            buffers.put(buf)
+
+    get, put = _BLAS_THREADS
+    before = get()
+    put(1)
+    try:
+        return list(_executor(n).map(job, tasks))
+    finally:
+        put(before)
+
+
+def _tiles(n_images, out_rows, row_bytes, workers=1):
+    """Split (images, output rows) into tiles whose column matrix fits COL_BUFFER_BYTES / workers:
+    whole images when one fits (at most half a worker's share of the batch per tile, for balance),
+    else bands of rows of one image (at least one row). Returns (tiles, bytes per buffer), each tile
+    (b0, b1, r0, r1)."""
+    cap = COL_BUFFER_BYTES // workers
     image_bytes = out_rows * row_bytes
     if image_bytes <= cap:
-        step = max(1, cap // max(image_bytes, 1))
+        step = max(1, min(cap // max(image_bytes, 1), -(-n_images // (2 * workers))))
         tiles = [(b, min(n_images, b + step), 0, out_rows) for b in range(0, n_images, step)]
         return tiles, min(step, n_images) * image_bytes
     rows = max(1, cap // row_bytes)
@@ -129,14 +219,17 @@ def _tiles(n_images, out_rows, row_bytes):
 
 
 def _column_tiles(x_side, geo):
-    """Tiles and a reusable column buffer for an image side of shape (N, C, H, W)."""
-    N, C = x_side[0], x_side[1]
+    """Tiles over the feature side, elements per column buffer and the column height K, for an image
+    side of shape (N, C, ...) and dtype x_side = (N, C, dtype)."""
+    N, C, dtype = x_side
     OH, OW = geo.features
     K = C * geo.kernel[0] * geo.kernel[1]
-    itemsize = np.dtype(x_side[2]).itemsize
-    tiles, nbytes = _tiles(N, OH, K * OW * itemsize)
-    return tiles, np.empty(nbytes // itemsize, x_side[2]), K
+    itemsize = np.dtype(dtype).itemsize
+    tiles, nbytes = _tiles(N, OH, K * OW * itemsize, _workers())
+    return tiles, nbytes // itemsize, K
 
+
+# -- the three routines ------------------------------------------------------------------------------
 
 def _correlate(x, w, geo, bias=None):
     """Y = W @ im2col(X) (+ bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW)."""
@@ -151,8 +244,10 @@ def _correlate(x, w, geo, bias=None):
         if bias is not None:
             yv += bias.reshape(g, O // g, 1)
         return y
-    tiles, buf, K = _column_tiles((N, x.shape[1], x.dtype), geo)
-    for b0, b1, r0, r1 in tiles:
+    tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)
+
+    def work(tile, buf):
+        b0, b1, r0, r1 = tile
         nb, n = b1 - b0, (r1 - r0) * OW
         col = buf[:nb * K * n].reshape(nb, K, n)
         _im2col(x, col, b0, r0, OW, *geo.flat())
@@ -160,6 +255,8 @@ def _correlate(x, w, geo, bias=None):
         np.matmul(wm, col.reshape(nb, g, K // g, n), out=out)
         if bias is not None:  # while the tile is still in cache
             out += bias.reshape(g, O // g, 1)
+
+    _run(tiles, work, elems, x.dtype)
     return y
 
 
@@ -175,12 +272,18 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
         x = np.matmul(wt, yv).reshape(N, c_out, H, W)
     else:
         x = np.zeros((N, c_out, H, W), y.dtype)
-        tiles, buf, K = _column_tiles((N, c_out, y.dtype), geo)
-        for b0, b1, r0, r1 in tiles:
-            nb, n = b1 - b0, (r1 - r0) * OW
-            col = buf[:nb * K * n].reshape(nb, K, n)
-            np.matmul(wt, yv[b0:b1, :, :, r0 * OW:r1 * OW], out=col.reshape(nb, g, K // g, n))
-            _col2im(col, x, b0, r0, OW, *geo.flat())
+        tiles, elems, K = _column_tiles((N, c_out, y.dtype), geo)
+        # Bands of one image add into overlapping rows of x: one task per image runs them in turn.
+        tasks = [[t for t in tiles if t[0] == b] for b in sorted({t[0] for t in tiles})]
+
+        def work(task, buf):
+            for b0, b1, r0, r1 in task:
+                nb, n = b1 - b0, (r1 - r0) * OW
+                col = buf[:nb * K * n].reshape(nb, K, n)
+                np.matmul(wt, yv[b0:b1, :, :, r0 * OW:r1 * OW], out=col.reshape(nb, g, K // g, n))
+                _col2im(col, x, b0, r0, OW, *geo.flat())
+
+        _run(tasks, work, elems, y.dtype)
     if bias is not None:
         x += bias.reshape(1, c_out, 1, 1)
     return x
@@ -195,15 +298,18 @@ def _weight_grad(x, y, geo, w_shape):
     if geo.is_pointwise():
         cols = x.reshape(N, g, -1, L).transpose(0, 1, 3, 2)
         return np.matmul(yv, cols).sum(axis=0).reshape(w_shape)
-    dw = np.zeros((g, O // g, w_shape[1] * w_shape[2] * w_shape[3]), x.dtype)
-    tiles, buf, K = _column_tiles((N, x.shape[1], x.dtype), geo)
-    for b0, b1, r0, r1 in tiles:
+    tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)
+
+    def work(tile, buf):
+        b0, b1, r0, r1 = tile
         nb, n = b1 - b0, (r1 - r0) * OW
         col = buf[:nb * K * n].reshape(nb, K, n)
         _im2col(x, col, b0, r0, OW, *geo.flat())
         cols = col.reshape(nb, g, K // g, n).transpose(0, 1, 3, 2)
-        dw += np.matmul(yv[b0:b1, :, :, r0 * OW:r1 * OW], cols).sum(axis=0)
-    return dw.reshape(w_shape)
+        return np.matmul(yv[b0:b1, :, :, r0 * OW:r1 * OW], cols).sum(axis=0)
+
+    # Partial sums added in tile order, whatever thread made them: the result is deterministic.
+    return functools.reduce(np.add, _run(tiles, work, elems, x.dtype)).reshape(w_shape)
 
 
 # -- Functions ---------------------------------------------------------------------------------------

@@ -149,10 +149,13 @@ def test_only_the_needed_gradients_are_computed(rng, monkeypatch):
 
 
 @pytest.mark.parametrize("transpose", [False, True])
-def test_tiny_column_buffer_gives_the_same_results(transpose, rng, monkeypatch):
-    """Tiles of one output row of one image (a 1-byte cap) equal the whole-batch computation."""
-    x_shape, w_shape, options = ((3, 4, 7, 6), (4, 2, 3, 3), dict(stride=2, padding=1, groups=2))
-    if transpose:
+@pytest.mark.parametrize("options", [dict(stride=2, padding=1, groups=2), dict(padding=(1, 2), dilation=(1, 2))])
+def test_tiny_column_buffer_gives_the_same_results(transpose, options, rng, monkeypatch):
+    """Tiles of one output row of one image (a 1-byte cap) equal the whole-batch computation (strided,
+    and stride 1 with output size = input size, which takes the kernels' flat-band path)."""
+    x_shape, w_shape = (3, 4, 7, 6), (4, 2 if "groups" in options else 4, 3, 3)
+    options = dict(options)
+    if transpose and "stride" in options:
         options["output_padding"] = 1
     fn = F.conv_transpose2d if transpose else F.conv2d
     results = []
@@ -170,8 +173,8 @@ def test_tiny_column_buffer_gives_the_same_results(transpose, rng, monkeypatch):
 def test_column_buffer_of_a_large_batch_stays_under_the_cap():
     """The issue's case: a 3x3 conv on (16, 64, 96, 96) float32 never builds a column matrix > 512 MB."""
     geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (96, 96), (96, 96))
-    tiles, buf, _ = conv_module._column_tiles((16, 64, np.float32), geo)
-    assert buf.nbytes <= conv_module.COL_BUFFER_BYTES <= 512 * 2**20
+    tiles, elems, _ = conv_module._column_tiles((16, 64, np.float32), geo)
+    assert 4 * elems * conv_module._workers() <= conv_module.COL_BUFFER_BYTES <= 512 * 2**20
     covered = sorted((b, r) for b0, b1, r0, r1 in tiles for b in range(b0, b1) for r in range(r0, r1))
     assert covered == [(b, r) for b in range(16) for r in range(96)]  # every output row exactly once
 

@@ -1,0 +1,128 @@
+"""Convolutions and pixel shuffle: srgrad vs torch.nn.functional, forward and forward+backward, float32.
+
+Run through the harness: `python scripts/benchmark.py --only conv --threads 2`. The note column gives
+each side's GFLOP/s (2 x multiply-adds of the forward; forward+backward counts three products, or two
+when the input needs no gradient) and, in its own row, this machine's float32 matmul (2048^3, np.matmul)
+for scale. A last row reports the largest column buffer a conv on (16, 64, 96, 96) allocates.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from benchmark import Row, time_pair
+
+import framework as sg
+import framework.functional as F
+from framework.functional import conv as conv_module
+
+TITLE = "Convolutions and pixel shuffle, float32"
+
+# (label, op, input shape, weight shape, options, input needs grad, target for fwd+bwd)
+CASES = [
+    ("conv2d 3x3 64->64 (16,64,48,48)", "conv2d", (16, 64, 48, 48), (64, 64, 3, 3), dict(padding=1), True, 1.5),
+    ("conv2d 3x3 3->64 (16,3,96,96)", "conv2d", (16, 3, 96, 96), (64, 3, 3, 3), dict(padding=1), False, 1.5),
+    ("conv2d 3x3 64->3 (16,64,96,96)", "conv2d", (16, 64, 96, 96), (3, 64, 3, 3), dict(padding=1), True, 1.5),
+    ("conv2d 1x1 64->64 (16,64,48,48)", "conv2d", (16, 64, 48, 48), (64, 64, 1, 1), dict(), True, 1.5),
+    ("conv_transpose2d 9x9 s2 56->3 (16,56,48,48) (FSRCNN)", "conv_transpose2d", (16, 56, 48, 48),
+     (56, 3, 9, 9), dict(stride=2, padding=4, output_padding=1), True, 1.5),
+]
+
+
+def _conv_flops(op, x_shape, w_shape, options):
+    """2 x multiply-adds of the forward."""
+    if op == "conv2d":
+        with sg.no_grad():
+            out = F.conv2d(sg.zeros(1, *x_shape[1:]), sg.zeros(*w_shape), **options).shape
+        return 2.0 * x_shape[0] * np.prod(out[1:]) * np.prod(w_shape[1:])
+    return 2.0 * np.prod(x_shape) * np.prod(w_shape[1:])  # each input pixel stamps its kernel
+
+
+def _peak_matmul(repeat):
+    a = np.random.default_rng(0).standard_normal((2048, 2048), dtype=np.float32)
+    ours, _ = time_pair(lambda: a @ a, None, repeat)
+    return Row("np.matmul float32 2048^3 (machine reference)", ours, None,
+               note=f"{2 * 2048 ** 3 / ours / 1e6:.0f} GFLOP/s")
+
+
+def _column_buffer_row():
+    """Largest column tile of a 3x3 conv on (16, 64, 96, 96) float32 (forward and weight gradient)."""
+    geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (96, 96), (96, 96))
+    _, elems, _ = conv_module._column_tiles((16, 64, np.float32), geo)
+    peak, full = 4 * elems * conv_module._workers(), 16 * 64 * 9 * 96 * 96 * 4
+    return Row("conv2d 3x3 64->64 (16,64,96,96): column buffer", 0.0, None,
+               note=f"peak column buffers {peak / 2**20:.1f} MB over {conv_module._workers()} threads "
+                    f"(untiled: {full / 2**20:.0f} MB; "
+                    f"cap COL_BUFFER_BYTES {conv_module.COL_BUFFER_BYTES / 2**20:.0f} MB)")
+
+
+def run(args) -> list[Row]:
+    try:
+        import torch
+        import torch.nn.functional as TF
+    except ImportError:
+        torch = None
+    rng = np.random.default_rng(0)
+    rows = [_peak_matmul(args.repeat)]
+    for label, op, x_shape, w_shape, options, x_grad, target in CASES:
+        x = rng.standard_normal(x_shape, dtype=np.float32)
+        w = (rng.standard_normal(w_shape, dtype=np.float32) * 0.05).astype(np.float32)
+        b = np.zeros(w_shape[1] if op == "conv_transpose2d" else w_shape[0], np.float32)
+        X, W, B = sg.Tensor(x, requires_grad=x_grad), sg.Tensor(w, requires_grad=True), sg.Tensor(b, requires_grad=True)
+        fn = getattr(F, op)
+        g = rng.standard_normal(fn(X, W, B, **options).shape, dtype=np.float32)
+        flops = _conv_flops(op, x_shape, w_shape, options)
+
+        def ours_fwd():
+            with sg.no_grad():
+                fn(X, W, B, **options)
+
+        def ours_both():
+            X.grad = W.grad = B.grad = None
+            fn(X, W, B, **options).backward(g)
+
+        theirs_fwd = theirs_both = None
+        if torch is not None:
+            tfn = getattr(TF, op)
+            tx, tw, tb = torch.from_numpy(x).requires_grad_(x_grad), torch.from_numpy(w).requires_grad_(), \
+                torch.from_numpy(b).requires_grad_()
+            tg = torch.from_numpy(g)
+
+            def theirs_fwd():
+                with torch.no_grad():
+                    tfn(tx, tw, tb, **options)
+
+            def theirs_both():
+                tx.grad = tw.grad = tb.grad = None
+                tfn(tx, tw, tb, **options).backward(tg)
+
+        for suffix, ours, theirs, work, tgt in (("fwd", ours_fwd, theirs_fwd, flops, None),
+                                               ("fwd+bwd", ours_both, theirs_both, flops * (3 if x_grad else 2),
+                                                target)):
+            a, t = time_pair(ours, theirs, args.repeat)
+            note = f"{work / a / 1e6:.0f} GFLOP/s" + ("" if t is None else f" vs {work / t / 1e6:.0f}")
+            rows.append(Row(f"{label} {suffix}", a, t, tgt, note))
+    rows.append(_pixel_shuffle_row(args, rng, torch))
+    rows.append(_column_buffer_row())
+    return rows
+
+
+def _pixel_shuffle_row(args, rng, torch):
+    """pixel_shuffle x2 (16, 256, 48, 48) -> (16, 64, 96, 96), forward+backward."""
+    x = rng.standard_normal((16, 256, 48, 48), dtype=np.float32)
+    g = rng.standard_normal((16, 64, 96, 96), dtype=np.float32)
+    X = sg.Tensor(x, requires_grad=True)
+
+    def ours():
+        X.grad = None
+        F.pixel_shuffle(X, 2).backward(g)
+
+    theirs = None
+    if torch is not None:
+        tx, tg = torch.from_numpy(x).requires_grad_(), torch.from_numpy(g)
+
+        def theirs():
+            tx.grad = None
+            torch.nn.functional.pixel_shuffle(tx, 2).backward(tg)
+
+    a, t = time_pair(ours, theirs, args.repeat)
+    return Row("pixel_shuffle x2 (16,256,48,48) fwd+bwd", a, t, None)
