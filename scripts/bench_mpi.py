@@ -108,8 +108,9 @@ def run(args) -> list:
     rows = []
     for k, r in results.items():
         speedup = f", {base['mean_step_ms'] / r['mean_step_ms']:.2f}x vs 1 rank" if base else ""
+        compute = r["mean_step_ms"] * (1 - r["allreduce_share"])
         note = (f"{1e3 / r['mean_step_ms']:.2f} steps/s{speedup}; Allreduce "
-                f"{100 * r['allreduce_share']:.1f}% of step time")
+                f"{100 * r['allreduce_share']:.1f}% of step time, the rest {compute:.1f} ms")
         if k > 1:
             note += (f" (transport alone: median {r['transport_ms']:.2f} ms, min "
                      f"{r['transport_min_ms']:.2f} ms for {r['params']} params = "
