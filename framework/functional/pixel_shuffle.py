@@ -1,2 +1,79 @@
-"""(placeholder: being written)"""
-__all__ = []
+"""pixel_shuffle and pixel_unshuffle (torch's channel order): each is the other's inverse, and since
+both are permutations of the elements, each is also the other's backward."""
+from __future__ import annotations
+
+import numpy as np
+
+from ..autograd import Function
+from ._util import data_of
+
+__all__ = ["pixel_shuffle", "pixel_unshuffle"]
+
+
+def _shuffle(x, r):
+    """(N, C r^2, H, W) -> (N, C, H r, W r): out[n, c, h r + a, w r + b] = x[n, c r^2 + a r + b, h, w]."""
+    N, Cr2, H, W = x.shape
+    C = Cr2 // (r * r)
+    return np.ascontiguousarray(
+        x.reshape(N, C, r, r, H, W).transpose(0, 1, 4, 2, 5, 3)).reshape(N, C, H * r, W * r)
+
+
+def _unshuffle(x, r):
+    """(N, C, H r, W r) -> (N, C r^2, H, W), the inverse of _shuffle."""
+    N, C, Hr, Wr = x.shape
+    H, W = Hr // r, Wr // r
+    return np.ascontiguousarray(
+        x.reshape(N, C, H, r, W, r).transpose(0, 1, 3, 5, 2, 4)).reshape(N, C * r * r, H, W)
+
+
+class PixelShuffle(Function):
+    @staticmethod
+    def forward(ctx, x, *, r):
+        ctx.r = r
+        return _shuffle(x, r)
+
+    @staticmethod
+    def backward(ctx, g):  # a permutation: dL/dx = its inverse applied to g
+        return _unshuffle(g, ctx.r)
+
+
+class PixelUnshuffle(Function):
+    @staticmethod
+    def forward(ctx, x, *, r):
+        ctx.r = r
+        return _unshuffle(x, r)
+
+    @staticmethod
+    def backward(ctx, g):  # a permutation: dL/dx = its inverse applied to g
+        return _shuffle(g, ctx.r)
+
+
+def _check(name, arg, x, r):
+    a = data_of(x)
+    if a.dtype not in (np.float32, np.float64):
+        raise TypeError(f"{name}: input must be float32 or float64, got dtype {a.dtype}")
+    if a.ndim != 4:
+        raise ValueError(f"{name}: expected a 4-D input (N, C, H, W), got shape {a.shape}")
+    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
+        raise ValueError(f"{name}: {arg} must be a positive int, got {r!r}")
+    return a, int(r)
+
+
+def pixel_shuffle(x, upscale_factor):
+    """Rearrange (N, C r^2, H, W) -> (N, C, H r, W r) with r = upscale_factor, as torch (ESPCN's
+    sub-pixel upsampling): out[n, c, h r + a, w r + b] = x[n, c r^2 + a r + b, h, w]."""
+    a, r = _check("pixel_shuffle", "upscale_factor", x, upscale_factor)
+    if a.shape[1] % (r * r):
+        raise ValueError(f"pixel_shuffle: input {a.shape} has {a.shape[1]} channels, not divisible by "
+                         f"upscale_factor^2 = {r * r}")
+    return PixelShuffle.apply(x, r=r)
+
+
+def pixel_unshuffle(x, downscale_factor):
+    """Rearrange (N, C, H r, W r) -> (N, C r^2, H, W) with r = downscale_factor: the inverse of
+    pixel_shuffle, as torch."""
+    a, r = _check("pixel_unshuffle", "downscale_factor", x, downscale_factor)
+    if a.shape[2] % r or a.shape[3] % r:
+        raise ValueError(f"pixel_unshuffle: input {a.shape} has height {a.shape[2]} and width "
+                         f"{a.shape[3]}, not both divisible by downscale_factor {r}")
+    return PixelUnshuffle.apply(x, r=r)
