@@ -191,7 +191,9 @@ def infer_main(argv=None) -> int:
 def eval_main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="srgrad-eval", description="PSNR/SSIM (Y channel, BasicSR "
                                 "conventions) of a model on HR images, next to bicubic (MATLAB "
-                                "imresize). LR inputs are made from the HR images by imresize.")
+                                "imresize). The LR inputs are made exactly as in training "
+                                "validation (HRImageDataset: mod-crop, imresize, 8-bit LR; gray "
+                                "images replicated to RGB), so the numbers match metrics.csv.")
     _model_args(p)
     p.add_argument("--input", required=True, help="folder of HR images")
     p.add_argument("--csv", help="CSV output (default: eval_<folder>.csv beside the weights)")
@@ -200,33 +202,29 @@ def eval_main(argv=None) -> int:
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     from tqdm.auto import tqdm
-    from .. import functional as F
     from .. import metrics as M
-    from ..autograd import no_grad
+    from ..data import HRImageDataset
     from ..io.config import ConfigError
-    from ..io.image import list_images, read_image
-    from ..tensor import Tensor
     from .inference import bicubic, model_in_channels, super_resolve
     try:
         model, info = _load(args)
         scale = info["scale"]
-        files = list_images(args.input) if Path(args.input).is_dir() else []
-        if not files:
+        if not Path(args.input).is_dir():
+            return _error(f"--input {args.input}: not a folder of HR images", 2)
+        in_ch = model_in_channels(info)
+        data = HRImageDataset(args.input, scale, color="y" if in_ch == 1 else "rgb")
+        if len(data) == 0:
             return _error(f"--input {args.input}: no images found", 2)
         crop = scale if args.crop_border is None else args.crop_border
         y = not args.rgb
         tag = "Y" if y else "RGB"
         rows = []
-        for f in tqdm(files, desc="evaluate", unit="img", disable=args.no_progress):
-            hr, _ = read_image(f)
-            h, w = (hr.shape[1] // scale) * scale, (hr.shape[2] // scale) * scale
-            hr = np.ascontiguousarray(hr[:, :h, :w])
-            with no_grad():
-                lq = np.clip(F.imresize(Tensor(hr[None]), scale_factor=1 / scale).data[0], 0, 1)
-            sr = super_resolve(model, lq, scale, model_in_channels(info), args.tile,
-                               args.tile_overlap)
+        for i in tqdm(range(len(data)), desc="evaluate", unit="img", disable=args.no_progress):
+            item = data.get(i)
+            lq, hr = item["lq"], item["gt"]
+            sr = super_resolve(model, lq, scale, in_ch, args.tile, args.tile_overlap)
             bic = bicubic(lq, scale, "imresize")
-            rows.append({"image": f.name,
+            rows.append({"image": item["name"],
                          f"psnr_{tag}": M.psnr(sr, hr, crop_border=crop, y_channel=y),
                          f"ssim_{tag}": M.ssim(sr, hr, crop_border=crop, y_channel=y),
                          f"bicubic_psnr_{tag}": M.psnr(bic, hr, crop_border=crop, y_channel=y),

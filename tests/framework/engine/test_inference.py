@@ -134,8 +134,9 @@ def test_evaluate_prints_table_and_writes_csv(weights, tmp_path, capsys):
         rows = list(csv.DictReader(fh))
     assert [r["image"] for r in rows] == ["a.png", "b.png", "mean"]
     hr, _ = read_image(hr_dir / "a.png")
-    hr = hr[:, :32, :30]
-    lq = np.clip(F.imresize(Tensor(hr[None]), scale_factor=0.5).data[0], 0, 1)
+    hr = np.ascontiguousarray(hr[:, :32, :30])  # mod-cropped to the scale
+    lq = F.imresize(Tensor(hr[None]), scale_factor=0.5).data[0]
+    lq = np.round(np.clip(lq, 0, 1) * 255) / 255  # 8-bit LR, as validation during training
     expected = M.psnr(bicubic(lq, 2), hr, crop_border=2)
     assert float(rows[0]["bicubic_psnr_Y"]) == pytest.approx(expected, abs=1e-4)
     mean = (float(rows[0]["psnr_Y"]) + float(rows[1]["psnr_Y"])) / 2
