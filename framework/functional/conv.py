@@ -231,28 +231,32 @@ def _column_tiles(x_side, geo):
 
 # -- the three routines ------------------------------------------------------------------------------
 
+def _columns(x, tile, buf, K, geo):
+    """The column matrix of one tile as (nb, groups, K/groups, n): a view of x for a pointwise conv,
+    else im2col into buf."""
+    b0, b1, r0, r1 = tile
+    g, OW = geo.groups, geo.features[1]
+    if geo.is_pointwise():
+        return x.reshape(x.shape[0], g, K // g, -1)[b0:b1, :, :, r0 * OW:r1 * OW]
+    nb, n = b1 - b0, (r1 - r0) * OW
+    col = buf[:nb * K * n].reshape(nb, K, n)
+    _im2col(x, col, b0, r0, OW, *geo.flat())
+    return col.reshape(nb, g, K // g, n)
+
+
 def _correlate(x, w, geo, bias=None):
     """Y = W @ im2col(X) (+ bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW)."""
     N, g, O = x.shape[0], geo.groups, w.shape[0]
     OH, OW = geo.features
-    L = OH * OW
     y = np.empty((N, O, OH, OW), x.dtype)
     wm = w.reshape(g, O // g, -1)
-    yv = y.reshape(N, g, O // g, L)
-    if geo.is_pointwise():
-        np.matmul(wm, x.reshape(N, g, -1, L), out=yv)
-        if bias is not None:
-            yv += bias.reshape(g, O // g, 1)
-        return y
+    yv = y.reshape(N, g, O // g, OH * OW)
     tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)
 
     def work(tile, buf):
         b0, b1, r0, r1 = tile
-        nb, n = b1 - b0, (r1 - r0) * OW
-        col = buf[:nb * K * n].reshape(nb, K, n)
-        _im2col(x, col, b0, r0, OW, *geo.flat())
         out = yv[b0:b1, :, :, r0 * OW:r1 * OW]
-        np.matmul(wm, col.reshape(nb, g, K // g, n), out=out)
+        np.matmul(wm, _columns(x, tile, buf, K, geo), out=out)
         if bias is not None:  # while the tile is still in cache
             out += bias.reshape(g, O // g, 1)
 
@@ -263,27 +267,36 @@ def _correlate(x, w, geo, bias=None):
 def _correlate_adjoint(y, w, geo, c_out, bias=None):
     """X = col2im(W^T @ Y) (+ bias): Y (N, O, OH, OW), W (O, C/g, kh, kw) -> X (N, C, H, W)."""
     N, g, O = y.shape[0], geo.groups, w.shape[0]
+    (kh, kw), (dh, dw), (ph, pw) = geo.kernel, geo.dilation, geo.padding
+    if geo.stride == (1, 1) and O <= c_out and ph <= dh * (kh - 1) and pw <= dw * (kw - 1):
+        # With stride 1 the adjoint is itself a correlation, of Y with the flipped, transposed kernel;
+        # its column matrix has O kh kw rows instead of C kh kw, and no col2im: cheaper when O <= C.
+        wf = w.reshape(g, O // g, c_out // g, kh, kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
+        flipped = _Geometry(geo.kernel, (1, 1), (dh * (kh - 1) - ph, dw * (kw - 1) - pw), geo.dilation,
+                            g, geo.features, geo.image)
+        return _correlate(y, np.ascontiguousarray(wf).reshape(c_out, O // g, kh, kw), flipped, bias)
     H, W = geo.image
     OH, OW = geo.features
-    L = OH * OW
     wt = w.reshape(g, O // g, -1).transpose(0, 2, 1)  # (g, C/g * kh * kw, O/g)
-    yv = y.reshape(N, g, O // g, L)
-    if geo.is_pointwise():
-        x = np.matmul(wt, yv).reshape(N, c_out, H, W)
-    else:
-        x = np.zeros((N, c_out, H, W), y.dtype)
-        tiles, elems, K = _column_tiles((N, c_out, y.dtype), geo)
-        # Bands of one image add into overlapping rows of x: one task per image runs them in turn.
-        tasks = [[t for t in tiles if t[0] == b] for b in sorted({t[0] for t in tiles})]
+    yv = y.reshape(N, g, O // g, OH * OW)
+    x = np.zeros((N, c_out, H, W), y.dtype)
+    xv = x.reshape(N, g, c_out // g, H * W)
+    tiles, elems, K = _column_tiles((N, c_out, y.dtype), geo)
+    # Bands of one image add into overlapping rows of x: one task per image runs them in turn.
+    tasks = [[t for t in tiles if t[0] == b] for b in sorted({t[0] for t in tiles})]
 
-        def work(task, buf):
-            for b0, b1, r0, r1 in task:
-                nb, n = b1 - b0, (r1 - r0) * OW
-                col = buf[:nb * K * n].reshape(nb, K, n)
-                np.matmul(wt, yv[b0:b1, :, :, r0 * OW:r1 * OW], out=col.reshape(nb, g, K // g, n))
-                _col2im(col, x, b0, r0, OW, *geo.flat())
+    def work(task, buf):
+        for b0, b1, r0, r1 in task:
+            nb, n = b1 - b0, (r1 - r0) * OW
+            src = yv[b0:b1, :, :, r0 * OW:r1 * OW]
+            if geo.is_pointwise():  # col2im is the identity
+                np.matmul(wt, src, out=xv[b0:b1, :, :, r0 * OW:r1 * OW])
+                continue
+            col = buf[:nb * K * n].reshape(nb, K, n)
+            np.matmul(wt, src, out=col.reshape(nb, g, K // g, n))
+            _col2im(col, x, b0, r0, OW, *geo.flat())
 
-        _run(tasks, work, elems, y.dtype)
+    _run(tasks, work, elems, y.dtype)
     if bias is not None:
         x += bias.reshape(1, c_out, 1, 1)
     return x
@@ -293,19 +306,12 @@ def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
     OH, OW = geo.features
-    L = OH * OW
-    yv = y.reshape(N, g, O // g, L)
-    if geo.is_pointwise():
-        cols = x.reshape(N, g, -1, L).transpose(0, 1, 3, 2)
-        return np.matmul(yv, cols).sum(axis=0).reshape(w_shape)
+    yv = y.reshape(N, g, O // g, OH * OW)
     tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)
 
     def work(tile, buf):
         b0, b1, r0, r1 = tile
-        nb, n = b1 - b0, (r1 - r0) * OW
-        col = buf[:nb * K * n].reshape(nb, K, n)
-        _im2col(x, col, b0, r0, OW, *geo.flat())
-        cols = col.reshape(nb, g, K // g, n).transpose(0, 1, 3, 2)
+        cols = _columns(x, tile, buf, K, geo).transpose(0, 1, 3, 2)
         return np.matmul(yv[b0:b1, :, :, r0 * OW:r1 * OW], cols).sum(axis=0)
 
     # Partial sums added in tile order, whatever thread made them: the result is deterministic.

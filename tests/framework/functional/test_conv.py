@@ -20,6 +20,7 @@ CONV_CASES = [
     ((2, 4, 5, 6), (3, 4, 1, 1), dict()),
     ((2, 4, 5, 6), (6, 2, 1, 1), dict(groups=2)),
     ((2, 4, 5, 6), (3, 4, 1, 1), dict(stride=2, padding=1)),
+    ((2, 4, 5, 6), (3, 4, 1, 1), dict(padding=1)),  # padding beyond the kernel: no flipped-kernel adjoint
     ((2, 3, 1, 1), (2, 3, 3, 3), dict(padding=1)),
     ((1, 2, 1, 1), (3, 2, 1, 1), dict()),
 ]
@@ -32,6 +33,7 @@ TRANSPOSE_CASES = [
                                       dilation=(1, 2))),
     ((2, 4, 2, 3), (4, 1, 2, 2), dict(stride=2, groups=4)),
     ((2, 2, 3, 3), (2, 3, 3, 3), dict(dilation=3, output_padding=2)),
+    ((2, 2, 4, 5), (2, 3, 3, 2), dict(padding=1)),  # stride 1, in <= out: the flipped-kernel correlation
     ((2, 4, 3, 4), (4, 3, 1, 1), dict()),
     ((2, 4, 3, 4), (4, 3, 1, 1), dict(stride=2, output_padding=1)),
     ((2, 3, 1, 1), (3, 2, 4, 4), dict(stride=2, padding=1)),
