@@ -123,7 +123,8 @@ def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, ove
     Y (Cb, Cr bicubic), a 3-channel model on gray runs on the gray replicated and averages back."""
     c = img.shape[0]
     if c == in_ch:
-        return np.clip(upscale(model, img, tile, overlap), 0.0, 1.0)
+        sr = upscale(model, img, tile, overlap)
+        return np.clip(sr, 0.0, 1.0, out=sr)  # in place: the HR image can be hundreds of MB
     if in_ch == 1 and c == 3:
         from ..metrics import rgb_to_ycbcr, ycbcr_to_rgb
         ycc = rgb_to_ycbcr(img).astype(np.float32)
