@@ -189,3 +189,10 @@ def test_resume_from_a_run_folder_uses_its_config(make_config, tmp_path, capsys)
     assert "resumed from" in capsys.readouterr().err
     assert ckpt.load_checkpoint(run / "checkpoints" / "iter_00000004.safetensors")["iteration"] == 4
     assert train_main(["--resume", str(tmp_path / "nowhere"), "--no-progress"]) == 2
+
+
+@pytest.mark.parametrize("script", ["train.py", "infer.py", "evaluate.py"])
+def test_scripts_are_thin_command_lines(script):
+    done = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--help"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0 and "usage: srgrad-" in done.stdout
