@@ -1,6 +1,7 @@
 """srgrad vs PyTorch CPU, side by side in one process at the same thread count.
 
-    python scripts/benchmark.py                    # every section
+    python scripts/benchmark.py                    # every section but mpi
+    python scripts/benchmark.py --mpi              # MPI scale-out: 1 vs 2 ranks (needs mpirun)
     python scripts/benchmark.py --only resample    # one section (bench_resample.py)
     python scripts/benchmark.py --threads 2 --repeat 7 --markdown out.md
 
@@ -75,6 +76,7 @@ def table(title: str, rows: list[Row]) -> str:
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--only", nargs="*", default=None, help=f"sections to run (known: {', '.join(sections())})")
+    ap.add_argument("--mpi", action="store_true", help="the MPI scale-out section (same as --only mpi)")
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--markdown", default=None, help="also write the tables to this file")
@@ -89,7 +91,7 @@ def main(argv=None):
         tv = torch.__version__
     except ImportError:
         tv = "absent"
-    names = args.only or sections()
+    names = args.only or (["mpi"] if args.mpi else [s for s in sections() if s != "mpi"])
     unknown = sorted(set(names) - set(sections()))
     if unknown:
         ap.error(f"unknown section(s) {unknown}; known: {sections()}")
