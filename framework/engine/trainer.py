@@ -372,6 +372,8 @@ class Trainer:
                 out.parent.mkdir(exist_ok=True)
                 write_image(out, comparison_strip(bic, sr, gt))
         self.model.train()
+        if self._stop_requested:  # Ctrl-C mid-validation: a partial mean would mislead net_best
+            return {}
         means = {k: float(np.mean(v)) for k, v in scores.items() if v}
         if not self.is_main or not means:
             return means

@@ -196,3 +196,22 @@ def test_scripts_are_thin_command_lines(script):
     done = subprocess.run([sys.executable, str(REPO / "scripts" / script), "--help"],
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0 and "usage: srgrad-" in done.stdout
+
+
+def test_sigint_during_validation_records_no_partial_result(make_config, tmp_path):
+    path = make_config(iters=50, every=2)
+    t = trainer(path)
+    get = t.val_set.get
+
+    def get_then_interrupt(i, rng=None):
+        os.kill(os.getpid(), signal.SIGINT)
+        return get(i, rng)
+
+    t.val_set.get = get_then_interrupt
+    with pytest.raises(TrainingInterrupted):
+        t.fit()
+    run = tmp_path / "runs" / "tiny"
+    assert not (run / "net_best.safetensors").exists()  # one image of two is not a validation
+    with open(run / "metrics.csv") as fh:
+        assert not any(r["psnr_y"] for r in csv.DictReader(fh))
+    assert ckpt.load_checkpoint(run / "checkpoints" / "iter_00000002.safetensors")["iteration"] == 2
