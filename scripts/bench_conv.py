@@ -19,7 +19,8 @@ TITLE = "Convolutions and pixel shuffle, float32"
 
 # (label, op, input shape, weight shape, options, input needs grad, target for fwd+bwd)
 CASES = [
-    ("conv2d 3x3 64->64 (16,64,48,48)", "conv2d", (16, 64, 48, 48), (64, 64, 3, 3), dict(padding=1), True, 1.5),
+    ("conv2d 3x3 64->64 (16,64,48,48)", "conv2d", (16, 64, 48, 48), (64, 64, 3, 3), dict(padding=1), True,
+     1.5),
     ("conv2d 3x3 3->64 (16,3,96,96)", "conv2d", (16, 3, 96, 96), (64, 3, 3, 3), dict(padding=1), False, 1.5),
     ("conv2d 3x3 64->3 (16,64,96,96)", "conv2d", (16, 64, 96, 96), (3, 64, 3, 3), dict(padding=1), True, 1.5),
     ("conv2d 1x1 64->64 (16,64,48,48)", "conv2d", (16, 64, 48, 48), (64, 64, 1, 1), dict(), True, 1.5),
@@ -67,7 +68,8 @@ def run(args) -> list[Row]:
         x = rng.standard_normal(x_shape, dtype=np.float32)
         w = (rng.standard_normal(w_shape, dtype=np.float32) * 0.05).astype(np.float32)
         b = np.zeros(w_shape[1] if op == "conv_transpose2d" else w_shape[0], np.float32)
-        X, W, B = sg.Tensor(x, requires_grad=x_grad), sg.Tensor(w, requires_grad=True), sg.Tensor(b, requires_grad=True)
+        X = sg.Tensor(x, requires_grad=x_grad)
+        W, B = sg.Tensor(w, requires_grad=True), sg.Tensor(b, requires_grad=True)
         fn = getattr(F, op)
         g = rng.standard_normal(fn(X, W, B, **options).shape, dtype=np.float32)
         flops = _conv_flops(op, x_shape, w_shape, options)
@@ -83,8 +85,8 @@ def run(args) -> list[Row]:
         theirs_fwd = theirs_both = None
         if torch is not None:
             tfn = getattr(TF, op)
-            tx, tw, tb = torch.from_numpy(x).requires_grad_(x_grad), torch.from_numpy(w).requires_grad_(), \
-                torch.from_numpy(b).requires_grad_()
+            tx = torch.from_numpy(x).requires_grad_(x_grad)
+            tw, tb = torch.from_numpy(w).requires_grad_(), torch.from_numpy(b).requires_grad_()
             tg = torch.from_numpy(g)
 
             def theirs_fwd():
@@ -95,9 +97,9 @@ def run(args) -> list[Row]:
                 tx.grad = tw.grad = tb.grad = None
                 tfn(tx, tw, tb, **options).backward(tg)
 
+        both_flops = flops * (3 if x_grad else 2)
         for suffix, ours, theirs, work, tgt in (("fwd", ours_fwd, theirs_fwd, flops, None),
-                                               ("fwd+bwd", ours_both, theirs_both, flops * (3 if x_grad else 2),
-                                                target)):
+                                               ("fwd+bwd", ours_both, theirs_both, both_flops, target)):
             a, t = time_pair(ours, theirs, args.repeat)
             note = f"{work / a / 1e6:.0f} GFLOP/s" + ("" if t is None else f" vs {work / t / 1e6:.0f}")
             rows.append(Row(f"{label} {suffix}", a, t, tgt, note))

@@ -156,7 +156,7 @@ def _find_blas_threads():
 
 
 _BLAS_THREADS = _find_blas_threads()
-_POOL = {"size": 0, "executor": None, "lock": threading.Lock()}
+_POOL = {"size": 0, "pid": 0, "executor": None, "active": 0, "blas_before": 0, "lock": threading.Lock()}
 
 
 def _workers():
@@ -164,13 +164,28 @@ def _workers():
     return numba.get_num_threads() if _BLAS_THREADS is not None else 1
 
 
-def _executor(n):
+def _enter(n):
+    """The executor of n threads (a new one after a change of thread count or a fork: a forked child
+    has no worker threads), with BLAS single-threaded until the last concurrent call leaves."""
     with _POOL["lock"]:
-        if _POOL["size"] != n:
-            if _POOL["executor"] is not None:
-                _POOL["executor"].shutdown(wait=True)
-            _POOL["executor"], _POOL["size"] = ThreadPoolExecutor(n, thread_name_prefix="srgrad-conv"), n
+        if _POOL["size"] != n or _POOL["pid"] != os.getpid():
+            if _POOL["executor"] is not None and _POOL["pid"] == os.getpid():
+                _POOL["executor"].shutdown(wait=False)
+            _POOL.update(executor=ThreadPoolExecutor(n, thread_name_prefix="srgrad-conv"), size=n,
+                         pid=os.getpid(), active=0)
+        get, put = _BLAS_THREADS
+        if _POOL["active"] == 0:
+            _POOL["blas_before"] = get()
+            put(1)
+        _POOL["active"] += 1
         return _POOL["executor"]
+
+
+def _leave():
+    with _POOL["lock"]:
+        _POOL["active"] -= 1
+        if _POOL["active"] == 0:
+            _BLAS_THREADS[1](_POOL["blas_before"])
 
 
 def _run(tasks, work, buffer_elems, dtype):
@@ -192,13 +207,11 @@ def _run(tasks, work, buffer_elems, dtype):
         finally:
             buffers.put(buf)
 
-    get, put = _BLAS_THREADS
-    before = get()
-    put(1)
+    executor = _enter(_workers())
     try:
-        return list(_executor(n).map(job, tasks))
+        return list(executor.map(job, tasks))
     finally:
-        put(before)
+        _leave()
 
 
 def _tiles(n_images, out_rows, row_bytes, workers=1):

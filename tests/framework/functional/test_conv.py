@@ -144,14 +144,16 @@ def test_only_the_needed_gradients_are_computed(rng, monkeypatch):
     calls = []
     for name in ("_correlate_adjoint", "_weight_grad"):
         real = getattr(conv_module, name)
-        monkeypatch.setattr(conv_module, name, lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
+        monkeypatch.setattr(conv_module, name,
+                            lambda *a, _r=real, _n=name, **k: calls.append(_n) or _r(*a, **k))
     F.conv2d(x, w).sum().backward()  # also a broadcast (non-contiguous) upstream gradient
     assert calls == ["_weight_grad"] and x.grad is None
     np.testing.assert_allclose(w.grad.numpy()[0], w.grad.numpy()[1])  # sum(): the same for every output
 
 
 @pytest.mark.parametrize("transpose", [False, True])
-@pytest.mark.parametrize("options", [dict(stride=2, padding=1, groups=2), dict(padding=(1, 2), dilation=(1, 2))])
+@pytest.mark.parametrize("options", [dict(stride=2, padding=1, groups=2),
+                                     dict(padding=(1, 2), dilation=(1, 2))])
 def test_tiny_column_buffer_gives_the_same_results(transpose, options, rng, monkeypatch):
     """Tiles of one output row of one image (a 1-byte cap) equal the whole-batch computation (strided,
     and stride 1 with output size = input size, which takes the kernels' flat-band path)."""
@@ -189,6 +191,35 @@ def test_pointwise_and_wide_tiles_split_rows_of_one_image(monkeypatch):
     assert tiles == [(0, 2, 0, 2), (2, 4, 0, 2), (4, 5, 0, 2)] and nbytes == 800
 
 
+def test_worker_threads_match_one_thread_and_restore_blas_threads(rng, monkeypatch):
+    """Tiles on the thread pool (also from two user threads at once) give the one-thread results, and
+    BLAS gets its thread count back afterwards."""
+    import threading
+    x, w = rng.standard_normal((6, 4, 9, 8)), rng.standard_normal((5, 4, 3, 3))
+
+    def grads():
+        X, W = (sg.tensor(a, requires_grad=True, dtype=np.float64) for a in (x, w))
+        y = F.conv2d(X, W, padding=1, stride=(1, 2))
+        y.backward(np.cos(np.arange(y.size)).reshape(y.shape))
+        return [y.numpy(), X.grad.numpy(), W.grad.numpy()]
+
+    blas = conv_module._BLAS_THREADS
+    before = blas[0]() if blas else None
+    results = [None, None]
+    threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, grads())) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    monkeypatch.setattr(conv_module, "_workers", lambda: 1)
+    serial = grads()
+    for got in results:
+        for a, ref in zip(got, serial):
+            np.testing.assert_allclose(a, ref, rtol=1e-13, atol=1e-13)
+    if blas:
+        assert blas[0]() == before
+
+
 def test_non_contiguous_input(rng):
     x = rng.standard_normal((2, 5, 6, 3)).transpose(0, 3, 1, 2)  # (2, 3, 5, 6), not C-contiguous
     w = rng.standard_normal((2, 3, 3, 3))
@@ -202,13 +233,16 @@ def _x(*shape, dtype=np.float64):
 
 @pytest.mark.parametrize("call,err,match", [
     (lambda: F.conv2d(_x(4, 5, 6), _x(3, 4, 3, 3)), ValueError,
-     r"conv2d: expected a 4-D input \(N, C, H, W\), got input of shape \(4, 5, 6\) \(weight \(3, 4, 3, 3\)\)"),
+     r"conv2d: expected a 4-D input \(N, C, H, W\), got input of shape \(4, 5, 6\) "
+     r"\(weight \(3, 4, 3, 3\)\)"),
     (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 3)), ValueError, r"conv2d: expected a 4-D weight"),
     (lambda: F.conv2d(_x(1, 5, 5, 6), _x(3, 4, 3, 3)), ValueError,
      r"conv2d: input \(1, 5, 5, 6\) has 5 channels but weight \(3, 4, 3, 3\) with groups=1 expects 4"),
     (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 2, 3, 3), groups=2), ValueError,
-     r"conv2d: groups=2 does not divide the 3 output channels of weight \(3, 2, 3, 3\) \(input \(1, 4, 5, 6\)\)"),
-    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(4, 2, 3, 3), groups=0), ValueError, r"groups must be a positive int"),
+     r"conv2d: groups=2 does not divide the 3 output channels of weight \(3, 2, 3, 3\) "
+     r"\(input \(1, 4, 5, 6\)\)"),
+    (lambda: F.conv2d(_x(1, 4, 5, 6), _x(4, 2, 3, 3), groups=0), ValueError,
+     r"groups must be a positive int"),
     (lambda: F.conv2d(_x(1, 4, 5, 6), _x(3, 4, 7, 3)), ValueError,
      r"conv2d: kernel \(7, 3\) with dilation \(1, 1\) spans \(7, 3\), larger than the padded input \(5, 6\) "
      r"\(input \(1, 4, 5, 6\), weight \(3, 4, 7, 3\)\)"),

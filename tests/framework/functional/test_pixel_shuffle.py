@@ -6,14 +6,16 @@ import framework.functional as F
 from tests.conftest import t64
 
 
-@pytest.mark.parametrize("shape,r", [((2, 12, 3, 5), 2), ((1, 9, 1, 1), 3), ((2, 3, 2, 3), 1), ((1, 8, 4, 1), 2)])
+@pytest.mark.parametrize("shape,r", [((2, 12, 3, 5), 2), ((1, 9, 1, 1), 3), ((2, 3, 2, 3), 1),
+                                     ((1, 8, 4, 1), 2)])
 def test_pixel_shuffle_parity_gradcheck_and_inverse(shape, r, rng):
     x = t64(rng, *shape)
     assert sg.gradcheck(lambda x: F.pixel_shuffle(x, r), (x,))
     y = F.pixel_shuffle(x, r)
     np.testing.assert_array_equal(F.pixel_unshuffle(y, r).numpy(), x.numpy())
     torch = pytest.importorskip("torch")
-    np.testing.assert_array_equal(y.numpy(), torch.nn.functional.pixel_shuffle(torch.tensor(x.numpy()), r).numpy())
+    ref = torch.nn.functional.pixel_shuffle(torch.tensor(x.numpy()), r)
+    np.testing.assert_array_equal(y.numpy(), ref.numpy())
 
 
 @pytest.mark.parametrize("shape,r", [((2, 3, 4, 6), 2), ((1, 1, 3, 3), 3), ((2, 3, 2, 3), 1)])
@@ -43,7 +45,8 @@ def test_pixel_shuffle_channel_order_by_hand():
     (lambda: F.pixel_shuffle(sg.zeros(1, 6, 2, 2), 2), ValueError,
      r"pixel_shuffle: input \(1, 6, 2, 2\) has 6 channels, not divisible by upscale_factor\^2 = 4"),
     (lambda: F.pixel_unshuffle(sg.zeros(1, 1, 4, 5), 2), ValueError,
-     r"pixel_unshuffle: input \(1, 1, 4, 5\) has height 4 and width 5, not both divisible by downscale_factor 2"),
+     r"pixel_unshuffle: input \(1, 1, 4, 5\) has height 4 and width 5, not both divisible by "
+     r"downscale_factor 2"),
     (lambda: F.pixel_shuffle(sg.zeros(4, 2, 2), 2), ValueError,
      r"pixel_shuffle: expected a 4-D input \(N, C, H, W\), got shape \(4, 2, 2\)"),
     (lambda: F.pixel_shuffle(sg.zeros(1, 4, 2, 2), 0), ValueError,
