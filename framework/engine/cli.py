@@ -116,8 +116,8 @@ def _train(args, comm) -> int:
 # -- infer ----------------------------------------------------------------------------------------
 def _model_args(p):
     p.add_argument("--weights", required=True, help="net_*.safetensors or a checkpoint")
-    p.add_argument("--config", help="the training config (only needed when the weights carry no "
-                   "model spec, or for its imports:)")
+    p.add_argument("--config", help="the training config: its imports: are imported, and its "
+                   "model: is used when the weights carry no model spec")
     p.add_argument("--model", help="model type, overriding the weights' spec (with --scale)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="constructor keyword for --model (repeatable)")
@@ -134,20 +134,20 @@ def _model_args(p):
 def _load(args):
     from ..io.config import import_modules, load_config, parse_scalar
     from .inference import load_model
-    spec = None
+    spec = fallback = None
     if args.imports:
         import_modules(args.imports, os.getcwd(), "--import")
-    if args.config:
+    if args.config:  # imports its modules; its model: is used when the weights carry no spec
         cfg = load_config(args.config)
-        spec = {**cfg["model"], "scale": cfg["scale"]}
+        fallback = {**cfg["model"], "scale": cfg["scale"]}
     if args.model:
         spec = {"type": args.model}
         for kv in args.model_arg:
             key, _, value = kv.partition("=")
             spec[key] = parse_scalar(value)
-    if args.scale and spec is not None:
-        spec["scale"] = args.scale
-    return load_model(args.weights, spec, args.scale)
+        if args.scale:
+            spec["scale"] = args.scale
+    return load_model(args.weights, spec, args.scale, fallback)
 
 
 def infer_main(argv=None) -> int:

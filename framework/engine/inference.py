@@ -34,15 +34,19 @@ def build_model(spec: dict, scale: int | None = None):
                          f"imports:, or --import MODULE)") from None
 
 
-def load_model(weights, model_spec: dict | None = None, scale: int | None = None):
-    """(model in eval mode, info). The model spec comes from `model_spec` (a config's `model:` block
-    or the command line) or else from the weights file's metadata, which srgrad's trainer writes."""
+def load_model(weights, model_spec: dict | None = None, scale: int | None = None,
+               fallback_spec: dict | None = None):
+    """(model in eval mode, info). The model spec is, in this order: `model_spec` (given on the
+    command line), the weights file's metadata (srgrad's trainer writes it: it describes these
+    weights exactly), `fallback_spec` (a config's `model:` block, for weights from elsewhere)."""
     import models  # noqa: F401  registers the bundled architectures
     _, info = load_weights(weights)
-    spec = model_spec or info.get("model")
+    spec = model_spec or info.get("model") or fallback_spec
     if not spec:
         raise CheckpointError(f"{weights} carries no model spec: pass --config CONFIG or "
                               f"--model TYPE --scale S")
+    if scale and spec.get("scale") and scale != spec["scale"]:
+        raise ValueError(f"{weights}: the model is x{spec['scale']}, --scale {scale} disagrees")
     scale = scale or spec.get("scale") or info.get("scale")
     if scale is None:
         raise ValueError("the model's scale is unknown: pass --scale")

@@ -114,6 +114,14 @@ def test_weights_without_spec_need_a_model(tmp_path, capsys):
     assert "shape mismatches" in capsys.readouterr().err
 
 
+def test_scale_disagreeing_with_the_weights_is_an_error(weights, tmp_path, capsys):
+    img = tmp_path / "x.png"
+    _save(img, np.zeros((8, 8, 3), np.uint8), None)
+    assert infer_main(["--weights", str(weights), "--input", str(img), "--output",
+                       str(tmp_path / "y.png"), "--scale", "3", "--no-progress"]) == 1
+    assert "the model is x2, --scale 3 disagrees" in capsys.readouterr().err
+
+
 def test_evaluate_prints_table_and_writes_csv(weights, tmp_path, capsys):
     from framework import functional as F
     from framework import metrics as M

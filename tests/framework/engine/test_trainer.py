@@ -165,6 +165,14 @@ def test_custom_layer_trains_from_yaml_through_imports(tiny_data, tmp_path):
     assert not np.allclose(scales[0].weight.data, 1.0)  # the custom layer's parameter was trained
     model, _ = load_model(tmp_path / cfg["name"] / "net_latest.safetensors")
     np.testing.assert_array_equal(model.state_dict()["body.0.extra.weight"], scales[0].weight.data)
+    # inference: the shipped config brings the imports, the weights their own (smaller) spec
+    from framework.engine.cli import infer_main
+    assert infer_main(["--weights", str(tmp_path / cfg["name"] / "net_latest.safetensors"),
+                       "--config", str(REPO / "configs" / "custom_layer.yaml"), "--input",
+                       str(tiny_data / "val" / "v_rgb.png"), "--output", str(tmp_path / "o.png"),
+                       "--no-progress"]) == 0
+    from PIL import Image
+    assert Image.open(tmp_path / "o.png").size == (64, 64)
 
 
 def test_custom_layer_gradcheck():
