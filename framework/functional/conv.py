@@ -56,6 +56,16 @@ class _Geometry(NamedTuple):
     def flat(self):
         return (*self.kernel, *self.stride, *self.padding, *self.dilation)
 
+    def flipped(self):
+        """With stride 1 a correlation's adjoint is itself a correlation, with the roles of the two
+        sides swapped and the kernel flipped: this geometry (None for a stride, or a padding beyond the
+        dilated kernel). Used to build the shorter column matrix: (fewer channels) x kh x kw rows."""
+        (kh, kw), (dh, dw), (ph, pw) = self.kernel, self.dilation, self.padding
+        if self.stride != (1, 1) or ph > dh * (kh - 1) or pw > dw * (kw - 1):
+            return None
+        return _Geometry(self.kernel, (1, 1), (dh * (kh - 1) - ph, dw * (kw - 1) - pw), self.dilation,
+                         self.groups, self.features, self.image)
+
     def is_pointwise(self):
         """1x1, stride 1, no padding: im2col is the identity and the convolution a plain matmul."""
         return (self.kernel == (1, 1) and self.stride == (1, 1) and self.padding == (0, 0)
@@ -257,9 +267,19 @@ def _columns(x, tile, buf, K, geo):
     return col.reshape(nb, g, K // g, n)
 
 
+def _flip(w, groups, c):
+    """W (O, C/g, kh, kw) -> the flipped, transposed kernel (C, O/g, kh, kw) of the flipped geometry."""
+    O, _, kh, kw = w.shape
+    wf = w.reshape(groups, O // groups, c // groups, kh, kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
+    return np.ascontiguousarray(wf).reshape(c, O // groups, kh, kw)
+
+
 def _correlate(x, w, geo, bias=None):
     """Y = W @ im2col(X) (+ bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW)."""
     N, g, O = x.shape[0], geo.groups, w.shape[0]
+    flipped = geo.flipped()
+    if flipped is not None and O < x.shape[1]:  # the flipped adjoint builds O kh kw rows, not C kh kw
+        return _correlate_adjoint(x, _flip(w, g, x.shape[1]), flipped, O, bias)
     OH, OW = geo.features
     y = np.empty((N, O, OH, OW), x.dtype)
     wm = w.reshape(g, O // g, -1)
@@ -280,14 +300,9 @@ def _correlate(x, w, geo, bias=None):
 def _correlate_adjoint(y, w, geo, c_out, bias=None):
     """X = col2im(W^T @ Y) (+ bias): Y (N, O, OH, OW), W (O, C/g, kh, kw) -> X (N, C, H, W)."""
     N, g, O = y.shape[0], geo.groups, w.shape[0]
-    (kh, kw), (dh, dw), (ph, pw) = geo.kernel, geo.dilation, geo.padding
-    if geo.stride == (1, 1) and O <= c_out and ph <= dh * (kh - 1) and pw <= dw * (kw - 1):
-        # With stride 1 the adjoint is itself a correlation, of Y with the flipped, transposed kernel;
-        # its column matrix has O kh kw rows instead of C kh kw, and no col2im: cheaper when O <= C.
-        wf = w.reshape(g, O // g, c_out // g, kh, kw)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
-        flipped = _Geometry(geo.kernel, (1, 1), (dh * (kh - 1) - ph, dw * (kw - 1) - pw), geo.dilation,
-                            g, geo.features, geo.image)
-        return _correlate(y, np.ascontiguousarray(wf).reshape(c_out, O // g, kh, kw), flipped, bias)
+    flipped = geo.flipped()
+    if flipped is not None and O <= c_out:  # a correlation with O kh kw rows and no col2im
+        return _correlate(y, _flip(w, g, c_out), flipped, bias)
     H, W = geo.image
     OH, OW = geo.features
     wt = w.reshape(g, O // g, -1).transpose(0, 2, 1)  # (g, C/g * kh * kw, O/g)
@@ -318,6 +333,11 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
 def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
+    C, (kh, kw) = x.shape[1], geo.kernel
+    flipped = geo.flipped()
+    if flipped is not None and O < C:  # im2col of Y (O kh kw rows): the flipped kernel's gradient
+        dwf = _weight_grad(y, x, flipped, (C, O // g, kh, kw))
+        return _flip(dwf, g, O)
     OH, OW = geo.features
     yv = y.reshape(N, g, O // g, OH * OW)
     tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)

@@ -151,21 +151,23 @@ def test_only_the_needed_gradients_are_computed(rng, monkeypatch):
     np.testing.assert_allclose(w.grad.numpy()[0], w.grad.numpy()[1])  # sum(): the same for every output
 
 
-@pytest.mark.parametrize("transpose", [False, True])
-@pytest.mark.parametrize("options", [dict(stride=2, padding=1, groups=2),
-                                     dict(padding=(1, 2), dilation=(1, 2))])
-def test_tiny_column_buffer_gives_the_same_results(transpose, options, rng, monkeypatch):
-    """Tiles of one output row of one image (a 1-byte cap) equal the whole-batch computation (strided,
-    and stride 1 with output size = input size, which takes the kernels' flat-band path)."""
-    x_shape, w_shape = (3, 4, 7, 6), (4, 2 if "groups" in options else 4, 3, 3)
-    options = dict(options)
-    if transpose and "stride" in options:
-        options["output_padding"] = 1
+@pytest.mark.parametrize("transpose,x_shape,w_shape,options", [
+    (False, (3, 4, 7, 6), (4, 2, 3, 3), dict(stride=2, padding=1, groups=2)),
+    (True, (3, 4, 7, 6), (4, 2, 3, 3), dict(stride=2, padding=1, groups=2, output_padding=1)),
+    (False, (3, 4, 7, 6), (4, 4, 3, 3), dict(padding=(1, 2), dilation=(1, 2))),
+    (True, (3, 4, 7, 6), (4, 4, 3, 3), dict(padding=(1, 2), dilation=(1, 2))),
+    (False, (3, 4, 7, 6), (3, 4, 3, 3), dict(padding=1)),
+    (True, (3, 3, 7, 6), (3, 4, 3, 3), dict(padding=1)),
+])
+def test_tiny_column_buffer_gives_the_same_results(transpose, x_shape, w_shape, options, monkeypatch):
+    """Tiles of one output row of one image (a 1-byte cap) equal the whole-batch computation: strided
+    (col2im), and stride 1 with each side having the fewer channels (the flipped-kernel forms)."""
     fn = F.conv_transpose2d if transpose else F.conv2d
+    out_channels = w_shape[1] * options.get("groups", 1) if transpose else w_shape[0]
     results = []
     for cap in (conv_module.COL_BUFFER_BYTES, 1, 700):  # whole batch, single rows, a few rows
         monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
-        x, w, b = _operands(np.random.default_rng(3), x_shape, w_shape, 4)
+        x, w, b = _operands(np.random.default_rng(3), x_shape, w_shape, out_channels)
         y = fn(x, w, b, **options)
         y.backward(np.cos(np.arange(y.size)).reshape(y.shape))
         results.append([y.numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
