@@ -8,7 +8,9 @@ W (O, C/groups, kh, kw). Three routines carry all the arithmetic:
     _weight_grad(X, Y)        dW = sum_n Y_n @ im2col(X_n)^T  both weight gradients
 
 For conv2d, X is the input and Y the output; for conv_transpose2d the roles swap (its input is the feature
-side), which is why torch's transposed weight layout (in, out/groups, kh, kw) is the same matrix.
+side), which is why torch's transposed weight layout (in, out/groups, kh, kw) is the same matrix. With
+stride 1 each routine is also the other form on the flipped kernel (`_Geometry.flipped`), and takes the
+form whose column matrix has (fewer channels) x kh x kw rows: 64->3 builds 27 rows, not 576.
 
 The work is cut into tiles (some whole images, or a band of output rows of one image), each an im2col
 or col2im (serial numba kernels) and a product (np.matmul, BLAS). Tiles run on a pool of Python threads
@@ -342,13 +344,14 @@ def _weight_grad(x, y, geo, w_shape):
     yv = y.reshape(N, g, O // g, OH * OW)
     tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)
 
-    def work(tile, buf):
+    def work(tile, buf):  # dW^T = im2col(X) @ Y^T: BLAS is faster in this orientation (measured)
         b0, b1, r0, r1 = tile
-        cols = _columns(x, tile, buf, K, geo).transpose(0, 1, 3, 2)
-        return np.matmul(yv[b0:b1, :, :, r0 * OW:r1 * OW], cols).sum(axis=0)
+        gt = yv[b0:b1, :, :, r0 * OW:r1 * OW].transpose(0, 1, 3, 2)
+        return np.matmul(_columns(x, tile, buf, K, geo), gt).sum(axis=0)
 
     # Partial sums added in tile order, whatever thread made them: the result is deterministic.
-    return functools.reduce(np.add, _run(tiles, work, elems, x.dtype)).reshape(w_shape)
+    dwt = functools.reduce(np.add, _run(tiles, work, elems, x.dtype))  # (g, C/g kh kw, O/g)
+    return np.ascontiguousarray(dwt.transpose(0, 2, 1)).reshape(w_shape)
 
 
 # -- Functions ---------------------------------------------------------------------------------------
