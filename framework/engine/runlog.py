@@ -150,7 +150,7 @@ def plot_curves(log: MetricsLog, out_path, psnr_key=None, baseline_key=None) -> 
             ax.plot(it, bic, "--", label="bicubic")
             ax.legend()
         ax.set_xlabel("iteration")
-        ax.set_ylabel(psnr_key.replace("_", " ") + " (dB)")
+        ax.set_ylabel(f"validation PSNR, {'Y' if psnr_key.endswith('_y') else 'RGB'} (dB)")
     fig.tight_layout()
     tmp = f"{out_path}.tmp.png"
     fig.savefig(tmp, dpi=100)
