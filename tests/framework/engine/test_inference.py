@@ -149,3 +149,16 @@ def test_evaluate_prints_table_and_writes_csv(weights, tmp_path, capsys):
     assert float(rows[0]["bicubic_psnr_Y"]) == pytest.approx(expected, abs=1e-4)
     mean = (float(rows[0]["psnr_Y"]) + float(rows[1]["psnr_Y"])) / 2
     assert float(rows[2]["psnr_Y"]) == pytest.approx(mean, abs=1e-3)
+
+
+def test_bicubic_baselines():
+    from framework import functional as F
+    from framework.engine import bicubic
+    from framework.tensor import Tensor
+    lq = np.random.default_rng(5).random((3, 9, 7), dtype=np.float32)
+    ref = F.interpolate(Tensor(lq[None]), scale_factor=2, mode="bicubic", align_corners=False)
+    np.testing.assert_array_equal(bicubic(lq, 2, "interpolate"), np.clip(ref.data[0], 0, 1))
+    matlab = bicubic(lq, 2, "imresize")
+    assert matlab.shape == (3, 18, 14) and np.abs(matlab - bicubic(lq, 2, "interpolate")).max() > 1e-4
+    with pytest.raises(ValueError, match="method must be 'imresize' or 'interpolate', got 'cubic'"):
+        bicubic(lq, 2, "cubic")

@@ -223,3 +223,11 @@ def test_sigint_during_validation_records_no_partial_result(make_config, tmp_pat
     with open(run / "metrics.csv") as fh:
         assert not any(r["psnr_y"] for r in csv.DictReader(fh))
     assert ckpt.load_checkpoint(run / "checkpoints" / "iter_00000002.safetensors")["iteration"] == 2
+
+
+def test_only_the_newest_checkpoints_are_kept(make_config, tmp_path):
+    path = make_config(iters=5, every=1)  # keep: 2
+    trainer(path, ["val.every=100"]).fit()
+    folder = tmp_path / "runs" / "tiny" / "checkpoints"
+    assert sorted(p.name for p in folder.iterdir()) == ["iter_00000004.safetensors",
+                                                         "iter_00000005.safetensors"]
