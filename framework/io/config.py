@@ -449,9 +449,31 @@ def _cross_checks(cfg, source, errors):
         if block is not None and "scale" in block and block["scale"] != scale:
             errors.append(f"{_where(source, path + '.scale')}: {block['scale']!r} disagrees with "
                           f"the top-level scale {scale}")
+    _check_channels(cfg, source, errors)
     lr = cfg["train"]["optimizer"].get("lr")
     if isinstance(lr, numbers.Real) and not lr > 0:
         errors.append(f"{_where(source, 'train.optimizer.lr')}: must be > 0, got {lr!r}")
+
+
+def _check_channels(cfg, source, errors):
+    """Y-channel data (`color: y`) needs a 1-channel model and RGB data a 3-channel one; caught
+    here rather than as a shape error deep inside the first convolution."""
+    sig = _signature(MODELS.get(cfg["model"]["type"]))
+    params = sig.parameters if sig is not None else {}
+    if "num_in_ch" not in params:
+        return
+    default = params["num_in_ch"].default
+    in_ch = cfg["model"].get("num_in_ch", None if default is inspect.Parameter.empty else default)
+    for name in ("train", "val"):
+        block = cfg["datasets"][name]
+        if block is None or not isinstance(in_ch, int):
+            continue
+        color = block.get("color", "rgb")
+        needed = {"y": 1, "rgb": 3}.get(color)
+        if needed is not None and needed != in_ch:
+            errors.append(f"{_where(source, f'datasets.{name}.color')}: {color!r} data has "
+                          f"{needed} channel(s) but the model takes num_in_ch={in_ch} (set "
+                          f"model.num_in_ch and model.num_out_ch to {needed})")
 
 
 # -- helpers ----------------------------------------------------------------------------------------

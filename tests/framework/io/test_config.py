@@ -88,6 +88,8 @@ def test_wrong_type_or_range_names_the_key(tmp_path, line, match):
      r"model.scale: 3 disagrees with the top-level scale 2"),
     ("root: data/val}", "root: data/val, scale: 4}",
      r"datasets.val.scale: 4 disagrees with the top-level scale 2"),
+    ("gt_size: 32}", "gt_size: 32, color: y}",
+     r"datasets.train.color: 'y' data has 1 channel\(s\) but the model takes num_in_ch=3"),
 ])
 def test_out_of_range_and_inconsistent_values(tmp_path, old, new, match):
     assert old in BASE
