@@ -152,6 +152,79 @@ def _col2im(col, x, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
                         drow[j * sw + xoff] += row[j]
 
 
+@kernel
+def _winograd_input(x, v, b0, tr0, ph, pw, TW):
+    """v[b, 4 i + j, c, t] = (B^T d B)[i, j] for the 4x4 patch d of x[b0 + b, c] (zero outside) under
+    each 2x2 output tile t of tile rows tr0... (TW tiles a row): Winograd F(2x2, 3x3)'s input transform."""
+    nb, _, C, T = v.shape
+    H, W = x.shape[2], x.shape[3]
+    nt = T // TW
+    Wp = 2 * TW + 2
+    R = np.zeros((4, Wp), x.dtype)
+    Q = np.empty((4, Wp), x.dtype)
+    u0, u1 = max(0, pw), min(Wp, W + pw)  # patch-row columns u whose source u - pw is inside [0, W)
+    for b in range(nb):
+        for c in range(C):
+            for tl in range(nt):
+                y0 = 2 * (tr0 + tl) - ph
+                for i in range(4):
+                    yy = y0 + i
+                    if 0 <= yy < H and u1 > u0:
+                        R[i, :u0] = 0
+                        R[i, u0:u1] = x[b0 + b, c, yy, u0 - pw:u1 - pw]
+                        R[i, u1:] = 0
+                    else:
+                        R[i, :] = 0
+                for u in range(Wp):  # B^T along the patch rows
+                    a0, a1, a2, a3 = R[0, u], R[1, u], R[2, u], R[3, u]
+                    Q[0, u] = a0 - a2
+                    Q[1, u] = a1 + a2
+                    Q[2, u] = a2 - a1
+                    Q[3, u] = a1 - a3
+                base = tl * TW
+                for k in range(4):  # B along the patch columns, tile by tile
+                    for tj in range(TW):
+                        a0, a1, a2, a3 = Q[k, 2 * tj], Q[k, 2 * tj + 1], Q[k, 2 * tj + 2], Q[k, 2 * tj + 3]
+                        v[b, 4 * k, c, base + tj] = a0 - a2
+                        v[b, 4 * k + 1, c, base + tj] = a1 + a2
+                        v[b, 4 * k + 2, c, base + tj] = a2 - a1
+                        v[b, 4 * k + 3, c, base + tj] = a1 - a3
+
+
+@kernel
+def _winograd_output(m, y, b0, tr0, TW):
+    """y[b0 + b, o, 2 ti + a, 2 tj + c] = (A^T M A)[a, c] for the 4x4 product M of each tile (tiles that
+    hang past the output are clipped): Winograd F(2x2, 3x3)'s output transform."""
+    nb, _, O, T = m.shape
+    OH, OW = y.shape[2], y.shape[3]
+    nt = T // TW
+    full = OW // 2
+    for b in range(nb):
+        for o in range(O):
+            for tl in range(nt):
+                base = tl * TW
+                yy = 2 * (tr0 + tl)
+                two = yy + 1 < OH
+                for tj in range(TW):
+                    t = base + tj
+                    s00 = m[b, 0, o, t] + m[b, 4, o, t] + m[b, 8, o, t]
+                    s01 = m[b, 1, o, t] + m[b, 5, o, t] + m[b, 9, o, t]
+                    s02 = m[b, 2, o, t] + m[b, 6, o, t] + m[b, 10, o, t]
+                    s03 = m[b, 3, o, t] + m[b, 7, o, t] + m[b, 11, o, t]
+                    s10 = m[b, 4, o, t] - m[b, 8, o, t] - m[b, 12, o, t]
+                    s11 = m[b, 5, o, t] - m[b, 9, o, t] - m[b, 13, o, t]
+                    s12 = m[b, 6, o, t] - m[b, 10, o, t] - m[b, 14, o, t]
+                    s13 = m[b, 7, o, t] - m[b, 11, o, t] - m[b, 15, o, t]
+                    xx = 2 * tj
+                    y[b0 + b, o, yy, xx] = s00 + s01 + s02
+                    if two:
+                        y[b0 + b, o, yy + 1, xx] = s10 + s11 + s12
+                    if tj < full:
+                        y[b0 + b, o, yy, xx + 1] = s01 - s02 - s03
+                        if two:
+                            y[b0 + b, o, yy + 1, xx + 1] = s11 - s12 - s13
+
+
 # -- tiles and threads --------------------------------------------------------------------------------
 
 def _find_blas_threads():
@@ -276,12 +349,61 @@ def _flip(w, groups, c):
     return np.ascontiguousarray(wf).reshape(c, O // groups, kh, kw)
 
 
+# Winograd F(2x2, 3x3) does a 3x3 stride-1 correlation with 16 products per 2x2 outputs instead of 36:
+# 2.25x fewer multiply-adds, at the price of two transforms (measured on (16, 64, 48, 48), 64->64, one
+# thread: 1.5 ms per image against 2.5 ms by im2col). Below this many channels the transforms dominate.
+_WINOGRAD_MIN_CHANNELS = 16
+# G (4x3): U = G w G^T turns each 3x3 kernel into its 4x4 Winograd form.
+_WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
+
+
+def _winograd_applies(geo, c, o):
+    return (geo.kernel == (3, 3) and geo.stride == (1, 1) and geo.dilation == (1, 1) and geo.groups == 1
+            and min(c, o) >= _WINOGRAD_MIN_CHANNELS)
+
+
+def _winograd_tiles(n, c, o, geo, dtype):
+    """Tiles over (images, rows of 2x2 output tiles), elements per buffer (V and M) and tiles per row."""
+    OH, OW = geo.features
+    TH, TW = -(-OH // 2), -(-OW // 2)
+    itemsize = np.dtype(dtype).itemsize
+    tiles, nbytes = _tiles(n, TH, 16 * (c + o) * TW * itemsize, _workers())
+    return tiles, nbytes // itemsize, TW
+
+
+def _winograd(x, w, geo, bias=None):
+    """_correlate for a 3x3 stride-1 kernel: per tile, V = B^T d B (numba), M = U V over the 16 Winograd
+    planes (BLAS, U = G W G^T), Y = A^T M A (numba)."""
+    N, C, O = x.shape[0], x.shape[1], w.shape[0]
+    OH, OW = geo.features
+    u = np.einsum("ap,ocpq,bq->aboc", _WINOGRAD_G.astype(w.dtype), w, _WINOGRAD_G.astype(w.dtype))
+    u = np.ascontiguousarray(u).reshape(16, O, C)
+    y = np.empty((N, O, OH, OW), x.dtype)
+    tiles, elems, TW = _winograd_tiles(N, C, O, geo, x.dtype)
+
+    def work(tile, buf):
+        b0, b1, r0, r1 = tile
+        nb, T = b1 - b0, (r1 - r0) * TW
+        v = buf[:nb * 16 * C * T].reshape(nb, 16, C, T)
+        m = buf[nb * 16 * C * T:nb * 16 * (C + O) * T].reshape(nb, 16, O, T)
+        _winograd_input(x, v, b0, r0, *geo.padding, TW)
+        np.matmul(u, v, out=m)
+        _winograd_output(m, y, b0, r0, TW)
+        if bias is not None:
+            y[b0:b1, :, 2 * r0:2 * r1] += bias.reshape(O, 1, 1)
+
+    _run(tiles, work, elems, x.dtype)
+    return y
+
+
 def _correlate(x, w, geo, bias=None):
     """Y = W @ im2col(X) (+ bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW)."""
     N, g, O = x.shape[0], geo.groups, w.shape[0]
     flipped = geo.flipped()
     if flipped is not None and O < x.shape[1]:  # the flipped adjoint builds O kh kw rows, not C kh kw
         return _correlate_adjoint(x, _flip(w, g, x.shape[1]), flipped, O, bias)
+    if _winograd_applies(geo, x.shape[1], O):
+        return _winograd(x, w, geo, bias)
     OH, OW = geo.features
     y = np.empty((N, O, OH, OW), x.dtype)
     wm = w.reshape(g, O // g, -1)
