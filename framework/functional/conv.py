@@ -225,6 +225,30 @@ def _winograd_output(m, y, b0, tr0, TW):
                             y[b0 + b, o, yy + 1, xx + 1] = s11 - s12 - s13
 
 
+@kernel
+def _winograd_output_adjoint(y, m, b0, tr0, TW):
+    """The adjoint of _winograd_output: m[b, 4 i + j, o, t] = (A g A^T)[i, j] for the 2x2 tile g of
+    y[b0 + b, o] (zero past the edges) under each tile t."""
+    nb, _, O, T = m.shape
+    OH, OW = y.shape[2], y.shape[3]
+    nt = T // TW
+    band = np.zeros((2 * nt, 2 * TW), y.dtype)  # the tiles' rows of y, zero past the edges
+    rows = min(2 * nt, OH - 2 * tr0)
+    for b in range(nb):
+        for o in range(O):
+            band[:rows, :OW] = y[b0 + b, o, 2 * tr0:2 * tr0 + rows, :]
+            for tl in range(nt):
+                r0, r1 = band[2 * tl], band[2 * tl + 1]
+                for k in range(4):  # row k of A g: g0, g0 + g1, g0 - g1, -g1 (g0, g1: the tile's rows)
+                    sa, sb = (1, 0) if k == 0 else (1, 1) if k == 1 else (1, -1) if k == 2 else (0, -1)
+                    p0, p1, p2, p3 = m[b, 4 * k, o], m[b, 4 * k + 1, o], m[b, 4 * k + 2, o], m[b, 4 * k + 3, o]
+                    for tj in range(TW):  # columns of (A g) A^T: a, a + c, a - c, -c
+                        t = tl * TW + tj
+                        a = sa * r0[2 * tj] + sb * r1[2 * tj]
+                        c = sa * r0[2 * tj + 1] + sb * r1[2 * tj + 1]
+                        p0[t], p1[t], p2[t], p3[t] = a, a + c, a - c, -c
+
+
 # -- tiles and threads --------------------------------------------------------------------------------
 
 def _find_blas_threads():
@@ -273,30 +297,58 @@ def _leave():
             _BLAS_THREADS[1](_POOL["blas_before"])
 
 
+# Column buffers kept between calls: a fresh one costs a page fault per 4 kB on first touch (measured
+# ~1 ms per 5 MB buffer, as much as its im2col). At most one per worker thread, so they stay within
+# COL_BUFFER_BYTES.
+_SPARE = {"buffers": [], "lock": threading.Lock()}
+
+
+def _take_buffer(nbytes):
+    with _SPARE["lock"]:
+        spare = _SPARE["buffers"]
+        for i, buf in enumerate(spare):
+            if buf.nbytes >= nbytes:
+                return spare.pop(i)
+        if spare:
+            spare.pop()  # too small: let it go, its replacement is larger
+    return np.empty(nbytes, np.uint8)
+
+
+def _give_buffer(buf):
+    with _SPARE["lock"]:
+        if len(_SPARE["buffers"]) < _workers():
+            _SPARE["buffers"].append(buf)
+
+
 def _run(tasks, work, buffer_elems, dtype):
     """[work(task, buffer) for task in tasks] on the worker threads, each with its own column buffer
     and single-threaded BLAS; results in task order. One task (or one worker) runs inline with BLAS
     threaded as usual."""
     n = min(_workers(), len(tasks))
-    if n <= 1:
-        buf = np.empty(buffer_elems, dtype)
-        return [work(t, buf) for t in tasks]
-    buffers = queue.SimpleQueue()
-    for _ in range(n):
-        buffers.put(np.empty(buffer_elems, dtype))
-
-    def job(task):
-        buf = buffers.get()
-        try:
-            return work(task, buf)
-        finally:
-            buffers.put(buf)
-
-    executor = _enter(_workers())
+    nbytes = buffer_elems * np.dtype(dtype).itemsize
+    raw = [_take_buffer(nbytes) for _ in range(max(n, 1))]
     try:
-        return list(executor.map(job, tasks))
+        if n <= 1:
+            return [work(t, raw[0][:nbytes].view(dtype)) for t in tasks]
+        buffers = queue.SimpleQueue()
+        for buf in raw:
+            buffers.put(buf[:nbytes].view(dtype))
+
+        def job(task):
+            buf = buffers.get()
+            try:
+                return work(task, buf)
+            finally:
+                buffers.put(buf)
+
+        executor = _enter(_workers())
+        try:
+            return list(executor.map(job, tasks))
+        finally:
+            _leave()
     finally:
-        _leave()
+        for buf in raw:
+            _give_buffer(buf)
 
 
 def _tiles(n_images, out_rows, row_bytes, workers=1):
@@ -376,8 +428,10 @@ def _winograd(x, w, geo, bias=None):
     planes (BLAS, U = G W G^T), Y = A^T M A (numba)."""
     N, C, O = x.shape[0], x.shape[1], w.shape[0]
     OH, OW = geo.features
-    u = np.einsum("ap,ocpq,bq->aboc", _WINOGRAD_G.astype(w.dtype), w, _WINOGRAD_G.astype(w.dtype))
-    u = np.ascontiguousarray(u).reshape(16, O, C)
+    G = _WINOGRAD_G.astype(w.dtype)
+    # tensordot, not a broadcast matmul: O C separate 4x3 products cost ~1 ms
+    u = np.tensordot(np.tensordot(G, w, axes=(1, 2)), G, axes=(3, 1))  # (4, O, C, 4)
+    u = np.ascontiguousarray(u.transpose(0, 3, 1, 2)).reshape(16, O, C)
     y = np.empty((N, O, OH, OW), x.dtype)
     tiles, elems, TW = _winograd_tiles(N, C, O, geo, x.dtype)
 
@@ -394,6 +448,27 @@ def _winograd(x, w, geo, bias=None):
 
     _run(tiles, work, elems, x.dtype)
     return y
+
+
+def _winograd_weight_grad(x, y, geo):
+    """_weight_grad for a 3x3 stride-1 kernel, the adjoint of _winograd in W: per tile dU = sum_t
+    (A g A^T) (B^T d B)^T over the 16 planes, then dW = G^T dU G."""
+    N, C, O = x.shape[0], x.shape[1], y.shape[1]
+    tiles, elems, TW = _winograd_tiles(N, C, O, geo, x.dtype)
+
+    def work(tile, buf):  # dU^T = V M^T: BLAS's faster orientation, as in _weight_grad
+        b0, b1, r0, r1 = tile
+        nb, T = b1 - b0, (r1 - r0) * TW
+        v = buf[:nb * 16 * C * T].reshape(nb, 16, C, T)
+        m = buf[nb * 16 * C * T:nb * 16 * (C + O) * T].reshape(nb, 16, O, T)
+        _winograd_input(x, v, b0, r0, *geo.padding, TW)
+        _winograd_output_adjoint(y, m, b0, r0, TW)
+        return np.matmul(v, m.transpose(0, 1, 3, 2)).sum(axis=0)
+
+    du = functools.reduce(np.add, _run(tiles, work, elems, x.dtype)).reshape(4, 4, C, O)
+    G = _WINOGRAD_G.astype(x.dtype)
+    dw = np.tensordot(np.tensordot(G, du, axes=(0, 0)), G, axes=(1, 0))  # (3, C, O, 3)
+    return np.ascontiguousarray(dw.transpose(2, 1, 0, 3))
 
 
 def _correlate(x, w, geo, bias=None):
@@ -462,6 +537,8 @@ def _weight_grad(x, y, geo, w_shape):
     if flipped is not None and O < C:  # im2col of Y (O kh kw rows): the flipped kernel's gradient
         dwf = _weight_grad(y, x, flipped, (C, O // g, kh, kw))
         return _flip(dwf, g, O)
+    if _winograd_applies(geo, C, O):
+        return _winograd_weight_grad(x, y, geo)
     OH, OW = geo.features
     yv = y.reshape(N, g, O // g, OH * OW)
     tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)
