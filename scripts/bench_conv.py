@@ -46,14 +46,17 @@ def _peak_matmul(repeat):
 
 
 def _column_buffer_row():
-    """Largest column tile of a 3x3 conv on (16, 64, 96, 96) float32 (forward and weight gradient)."""
+    """Largest buffers of a 3x3 conv on (16, 64, 96, 96) float32, by im2col and by Winograd (the path
+    this conv takes), all worker threads together."""
     geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (96, 96), (96, 96))
-    _, elems, _ = conv_module._column_tiles((16, 64, np.float32), geo)
-    peak, full = 4 * elems * conv_module._workers(), 16 * 64 * 9 * 96 * 96 * 4
-    return Row("conv2d 3x3 64->64 (16,64,96,96): column buffer", 0.0, None,
-               note=f"peak column buffers {peak / 2**20:.1f} MB over {conv_module._workers()} threads "
-                    f"(untiled: {full / 2**20:.0f} MB; "
-                    f"cap COL_BUFFER_BYTES {conv_module.COL_BUFFER_BYTES / 2**20:.0f} MB)")
+    workers = conv_module._workers()
+    im2col = 4 * conv_module._column_tiles((16, 64, np.float32), geo)[1] * workers
+    winograd = 4 * conv_module._winograd_tiles(16, 64, 64, geo, np.float32)[1] * workers
+    full = 16 * 64 * 9 * 96 * 96 * 4
+    return Row("conv2d 3x3 64->64 (16,64,96,96): column buffers", 0.0, None,
+               note=f"peak over {workers} threads: im2col {im2col / 2**20:.1f} MB, Winograd "
+                    f"{winograd / 2**20:.1f} MB (untiled im2col: {full / 2**20:.0f} MB; cap COL_BUFFER_BYTES "
+                    f"{conv_module.COL_BUFFER_BYTES / 2**20:.0f} MB)")
 
 
 def run(args) -> list[Row]:

@@ -10,7 +10,9 @@ W (O, C/groups, kh, kw). Three routines carry all the arithmetic:
 For conv2d, X is the input and Y the output; for conv_transpose2d the roles swap (its input is the feature
 side), which is why torch's transposed weight layout (in, out/groups, kh, kw) is the same matrix. With
 stride 1 each routine is also the other form on the flipped kernel (`_Geometry.flipped`), and takes the
-form whose column matrix has (fewer channels) x kh x kw rows: 64->3 builds 27 rows, not 576.
+form whose column matrix has (fewer channels) x kh x kw rows: 64->3 builds 27 rows, not 576. A 3x3
+stride-1 correlation between two sides of 16+ channels takes Winograd F(2x2, 3x3) instead of im2col
+(forward, and the weight gradient as its adjoint in W).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image), each an im2col
 or col2im (serial numba kernels) and a product (np.matmul, BLAS). Tiles run on a pool of Python threads
@@ -239,13 +241,13 @@ def _winograd_output_adjoint(y, m, b0, tr0, TW):
             band[:rows, :OW] = y[b0 + b, o, 2 * tr0:2 * tr0 + rows, :]
             for tl in range(nt):
                 r0, r1 = band[2 * tl], band[2 * tl + 1]
-                for k in range(4):  # row k of A g: g0, g0 + g1, g0 - g1, -g1 (g0, g1: the tile's rows)
-                    sa, sb = (1, 0) if k == 0 else (1, 1) if k == 1 else (1, -1) if k == 2 else (0, -1)
-                    p0, p1, p2, p3 = m[b, 4 * k, o], m[b, 4 * k + 1, o], m[b, 4 * k + 2, o], m[b, 4 * k + 3, o]
+                for k in range(4):  # row k of A g (g0, g1: the tile's two rows): g0, g0 + g1, g0 - g1, -g1
+                    row = r0 if k == 0 else r0 + r1 if k == 1 else r0 - r1 if k == 2 else -r1
+                    p0, p1 = m[b, 4 * k, o], m[b, 4 * k + 1, o]
+                    p2, p3 = m[b, 4 * k + 2, o], m[b, 4 * k + 3, o]
                     for tj in range(TW):  # columns of (A g) A^T: a, a + c, a - c, -c
                         t = tl * TW + tj
-                        a = sa * r0[2 * tj] + sb * r1[2 * tj]
-                        c = sa * r0[2 * tj + 1] + sb * r1[2 * tj + 1]
+                        a, c = row[2 * tj], row[2 * tj + 1]
                         p0[t], p1[t], p2[t], p3[t] = a, a + c, a - c, -c
 
 

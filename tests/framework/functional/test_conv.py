@@ -228,6 +228,8 @@ def test_column_buffer_of_a_large_batch_stays_under_the_cap():
     geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (96, 96), (96, 96))
     tiles, elems, _ = conv_module._column_tiles((16, 64, np.float32), geo)
     assert 4 * elems * conv_module._workers() <= conv_module.COL_BUFFER_BYTES <= 512 * 2**20
+    wino_elems = conv_module._winograd_tiles(16, 64, 64, geo, np.float32)[1]
+    assert 4 * wino_elems * conv_module._workers() <= conv_module.COL_BUFFER_BYTES
     covered = sorted((b, r) for b0, b1, r0, r1 in tiles for b in range(b0, b1) for r in range(r0, r1))
     assert covered == [(b, r) for b in range(16) for r in range(96)]  # every output row exactly once
 
