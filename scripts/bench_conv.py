@@ -2,8 +2,9 @@
 
 Run through the harness: `python scripts/benchmark.py --only conv --threads 2`. The note column gives
 each side's GFLOP/s (2 x multiply-adds of the forward; forward+backward counts three products, or two
-when the input needs no gradient) and, in its own row, this machine's float32 matmul (2048^3, np.matmul)
-for scale. A last row reports the largest column buffer a conv on (16, 64, 96, 96) allocates.
+when the input needs no gradient; for Winograd's 3x3 path too, so its figure is an effective rate) and,
+in its own row, this machine's float32 matmul (2048^3, np.matmul) for scale. A last row reports the
+largest column buffers a conv on (16, 64, 96, 96) allocates.
 """
 from __future__ import annotations
 

@@ -129,9 +129,13 @@ def test_winograd_float32_and_tiles(rng, monkeypatch):
     x = rng.standard_normal((3, 16, 9, 7)).astype(np.float32)
     w = (rng.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32)
     X64, W64 = (sg.tensor(a, requires_grad=True, dtype=np.float64) for a in (x, w))
-    y64 = F.conv2d(X64, W64, padding=1)
-    y64.backward(np.ones(y64.shape))
+    with monkeypatch.context() as m:  # the float64 reference by im2col
+        m.setattr(conv_module, "_WINOGRAD_MIN_CHANNELS", 10**9)
+        y64 = F.conv2d(X64, W64, padding=1)
+        y64.backward(np.ones(y64.shape))
     ref, ref_gx, ref_gw = y64.numpy(), X64.grad.numpy(), W64.grad.numpy()
+    assert conv_module._winograd_applies(conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (9, 7),
+                                                               (9, 7)), 16, 16)
     for cap in (conv_module.COL_BUFFER_BYTES, 1):  # whole images, and one row of 2x2 tiles at a time
         monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
         X, W = sg.tensor(x, requires_grad=True), sg.tensor(w, requires_grad=True)
