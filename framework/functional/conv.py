@@ -467,7 +467,8 @@ def _winograd_weight_grad(x, y, geo):
         _winograd_output_adjoint(y, m, b0, r0, TW)
         return np.matmul(v, m.transpose(0, 1, 3, 2)).sum(axis=0)
 
-    du = functools.reduce(np.add, _run(tiles, work, elems, x.dtype)).reshape(4, 4, C, O)
+    du = functools.reduce(np.add, _run(tiles, work, elems, x.dtype), np.zeros((16, C, O), x.dtype))
+    du = du.reshape(4, 4, C, O)
     G = _WINOGRAD_G.astype(x.dtype)
     dw = np.tensordot(np.tensordot(G, du, axes=(0, 0)), G, axes=(1, 0))  # (3, C, O, 3)
     return np.ascontiguousarray(dw.transpose(2, 1, 0, 3))
@@ -551,7 +552,8 @@ def _weight_grad(x, y, geo, w_shape):
         return np.matmul(_columns(x, tile, buf, K, geo), gt).sum(axis=0)
 
     # Partial sums added in tile order, whatever thread made them: the result is deterministic.
-    dwt = functools.reduce(np.add, _run(tiles, work, elems, x.dtype))  # (g, C/g kh kw, O/g)
+    dwt = functools.reduce(np.add, _run(tiles, work, elems, x.dtype),
+                           np.zeros((g, K // g, O // g), x.dtype))  # (g, C/g kh kw, O/g)
     return np.ascontiguousarray(dwt.transpose(0, 2, 1)).reshape(w_shape)
 
 

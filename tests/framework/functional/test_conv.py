@@ -275,6 +275,16 @@ def test_worker_threads_match_one_thread_and_restore_blas_threads(rng, monkeypat
         assert blas[0]() == before
 
 
+@pytest.mark.parametrize("w_shape", [(3, 2, 3, 3), (16, 16, 3, 3)])  # im2col, Winograd
+def test_empty_batch(w_shape, rng):
+    x = sg.tensor(np.zeros((0, w_shape[1], 5, 4)), requires_grad=True, dtype=np.float64)
+    w = t64(rng, *w_shape)
+    y = F.conv2d(x, w, padding=1)
+    y.backward(np.zeros(y.shape))
+    assert y.shape == (0, w_shape[0], 5, 4) and x.grad.shape == x.shape
+    np.testing.assert_array_equal(w.grad.numpy(), np.zeros(w_shape))
+
+
 def test_non_contiguous_input(rng):
     x = rng.standard_normal((2, 5, 6, 3)).transpose(0, 3, 1, 2)  # (2, 3, 5, 6), not C-contiguous
     w = rng.standard_normal((2, 3, 3, 3))
