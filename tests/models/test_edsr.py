@@ -105,9 +105,12 @@ def test_custom_block_from_yaml_trains():
     loss.backward()
     w = model.body[1].extra.weight
     assert w.grad is not None and np.abs(w.grad.data).sum() > 0
-    w.data -= np.float32(1e-2) * w.grad.data
+    # One SGD step on every parameter: a step on the scales alone moves an L1 loss by ~1e-8,
+    # below float32 resolution, which made this test flaky.
+    for p in model.parameters():
+        p.data -= np.float32(1e-2) * p.grad.data
     with sg.no_grad():
-        assert (model(x) - 0.5).abs().mean().item() < loss.item()
+        assert (model(x) - 0.5).abs().mean().item() < loss.item() - 1e-4
 
 
 @pytest.mark.parametrize("block,error,match", [
