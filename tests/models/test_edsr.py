@@ -110,7 +110,7 @@ def test_custom_block_from_yaml_trains():
     for p in model.parameters():
         p.data -= np.float32(1e-2) * p.grad.data
     with sg.no_grad():
-        assert (model(x) - 0.5).abs().mean().item() < loss.item() - 1e-4
+        assert (model(x) - 0.5).abs().mean().item() < loss.item() - 1e-5
 
 
 @pytest.mark.parametrize("block,error,match", [
