@@ -81,9 +81,9 @@ class _Geometry(NamedTuple):
 @kernel
 def _valid_range(off, step, size, count):
     """The indices i in [i0, i1) of [0, count) whose source i * step + off lies inside [0, size)."""
-    i0 = 0 if off >= 0 else (-off + step - 1) // step
+    i0 = min(count, 0 if off >= 0 else (-off + step - 1) // step)
     i1 = max(i0, min(count, (size - off + step - 1) // step))
-    return min(i0, count), i1
+    return i0, i1
 
 
 @kernel
@@ -107,7 +107,8 @@ def _im2col(x, col, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
             a = (yoff + i0) * W + xoff
             lo, hi = max(a, 0), min(a + (i1 - i0) * W, H * W)
             d = i0 * OW - a
-            dst[d + lo:d + hi] = src.reshape(H * W)[lo:hi]
+            if hi > lo:  # else the band's every column is padding
+                dst[d + lo:d + hi] = src.reshape(H * W)[lo:hi]
             for i in range(i0, i1):
                 dst[i * OW:i * OW + j0] = 0
                 dst[i * OW + j1:(i + 1) * OW] = 0

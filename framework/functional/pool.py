@@ -71,7 +71,8 @@ def _window_mean_adjoint(g, hs, he, ws, we, div, dx):
 @kernel(parallel=True)
 def _max_window(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
     """out = the max of each dilated window (padding never wins), idx = its flat h * W + w; as ATen:
-    the first maximum in row-major window order wins ties, and a NaN wins (and propagates)."""
+    the first maximum in row-major window order wins ties, and a NaN wins (and propagates). A window
+    made only of padding gives -inf and index -1 (ATen reports an index past the input)."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
     for t in prange(N * C):
@@ -87,11 +88,11 @@ def _max_window(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
                 while w0 < 0:
                     w0 += dw
                 best = -np.inf
-                arg = h0 * W + w0
+                arg = -1  # a window made only of padding (possible with dilation) has no argmax
                 for h in range(h0, h1, dh):
                     for w in range(w0, w1, dw):
                         v = x[n, c, h, w]
-                        if v > best or np.isnan(v):
+                        if v > best or np.isnan(v) or arg < 0:
                             best = v
                             arg = h * W + w
                 out[n, c, i, j] = best
@@ -109,7 +110,8 @@ def _max_window_adjoint(g, idx, dx):
         for i in range(OH):
             for j in range(OW):
                 k = idx[n, c, i, j]
-                dx[n, c, k // W, k % W] += g[n, c, i, j]
+                if k >= 0:
+                    dx[n, c, k // W, k % W] += g[n, c, i, j]
 
 
 # -- Functions ---------------------------------------------------------------------------------------
@@ -259,7 +261,7 @@ def adaptive_avg_pool2d(x, output_size):
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
     """Max pooling, as torch: x (N, C, H, W) -> (N, C, OH, OW) (and, with return_indices, the argmax
-    of each window as a flat h * W + w index, int64).
+    of each window as a flat h * W + w index, int64; -1 for a window made only of padding).
 
     kernel_size, stride (default: kernel_size), padding (default 0, acts as -inf, at most half the
     kernel), dilation (default 1): int or (h, w). Ties go to the first maximum in row-major order;

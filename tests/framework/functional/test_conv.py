@@ -23,6 +23,9 @@ CONV_CASES = [
     ((2, 4, 5, 6), (3, 4, 1, 1), dict(padding=1)),  # padding beyond the kernel: no flipped-kernel adjoint
     ((2, 3, 1, 1), (2, 3, 3, 3), dict(padding=1)),
     ((1, 2, 1, 1), (3, 2, 1, 1), dict()),
+    # windows wholly in the padding (found by tests/reliability under NUMBA_BOUNDSCHECK)
+    ((1, 1, 2, 1), (1, 1, 1, 4), dict(stride=2, dilation=2, padding=3)),
+    ((1, 1, 1, 1), (2, 1, 3, 2), dict(dilation=2, padding="same")),
 ]
 
 # conv_transpose2d: weight (in, out/groups, kh, kw); output_padding below max(stride, dilation).
@@ -38,6 +41,8 @@ TRANSPOSE_CASES = [
     ((2, 4, 3, 4), (4, 3, 1, 1), dict(stride=2, output_padding=1)),
     ((2, 3, 1, 1), (3, 2, 4, 4), dict(stride=2, padding=1)),
     ((1, 2, 4, 4), (2, 1, 5, 5), dict(stride=2, padding=2, output_padding=1)),
+    ((1, 1, 1, 1), (1, 1, 3, 3), dict(stride=2, dilation=3, padding=3)),
+    ((1, 1, 4, 1), (1, 1, 2, 3), dict(dilation=3, padding=3)),  # a band whose every column is padding
 ]
 
 
