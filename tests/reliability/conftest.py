@@ -1,4 +1,4 @@
-"""Tiny images and configs for the reliability tests, and a way to run srgrad-train as a subprocess."""
+"""Tiny images and configs for the reliability tests, and srgrad-train run as a subprocess."""
 import os
 import pathlib
 import subprocess

@@ -1,9 +1,8 @@
-"""Bad configs: every wrong type, unknown key and out-of-range value is a ConfigError naming the file
-and the dotted key, found before anything runs; constructor-level checks surface the same way
-through srgrad-train (exit 2); YAML is safe-loaded; `imports:` takes module names only."""
+"""Bad configs: every wrong type, unknown key and out-of-range value is a ConfigError naming the
+file and the dotted key, found before anything runs; checks only a constructor can make surface the
+same way through srgrad-train (exit 2)."""
 import copy
 import re
-import sys
 
 import pytest
 import yaml
@@ -176,8 +175,8 @@ def test_unknown_nested_layer_name_lists_the_layers(tmp_path, base):
 
 
 def test_all_problems_are_reported_together(tmp_path, base):
-    cfg = set_key(set_key(set_key(base, "scale", 0), "train.batch_size", "2"), "train.optimizer.type",
-                  "Adamm")
+    cfg = set_key(base, "scale", 0)
+    cfg = set_key(set_key(cfg, "train.batch_size", "2"), "train.optimizer.type", "Adamm")
     path, msg = errors_of(tmp_path, cfg)
     assert msg.startswith("invalid config:\n")
     for part in ("scale: must be >= 1", "train.batch_size: expected an int",
@@ -231,7 +230,7 @@ def test_paired_data_at_another_scale_than_the_config(tmp_path, base, capsys):
            f"24x24, scale 2)" in err, err
 
 
-# -- not YAML, not a mapping, missing ---------------------------------------------------------------
+# -- not YAML, not a mapping, missing -------------------------------------------------------------
 @pytest.mark.parametrize("text,match", [
     ("name: [unclosed\n", r"not valid YAML: .*line 1"),
     ("name: a\n\tscale: 2\n", r"not valid YAML"),

@@ -155,8 +155,8 @@ def test_every_file_bad_with_skip(folder):
 
 def test_images_smaller_than_the_crop_or_the_scale(folder, make_config, capsys):
     small = save(folder / "small.png", smooth_image(np.random.default_rng(0), 7, 9))
-    with pytest.raises(ValueError, match=rf"{small}: image is 8x6 \(HR, after mod-crop to scale 2\), "
-                                         rf"smaller than the 8x8 crop \(gt_size\)"):
+    with pytest.raises(ValueError, match=rf"{small}: image is 8x6 \(HR, after mod-crop to scale "
+                                         rf"2\), smaller than the 8x8 crop \(gt_size\)"):
         HRImageDataset(folder, scale=2, gt_size=8)
     code, err = train_cli(make_config, folder, capsys)
     assert code == 2 and "datasets.train" in err and f"{small}: image is 8x6" in err, err
@@ -180,7 +180,8 @@ def mixed_folder(root):
                 v = np.asarray(back, np.float64) / 65535
                 expected[name] = np.repeat(v[None], 3, 0)
             else:
-                expected[name] = np.asarray(back.convert("RGB"), np.float64).transpose(2, 0, 1) / 255
+                rgb_back = np.asarray(back.convert("RGB"), np.float64)
+                expected[name] = rgb_back.transpose(2, 0, 1) / 255
 
     add("rgb.png", Image.fromarray(rgb))
     add("gray.png", Image.fromarray(rgb).convert("L"))

@@ -1,7 +1,6 @@
 """Bad weights and checkpoints: another architecture (keys and shapes named), truncated files at
 every kind of cut, and pickle / PyTorch / .npy files, refused without ever being unpickled."""
 import io
-import os
 import pickle
 import re
 import subprocess
@@ -205,8 +204,8 @@ def test_the_payload_works_when_unpickled(tmp_path):
     never unpickled). Run in a child process, as any real unpickling would be."""
     marker = tmp_path / "control"
     data = pickle.dumps(Payload(marker), protocol=2)
-    subprocess.run([sys.executable, "-c", "import pickle, sys; pickle.loads(sys.stdin.buffer.read())"],
-                   input=data, check=True)
+    code = "import pickle, sys; pickle.loads(sys.stdin.buffer.read())"
+    subprocess.run([sys.executable, "-c", code], input=data, check=True)
     assert marker.exists()
 
 

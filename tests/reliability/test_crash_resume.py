@@ -1,10 +1,10 @@
 """kill -9 at random moments, including inside checkpoint writes: nothing is lost, resume is exact.
 
-Each trial starts a fresh training subprocess (checkpoint every iteration; every `*.tmp` file sits a
-little before it is `os.replace`d, see train_driver.py, so kills often land mid-write), kills it with
-SIGKILL at a time drawn from a seeded rng, checks the run folder, kills a resumed run again in some
-trials, and finally resumes to the end. The final weights, optimizer state and loss log must equal an
-uninterrupted run's bit for bit (the trainer is deterministic: the loader is a pure function of
+Training subprocesses (a checkpoint every iteration; every `*.tmp` file waits a little before it is
+`os.replace`d, see train_driver.py, so kills often land mid-write) are killed with SIGKILL at times
+drawn from a seeded rng, in chains: start, kill, check the run folder, resume, kill, check, ...
+Every chain is finally resumed to the end, and its weights, optimizer state and loss log must equal
+an uninterrupted run's bit for bit (the trainer is deterministic: the loader is a pure function of
 (seed, iteration) and every checkpoint holds the full optimizer and scheduler state).
 """
 import csv
@@ -30,7 +30,7 @@ def losses(run):
 
 
 def check_run_folder(run, had_a_checkpoint):
-    """Invariants after a kill: the latest checkpoint loads, and agrees with net_latest."""
+    """Invariants after a kill: every checkpoint and net_latest load; none is ahead of the latest."""
     latest = find_latest_checkpoint(run)
     if latest is None:
         assert not had_a_checkpoint, f"{run}: the checkpoints disappeared"
@@ -43,10 +43,11 @@ def check_run_folder(run, had_a_checkpoint):
     # older checkpoints that are kept load as well
     for path in sorted((run / "checkpoints").glob("iter_*.safetensors")):
         assert ckpt.load_checkpoint(path)["iteration"] <= it
-    # net_latest is written right after the checkpoint: same iteration or the one before
+    # net_latest is written right after each checkpoint, so it loads and is never ahead of it (it
+    # lags when kills fall between the two writes, possibly in several runs in a row)
     if (run / "net_latest.safetensors").exists():
         _, info = ckpt.load_weights(run / "net_latest.safetensors")
-        assert info["iteration"] in (it, it - 1)
+        assert info["iteration"] <= it
     return it
 
 

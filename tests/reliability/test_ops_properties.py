@@ -306,12 +306,18 @@ def test_interpolate(x, d):
         assert out.shape == x.shape[:2] + want and np.isfinite(out.data).all()
         return
     # Two torch 2.13 bugs, measured: antialiased bilinear/bicubic copies its first output row
-    # (column) to the others when the input is 1 pixel wide (high) -- srgrad computes each column
-    # alone, as torch does for wider inputs, so only shapes are compared there; and bicubic's
-    # backward passes the gradient through unchanged along an axis whose size does not change,
-    # although its forward (with a scale_factor) does not -- so the gradient is checked by the
-    # adjoint identity against the (torch-checked) forward instead of against torch's backward.
-    torch_bug = kw["antialias"] and mode in ("bilinear", "bicubic") and 1 in x.shape[2:]
+    # (column) to the others when the input or the output is 1 pixel wide (high) -- srgrad
+    # computes each column alone, as torch does otherwise, so only shapes are compared there; and
+    # bicubic's backward passes the gradient through unchanged along an axis whose size does not
+    # change, although its forward (with a scale_factor) does not -- so the gradient is checked by
+    # the adjoint identity against the (torch-checked) forward instead of torch's backward.
+    if size is not None:
+        out_size = pair(size)
+    else:
+        factors = scale if isinstance(scale, tuple) else (scale, scale)
+        out_size = tuple(math.floor(x.shape[2 + i] * factors[i]) for i in range(2))
+    torch_bug = (kw["antialias"] and mode in ("bilinear", "bicubic")
+                 and 1 in x.shape[2:] + out_size)
     check(lambda t: F.interpolate(t, **kw), lambda t: TF.interpolate(t, **kw), [x], None, kw,
           values=not torch_bug, linear=True)
 
@@ -330,7 +336,7 @@ def test_interpolate_antialias_one_pixel_wide_is_column_by_column(mode):
         np.testing.assert_allclose(ours[..., 0], ref[..., 0], rtol=1e-7, atol=1e-9)
 
 
-# -- out-of-bounds accesses, checked by numba itself -------------------------------------------------
+# -- out-of-bounds accesses, checked by numba itself ---------------------------------------------
 # Wrong values show a stray read only when the stray memory differs; a stray write corrupts the heap
 # and may abort the process much later, in another test. So the same tests run again in a child
 # process with NUMBA_BOUNDSCHECK=1 (every kernel indexing checked; compiled into a private cache,

@@ -2,7 +2,6 @@
 goes on sys.path only when there is something to import), YAML without Python tags, and no pickle,
 eval or unsafe YAML anywhere in the source."""
 import ast
-import pathlib
 import re
 import sys
 
@@ -39,9 +38,10 @@ def with_imports(tmp_path, tiny_train, imports, folder=None):
 def test_imports_refuse_anything_but_a_module_name(evil, tiny_train, name, capsys):
     folder, marker = evil
     path = with_imports(folder, tiny_train, [name], folder / "sub")
-    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: imports: {re.escape(repr(name))} "
-                                          rf"is not a module name \(a config imports modules by "
-                                          rf"name, e.g. 'my_layers', never by file path\)"):
+    where = f"{path}: imports: {name!r}"
+    with pytest.raises(ConfigError, match=rf"^{re.escape(where)} is not a module name \(a config "
+                                          rf"imports modules by name, e.g. 'my_layers', never by "
+                                          rf"file path\)"):
         load_config(path)
     assert train_main([str(path), "--no-progress"]) == 2
     assert "is not a module name" in capsys.readouterr().err
