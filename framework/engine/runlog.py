@@ -7,6 +7,7 @@ import io
 import math
 import os
 import socket
+import time
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +19,17 @@ __all__ = ["RunLockedError", "RunLock", "MetricsLog", "plot_curves", "comparison
 
 class RunLockedError(RuntimeError):
     """Another live process trains in the same run folder."""
+
+
+# seconds an empty or unreadable lock file counts as being written by a starting process
+LOCK_WRITE_GRACE = 10.0
+
+
+def _age(path) -> float:
+    try:
+        return time.time() - os.stat(path).st_mtime
+    except OSError:  # gone meanwhile
+        return math.inf
 
 
 def _pid_alive(pid: int) -> bool:
@@ -32,7 +44,9 @@ def _pid_alive(pid: int) -> bool:
 
 class RunLock:
     """`run_dir/.lock` holding "PID HOSTNAME", created with O_EXCL so two processes cannot both own
-    it. A lock left by a dead process on this host (kill -9, power loss) is taken over."""
+    it. A lock left by a dead process on this host (kill -9, power loss) is taken over; an empty
+    one is taken over only once it is LOCK_WRITE_GRACE seconds old (younger, its owner may still
+    be writing its PID)."""
 
     def __init__(self, run_dir):
         self.path = Path(run_dir) / ".lock"
@@ -58,6 +72,11 @@ class RunLock:
             pid = int(pid_s)
         except (OSError, ValueError):
             pid, host = None, ""
+        if pid is None and _age(self.path) < LOCK_WRITE_GRACE:
+            # its owner has created it (O_EXCL) but not yet written "PID HOST": not garbage
+            raise RunLockedError(
+                f"run folder {self.path.parent} is being claimed by another process (lock file "
+                f"{self.path} is empty); try again in a moment or use another run name")
         if pid is not None and (host != socket.gethostname() or _pid_alive(pid)):
             raise RunLockedError(
                 f"run folder {self.path.parent} is in use by process {pid} on {host} (lock file "
