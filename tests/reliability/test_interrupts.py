@@ -363,3 +363,22 @@ def test_crash_while_rewriting_metrics_on_resume_keeps_every_row(tmp_path, monke
     MetricsLog(path, ["iteration", "loss"], resume_iteration=3)
     assert [r["iteration"] for r in MetricsLog(path, ["iteration", "loss"], 9).read()] == \
         ["1", "2", "3"]
+
+
+def test_a_lock_being_written_is_not_taken_over(make_config, tmp_path, capsys):
+    """Between another process's O_EXCL create and its write of "PID HOST" the lock file is
+    empty: a second run seeing it then must refuse, not delete it as garbage and start too. An
+    empty lock left behind long ago (a crash at that instant) is taken over."""
+    cfg = make_config(iters=2, every=2)
+    run = tmp_path / "runs" / "tiny"
+    run.mkdir(parents=True)
+    (run / ".lock").write_text("")
+    assert train_main([str(cfg), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"error: run folder {run} is being claimed by another process (lock file " \
+           f"{run / '.lock'} is empty)" in err, err
+    assert (run / ".lock").read_text() == "" and not (run / "checkpoints").exists()
+    old = time.time() - 3600
+    os.utime(run / ".lock", (old, old))
+    assert train_main([str(cfg), "--no-progress"]) == 0
+    assert not (run / ".lock").exists()
