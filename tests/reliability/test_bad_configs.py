@@ -252,3 +252,30 @@ def test_empty_and_missing_config(tmp_path, capsys):
     assert train_main([str(tmp_path / "nope.yaml")]) == 2
     assert f"error: cannot read config {tmp_path / 'nope.yaml'}: No such file or directory" in \
         capsys.readouterr().err
+
+
+@pytest.mark.parametrize("dotted,value,match", [
+    ("model.num_in_ch", "3", r"model.num_in_ch: expected int \(like the default 3\), got str '3'"),
+    ("model.num_feat", 64, r"model.num_feat: expected tuple \(like the default \(64, 32\)\), "
+                           r"got int 64"),
+    ("train.optimizer.lr", "fast", r"train.optimizer.lr: expected float .*got str 'fast'"),
+    ("train.optimizer.betas", 0.9, r"train.optimizer.betas: expected tuple .*got float 0.9"),
+    ("train.loss.reduction", 1, r"train.loss.reduction: expected str .*got int 1"),
+    ("datasets.train.use_flip", "no", r"datasets.train.use_flip: expected bool .*got str 'no'"),
+])
+def test_wrong_types_of_constructor_keywords(tmp_path, base, dotted, value, match):
+    path, msg = errors_of(tmp_path, set_key(base, dotted, value))
+    assert re.search(rf"{re.escape(str(path))}: {match}", msg), msg
+
+
+@pytest.mark.parametrize("dotted,value,match", [
+    # keywords whose default is None get no type from the schema: the constructor checks them
+    ("datasets.train.gt_size", "8", r"datasets.train: gt_size must be an int >= 1, got '8'"),
+    ("datasets.train.gt_size", 0, r"datasets.train: gt_size must be an int >= 1, got 0"),
+])
+def test_keywords_without_a_typed_default_are_checked_by_the_constructor(tmp_path, base, capsys,
+                                                                         dotted, value, match):
+    path = write(tmp_path, set_key(base, dotted, value))
+    assert train_main([str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert re.search(rf"^error: {re.escape(str(path))}: {match}", err), err
