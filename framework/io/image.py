@@ -25,6 +25,7 @@ is decoded.
 """
 from __future__ import annotations
 
+import contextlib
 import struct
 import warnings
 import zlib
@@ -61,27 +62,12 @@ def read_image(path, max_pixels: int | None = None):
     limit = MAX_PIXELS if max_pixels is None else int(max_pixels)
     if not path.is_file():
         raise FileNotFoundError(f"image file not found: {path}")
-    try:
-        with warnings.catch_warnings():
-            # Our own limit below decides; Pillow's warning at its default limit would only be noise.
-            warnings.simplefilter("ignore", Image.DecompressionBombWarning)
-            with Image.open(path, formats=_FORMATS) as im:
-                _check_pixels(path, *im.size, limit)  # header only: nothing decoded yet
-                mode = im.mode
-                im.load()
-                im = ImageOps.exif_transpose(im)
-                return _to_array(im, mode, path)
-    except _Refused as e:
-        raise ValueError(str(e)) from None
-    except Image.DecompressionBombError as e:
-        raise ValueError(f"{path}: refusing to decode a possible decompression bomb ({e})") from None
-    except Image.UnidentifiedImageError:
-        raise ValueError(f"{path}: not a readable image (supported formats: "
-                         f"{', '.join(_FORMATS)})") from None
-    except _DECODE_ERRORS as e:
-        if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
-            raise
-        raise ValueError(f"{path}: corrupt or truncated image ({type(e).__name__}: {e})") from None
+    with _opened(path, "corrupt or truncated image") as im:
+        _check_pixels(path, *im.size, limit)  # header only: nothing decoded yet
+        mode = im.mode
+        im.load()
+        im = ImageOps.exif_transpose(im)
+        return _to_array(im, mode, path)
 
 
 def image_size(path, max_pixels: int | None = None) -> tuple[int, int]:
@@ -92,16 +78,26 @@ def image_size(path, max_pixels: int | None = None) -> tuple[int, int]:
     limit = MAX_PIXELS if max_pixels is None else int(max_pixels)
     if not path.is_file():
         raise FileNotFoundError(f"image file not found: {path}")
+    with _opened(path, "corrupt image header") as im:
+        width, height = im.size
+        _check_pixels(path, width, height, limit)
+        # orientations 5-8 are a transpose or a 90-degree turn: width and height swap
+        if _orientation(im) in (5, 6, 7, 8):
+            width, height = height, width
+        return width, height
+
+
+@contextlib.contextmanager
+def _opened(path: Path, broken: str):
+    """Image.open with our decoders only, Pillow's failures turned into a ValueError that names
+    the file (`broken` says what a decode error means here); missing/unreadable files still raise
+    their OSError."""
     try:
         with warnings.catch_warnings():
+            # Our own limit (_check_pixels) decides; Pillow's warning at its default is only noise.
             warnings.simplefilter("ignore", Image.DecompressionBombWarning)
             with Image.open(path, formats=_FORMATS) as im:
-                width, height = im.size
-                _check_pixels(path, width, height, limit)
-                # orientations 5-8 are a transpose or a 90-degree turn: width and height swap
-                if _orientation(im) in (5, 6, 7, 8):
-                    width, height = height, width
-                return width, height
+                yield im
     except _Refused as e:
         raise ValueError(str(e)) from None
     except Image.DecompressionBombError as e:
@@ -112,7 +108,7 @@ def image_size(path, max_pixels: int | None = None) -> tuple[int, int]:
     except _DECODE_ERRORS as e:
         if isinstance(e, (FileNotFoundError, PermissionError, IsADirectoryError)):
             raise
-        raise ValueError(f"{path}: corrupt image header ({type(e).__name__}: {e})") from None
+        raise ValueError(f"{path}: {broken} ({type(e).__name__}: {e})") from None
 
 
 def _check_pixels(path: Path, width: int, height: int, limit: int) -> None:
