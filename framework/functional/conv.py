@@ -23,20 +23,15 @@ The column buffers of all threads together never exceed COL_BUFFER_BYTES.
 """
 from __future__ import annotations
 
-import ctypes
 import functools
-import glob
-import os
-import queue
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-import numba
 import numpy as np
 
-from .._jit import kernel
 from ..autograd import Function
+from . import _tiles as _tiling
+from . import _winograd as _wino
+from ._im2col import col2im, im2col
 from ._util import data_of
 
 __all__ = ["conv2d", "conv_transpose2d"]
@@ -76,299 +71,25 @@ class _Geometry(NamedTuple):
                 and self.image == self.features)
 
 
-# -- kernels -------------------------------------------------------------------------------------------
+# -- tiles and threads (the machinery is in _tiles.py; the policy stays here) -------------------------
 
-@kernel
-def _valid_range(off, step, size, count):
-    """The indices i in [i0, i1) of [0, count) whose source i * step + off lies inside [0, size)."""
-    i0 = min(count, 0 if off >= 0 else (-off + step - 1) // step)
-    i1 = max(i0, min(count, (size - off + step - 1) // step))
-    return i0, i1
-
-
-@kernel
-def _im2col(x, col, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
-    """col[b, (c, p, q), (i, j)] = x[b0 + b, c, (r0 + i) sh + p dh - ph, j sw + q dw - pw] (0 outside)."""
-    nb, K, n = col.shape
-    nr = n // OW
-    H, W = x.shape[2], x.shape[3]
-    for t in range(nb * K):
-        b, k = t // K, t % K
-        c, p, q = k // (kh * kw), (k // kw) % kh, k % kw
-        dst, src = col[b, k], x[b0 + b, c]
-        yoff, xoff = r0 * sh + p * dh - ph, q * dw - pw
-        i0, i1 = _valid_range(yoff, sh, H, nr)
-        j0, j1 = _valid_range(xoff, sw, W, OW)
-        dst[:i0 * OW] = 0
-        dst[i1 * OW:] = 0
-        if sh == 1 and sw == 1 and OW == W and i1 > i0:
-            # Consecutive output rows read consecutive input rows: one flat copy of the band; what it
-            # takes from beyond a row's ends lands in the padding columns, zeroed below.
-            a = (yoff + i0) * W + xoff
-            lo, hi = max(a, 0), min(a + (i1 - i0) * W, H * W)
-            d = i0 * OW - a
-            if hi > lo:  # else the band's every column is padding
-                dst[d + lo:d + hi] = src.reshape(H * W)[lo:hi]
-            for i in range(i0, i1):
-                dst[i * OW:i * OW + j0] = 0
-                dst[i * OW + j1:(i + 1) * OW] = 0
-            continue
-        for i in range(i0, i1):
-            row, srow = dst[i * OW:(i + 1) * OW], src[i * sh + yoff]
-            row[:j0] = 0
-            for j in range(j0, j1):
-                row[j] = srow[j * sw + xoff]
-            row[j1:] = 0
-
-
-@kernel
-def _col2im(col, x, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
-    """The adjoint of _im2col: x[b0 + b, c, ...] += every column entry im2col copied from there.
-    `col` is scratch: its padding entries are zeroed."""
-    nb, K, n = col.shape
-    nr = n // OW
-    C, H, W = x.shape[1], x.shape[2], x.shape[3]
-    for t in range(nb * C):
-        b, c = t // C, t % C
-        dst = x[b0 + b, c]
-        for p in range(kh):
-            for q in range(kw):
-                src = col[b, (c * kh + p) * kw + q]
-                yoff, xoff = r0 * sh + p * dh - ph, q * dw - pw
-                i0, i1 = _valid_range(yoff, sh, H, nr)
-                j0, j1 = _valid_range(xoff, sw, W, OW)
-                if sh == 1 and sw == 1 and OW == W:
-                    # The flat band add of _im2col's fast path; padding columns add zero.
-                    for i in range(i0, i1):
-                        src[i * OW:i * OW + j0] = 0
-                        src[i * OW + j1:(i + 1) * OW] = 0
-                    a = (yoff + i0) * W + xoff
-                    lo, hi = max(a, 0), min(a + (i1 - i0) * W, H * W)
-                    d = i0 * OW - a
-                    flat = dst.reshape(H * W)
-                    for m in range(lo, hi):
-                        flat[m] += src[d + m]
-                    continue
-                for i in range(i0, i1):
-                    row, drow = src[i * OW:(i + 1) * OW], dst[i * sh + yoff]
-                    for j in range(j0, j1):
-                        drow[j * sw + xoff] += row[j]
-
-
-@kernel
-def _winograd_input(x, v, b0, tr0, ph, pw, TW):
-    """v[b, 4 i + j, c, t] = (B^T d B)[i, j] for the 4x4 patch d of x[b0 + b, c] (zero outside) under
-    each 2x2 output tile t of tile rows tr0... (TW tiles a row): Winograd F(2x2, 3x3)'s input transform."""
-    nb, _, C, T = v.shape
-    H, W = x.shape[2], x.shape[3]
-    nt = T // TW
-    Wp = 2 * TW + 2
-    R = np.zeros((4, Wp), x.dtype)
-    Q = np.empty((4, Wp), x.dtype)
-    u0, u1 = max(0, pw), min(Wp, W + pw)  # patch-row columns u whose source u - pw is inside [0, W)
-    for b in range(nb):
-        for c in range(C):
-            for tl in range(nt):
-                y0 = 2 * (tr0 + tl) - ph
-                for i in range(4):
-                    yy = y0 + i
-                    if 0 <= yy < H and u1 > u0:
-                        R[i, :u0] = 0
-                        R[i, u0:u1] = x[b0 + b, c, yy, u0 - pw:u1 - pw]
-                        R[i, u1:] = 0
-                    else:
-                        R[i, :] = 0
-                for u in range(Wp):  # B^T along the patch rows
-                    a0, a1, a2, a3 = R[0, u], R[1, u], R[2, u], R[3, u]
-                    Q[0, u] = a0 - a2
-                    Q[1, u] = a1 + a2
-                    Q[2, u] = a2 - a1
-                    Q[3, u] = a1 - a3
-                base = tl * TW
-                for k in range(4):  # B along the patch columns, tile by tile
-                    for tj in range(TW):
-                        a0, a1, a2, a3 = Q[k, 2 * tj], Q[k, 2 * tj + 1], Q[k, 2 * tj + 2], Q[k, 2 * tj + 3]
-                        v[b, 4 * k, c, base + tj] = a0 - a2
-                        v[b, 4 * k + 1, c, base + tj] = a1 + a2
-                        v[b, 4 * k + 2, c, base + tj] = a2 - a1
-                        v[b, 4 * k + 3, c, base + tj] = a1 - a3
-
-
-@kernel
-def _winograd_output(m, y, b0, tr0, TW):
-    """y[b0 + b, o, 2 ti + a, 2 tj + c] = (A^T M A)[a, c] for the 4x4 product M of each tile (tiles that
-    hang past the output are clipped): Winograd F(2x2, 3x3)'s output transform."""
-    nb, _, O, T = m.shape
-    OH, OW = y.shape[2], y.shape[3]
-    nt = T // TW
-    full = OW // 2
-    for b in range(nb):
-        for o in range(O):
-            for tl in range(nt):
-                base = tl * TW
-                yy = 2 * (tr0 + tl)
-                two = yy + 1 < OH
-                for tj in range(TW):
-                    t = base + tj
-                    s00 = m[b, 0, o, t] + m[b, 4, o, t] + m[b, 8, o, t]
-                    s01 = m[b, 1, o, t] + m[b, 5, o, t] + m[b, 9, o, t]
-                    s02 = m[b, 2, o, t] + m[b, 6, o, t] + m[b, 10, o, t]
-                    s03 = m[b, 3, o, t] + m[b, 7, o, t] + m[b, 11, o, t]
-                    s10 = m[b, 4, o, t] - m[b, 8, o, t] - m[b, 12, o, t]
-                    s11 = m[b, 5, o, t] - m[b, 9, o, t] - m[b, 13, o, t]
-                    s12 = m[b, 6, o, t] - m[b, 10, o, t] - m[b, 14, o, t]
-                    s13 = m[b, 7, o, t] - m[b, 11, o, t] - m[b, 15, o, t]
-                    xx = 2 * tj
-                    y[b0 + b, o, yy, xx] = s00 + s01 + s02
-                    if two:
-                        y[b0 + b, o, yy + 1, xx] = s10 + s11 + s12
-                    if tj < full:
-                        y[b0 + b, o, yy, xx + 1] = s01 - s02 - s03
-                        if two:
-                            y[b0 + b, o, yy + 1, xx + 1] = s11 - s12 - s13
-
-
-@kernel
-def _winograd_output_adjoint(y, m, b0, tr0, TW):
-    """The adjoint of _winograd_output: m[b, 4 i + j, o, t] = (A g A^T)[i, j] for the 2x2 tile g of
-    y[b0 + b, o] (zero past the edges) under each tile t."""
-    nb, _, O, T = m.shape
-    OH, OW = y.shape[2], y.shape[3]
-    nt = T // TW
-    band = np.zeros((2 * nt, 2 * TW), y.dtype)  # the tiles' rows of y, zero past the edges
-    rows = min(2 * nt, OH - 2 * tr0)
-    for b in range(nb):
-        for o in range(O):
-            band[:rows, :OW] = y[b0 + b, o, 2 * tr0:2 * tr0 + rows, :]
-            for tl in range(nt):
-                r0, r1 = band[2 * tl], band[2 * tl + 1]
-                for k in range(4):  # row k of A g (g0, g1: the tile's two rows): g0, g0 + g1, g0 - g1, -g1
-                    row = r0 if k == 0 else r0 + r1 if k == 1 else r0 - r1 if k == 2 else -r1
-                    p0, p1 = m[b, 4 * k, o], m[b, 4 * k + 1, o]
-                    p2, p3 = m[b, 4 * k + 2, o], m[b, 4 * k + 3, o]
-                    for tj in range(TW):  # columns of (A g) A^T: a, a + c, a - c, -c
-                        t = tl * TW + tj
-                        a, c = row[2 * tj], row[2 * tj + 1]
-                        p0[t], p1[t], p2[t], p3[t] = a, a + c, a - c, -c
-
-
-# -- tiles and threads --------------------------------------------------------------------------------
-
-def _find_blas_threads():
-    """(get, set) of the thread count of the OpenBLAS bundled with numpy, or None (another BLAS)."""
-    for path in glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*")):
-        lib = ctypes.CDLL(path)  # already loaded by numpy: the same handle
-        for stem in ("scipy_openblas_", "openblas_"):
-            for suffix in ("64_", ""):
-                get = getattr(lib, f"{stem}get_num_threads{suffix}", None)
-                put = getattr(lib, f"{stem}set_num_threads{suffix}", None)
-                if get is not None and put is not None:
-                    return get, put
-    return None
-
-
-_BLAS_THREADS = _find_blas_threads()
-_POOL = {"size": 0, "pid": 0, "executor": None, "active": 0, "blas_before": 0, "lock": threading.Lock()}
+_BLAS_THREADS = _tiling.BLAS_THREADS
 
 
 def _workers():
     """Worker threads for tiles: numba's thread count, or 1 when BLAS threads cannot be limited."""
-    return numba.get_num_threads() if _BLAS_THREADS is not None else 1
-
-
-def _enter(n):
-    """The executor of n threads (a new one after a change of thread count or a fork: a forked child
-    has no worker threads), with BLAS single-threaded until the last concurrent call leaves."""
-    with _POOL["lock"]:
-        if _POOL["size"] != n or _POOL["pid"] != os.getpid():
-            if _POOL["executor"] is not None and _POOL["pid"] == os.getpid():
-                _POOL["executor"].shutdown(wait=False)
-            _POOL.update(executor=ThreadPoolExecutor(n, thread_name_prefix="srgrad-conv"), size=n,
-                         pid=os.getpid(), active=0)
-        get, put = _BLAS_THREADS
-        if _POOL["active"] == 0:
-            _POOL["blas_before"] = get()
-            put(1)
-        _POOL["active"] += 1
-        return _POOL["executor"]
-
-
-def _leave():
-    with _POOL["lock"]:
-        _POOL["active"] -= 1
-        if _POOL["active"] == 0:
-            _BLAS_THREADS[1](_POOL["blas_before"])
-
-
-# Column buffers kept between calls: a fresh one costs a page fault per 4 kB on first touch (measured
-# ~1 ms per 5 MB buffer, as much as its im2col). At most one per worker thread, so they stay within
-# COL_BUFFER_BYTES.
-_SPARE = {"buffers": [], "lock": threading.Lock()}
-
-
-def _take_buffer(nbytes):
-    with _SPARE["lock"]:
-        spare = _SPARE["buffers"]
-        for i, buf in enumerate(spare):
-            if buf.nbytes >= nbytes:
-                return spare.pop(i)
-        if spare:
-            spare.pop()  # too small: let it go, its replacement is larger
-    return np.empty(nbytes, np.uint8)
-
-
-def _give_buffer(buf):
-    with _SPARE["lock"]:
-        if len(_SPARE["buffers"]) < _workers():
-            _SPARE["buffers"].append(buf)
+    return _tiling.default_workers()
 
 
 def _run(tasks, work, buffer_elems, dtype):
-    """[work(task, buffer) for task in tasks] on the worker threads, each with its own column buffer
-    and single-threaded BLAS; results in task order. One task (or one worker) runs inline with BLAS
-    threaded as usual."""
-    n = min(_workers(), len(tasks))
-    nbytes = buffer_elems * np.dtype(dtype).itemsize
-    raw = [_take_buffer(nbytes) for _ in range(max(n, 1))]
-    try:
-        if n <= 1:
-            return [work(t, raw[0][:nbytes].view(dtype)) for t in tasks]
-        buffers = queue.SimpleQueue()
-        for buf in raw:
-            buffers.put(buf[:nbytes].view(dtype))
-
-        def job(task):
-            buf = buffers.get()
-            try:
-                return work(task, buf)
-            finally:
-                buffers.put(buf)
-
-        executor = _enter(_workers())
-        try:
-            return list(executor.map(job, tasks))
-        finally:
-            _leave()
-    finally:
-        for buf in raw:
-            _give_buffer(buf)
+    """[work(task, buffer) for task in tasks] on the worker threads (_tiles.run)."""
+    return _tiling.run(tasks, work, buffer_elems, dtype, _workers())
 
 
 def _tiles(n_images, out_rows, row_bytes, workers=1):
-    """Split (images, output rows) into tiles whose column matrix fits COL_BUFFER_BYTES / workers:
-    whole images when one fits (at most half a worker's share of the batch per tile, for balance),
-    else bands of rows of one image (at least one row). Returns (tiles, bytes per buffer), each tile
-    (b0, b1, r0, r1)."""
-    cap = COL_BUFFER_BYTES // workers
-    image_bytes = out_rows * row_bytes
-    if image_bytes <= cap:
-        step = max(1, min(cap // max(image_bytes, 1), -(-n_images // (2 * workers))))
-        tiles = [(b, min(n_images, b + step), 0, out_rows) for b in range(0, n_images, step)]
-        return tiles, min(step, n_images) * image_bytes
-    rows = max(1, cap // row_bytes)
-    tiles = [(b, b + 1, r, min(out_rows, r + rows))
-             for b in range(n_images) for r in range(0, out_rows, rows)]
-    return tiles, min(rows, out_rows) * row_bytes
+    """Tiles whose column matrix fits COL_BUFFER_BYTES / workers (_tiles.split): (tiles, bytes per
+    buffer), each tile (b0, b1, r0, r1)."""
+    return _tiling.split(n_images, out_rows, row_bytes, COL_BUFFER_BYTES // workers, workers)
 
 
 def _column_tiles(x_side, geo):
@@ -393,7 +114,7 @@ def _columns(x, tile, buf, K, geo):
         return x.reshape(x.shape[0], g, K // g, -1)[b0:b1, :, :, r0 * OW:r1 * OW]
     nb, n = b1 - b0, (r1 - r0) * OW
     col = buf[:nb * K * n].reshape(nb, K, n)
-    _im2col(x, col, b0, r0, OW, *geo.flat())
+    im2col(x, col, b0, r0, OW, *geo.flat())
     return col.reshape(nb, g, K // g, n)
 
 
@@ -404,12 +125,8 @@ def _flip(w, groups, c):
     return np.ascontiguousarray(wf).reshape(c, O // groups, kh, kw)
 
 
-# Winograd F(2x2, 3x3) does a 3x3 stride-1 correlation with 16 products per 2x2 outputs instead of 36:
-# 2.25x fewer multiply-adds, at the price of two transforms (measured on (16, 64, 48, 48), 64->64, one
-# thread: 1.5 ms per image against 2.5 ms by im2col). Below this many channels the transforms dominate.
+# Below this many channels Winograd's transforms dominate its 2.25x fewer products (_winograd.py).
 _WINOGRAD_MIN_CHANNELS = 16
-# G (4x3): U = G w G^T turns each 3x3 kernel into its 4x4 Winograd form.
-_WINOGRAD_G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]])
 
 
 def _winograd_applies(geo, c, o):
@@ -427,52 +144,15 @@ def _winograd_tiles(n, c, o, geo, dtype):
 
 
 def _winograd(x, w, geo, bias=None):
-    """_correlate for a 3x3 stride-1 kernel: per tile, V = B^T d B (numba), M = U V over the 16 Winograd
-    planes (BLAS, U = G W G^T), Y = A^T M A (numba)."""
-    N, C, O = x.shape[0], x.shape[1], w.shape[0]
-    OH, OW = geo.features
-    G = _WINOGRAD_G.astype(w.dtype)
-    # tensordot, not a broadcast matmul: O C separate 4x3 products cost ~1 ms
-    u = np.tensordot(np.tensordot(G, w, axes=(1, 2)), G, axes=(3, 1))  # (4, O, C, 4)
-    u = np.ascontiguousarray(u.transpose(0, 3, 1, 2)).reshape(16, O, C)
-    y = np.empty((N, O, OH, OW), x.dtype)
-    tiles, elems, TW = _winograd_tiles(N, C, O, geo, x.dtype)
-
-    def work(tile, buf):
-        b0, b1, r0, r1 = tile
-        nb, T = b1 - b0, (r1 - r0) * TW
-        v = buf[:nb * 16 * C * T].reshape(nb, 16, C, T)
-        m = buf[nb * 16 * C * T:nb * 16 * (C + O) * T].reshape(nb, 16, O, T)
-        _winograd_input(x, v, b0, r0, *geo.padding, TW)
-        np.matmul(u, v, out=m)
-        _winograd_output(m, y, b0, r0, TW)
-        if bias is not None:
-            y[b0:b1, :, 2 * r0:2 * r1] += bias.reshape(O, 1, 1)
-
-    _run(tiles, work, elems, x.dtype)
-    return y
+    """_correlate for a 3x3 stride-1 kernel by Winograd F(2x2, 3x3) (_winograd.correlate)."""
+    tiles, elems, TW = _winograd_tiles(x.shape[0], x.shape[1], w.shape[0], geo, x.dtype)
+    return _wino.correlate(x, w, geo.features, geo.padding, bias, tiles, elems, TW, _run)
 
 
 def _winograd_weight_grad(x, y, geo):
-    """_weight_grad for a 3x3 stride-1 kernel, the adjoint of _winograd in W: per tile dU = sum_t
-    (A g A^T) (B^T d B)^T over the 16 planes, then dW = G^T dU G."""
-    N, C, O = x.shape[0], x.shape[1], y.shape[1]
-    tiles, elems, TW = _winograd_tiles(N, C, O, geo, x.dtype)
-
-    def work(tile, buf):  # dU^T = V M^T: BLAS's faster orientation, as in _weight_grad
-        b0, b1, r0, r1 = tile
-        nb, T = b1 - b0, (r1 - r0) * TW
-        v = buf[:nb * 16 * C * T].reshape(nb, 16, C, T)
-        m = buf[nb * 16 * C * T:nb * 16 * (C + O) * T].reshape(nb, 16, O, T)
-        _winograd_input(x, v, b0, r0, *geo.padding, TW)
-        _winograd_output_adjoint(y, m, b0, r0, TW)
-        return np.matmul(v, m.transpose(0, 1, 3, 2)).sum(axis=0)
-
-    du = functools.reduce(np.add, _run(tiles, work, elems, x.dtype), np.zeros((16, C, O), x.dtype))
-    du = du.reshape(4, 4, C, O)
-    G = _WINOGRAD_G.astype(x.dtype)
-    dw = np.tensordot(np.tensordot(G, du, axes=(0, 0)), G, axes=(1, 0))  # (3, C, O, 3)
-    return np.ascontiguousarray(dw.transpose(2, 1, 0, 3))
+    """_weight_grad for a 3x3 stride-1 kernel, the adjoint of _winograd in W (_winograd.weight_grad)."""
+    tiles, elems, TW = _winograd_tiles(x.shape[0], x.shape[1], y.shape[1], geo, x.dtype)
+    return _wino.weight_grad(x, y, geo.padding, tiles, elems, TW, _run)
 
 
 def _correlate(x, w, geo, bias=None):
@@ -525,7 +205,7 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
                 continue
             col = buf[:nb * K * n].reshape(nb, K, n)
             np.matmul(wt, src, out=col.reshape(nb, g, K // g, n))
-            _col2im(col, x, b0, r0, OW, *geo.flat())
+            col2im(col, x, b0, r0, OW, *geo.flat())
 
     _run(tasks, work, elems, y.dtype)
     if bias is not None:
