@@ -340,7 +340,7 @@ def test_interpolate_antialias_one_pixel_wide_is_column_by_column(mode):
 # Wrong values show a stray read only when the stray memory differs; a stray write corrupts the heap
 # and may abort the process much later, in another test. So the same tests run again in a child
 # process with NUMBA_BOUNDSCHECK=1 (every kernel indexing checked; compiled into a private cache,
-# about 30 s), plus edge cases the explore profile found, which run only bounds-checked.
+# about 30 s), with edge cases the explore profile found (all fixed in dd707ff and after).
 BOUNDSCHECK = os.environ.get("NUMBA_BOUNDSCHECK") == "1"
 
 EDGE_CASES = [
@@ -358,7 +358,6 @@ EDGE_CASES = [
 ]
 
 
-@pytest.mark.skipif(not BOUNDSCHECK, reason="run bounds-checked, in the child process below")
 @pytest.mark.parametrize("op,shapes,kw", EDGE_CASES, ids=[c[0] for c in EDGE_CASES])
 def test_edge_cases(op, shapes, kw):
     arrays = [data(i, shape) for i, shape in enumerate(shapes)]
@@ -366,12 +365,7 @@ def test_edge_cases(op, shapes, kw):
           None, kw)
 
 
-@pytest.mark.xfail(strict=True, reason="out-of-bounds indexing in helper B's kernels (uncommitted "
-                   "conv.py / pool.py): conv._valid_range must clamp i0 to count before "
-                   "i1 = max(i0, ...); pool._max_window must give an all-padding window the index "
-                   "-1 and _max_window_adjoint skip it; conv_transpose2d's stride-1 path fails on "
-                   "EDGE_CASES[3]. Remove this mark when the fixes land.")
-@pytest.mark.skipif(BOUNDSCHECK, reason="this is the parent")
+@pytest.mark.skipif(BOUNDSCHECK, reason="already bounds-checked: this is the child")
 def test_every_op_test_again_with_numba_boundscheck(tmp_path):
     import subprocess
     import sys
