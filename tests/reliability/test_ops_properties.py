@@ -313,9 +313,11 @@ def test_interpolate(x, d):
     # the adjoint identity against the (torch-checked) forward instead of torch's backward.
     if size is not None:
         out_size = pair(size)
-    else:
+    elif scale is not None:
         factors = scale if isinstance(scale, tuple) else (scale, scale)
         out_size = tuple(math.floor(x.shape[2 + i] * factors[i]) for i in range(2))
+    else:
+        out_size = ()  # neither: a refusal
     torch_bug = (kw["antialias"] and mode in ("bilinear", "bicubic")
                  and 1 in x.shape[2:] + out_size)
     check(lambda t: F.interpolate(t, **kw), lambda t: TF.interpolate(t, **kw), [x], None, kw,
