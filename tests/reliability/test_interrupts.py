@@ -296,6 +296,22 @@ def test_full_disk_while_saving_is_a_clear_error_and_keeps_the_previous_checkpoi
         np.testing.assert_array_equal(a[k], b[k])
 
 
+def test_full_disk_when_a_resumed_run_writes_its_config(make_config, tmp_path, monkeypatch,
+                                                       capsys):
+    """The first write of a (resumed) run is config.yaml: ENOSPC there stops before training,
+    names the file, and leaves the checkpoints and the old config.yaml as they were."""
+    cfg = make_config(iters=2, every=2)
+    run = tmp_path / "runs" / "tiny"
+    assert train_main([str(cfg), "--no-progress"]) == 0
+    before = snapshot(run)
+    monkeypatch.setattr(ckpt, "open", FullDisk("config.yaml"), raising=False)
+    assert train_main([str(cfg), "--resume", "auto", "--set", "train.total_iters=4",
+                       "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert f"cannot write {run / 'config.yaml'}: No space left on device" in err, err
+    assert snapshot(run) == before
+
+
 def test_full_disk_while_logging_names_the_file(make_config, tmp_path, monkeypatch, capsys):
     """metrics.csv is appended every log_every iterations: ENOSPC there names the file too."""
     import framework.engine.runlog as runlog
