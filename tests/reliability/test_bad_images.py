@@ -314,3 +314,24 @@ def test_limit_applies_just_above_it(tmp_path, monkeypatch):
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # no Pillow DecompressionBombWarning leaks either
         assert read_image(path, max_pixels=100)[0].shape == (3, 10, 10)
+
+
+@pytest.mark.parametrize("tag,prefix", [(b"zTXt", b"Comment\0\0"), (b"iCCP", b"icc\0\0")])
+def test_compressed_metadata_bomb_in_a_small_png(tmp_path, tag, prefix):
+    """A 4x4 PNG whose zTXt comment or iCCP profile inflates to 200 MiB: refused by Pillow's
+    chunk limit, named as corrupt, with no memory to speak of."""
+    def chunk(kind, data):
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I",
+                                                                         zlib.crc32(kind + data))
+    small = tmp_path / "small.png"
+    Image.new("RGB", (4, 4)).save(small)
+    png = small.read_bytes()
+    packer, zeros = zlib.compressobj(9), bytes(2**20)
+    bomb = b"".join(packer.compress(zeros) for _ in range(200)) + packer.flush()  # ~200 KB
+    path = tmp_path / "bomb.png"
+    path.write_bytes(png[:33] + chunk(tag, prefix + bomb) + png[33:])  # right after IHDR
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    with pytest.raises(ValueError, match=rf"^{path}: corrupt or truncated image \(ValueError: "
+                                         rf"Decompressed data too large"):
+        read_image(path)
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 64 * 1024
