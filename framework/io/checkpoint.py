@@ -136,7 +136,8 @@ def read_safetensors(path):
         header = json.loads(data[8:8 + n])
         end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"),
                   default=0)
-    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+        # RecursionError: JSON nested past Python's limit, a hostile header
         raise CheckpointError(f"{source} is not a safetensors file (unreadable header)") from None
     if 8 + n + end > len(data):
         raise CheckpointError(f"{source} is truncated: its tensors need {8 + n + end} bytes, the "
@@ -151,7 +152,7 @@ def read_safetensors(path):
 def _info(meta: dict, source: str) -> dict:
     try:
         return json.loads(meta.get("srgrad", "{}"))
-    except ValueError:
+    except (ValueError, RecursionError):
         raise CheckpointError(f"{source}: unreadable srgrad metadata") from None
 
 
