@@ -261,3 +261,33 @@ def test_weights_metadata_cannot_make_srgrad_import_code(tmp_path, monkeypatch, 
     assert infer_main(["--weights", str(path), "--input", str(lr_image), "--output",
                        str(tmp_path / "out.png"), "--no-progress"]) == 0
     assert "evil_module" not in sys.modules and not (tmp_path / "PWNED").exists()
+
+
+def hostile_header(path, header: bytes, data=b""):
+    path.write_bytes(len(header).to_bytes(8, "little") + header + data)
+    return path
+
+
+@pytest.mark.parametrize("kind", ["nested header", "nested metadata", "huge shape"])
+def test_hostile_safetensors_headers_are_named(tmp_path, lr_image, capsys, kind):
+    """JSON nested 100000 deep (Python's json recursion limit) in the header or in srgrad's
+    metadata, or a tensor claiming 10^10 elements backed by 4 bytes: a CheckpointError naming the
+    file, and a one-line error from srgrad-infer."""
+    import json
+    path = tmp_path / "hostile.safetensors"
+    deep = "[" * 100_000 + "]" * 100_000
+    if kind == "nested header":
+        hostile_header(path, b'{"__metadata__": ' + deep.encode() + b"}")
+    elif kind == "nested metadata":
+        hostile_header(path, json.dumps({"__metadata__": {"format": "srgrad.weights/1",
+                                                          "srgrad": deep}}).encode())
+    else:
+        hostile_header(path, json.dumps({"w": {"dtype": "F32", "shape": [100_000, 100_000],
+                                               "data_offsets": [0, 4]}}).encode(), b"\0" * 4)
+    for load in (ckpt.load_weights, ckpt.load_checkpoint, load_model):
+        with pytest.raises(CheckpointError, match=rf"^{path}"):
+            load(path)
+    assert infer_main(["--weights", str(path), "--input", str(lr_image), "--output",
+                       str(tmp_path / "out.png"), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}") and "Traceback" not in err, err
