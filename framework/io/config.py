@@ -24,6 +24,7 @@ import json
 import numbers
 import os
 import re
+import reprlib
 import sys
 
 import yaml
@@ -133,6 +134,18 @@ _TOP_SECTIONS_OPTIONAL = ("val", "checkpoint")
 
 
 # -- loading ----------------------------------------------------------------------------------------
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 160
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+_REPR.maxlevel = 3
+
+
+def _show(value) -> str:
+    """repr for messages, bounded: a value built from YAML aliases can expand to billions of
+    items, and its full repr would exhaust memory before the error is shown."""
+    return _REPR.repr(value)
+
+
 def _where(source, path):
     return f"{source}: {path}" if path else str(source)
 
@@ -149,6 +162,8 @@ def _parse_yaml(text, source):
         data = yaml.load(text, Loader=ConfigLoader)
     except yaml.YAMLError as exc:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:  # PyYAML composes nested nodes recursively
+        raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -161,8 +176,8 @@ def parse_scalar(text: str):
     """A `--set` value, parsed as a YAML scalar with the config's loader (`2e-4` -> float)."""
     try:
         return yaml.load(text, Loader=ConfigLoader)
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"--set: cannot parse value {text!r}: {exc}") from None
+    except (yaml.YAMLError, RecursionError) as exc:
+        raise ConfigError(f"--set: cannot parse value {_show(text)}: {exc}") from None
 
 
 def _schema_at(path):
@@ -280,7 +295,7 @@ def validate(cfg: dict, source="<config>") -> dict:
 def _validate_section(cfg, schema, prefix, source, errors, top=False):
     if not isinstance(cfg, dict):
         errors.append(f"{_where(source, prefix)}: expected a mapping, got "
-                      f"{type(cfg).__name__} {cfg!r}")
+                      f"{type(cfg).__name__} {_show(cfg)}")
         return {}
     out = {}
     for key in cfg:
@@ -335,7 +350,7 @@ def _check_field(value, spec, path, source, errors):
     kind = spec.kind
     if kind == "str_list":
         if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            errors.append(f"{where}: expected a list of strings, got {value!r}")
+            errors.append(f"{where}: expected a list of strings, got {_show(value)}")
             return value
         bad = [v for v in value if spec.choices and v not in spec.choices]
         if bad:
@@ -349,14 +364,14 @@ def _check_field(value, spec, path, source, errors):
     }[kind]
     if not ok:
         errors.append(f"{where}: expected {_kind_name(kind)}, got {type(value).__name__} "
-                      f"{value!r}")
+                      f"{_show(value)}")
         return value
     if kind is float:
         value = float(value)
     if kind is int:
         value = int(value)
     if spec.choices and value not in spec.choices:
-        errors.append(f"{where}: {value!r} is not one of {list(spec.choices)}"
+        errors.append(f"{where}: {_show(value)} is not one of {list(spec.choices)}"
                       f"{_did_you_mean(value, spec.choices)}")
     if spec.minimum is not None and (value < spec.minimum or
                                      (spec.exclusive and value == spec.minimum)):
@@ -376,7 +391,7 @@ def _validate_block(block, spec, path, source, errors):
     """`{type: Name, **kwargs}` against Name's constructor signature."""
     where = _where(source, path)
     if not isinstance(block, dict):
-        errors.append(f"{where}: expected a mapping with a 'type' key, got {block!r}")
+        errors.append(f"{where}: expected a mapping with a 'type' key, got {_show(block)}")
         return
     known_names = spec.registry.names()
     if "type" not in block:
@@ -384,7 +399,7 @@ def _validate_block(block, spec, path, source, errors):
         return
     name = block["type"]
     if not isinstance(name, str) or name not in spec.registry:
-        errors.append(f"{where}.type: unknown {spec.registry.kind} {name!r}"
+        errors.append(f"{where}.type: unknown {spec.registry.kind} {_show(name)}"
                       f"{_did_you_mean(name, known_names)} Known: {', '.join(known_names)}")
         return
     sig = _signature(spec.registry.get(name))
@@ -436,7 +451,7 @@ def _check_keyword_type(value, param, where, errors):
         return
     if not ok:
         errors.append(f"{where}: expected {type(default).__name__} (like the default "
-                      f"{default!r}), got {type(value).__name__} {value!r}")
+                      f"{default!r}), got {type(value).__name__} {_show(value)}")
     elif isinstance(default, numbers.Real) and not isinstance(default, bool) and value < 0 and \
             param.name in ("lr", "eps", "weight_decay", "loss_weight", "res_scale"):
         errors.append(f"{where}: must be >= 0, got {value!r}")
