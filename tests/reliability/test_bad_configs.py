@@ -279,3 +279,28 @@ def test_keywords_without_a_typed_default_are_checked_by_the_constructor(tmp_pat
     assert train_main([str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert re.search(rf"^error: {re.escape(str(path))}: {match}", err), err
+
+
+def test_yaml_nested_too_deeply(tmp_path, capsys):
+    path = tmp_path / "cfg.yaml"
+    path.write_text("name: " + "[" * 5000 + "]" * 5000 + "\n")
+    with pytest.raises(ConfigError, match=rf"^{re.escape(str(path))}: not valid YAML: nested too "
+                                          rf"deeply"):
+        load_config(path)
+    assert train_main([str(path)]) == 2
+    assert "nested too deeply" in capsys.readouterr().err
+
+
+def test_alias_expansion_does_not_blow_up_the_message(tmp_path, base):
+    """YAML aliases share one object ("billion laughs": 10^7 leaves from 70 written); a value made
+    of them in the wrong place is reported with a bounded repr, not tens of megabytes."""
+    laughs = "a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+        f"a{i}: &a{i} [{', '.join([f'*a{i - 1}'] * 10)}]\n" for i in range(1, 7))
+    path = tmp_path / "cfg.yaml"
+    path.write_text(laughs + yaml.safe_dump(base, sort_keys=False).replace(
+        "name: tiny", "name: *a6"))
+    with pytest.raises(ConfigError) as exc:
+        load_config(path)
+    msg = str(exc.value)
+    assert f"{path}: name: expected a str, got list [[[" in msg and len(msg) < 10_000, len(msg)
+    assert f"{path}: a6: unknown key" in msg
