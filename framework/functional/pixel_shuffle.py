@@ -20,10 +20,10 @@ def _permute(x, out, r, to_space):
     H, W = (x.shape[2], x.shape[3]) if to_space else (out.shape[2], out.shape[3])
     for n in range(N):
         for c in range(C):
-            for a in range(r):
-                for b in range(r):
-                    k = c * r * r + a * r + b
-                    for h in range(H):
+            for h in range(H):
+                for a in range(r):  # the r^2 rows of depth that fill the r rows of space at h, in turn
+                    for b in range(r):
+                        k = c * r * r + a * r + b
                         if to_space:
                             src, dst = x[n, k, h], out[n, c, h * r + a]
                             for w in range(W):
