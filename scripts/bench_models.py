@@ -1,29 +1,50 @@
 """Whole models, srgrad vs the PyTorch twins of scripts/torch_models.py (same architecture, same
 weights, parameter counts checked): one training step (forward, L1 loss, backward, Adam step) on a
-batch of 16 LR patches, and inference (no_grad) on one image. float32.
+batch of 16 LR patches, inference (no_grad) on one 512x512 LR image, peak memory (RSS) of each, and
+the time to the first training step in a fresh process. float32.
 
 Run through the harness: `python scripts/benchmark.py --only models --threads 2`; section options
-after the harness's own: `--models ESPCN FSRCNN` (default: all six), `--infer-size 512` (the LR side
-of the inference image; 0 skips inference), `--batch 16`.
+after the harness's own:
+    --models ESPCN FSRCNN     default: all six
+    --infer-size 512          the LR side of the inference image; 0 skips inference
+    --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
+    --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR and EDSR (at
+                              512 -> 1024 they take seconds per image)
+    --batch 16
+    --memory / --no-memory    peak RSS (VmHWM) of a training step and of the inference, each in a
+                              fresh child process per model and framework (default on)
+    --first-step / --no-first-step   time from a fresh process's start to the end of its first
+                              training step, numba cache warm, and cold (NUMBA_CACHE_DIR = an empty
+                              temporary folder; srgrad only: torch has nothing to compile)
+
+The same file is the child: `python scripts/bench_models.py --child ours|torch MODEL step|infer ...`
+prints one JSON line {"first_step_s", "step_s", "peak_mb", "base_mb"}: the time from its start to
+the end of its first step, its second step, its peak RSS and its RSS after the imports and the model,
+before any work.
 """
 from __future__ import annotations
 
-import argparse
+import time
 
-import numpy as np
+_T0 = time.perf_counter()  # the child's clock starts before its imports
 
-from benchmark import Row, time_pair
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import pathlib  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
 
-import framework as sg
-import framework.functional as F
-import models  # noqa: F401  registers the architectures
-from framework.nn import init
-from framework.optim import Adam
-from framework.registry import MODELS
+import numpy as np  # noqa: E402
+
+from benchmark import Row, time_pair  # noqa: E402
+
+HERE = pathlib.Path(__file__).resolve().parent
 
 TITLE = "Models: training step (16 patches, L1 + Adam) and inference, float32"
 
-# name -> (spec, LR patch side); the patch sizes of issue 6 (BasicSR's gt_size / scale for EDSR).
+# name -> (spec, LR patch side): issue 6's shapes. SRCNN's 48 px LR is its 96 px bicubic input.
 CASES = {
     "SRCNN": ({"type": "SRCNN", "scale": 2}, 48),
     "FSRCNN": ({"type": "FSRCNN", "scale": 2}, 48),
@@ -32,23 +53,95 @@ CASES = {
     "EDSR": ({"type": "EDSR", "scale": 2}, 48),
     "UpsampleNet": ({"type": "UpsampleNet", "scale": 2}, 48),
 }
-TARGETS = {"step": 1.25, "step UpsampleNet": 0.8, "infer": 1.25}
+HEAVY = ("SRCNN", "VDSR", "EDSR")  # whole-image inference at 1024x1024 output: seconds per run
+TARGETS = {"step": 1.25, "step UpsampleNet": 0.8, "infer": 1.25, "memory": 1.5}
+FIRST_STEP_WARM_S, FIRST_STEP_COLD_S = 3.0, 60.0
 
 
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_models")
     ap.add_argument("--models", nargs="*", default=list(CASES), choices=list(CASES))
     ap.add_argument("--infer-size", type=int, default=512)
+    ap.add_argument("--infer-repeat", type=int, default=None)
+    ap.add_argument("--heavy-repeat", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
     return ap.parse_known_args(rest)[0]
+
+
+def _batch(spec, side, batch):
+    s, rng = spec["scale"], np.random.default_rng(0)
+    lq = rng.uniform(0, 1, (batch, 3, side, side)).astype(np.float32)
+    gt = rng.uniform(0, 1, (batch, 3, side * s, side * s)).astype(np.float32)
+    return lq, gt
+
+
+def _image(side):
+    return np.random.default_rng(1).uniform(0, 1, (1, 3, side, side)).astype(np.float32)
+
+
+# -- the two frameworks' step and inference closures ----------------------------------------------
+
+def _ours_model(spec):
+    import models  # noqa: F401  registers the architectures
+    from framework.nn import init
+    from framework.registry import MODELS
+    init.manual_seed(0)
+    return MODELS.build(spec)
+
+
+def _ours_step(model, lq, gt):
+    import framework as sg
+    import framework.functional as F
+    from framework.optim import Adam
+    x, y = sg.tensor(lq), sg.tensor(gt)
+    opt = Adam(model.parameters(), lr=1e-4)
+
+    def step():
+        opt.zero_grad()
+        F.l1_loss(model(x), y).backward()
+        opt.step()
+    return step
+
+
+def _ours_infer(model, lq):
+    import framework as sg
+    x = sg.tensor(lq)
+
+    def infer():
+        with sg.no_grad():
+            model(x)
+    return infer
+
+
+def _torch_step(twin, lq, gt):
+    import torch
+    tx, ty = torch.from_numpy(lq), torch.from_numpy(gt)
+    opt = torch.optim.Adam(twin.parameters(), lr=1e-4)
+
+    def step():
+        opt.zero_grad()
+        torch.nn.functional.l1_loss(twin(tx), ty).backward()
+        opt.step()
+    return step
+
+
+def _torch_infer(twin, lq):
+    import torch
+    tx = torch.from_numpy(lq)
+
+    def infer():
+        with torch.no_grad():
+            twin(tx)
+    return infer
 
 
 def _pair(spec):
     """Our model and its torch twin with the same weights."""
     import torch
     from torch_models import twin_of
-    init.manual_seed(0)
-    ours = MODELS.build(spec)
+    ours = _ours_model(spec)
     twin = twin_of(ours, spec, dtype=torch.float32)
     n_ours, n_twin = ours.num_parameters(), sum(p.numel() for p in twin.parameters())
     if n_ours != n_twin:
@@ -56,56 +149,179 @@ def _pair(spec):
     return ours, twin, n_ours
 
 
+# -- rows -----------------------------------------------------------------------------------------
+
+def _conv_gflop(model, lq, training):
+    """GFLOP of the model's convolutions (2 x multiply-adds) on batch `lq`: the forward, or for a
+    training step the forward + input gradient + weight gradient (no input gradient for a conv whose
+    input needs none, e.g. the first). Counted by wrapping F.conv2d / F.conv_transpose2d during one
+    forward on the first image, times the batch size."""
+    import framework as sg
+    import framework.functional as F
+    real = {"conv2d": F.conv2d, "conv_transpose2d": F.conv_transpose2d}
+    total = [0.0]
+
+    def counting(kind):
+        def op(x, weight, *args, **kwargs):
+            y = real[kind](x, weight, *args, **kwargs)
+            # a whole weight's multiply-adds per output pixel of a conv, per input pixel of a
+            # transposed conv
+            pixels = y.shape[2] * y.shape[3] if kind == "conv2d" else x.shape[2] * x.shape[3]
+            fwd = 2.0 * pixels * np.prod(weight.shape)
+            total[0] += fwd * (2 + x.requires_grad if training else 1)
+            return y
+        return op
+
+    try:
+        F.conv2d, F.conv_transpose2d = counting("conv2d"), counting("conv_transpose2d")
+        with (sg.enable_grad() if training else sg.no_grad()):
+            model(sg.tensor(lq[:1]))
+    finally:
+        F.conv2d, F.conv_transpose2d = real["conv2d"], real["conv_transpose2d"]
+    return total[0] * lq.shape[0] / 1e9
+
+
+def _rates(gflop, a_ms, b_ms):
+    return f"convs {gflop:.1f} GFLOP: {gflop / a_ms * 1e3:.0f} vs {gflop / b_ms * 1e3:.0f} GFLOP/s"
+
+
 def _step_row(name, spec, side, batch, repeat):
-    import torch
     ours, twin, n = _pair(spec)
-    s, rng = spec["scale"], np.random.default_rng(0)
-    lq = rng.uniform(0, 1, (batch, 3, side, side)).astype(np.float32)
-    gt = rng.uniform(0, 1, (batch, 3, side * s, side * s)).astype(np.float32)
-    x, y = sg.tensor(lq), sg.tensor(gt)
-    tx, ty = torch.from_numpy(lq), torch.from_numpy(gt)
-    opt = Adam(ours.parameters(), lr=1e-4)
-    topt = torch.optim.Adam(twin.parameters(), lr=1e-4)
-
-    def step_ours():
-        opt.zero_grad()
-        F.l1_loss(ours(x), y).backward()
-        opt.step()
-
-    def step_torch():
-        topt.zero_grad()
-        torch.nn.functional.l1_loss(twin(tx), ty).backward()
-        topt.step()
-
-    a, b = time_pair(step_ours, step_torch, repeat)
+    lq, gt = _batch(spec, side, batch)
+    a, b = time_pair(_ours_step(ours, lq, gt), _torch_step(twin, lq, gt), repeat)
     target = TARGETS["step UpsampleNet"] if name == "UpsampleNet" else TARGETS["step"]
-    return Row(f"{name} x{s} step ({batch},3,{side},{side})", a, b, target, note=f"{n:,} params")
+    return Row(f"{name} x{spec['scale']} step ({batch},3,{side},{side})", a, b, target,
+               note=f"{n:,} params; {_rates(_conv_gflop(ours, lq, True), a, b)}")
 
 
 def _infer_row(name, spec, side, repeat):
-    import torch
     ours, twin, _ = _pair(spec)
-    lq = np.random.default_rng(1).uniform(0, 1, (1, 3, side, side)).astype(np.float32)
-    x, tx = sg.tensor(lq), torch.from_numpy(lq)
-
-    def infer_ours():
-        with sg.no_grad():
-            ours(x)
-
-    def infer_torch():
-        with torch.no_grad():
-            twin(tx)
-
-    a, b = time_pair(infer_ours, infer_torch, repeat)
-    return Row(f"{name} x{spec['scale']} inference (1,3,{side},{side})", a, b, TARGETS["infer"])
+    lq = _image(side)
+    # One warm-up each: the training step before it already compiled every kernel.
+    a, b = time_pair(_ours_infer(ours, lq), _torch_infer(twin, lq), repeat)
+    return Row(f"{name} x{spec['scale']} inference (1,3,{side},{side})", a, b, TARGETS["infer"],
+               note=f"repeat {repeat}; {_rates(_conv_gflop(ours, lq, False), a, b)}")
 
 
-def run(args) -> list[Row]:
+def _child(framework, name, phase, args, cache_dir=None):
+    """Run this file as a fresh child process; its JSON report."""
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), NUMBA_NUM_THREADS=str(args.threads))
+    if cache_dir is not None:
+        env["NUMBA_CACHE_DIR"] = cache_dir
+    cmd = [sys.executable, str(HERE / "bench_models.py"), "--child", framework, name, phase,
+           "--threads", str(args.threads), "--batch", str(args.batch), "--infer-size", str(args.infer_size)]
+    out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
+    if out.returncode != 0:
+        raise RuntimeError(f"child {' '.join(cmd[2:])} failed:\n{out.stderr[-2000:]}")
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _base_note(reports):
+    """The RSS before any work (libraries + model) and the growth above it, both frameworks."""
+    o, t = reports["ours"], reports["torch"]
+    return (f"before work {o['base_mb']:.0f} / {t['base_mb']:.0f} MB, growth "
+            f"{o['peak_mb'] - o['base_mb']:.0f} / {t['peak_mb'] - t['base_mb']:.0f} MB")
+
+
+def _fresh_process_rows(name, side, opts):
+    """Peak RSS of a training step and of the inference, and the time to the first step, each from a
+    fresh child process per framework (srgrad's cold-cache first step in one more)."""
+    rows = []
+    step = {fw: _child(fw, name, "step", opts) for fw in ("ours", "torch")}
+    if opts.memory:
+        rows.append(Row(f"{name} peak RSS, 3 steps ({opts.batch},3,{side},{side}) [MB]",
+                        step["ours"]["peak_mb"], step["torch"]["peak_mb"], TARGETS["memory"],
+                        note=_base_note(step)))
+        if opts.infer_size:
+            infer = {fw: _child(fw, name, "infer", opts) for fw in ("ours", "torch")}
+            rows.append(Row(f"{name} peak RSS, inference (1,3,{opts.infer_size},{opts.infer_size}) [MB]",
+                            infer["ours"]["peak_mb"], infer["torch"]["peak_mb"], TARGETS["memory"],
+                            note=_base_note(infer)))
+    if opts.first_step:
+        warm, steady = step["ours"]["first_step_s"], step["ours"]["step_s"]
+        with tempfile.TemporaryDirectory(prefix="srgrad-numba-cold-") as cold_dir:
+            cold = _child("ours", name, "step", opts, cache_dir=cold_dir)
+        ok_warm = "met" if warm < FIRST_STEP_WARM_S else "MISSED"
+        ok_cold = "met" if cold["first_step_s"] < FIRST_STEP_COLD_S else "MISSED"
+        # what the first step costs beyond a steady one: interpreter, imports, model, cache loads
+        rows.append(Row(f"{name} first step, fresh process, numba cache warm", 1e3 * warm,
+                        1e3 * step["torch"]["first_step_s"],
+                        note=f"< {FIRST_STEP_WARM_S:.0f} s {ok_warm}; {warm - steady:.2f} s above its "
+                             f"next step (torch {step['torch']['first_step_s'] - step['torch']['step_s']:.2f})"))
+        rows.append(Row(f"{name} first step, fresh process, numba cache cold", 1e3 * cold["first_step_s"],
+                        None, note=f"< {FIRST_STEP_COLD_S:.0f} s {ok_cold}; "
+                                   f"{cold['first_step_s'] - cold['step_s']:.1f} s above its next step"))
+    return rows
+
+
+def run(args) -> list:
     opts = _options(getattr(args, "rest", []))
+    opts.threads = args.threads
     rows = []
     for name in opts.models:
         spec, side = CASES[name]
         rows.append(_step_row(name, spec, side, opts.batch, args.repeat))
         if opts.infer_size:
-            rows.append(_infer_row(name, spec, opts.infer_size, args.repeat))
+            repeat = opts.infer_repeat or args.repeat
+            rows.append(_infer_row(name, spec, opts.infer_size,
+                                   min(repeat, opts.heavy_repeat) if name in HEAVY else repeat))
+    if opts.memory or opts.first_step:  # children after the timings: they would compete for the cores
+        for name in opts.models:
+            rows += _fresh_process_rows(name, CASES[name][1], opts)
     return rows
+
+
+# -- the child ----------------------------------------------------------------------------------------
+
+def _rss_mb(field="VmRSS"):
+    """The process's resident set now (VmRSS) or its peak (VmHWM), MB, from /proc/self/status."""
+    for line in pathlib.Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) / 1024
+    raise RuntimeError(f"no {field} in /proc/self/status (Linux only)")
+
+
+def child_main(argv):
+    """One fresh process: build one model in one framework, run a training step (three, for the peak)
+    or one inference; print {"first_step_s", "step_s", "peak_mb", "base_mb"} as JSON."""
+    ap = argparse.ArgumentParser(prog="bench_models --child")
+    ap.add_argument("framework", choices=["ours", "torch"])
+    ap.add_argument("name", choices=list(CASES))
+    ap.add_argument("phase", choices=["step", "infer"])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--batch", type=int, default=16)
+    ap.add_argument("--infer-size", type=int, default=512)
+    a = ap.parse_args(argv)
+    spec, side = CASES[a.name]
+    sys.path.insert(0, str(HERE.parent))
+    sys.path.insert(0, str(HERE))
+    if a.framework == "ours":
+        import numba
+        numba.set_num_threads(a.threads)
+        model = _ours_model(spec)
+    else:
+        import torch
+        from torch_models import build_twin
+        torch.set_num_threads(a.threads)
+        torch.manual_seed(0)
+        model = build_twin(spec)
+    base = _rss_mb()  # libraries, model and interpreter, before any work
+    if a.phase == "step":
+        lq, gt = _batch(spec, side, a.batch)
+        fn = (_ours_step if a.framework == "ours" else _torch_step)(model, lq, gt)
+        fn()
+        first = time.perf_counter() - _T0
+        t = time.perf_counter()
+        fn()
+        step = time.perf_counter() - t
+        fn()
+    else:
+        fn = (_ours_infer if a.framework == "ours" else _torch_infer)(model, _image(a.infer_size))
+        fn()
+        first = step = None
+    print(json.dumps({"first_step_s": first, "step_s": step, "peak_mb": _rss_mb("VmHWM"),
+                      "base_mb": base}))
+
+
+if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
+    child_main(sys.argv[2:])
