@@ -357,3 +357,31 @@ def _x(*shape, dtype=np.float64):
 def test_errors(call, err, match):
     with pytest.raises(err, match=match):
         call()
+
+
+@pytest.mark.parametrize("transpose,w_shape,options", [
+    (False, (2, 6, 5, 5), dict(padding=2)),                       # fewer outputs: input grad by col2im
+    (False, (3, 6, 3, 3), dict(stride=2, padding=1)),             # strided: col2im adjoint
+    (True, (6, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),  # strided transpose forward
+])
+@pytest.mark.parametrize("cap", [1, 2000, None])
+def test_one_image_adjoint_phases_match_torch(transpose, w_shape, options, cap, monkeypatch):
+    """One image and two workers: the adjoint (col2im) runs an image's bands in phases that add into
+    disjoint rows of x (the inference path); any tile cap gives torch's values and gradients."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(conv_module, "_workers", lambda: 2)
+    if cap is not None:
+        monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
+    fn, tfn = (F.conv_transpose2d, torch.nn.functional.conv_transpose2d) if transpose else (
+        F.conv2d, torch.nn.functional.conv2d)
+    rng = np.random.default_rng(7)
+    out_channels = w_shape[1] if transpose else w_shape[0]
+    x, w, b = _operands(rng, (1, 6, 11, 9), w_shape, out_channels)
+    y = fn(x, w, b, **options)
+    g = rng.standard_normal(y.shape)
+    y.backward(g)
+    tx, tw, tb = (torch.tensor(a.numpy(), requires_grad=True) for a in (x, w, b))
+    ty = tfn(tx, tw, tb, **options)
+    ty.backward(torch.tensor(g))
+    for ours, ref in ((y, ty), (x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
+        np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-10)
