@@ -14,3 +14,17 @@ def kernel(fn=None, *, parallel: bool = False):
 
 
 prange = numba.prange
+
+
+def launch(kern, small: bool, *args):
+    """kern(*args), on one numba thread when `small`. A parallel region waits for its slowest
+    thread, and on a shared machine a descheduled thread stalls it for a whole time slice, so tiny
+    calls run serially (each op family measures its own threshold)."""
+    if not small:
+        return kern(*args)
+    threads = numba.get_num_threads()
+    numba.set_num_threads(1)
+    try:
+        return kern(*args)
+    finally:
+        numba.set_num_threads(threads)

@@ -32,7 +32,7 @@ from ..autograd import Function
 from . import _tiles as _tiling
 from . import _winograd as _wino
 from ._im2col import col2im, im2col
-from ._util import data_of
+from ._util import data_of, int_pair
 
 __all__ = ["conv2d", "conv_transpose2d"]
 
@@ -300,15 +300,6 @@ class ConvTranspose2d(Function):
 
 # -- validation and the public wrappers ---------------------------------------------------------------
 
-def _pair(name, arg, value, minimum):
-    """An int or a pair of ints, each >= minimum, as a tuple of two Python ints."""
-    items = (value, value) if isinstance(value, (int, np.integer)) else value
-    if (not isinstance(items, (tuple, list)) or len(items) != 2
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items)):
-        raise ValueError(f"{name}: {arg} must be an int or a pair of ints, got {value!r}")
-    if isinstance(value, bool) or any(v < minimum for v in items):
-        raise ValueError(f"{name}: {arg} must be >= {minimum}, got {value!r}")
-    return int(items[0]), int(items[1])
 
 
 def _check_operands(name, x, w, b):
@@ -353,8 +344,8 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     stride 1 only; an odd total padding puts the extra pixel at the bottom/right, as torch)."""
     name = "conv2d"
     xa, wa, ba = _check_operands(name, x, weight, bias)
-    stride = _pair(name, "stride", stride, 1)
-    dilation = _pair(name, "dilation", dilation, 1)
+    stride = int_pair(name, "stride", stride, 1)
+    dilation = int_pair(name, "dilation", dilation, 1)
     kernel = wa.shape[2:]
     _check_groups(name, groups, xa, wa, wa.shape[0], "output channels")
     if xa.shape[1] != wa.shape[1] * groups:
@@ -372,7 +363,7 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
         total = [d * (k - 1) if padding == "same" else 0 for k, d in zip(kernel, dilation)]
         pad = (total[0] // 2, total[1] // 2)
     else:
-        pad = _pair(name, "padding", padding, 0)
+        pad = int_pair(name, "padding", padding, 0)
         total = [2 * p for p in pad]
     padded = (H + total[0], W + total[1])
     extent = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
@@ -393,10 +384,10 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     dilation."""
     name = "conv_transpose2d"
     xa, wa, ba = _check_operands(name, x, weight, bias)
-    stride = _pair(name, "stride", stride, 1)
-    dilation = _pair(name, "dilation", dilation, 1)
-    pad = _pair(name, "padding", padding, 0)
-    out_pad = _pair(name, "output_padding", output_padding, 0)
+    stride = int_pair(name, "stride", stride, 1)
+    dilation = int_pair(name, "dilation", dilation, 1)
+    pad = int_pair(name, "padding", padding, 0)
+    out_pad = int_pair(name, "output_padding", output_padding, 0)
     kernel = wa.shape[2:]
     _check_groups(name, groups, xa, wa, wa.shape[0], "input channels")
     if xa.shape[1] != wa.shape[0]:

@@ -8,12 +8,11 @@ so every scatter is race-free.
 """
 from __future__ import annotations
 
-import numba
 import numpy as np
 
-from .._jit import kernel, prange
+from .._jit import kernel, launch, prange
 from ..autograd import Function
-from ._util import data_of
+from ._util import data_of, int_pair
 
 __all__ = ["avg_pool2d", "max_pool2d", "adaptive_avg_pool2d"]
 
@@ -24,15 +23,8 @@ _SERIAL_WORK = 1 << 18
 
 
 def _launch(kern, work, *args):
-    """kern(*args), on one numba thread when `work` is small."""
-    if work >= _SERIAL_WORK:
-        return kern(*args)
-    threads = numba.get_num_threads()
-    numba.set_num_threads(1)
-    try:
-        return kern(*args)
-    finally:
-        numba.set_num_threads(threads)
+    """kern(*args), on one numba thread when `work` (window reads) is small."""
+    return launch(kern, work < _SERIAL_WORK, *args)
 
 
 # -- kernels -------------------------------------------------------------------------------------------
@@ -162,14 +154,6 @@ def _largest(windows):
 
 # -- sizes, windows, validation --------------------------------------------------------------------
 
-def _pair(name, arg, value, minimum):
-    items = (value, value) if isinstance(value, (int, np.integer)) else value
-    if (not isinstance(items, (tuple, list)) or len(items) != 2
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items)):
-        raise ValueError(f"{name}: {arg} must be an int or a pair of ints, got {value!r}")
-    if isinstance(value, bool) or any(v < minimum for v in items):
-        raise ValueError(f"{name}: {arg} must be >= {minimum}, got {value!r}")
-    return int(items[0]), int(items[1])
 
 
 def _check_input(name, x):
@@ -185,10 +169,10 @@ def _pool_geometry(name, a, kernel_size, stride, padding, dilation, ceil_mode):
     """Checked (kernel, stride, padding, dilation, output size) with torch's rules: padding at most
     half the kernel; OH = floor((H + 2p - d (k - 1) - 1 + (s - 1 if ceil_mode)) / s) + 1, one less if
     ceil_mode would start the last window past the input and its left padding."""
-    kernel = _pair(name, "kernel_size", kernel_size, 1)
-    stride = kernel if stride is None or stride == [] or stride == () else _pair(name, "stride", stride, 1)
-    padding = _pair(name, "padding", padding, 0)
-    dilation = _pair(name, "dilation", dilation, 1)
+    kernel = int_pair(name, "kernel_size", kernel_size, 1)
+    stride = kernel if stride is None or stride == [] or stride == () else int_pair(name, "stride", stride, 1)
+    padding = int_pair(name, "padding", padding, 0)
+    dilation = int_pair(name, "dilation", dilation, 1)
     if padding[0] > kernel[0] // 2 or padding[1] > kernel[1] // 2:
         raise ValueError(f"{name}: padding {padding} must be at most half of kernel_size {kernel}")
     out = []

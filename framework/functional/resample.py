@@ -15,10 +15,9 @@ import functools
 import math
 import numbers
 
-import numba
 import numpy as np
 
-from .._jit import kernel, prange
+from .._jit import kernel, launch, prange
 from ..autograd import Function
 from ..tensor import Tensor
 
@@ -315,15 +314,7 @@ def resample(x: np.ndarray, th: Table, tw: Table) -> np.ndarray:
     w_cost = 2 * th.n * tw.m * tw.index.shape[1] + th.m * tw.m * th.index.shape[1]
     args = (planes, th.index, th.weights_as(x.dtype), tw.index, tw.weights_as(x.dtype),
             h_cost < w_cost, out)
-    if planes.shape[0] * min(h_cost, w_cost) < _SERIAL_WORK:
-        threads = numba.get_num_threads()
-        numba.set_num_threads(1)
-        try:
-            _resample_planes(*args)
-        finally:
-            numba.set_num_threads(threads)
-    else:
-        _resample_planes(*args)
+    launch(_resample_planes, planes.shape[0] * min(h_cost, w_cost) < _SERIAL_WORK, *args)
     return out.reshape(lead + (th.m, tw.m))
 
 
