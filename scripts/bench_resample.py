@@ -64,8 +64,8 @@ def run(args) -> list[Row]:
                 tx.grad = None
                 TF.interpolate(tx, scale_factor=sf, mode=mode, **opts).backward(tg)
 
-        ours_ms, torch_ms = time_pair(ours_fwd, theirs_fwd, args.repeat)
+        ours_ms, torch_ms = time_pair(ours_fwd, theirs_fwd, args.repeat, warmup=3)
         rows.append(Row(f"{label} fwd {shape}", ours_ms, torch_ms))
-        ours_ms, torch_ms = time_pair(ours_both, theirs_both, args.repeat)
+        ours_ms, torch_ms = time_pair(ours_both, theirs_both, args.repeat, warmup=3)
         rows.append(Row(f"{label} fwd+bwd", ours_ms, torch_ms, target))
     return rows

@@ -297,10 +297,12 @@ def _resample_planes(x, h_index, h_weight, w_index, w_weight, h_first, out):
             _rows_pass(tmp, h_index, h_weight, out[p])
 
 
-# Below this much work (about 2 ms on one core; units of the cost model in `resample`) one thread is
-# faster: a parallel region waits for its slowest thread, and on a shared machine a descheduled
-# thread stalls it for a whole time slice (measured: median 11 ms serial vs 44 ms on 2 threads).
-_SERIAL_WORK = 1 << 23
+# Below this much work (about 0.25 ms on one core; units of the cost model in `resample`) one thread
+# is faster: a parallel region waits for its slowest thread. On an idle machine two threads already
+# halve (16, 3, 96, 96) x0.5 antialiased (bicubic fwd+bwd 0.89 -> 0.46 ms); on a shared, overloaded
+# one a descheduled thread can stall a region for a whole time slice (median 11 ms serial vs 44 ms on
+# 2 threads under load 8), which an earlier threshold of 1 << 23 guarded against for small calls.
+_SERIAL_WORK = 1 << 20
 
 
 def resample(x: np.ndarray, th: Table, tw: Table) -> np.ndarray:
