@@ -280,6 +280,19 @@ class MPICommunicator:
         return f"MPICommunicator(rank={self.rank}, world_size={self.world_size})"
 
 
+def unavailable_reason() -> str | None:
+    """Why a multi-rank run cannot start on this machine (no mpirun, or no mpi4py), or None: the
+    tests and the MPI benchmark skip with this text."""
+    import shutil
+    if shutil.which("mpirun") is None:
+        return "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        return "mpi4py not installed (pip install 'srgrad[mpi]')"
+    return None
+
+
 def _import_mpi(why: str):
     try:
         from mpi4py import MPI

@@ -18,12 +18,13 @@ import argparse
 import json
 import os
 import pathlib
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from framework import distributed
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -34,13 +35,7 @@ TITLE = ("Data-parallel training over MPI: quickstart ESPCN x2, global batch 16,
 
 
 def _skip_reason():
-    if shutil.which("mpirun") is None:
-        return "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return "mpi4py not installed (pip install 'srgrad[mpi]')"
-    return None
+    return distributed.unavailable_reason()
 
 
 def launch(ranks: int, steps: int, warmup: int) -> dict:

@@ -5,7 +5,6 @@ import json
 import os
 import pathlib
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -247,13 +246,7 @@ def test_allreduce_mean_rejects_non_contiguous_buffers():
 
 # -- real runs under mpirun --------------------------------------------------------------------
 def _mpi_skip_reason():
-    if shutil.which("mpirun") is None:
-        return "mpirun not found (apt-get install openmpi-bin libopenmpi-dev)"
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        return "mpi4py not installed (pip install 'srgrad[mpi]')"
-    return None
+    return distributed.unavailable_reason()
 
 
 needs_mpi = pytest.mark.skipif(_mpi_skip_reason() is not None, reason=str(_mpi_skip_reason()))
