@@ -49,12 +49,14 @@ def im2col(x, col, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
 
 
 @kernel
-def col2im(col, x, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
-    """The adjoint of im2col: x[b0 + b, c, ...] += every column entry im2col copied from there.
+def col2im(col, x, b0, r0, OW, row_lo, row_hi, kh, kw, sh, sw, ph, pw, dh, dw):
+    """The adjoint of im2col, restricted to rows [row_lo, row_hi) of x: x[b0 + b, c, ...] += every
+    column entry im2col copied from there. Each element receives its terms in (p, q) order, whatever
+    the row window, so a task that owns a window adds exactly what one serial pass adds there.
     `col` is scratch: its padding entries are zeroed."""
     nb, K, n = col.shape
     nr = n // OW
-    C, H, W = x.shape[1], x.shape[2], x.shape[3]
+    C, W = x.shape[1], x.shape[3]
     for t in range(nb * C):
         b, c = t // C, t % C
         dst = x[b0 + b, c]
@@ -62,17 +64,19 @@ def col2im(col, x, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
             for q in range(kw):
                 src = col[b, (c * kh + p) * kw + q]
                 yoff, xoff = r0 * sh + p * dh - ph, q * dw - pw
-                i0, i1 = valid_range(yoff, sh, H, nr)
+                i0, i1 = valid_range(yoff - row_lo, sh, row_hi - row_lo, nr)
                 j0, j1 = valid_range(xoff, sw, W, OW)
                 if sh == 1 and sw == 1 and OW == W:
-                    # The flat band add of im2col's fast path; padding columns add zero.
+                    # The flat band add of im2col's fast path; padding columns add zero. The range
+                    # stays inside the band's own rows: shifted by xoff it would wrap one
+                    # read-modify-write into a row outside the window, which another task may own.
                     for i in range(i0, i1):
                         src[i * OW:i * OW + j0] = 0
                         src[i * OW + j1:(i + 1) * OW] = 0
                     a = (yoff + i0) * W + xoff
-                    lo, hi = max(a, 0), min(a + (i1 - i0) * W, H * W)
+                    lo, hi = max(a, (yoff + i0) * W), min(a + (i1 - i0) * W, (yoff + i1) * W)
                     d = i0 * OW - a
-                    flat = dst.reshape(H * W)
+                    flat = dst.reshape(dst.shape[0] * W)
                     for m in range(lo, hi):
                         flat[m] += src[d + m]
                     continue

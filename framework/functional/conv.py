@@ -19,7 +19,9 @@ or col2im (serial numba kernels) and a product (np.matmul, BLAS). Tiles run on a
 (numba.get_num_threads() of them), each with single-threaded BLAS: one fork/join per call. Per-tile
 multithreaded BLAS calls between kernels stalled on this shared 2-core machine (measured: 16 per-image
 tiles of a 3x3 64->64 conv, 380 ms with 2-thread BLAS, 42 ms with 2 worker threads of 1-thread BLAS).
-The column buffers of all threads together never exceed COL_BUFFER_BYTES.
+The column buffers of all threads together never exceed COL_BUFFER_BYTES. No two concurrent tasks
+write the same element (the adjoint's tasks own disjoint rows: `_adjoint_tasks`), and every element
+gets its terms in one fixed order, so results do not depend on the thread count or on timing.
 """
 from __future__ import annotations
 
@@ -195,42 +197,51 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
     tiles, elems, K = _column_tiles((N, c_out, y.dtype), geo)
 
     def work(task, buf):
-        for b0, b1, r0, r1 in task:
+        row_lo, row_hi, tiles_ = task
+        for b0, b1, r0, r1 in tiles_:
             nb, n = b1 - b0, (r1 - r0) * OW
             src = yv[b0:b1, :, :, r0 * OW:r1 * OW]
-            if geo.is_pointwise():  # col2im is the identity
+            if geo.is_pointwise():  # col2im is the identity (and a halo is never needed)
                 np.matmul(wt, src, out=xv[b0:b1, :, :, r0 * OW:r1 * OW])
                 continue
             col = buf[:nb * K * n].reshape(nb, K, n)
             np.matmul(wt, src, out=col.reshape(nb, g, K // g, n))
-            col2im(col, x, b0, r0, OW, *geo.flat())
+            col2im(col, x, b0, r0, OW, row_lo, row_hi, *geo.flat())
 
-    for tasks in _adjoint_phases(tiles, geo):
-        _run(tasks, work, elems, y.dtype)
+    _run(_adjoint_tasks(tiles, geo, _workers()), work, elems, y.dtype)
     if bias is not None:
         x += bias.reshape(1, c_out, 1, 1)
     return x
 
 
-def _adjoint_phases(tiles, geo):
-    """Tasks for _correlate_adjoint, in phases run one after the other: tiles in one task run in turn,
-    and no two tasks of a phase add into the same rows of x. Bands of one image add into overlapping
-    rows, so normally one task per image, one phase. With fewer images than workers (inference on
-    one image) that leaves a worker idle: there, each image's bands go in chunks far enough apart
-    that chunks 0, 2, 4, ... touch disjoint rows, then 1, 3, 5, ... (measured: SRCNN's 64->32 5x5
-    forward on one 1024x1024 image, 6.7 s with one task on 2-thread BLAS, 2.25 s in two phases)."""
+def _adjoint_tasks(tiles, geo, workers):
+    """Tasks (row_lo, row_hi, tiles) for _correlate_adjoint: a task adds only into rows
+    [row_lo, row_hi) of x, and no two tasks of one image share a row, so they run in parallel without
+    a race. Bands of one image add into overlapping rows, so normally one task per image. With fewer
+    images than workers (inference on one image) each image's bands are cut into chunks that own
+    consecutive rows of x; a chunk also runs the feature rows of the bands before it that reach into
+    its rows (a halo of about kh - 1 rows, recomputed). Every element then receives its terms in the
+    order of one serial pass (band, then kernel offset): the result is bit-identical to a batch."""
+    H = geo.image[0]
     by_image = [[t for t in tiles if t[0] == b] for b in sorted({t[0] for t in tiles})]
-    if len(by_image) >= _workers() or all(len(bands) == 1 for bands in by_image):
-        return [by_image]
-    (kh, _), (sh, _), (dh, _) = geo.kernel, geo.stride, geo.dilation
-    # A band of R feature rows writes (R - 1) sh + dh (kh - 1) + 1 rows of x: chunks of `per` bands
-    # (R rows each) leave a gap of per R feature rows between chunks i and i + 2, enough when
-    # (per R + 1) sh >= dh (kh - 1) + 1.
-    rows = by_image[0][0][3] - by_image[0][0][2]
-    reach = -(-(dh * (kh - 1) + 1) // sh)
-    per = max(1, -(-(reach - 1) // rows))
-    chunks = [bands[i:i + per] for bands in by_image for i in range(0, len(bands), per)]
-    return [chunks[0::2], chunks[1::2]]
+    if len(by_image) >= workers or all(len(bands) == 1 for bands in by_image):
+        return [(0, H, bands) for bands in by_image]
+    (kh, _), (sh, _), (ph, _), (dh, _) = geo.kernel, geo.stride, geo.padding, geo.dilation
+    tasks = []
+    for bands in by_image:
+        n = min(len(bands), 2 * workers)  # a few chunks per worker, for balance
+        starts = [len(bands) * j // n for j in range(n)]
+        # chunk j owns the rows from the first row its first band touches to the next chunk's
+        owned = [0] + [min(max(bands[s][2] * sh - ph, 0), H) for s in starts[1:]] + [H]
+        for j, s in enumerate(starts):
+            lo, hi = owned[j], owned[j + 1]
+            # feature rows i of earlier bands whose last written row i sh - ph + dh (kh - 1) >= lo
+            first = max(0, -(-(lo + ph - dh * (kh - 1)) // sh))
+            halo = [(b0, b1, max(r0, first), r1) for b0, b1, r0, r1 in bands[:s] if r1 > max(r0, first)]
+            end = starts[j + 1] if j + 1 < n else len(bands)
+            if lo < hi:  # an empty window (bands wholly in the padding) adds nothing
+                tasks.append((lo, hi, halo + bands[s:end]))
+    return tasks
 
 
 def _weight_grad(x, y, geo, w_shape):

@@ -365,8 +365,8 @@ def test_errors(call, err, match):
     (True, (6, 3, 3, 3), dict(stride=2, padding=1, output_padding=1)),  # strided transpose forward
 ])
 @pytest.mark.parametrize("cap", [1, 2000, None])
-def test_one_image_adjoint_phases_match_torch(transpose, w_shape, options, cap, monkeypatch):
-    """One image and two workers: the adjoint (col2im) runs an image's bands in phases that add into
+def test_one_image_adjoint_tasks_match_torch(transpose, w_shape, options, cap, monkeypatch):
+    """One image and two workers: the adjoint (col2im) runs an image's bands as tasks that own
     disjoint rows of x (the inference path); any tile cap gives torch's values and gradients."""
     torch = pytest.importorskip("torch")
     monkeypatch.setattr(conv_module, "_workers", lambda: 2)
