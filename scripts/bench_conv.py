@@ -27,6 +27,9 @@ CASES = [
     ("conv2d 1x1 64->64 (16,64,48,48)", "conv2d", (16, 64, 48, 48), (64, 64, 1, 1), dict(), True, 1.5),
     ("conv_transpose2d 9x9 s2 56->3 (16,56,48,48) (FSRCNN)", "conv_transpose2d", (16, 56, 48, 48),
      (56, 3, 9, 9), dict(stride=2, padding=4, output_padding=1), True, 1.5),
+    # one wide image: bands of one image on several workers (issue 11's race was on this path)
+    ("conv2d 3x3 40->32 (1,40,300,4000) one image", "conv2d", (1, 40, 300, 4000), (32, 40, 3, 3),
+     dict(padding=1), True, 1.5),
 ]
 
 
