@@ -8,54 +8,15 @@ from __future__ import annotations
 import numpy as np
 
 from framework import nn
+from framework._check import int_arg, is_number, number
 from framework.registry import LAYERS, MODELS
 
-from ._common import check_positive_int, check_scale
-
-
-class ResidualBlockNoBN(nn.Module):
-    """x + res_scale * extra(conv2(relu(conv1(x)))), 3x3 convs keeping (N, num_feat, H, W).
-    `extra` is the optional custom layer; when not given there is no such attribute, so the state_dict
-    keys stay BasicSR's."""
-
-    def __init__(self, num_feat: int = 64, res_scale: float = 1.0, extra=None):
-        super().__init__()
-        self.res_scale = res_scale
-        self.conv1 = nn.Conv2d(num_feat, num_feat, 3, padding=1)
-        self.conv2 = nn.Conv2d(num_feat, num_feat, 3, padding=1)
-        self.relu = nn.ReLU()
-        if extra is not None:
-            self.extra = extra
-
-    def forward(self, x):
-        out = self.conv2(self.relu(self.conv1(x)))
-        if "extra" in self._modules:
-            out = self.extra(out)
-        if self.res_scale != 1:  # x * 1.0 is exact: skip the multiply in the common case
-            out = out * self.res_scale
-        return x + out
-
-
-class Upsample(nn.Sequential):
-    """BasicSR's pixel-shuffle upsampler on (N, num_feat, H, W): one (conv 4F, shuffle 2) stage per
-    factor 2 for scale = 2^n, one (conv 9F, shuffle 3) stage for scale 3."""
-
-    def __init__(self, scale: int, num_feat: int):
-        layers = []
-        if scale & (scale - 1) == 0:
-            for _ in range(scale.bit_length() - 1):
-                layers += [nn.Conv2d(num_feat, 4 * num_feat, 3, padding=1), nn.PixelShuffle(2)]
-        elif scale == 3:
-            layers += [nn.Conv2d(num_feat, 9 * num_feat, 3, padding=1), nn.PixelShuffle(3)]
-        else:
-            raise ValueError(f"Upsample: scale {scale} is not supported (2^n or 3)")
-        super().__init__(*layers)
+from ._blocks import PixelShuffleUpsampler, ResidualBlockNoBN, upsampler_scale
 
 
 def _channel_mean(rgb_mean, channels: int) -> np.ndarray:
     """The per-channel mean as (1, C, 1, 1) float32; a 3-value mean on 1 channel is averaged."""
-    if not isinstance(rgb_mean, (list, tuple)) or not all(
-            isinstance(v, (int, float)) and not isinstance(v, bool) for v in rgb_mean):
+    if not isinstance(rgb_mean, (list, tuple)) or not all(is_number(v) for v in rgb_mean):
         raise ValueError(f"EDSR: rgb_mean must be a list of numbers, got {rgb_mean!r}")
     mean = np.asarray(rgb_mean, dtype=np.float64)
     if mean.size != channels:
@@ -65,10 +26,6 @@ def _channel_mean(rgb_mean, channels: int) -> np.ndarray:
             raise ValueError(f"EDSR: rgb_mean has {mean.size} values for {channels} channels "
                              f"(give one value per channel)")
     return mean.astype(np.float32).reshape(1, channels, 1, 1)
-
-
-def _supported(scale: int) -> bool:
-    return scale == 3 or (scale >= 2 and scale & (scale - 1) == 0)
 
 
 @MODELS.register()
@@ -94,30 +51,26 @@ class EDSR(nn.Module):
                  num_block: int = 16, res_scale: float = 1.0, img_range: float = 255.0,
                  rgb_mean=(0.4488, 0.4371, 0.4040), block: dict | None = None):
         super().__init__()
-        self.scale = check_scale("EDSR", scale)
-        if not _supported(self.scale):
-            raise ValueError(f"EDSR: scale x{scale} is not supported by the pixel-shuffle upsampler "
-                             f"(supported: x2, x3, x4 and other powers of two)")
-        num_in_ch = check_positive_int("EDSR", "num_in_ch", num_in_ch)
-        num_out_ch = check_positive_int("EDSR", "num_out_ch", num_out_ch)
-        num_feat = check_positive_int("EDSR", "num_feat", num_feat)
-        num_block = check_positive_int("EDSR", "num_block", num_block, minimum=0)
-        for name, value in (("res_scale", res_scale), ("img_range", img_range)):
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-                raise ValueError(f"EDSR: {name} must be a positive number, got {value!r}")
+        self.scale = upsampler_scale("EDSR", scale)
+        num_in_ch = int_arg("EDSR", "num_in_ch", num_in_ch)
+        num_out_ch = int_arg("EDSR", "num_out_ch", num_out_ch)
+        num_feat = int_arg("EDSR", "num_feat", num_feat)
+        num_block = int_arg("EDSR", "num_block", num_block, 0)
+        res_scale = number("EDSR", "res_scale", res_scale, low=0, low_open=True)
+        img_range = number("EDSR", "img_range", img_range, low=0, low_open=True)
         if block is not None and (not isinstance(block, dict) or "type" not in block):
             raise ValueError(f"EDSR: block must be a layer spec {{type: Name, ...}}, got {block!r}")
-        self.img_range = float(img_range)
+        self.img_range = img_range
         # Constants, not buffers (as BasicSR): they stay out of the state_dict.
         self.mean_in = _channel_mean(rgb_mean, num_in_ch)
         self.mean_out = _channel_mean(rgb_mean, num_out_ch)
 
         self.conv_first = nn.Conv2d(num_in_ch, num_feat, 3, padding=1)
         self.body = nn.Sequential(*[
-            ResidualBlockNoBN(num_feat, float(res_scale), self._build_extra(block))
+            ResidualBlockNoBN(num_feat, res_scale, self._build_extra(block))
             for _ in range(num_block)])
         self.conv_after_body = nn.Conv2d(num_feat, num_feat, 3, padding=1)
-        self.upsample = Upsample(self.scale, num_feat)
+        self.upsample = PixelShuffleUpsampler(self.scale, num_feat, "EDSR")
         self.conv_last = nn.Conv2d(num_feat, num_out_ch, 3, padding=1)
 
     @staticmethod

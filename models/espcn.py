@@ -6,9 +6,8 @@ rearranged into the scale x scale sub-pixel grid. Parameter names follow the com
 from __future__ import annotations
 
 from framework import nn
+from framework._check import int_arg, int_list
 from framework.registry import MODELS
-
-from ._common import check_int_list, check_positive_int, check_scale
 
 
 @MODELS.register()
@@ -23,10 +22,10 @@ class ESPCN(nn.Module):
 
     def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, num_feat=(64, 32)):
         super().__init__()
-        self.scale = check_scale("ESPCN", scale)
-        num_in_ch = check_positive_int("ESPCN", "num_in_ch", num_in_ch)
-        num_out_ch = check_positive_int("ESPCN", "num_out_ch", num_out_ch)
-        f1, f2 = check_int_list("ESPCN", "num_feat", num_feat, 2)
+        self.scale = int_arg("ESPCN", "scale", scale)
+        num_in_ch = int_arg("ESPCN", "num_in_ch", num_in_ch)
+        num_out_ch = int_arg("ESPCN", "num_out_ch", num_out_ch)
+        f1, f2 = int_list("ESPCN", "num_feat", num_feat, 2)
         self.first_part = nn.Sequential(
             nn.Conv2d(num_in_ch, f1, 5, padding=2), nn.Tanh(),
             nn.Conv2d(f1, f2, 3, padding=1), nn.Tanh(),

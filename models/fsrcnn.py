@@ -6,9 +6,8 @@ last_part), so its state_dicts load."""
 from __future__ import annotations
 
 from framework import nn
+from framework._check import int_arg
 from framework.registry import MODELS
-
-from ._common import check_positive_int, check_scale
 
 
 @MODELS.register()
@@ -26,12 +25,12 @@ class FSRCNN(nn.Module):
     def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, d: int = 56, s: int = 12,
                  m: int = 4):
         super().__init__()
-        self.scale = check_scale("FSRCNN", scale)
-        num_in_ch = check_positive_int("FSRCNN", "num_in_ch", num_in_ch)
-        num_out_ch = check_positive_int("FSRCNN", "num_out_ch", num_out_ch)
-        d = check_positive_int("FSRCNN", "d", d)
-        s = check_positive_int("FSRCNN", "s", s)
-        m = check_positive_int("FSRCNN", "m", m, minimum=0)
+        self.scale = int_arg("FSRCNN", "scale", scale)
+        num_in_ch = int_arg("FSRCNN", "num_in_ch", num_in_ch)
+        num_out_ch = int_arg("FSRCNN", "num_out_ch", num_out_ch)
+        d = int_arg("FSRCNN", "d", d)
+        s = int_arg("FSRCNN", "s", s)
+        m = int_arg("FSRCNN", "m", m, 0)
         self.first_part = nn.Sequential(nn.Conv2d(num_in_ch, d, 5, padding=2), nn.PReLU(d))
         mid = [nn.Conv2d(d, s, 1), nn.PReLU(s)]
         for _ in range(m):

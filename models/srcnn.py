@@ -5,9 +5,8 @@ ReLU. The paper feeds the network a bicubic-upsampled image; here that upsamplin
 from __future__ import annotations
 
 from framework import nn
+from framework._check import int_arg, int_list
 from framework.registry import MODELS
-
-from ._common import check_int_list, check_positive_int, check_scale
 
 
 @MODELS.register()
@@ -26,11 +25,11 @@ class SRCNN(nn.Module):
     def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, num_feat=(64, 32),
                  kernel_size=(9, 5, 5), upsample: bool = True):
         super().__init__()
-        self.scale = check_scale("SRCNN", scale)
-        num_in_ch = check_positive_int("SRCNN", "num_in_ch", num_in_ch)
-        num_out_ch = check_positive_int("SRCNN", "num_out_ch", num_out_ch)
-        f1, f2 = check_int_list("SRCNN", "num_feat", num_feat, 2)
-        k1, k2, k3 = check_int_list("SRCNN", "kernel_size", kernel_size, 3, odd=True)
+        self.scale = int_arg("SRCNN", "scale", scale)
+        num_in_ch = int_arg("SRCNN", "num_in_ch", num_in_ch)
+        num_out_ch = int_arg("SRCNN", "num_out_ch", num_out_ch)
+        f1, f2 = int_list("SRCNN", "num_feat", num_feat, 2)
+        k1, k2, k3 = int_list("SRCNN", "kernel_size", kernel_size, 3, odd=True)
         # Bicubic like MATLAB's/PyTorch's default (a = -0.75, half-pixel centres); learnable-free.
         self.upsample = (nn.Upsample(scale_factor=self.scale, mode="bicubic", align_corners=False)
                          if upsample else nn.Identity())

@@ -5,9 +5,9 @@ this is the network that needs a differentiable bicubic (burn's CPU backend cann
 from __future__ import annotations
 
 from framework import nn
+from framework._check import int_arg
 from framework.registry import MODELS
 
-from ._common import check_positive_int, check_scale
 
 # Modes with a sub-pixel geometry option; torch refuses align_corners for the others.
 _ALIGNABLE = ("bilinear", "bicubic")
@@ -37,12 +37,12 @@ class UpsampleNet(nn.Module):
                  num_conv: int = 2, num_refine: int = 2, mode: str = "bicubic",
                  residual: bool = True):
         super().__init__()
-        self.scale = check_scale("UpsampleNet", scale)
-        num_in_ch = check_positive_int("UpsampleNet", "num_in_ch", num_in_ch)
-        num_out_ch = check_positive_int("UpsampleNet", "num_out_ch", num_out_ch)
-        num_feat = check_positive_int("UpsampleNet", "num_feat", num_feat)
-        num_conv = check_positive_int("UpsampleNet", "num_conv", num_conv)
-        num_refine = check_positive_int("UpsampleNet", "num_refine", num_refine)
+        self.scale = int_arg("UpsampleNet", "scale", scale)
+        num_in_ch = int_arg("UpsampleNet", "num_in_ch", num_in_ch)
+        num_out_ch = int_arg("UpsampleNet", "num_out_ch", num_out_ch)
+        num_feat = int_arg("UpsampleNet", "num_feat", num_feat)
+        num_conv = int_arg("UpsampleNet", "num_conv", num_conv)
+        num_refine = int_arg("UpsampleNet", "num_refine", num_refine)
         if not isinstance(mode, str):
             raise ValueError(f"UpsampleNet: mode must be a string, got {mode!r}")
         if residual and num_in_ch != num_out_ch:

@@ -1,4 +1,4 @@
-"""Whole models, srgrad vs the PyTorch twins of scripts/torch_models.py (same architecture, same
+"""Whole models, srgrad vs the PyTorch twins of tests/twins/ (same architecture, same
 weights, parameter counts checked): one training step (forward, L1 loss, backward, Adam step) on a
 batch of 16 LR patches, inference (no_grad) on one 512x512 LR image, peak memory (RSS) of each, and
 the time to the first training step in a fresh process. float32.
@@ -140,7 +140,7 @@ def _torch_infer(twin, lq):
 def _pair(spec):
     """Our model and its torch twin with the same weights."""
     import torch
-    from torch_models import twin_of
+    from tests.twins import twin_of
     ours = _ours_model(spec)
     twin = twin_of(ours, spec, dtype=torch.float32)
     n_ours, n_twin = ours.num_parameters(), sum(p.numel() for p in twin.parameters())
@@ -301,7 +301,7 @@ def child_main(argv):
         model = _ours_model(spec)
     else:
         import torch
-        from torch_models import build_twin
+        from tests.twins import build_twin
         torch.set_num_threads(a.threads)
         torch.manual_seed(0)
         model = build_twin(spec)

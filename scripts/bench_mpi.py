@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from framework import distributed
+from framework.engine import distributed
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -56,7 +56,7 @@ def launch(ranks: int, steps: int, warmup: int) -> dict:
 def worker(steps: int, warmup: int) -> None:
     """One rank: train `warmup + steps` steps of the quickstart config, print rank 0's timings."""
     sys.path.insert(0, str(REPO))
-    from framework import distributed
+    from framework.engine import distributed
     from framework.engine.trainer import Trainer
     from framework.io.config import load_config
     comm = distributed.init("mpi")

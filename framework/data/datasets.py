@@ -18,9 +18,10 @@ from pathlib import Path
 import numpy as np
 
 from .. import functional as F
+from .._check import int_arg
 from ..autograd import no_grad
 from ..io.image import image_size, list_images, read_image
-from ..metrics.color import rgb_to_y
+from ..color import rgb_to_y
 from ..registry import DATASETS
 from ..tensor import Tensor
 from .augment import augment, paired_random_crop
@@ -44,18 +45,13 @@ def _load(path: Path, color: str) -> np.ndarray:
     return rgb_to_y(img) if color == "y" else img
 
 
-def _check_int(value, name: str, minimum: int = 1) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
-
-
 class _SRDataset:
     """Shared machinery: argument checks, the decode cache and `get` (crop + augment)."""
 
     def __init__(self, scale, gt_size, use_flip, use_rot, color, cache, bad_files):
-        self.scale = _check_int(scale, "scale")
-        self.gt_size = None if gt_size is None else _check_int(gt_size, "gt_size")
+        name = type(self).__name__
+        self.scale = int_arg(name, "scale", scale)
+        self.gt_size = None if gt_size is None else int_arg(name, "gt_size", gt_size)
         if self.gt_size is not None and self.gt_size % self.scale:
             raise ValueError(f"gt_size={gt_size} must be a multiple of scale={scale}")
         if color not in _COLORS:

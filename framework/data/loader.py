@@ -11,13 +11,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._check import int_arg
+
 __all__ = ["BatchLoader"]
-
-
-def _check_int(value, name: str, minimum: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < minimum:
-        raise ValueError(f"BatchLoader: {name} must be an int >= {minimum}, got {value!r}")
-    return int(value)
 
 
 class BatchLoader:
@@ -33,11 +29,11 @@ class BatchLoader:
     def __init__(self, dataset, batch_size: int, seed: int = 0, shuffle: bool = True,
                  rank: int = 0, world_size: int = 1):
         self.dataset = dataset
-        self.batch_size = _check_int(batch_size, "batch_size", 1)
-        self.seed = _check_int(seed, "seed", 0)
+        self.batch_size = int_arg("BatchLoader", "batch_size", batch_size)
+        self.seed = int_arg("BatchLoader", "seed", seed, 0)
         self.shuffle = bool(shuffle)
-        self.world_size = _check_int(world_size, "world_size", 1)
-        self.rank = _check_int(rank, "rank", 0)
+        self.world_size = int_arg("BatchLoader", "world_size", world_size)
+        self.rank = int_arg("BatchLoader", "rank", rank, 0)
         if self.rank >= self.world_size:
             raise ValueError(f"BatchLoader: rank={rank} must be < world_size={world_size}")
         if self.batch_size % self.world_size:
@@ -68,7 +64,7 @@ class BatchLoader:
 
     def get_batch(self, iteration: int) -> dict:
         """This rank's rows of global batch `iteration` (int >= 0)."""
-        iteration = _check_int(iteration, "iteration", 0)
+        iteration = int_arg("BatchLoader", "iteration", iteration, 0)
         start = iteration * self.batch_size + self.rank * self.local_batch_size
         samples = [self.sample(start + j) for j in range(self.local_batch_size)]
         shapes = {(s["lq"].shape, s["gt"].shape) for s in samples}

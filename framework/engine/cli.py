@@ -23,7 +23,7 @@ def _error(msg: str, code: int = 1) -> int:
 
 # -- train ----------------------------------------------------------------------------------------
 def train_main(argv=None) -> int:
-    from .. import distributed
+    from . import distributed
     # Under mpirun, each rank's numba/BLAS thread default (cores // ranks on this machine) must be
     # in place before the first kernel runs: this is the first thing the entry point does.
     distributed.configure_threads()
@@ -61,7 +61,7 @@ def train_main(argv=None) -> int:
 
 
 def _train(args, comm) -> int:
-    from .. import distributed
+    from . import distributed
     from ..io.config import ConfigError, load_config
     from ..io.checkpoint import CheckpointError
     from .runlog import RunLockedError

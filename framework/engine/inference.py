@@ -130,7 +130,7 @@ def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, ove
         sr = upscale(model, img, tile, overlap)
         return np.clip(sr, 0.0, 1.0, out=sr)  # in place: the HR image can be hundreds of MB
     if in_ch == 1 and c == 3:
-        from ..metrics import rgb_to_ycbcr, ycbcr_to_rgb
+        from ..color import rgb_to_ycbcr, ycbcr_to_rgb
         ycc = rgb_to_ycbcr(img).astype(np.float32)
         y = upscale(model, ycc[:1], tile, overlap)
         cbcr = bicubic(ycc[1:], scale, "interpolate")

@@ -5,7 +5,7 @@ Exact resume: a run's state after iteration i is (weights, optimizer state, sche
 batch loader is a pure function of (seed, iteration), so a run resumed from the checkpoint of
 iteration i computes bit-identical weights to one that never stopped.
 
-Data parallelism (over MPI, framework.distributed) hooks in at one place: `_reduce_gradients()`,
+Data parallelism (over MPI, framework.engine.distributed) hooks in at one place: `_reduce_gradients()`,
 called when every gradient is ready and before the optimizer step; each rank loads its rows of the
 global batch; writes, logs, progress bars and validation happen only where `self.is_main`.
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 from tqdm.auto import tqdm
 
-from .. import distributed, nn
+from .. import nn
+from . import distributed
 from ..autograd import no_grad
 from ..io import checkpoint as ckpt
 from ..io.config import ConfigError, config_hash, dump_config
@@ -63,7 +64,7 @@ class Trainer:
     """Train `cfg` (a dict from framework.io.config.load_config) in `run_dir` (default
     `<run_root>/<name>`). `resume`: None (fresh; refuses a folder that already holds checkpoints),
     "auto" (latest checkpoint of the run folder, fresh when there is none) or a checkpoint path.
-    `config_path` is only used in printed hints. `comm`: a framework.distributed communicator
+    `config_path` is only used in printed hints. `comm`: a framework.engine.distributed communicator
     (default: one process)."""
 
     def __init__(self, cfg: dict, run_dir=None, resume=None, progress: bool = True,

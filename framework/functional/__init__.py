@@ -1,27 +1,25 @@
 """Differentiable ops, one family per module; each module holds its Functions (and numba kernels)
 and the lowercase wrappers re-exported here. `import framework.functional as F`."""
 from ._util import unbroadcast
+from .activation import gelu, leaky_relu, prelu, relu, sigmoid, tanh
+from .conv import conv2d, conv_padding, conv_transpose2d
 from .elementwise import (abs, add, cast, clamp, div, exp, log, maximum, minimum, mul, neg, pow,
                           sqrt, sub, where)
+from .imresize import imresize
 from .linalg import matmul
+from .loss import charbonnier_loss, l1_loss, mse_loss
+from .normalization import batch_norm
+from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
+from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from .reduce import max, mean, sum
+from .resample import interpolate
 from .shape import cat, flatten, getitem, pad, permute, reshape, stack, transpose
-# Op families below define __all__ with their public wrappers.
-from .resample import *  # noqa: F401,F403
-from .conv import *  # noqa: F401,F403
-from .pool import *  # noqa: F401,F403
-from .pixel_shuffle import *  # noqa: F401,F403
-from .activation import *  # noqa: F401,F403
-from .normalization import *  # noqa: F401,F403
-from .loss import *  # noqa: F401,F403
-import sys as _sys
 
 __all__ = [
-    "unbroadcast", "abs", "add", "cast", "clamp", "div", "exp", "log", "maximum", "minimum", "mul",
-    "neg", "pow", "sqrt", "sub", "where", "matmul", "max", "mean", "sum", "cat", "flatten", "getitem",
-    "pad", "permute", "reshape", "stack", "transpose",
+    "unbroadcast", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d", "conv_padding",
+    "conv_transpose2d", "abs", "add", "cast", "clamp", "div", "exp", "log", "maximum", "minimum", "mul",
+    "neg", "pow", "sqrt", "sub", "where", "imresize", "matmul", "charbonnier_loss", "l1_loss",
+    "mse_loss", "batch_norm", "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d", "avg_pool2d",
+    "max_pool2d", "max", "mean", "sum", "interpolate", "cat", "flatten", "getitem", "pad", "permute",
+    "reshape", "stack", "transpose",
 ]
-# Look the family modules up in sys.modules: a family may export a function of its own name
-# (pixel_shuffle.pixel_shuffle), which shadows the submodule attribute after the star import.
-for _m in ("resample", "conv", "pool", "pixel_shuffle", "activation", "normalization", "loss"):
-    __all__ += list(_sys.modules[f"{__name__}.{_m}"].__all__)

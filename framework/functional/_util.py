@@ -65,15 +65,3 @@ def expand_to(g: np.ndarray, shape: tuple, axes: tuple, keepdims: bool) -> np.nd
     if not keepdims:
         g = np.expand_dims(g, axes)
     return np.broadcast_to(g, shape)
-
-
-def int_pair(name: str, arg: str, value, minimum: int) -> tuple[int, int]:
-    """An int or a pair of ints, each >= minimum, as a tuple of two Python ints; else a ValueError
-    naming the function `name` and the argument `arg` (conv, pool: stride, padding, dilation, ...)."""
-    items = (value, value) if isinstance(value, (int, np.integer)) else value
-    if (not isinstance(items, (tuple, list)) or len(items) != 2
-            or not all(isinstance(v, (int, np.integer)) and not isinstance(v, bool) for v in items)):
-        raise ValueError(f"{name}: {arg} must be an int or a pair of ints, got {value!r}")
-    if isinstance(value, bool) or any(v < minimum for v in items):
-        raise ValueError(f"{name}: {arg} must be >= {minimum}, got {value!r}")
-    return int(items[0]), int(items[1])

@@ -9,18 +9,11 @@ import math
 
 import numpy as np
 
-from ..autograd import Function
+from .._check import choice, float_array
 from .._jit import kernel, prange
-from ._util import data_of
+from ..autograd import Function
 
 __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
-
-
-def check_float(op: str, name: str, x) -> None:
-    """TypeError unless `x` holds float32 or float64 data (shared by activation, normalization, loss)."""
-    dtype = np.asarray(data_of(x)).dtype
-    if dtype not in (np.float32, np.float64):
-        raise TypeError(f"{op}: {name} must be a float32 or float64 tensor, got dtype {dtype}")
 
 
 def _flat(a):
@@ -28,8 +21,8 @@ def _flat(a):
 
 
 # The elementwise kernels here are serial on purpose: they are memory-bound, so two threads gain at
-# most 2x, while on this shared 2-core machine a parallel region waits for a descheduled thread
-# (measured on 2M floats: ReLU's gradient 0.7 ms serial, 3.8-7.4 ms with prange on 2 threads).
+# most 2x, while a parallel region waits for a descheduled thread on a shared machine (measured:
+# docs/benchmarks.md).
 
 @kernel
 def _relu_grad_kernel(g, y, gx):
@@ -39,7 +32,7 @@ def _relu_grad_kernel(g, y, gx):
         gx[i] = g[i] if y[i] > zero else zero
 
 
-class ReLU(Function):
+class ReLUFunction(Function):
     # The output is saved, not a mask: the next layer holds it anyway, and the gradient is one pass.
     @staticmethod
     def forward(ctx, x):
@@ -55,7 +48,7 @@ class ReLU(Function):
         return gx
 
 
-class LeakyReLU(Function):
+class LeakyReLUFunction(Function):
     @staticmethod
     def forward(ctx, x, *, negative_slope):
         slope = np.where(x > 0, x.dtype.type(1), x.dtype.type(negative_slope))
@@ -109,7 +102,7 @@ def _channel_rows(shape, w_size):
     return (int(np.prod(shape[:-1], dtype=np.int64)) if shape else 1, 1, last)
 
 
-class PReLU(Function):
+class PReLUFunction(Function):
     # One numba pass each way; numpy's where/multiply chain made five full-size temporaries.
     @staticmethod
     def forward(ctx, x, w):
@@ -134,7 +127,7 @@ class PReLU(Function):
         return (gx if need_x else None), gw
 
 
-class Sigmoid(Function):
+class SigmoidFunction(Function):
     @staticmethod
     def forward(ctx, x):
         # exp(-|x|) never overflows; the two branches are 1/(1+e^-x) and e^x/(1+e^x)
@@ -149,7 +142,7 @@ class Sigmoid(Function):
         return g * out * (1 - out)
 
 
-class Tanh(Function):
+class TanhFunction(Function):
     @staticmethod
     def forward(ctx, x):
         out = np.tanh(x)
@@ -218,49 +211,44 @@ class GELUTanh(Function):
 
 def relu(x):
     """max(x, 0) elementwise, any shape; gradient 0 at x = 0."""
-    check_float("relu", "input", x)
-    return ReLU.apply(x)
+    float_array("relu", "input", x)
+    return ReLUFunction.apply(x)
 
 
 def leaky_relu(x, negative_slope=0.01):
     """x if x > 0 else negative_slope * x, any shape."""
-    check_float("leaky_relu", "input", x)
-    return LeakyReLU.apply(x, negative_slope=float(negative_slope))
+    float_array("leaky_relu", "input", x)
+    return LeakyReLUFunction.apply(x, negative_slope=float(negative_slope))
 
 
 def prelu(x, weight):
     """x if x > 0 else weight * x. weight: (1,) shared, or (C,) per channel of x (N, C, ...)."""
-    check_float("prelu", "input", x)
-    check_float("prelu", "weight", weight)
-    ws, xs = np.shape(data_of(weight)), np.shape(data_of(x))
+    xa, wa = float_array("prelu", "input", x), float_array("prelu", "weight", weight)
+    ws, xs = wa.shape, xa.shape
     if len(ws) != 1 or ws[0] < 1:
         raise ValueError(f"prelu: weight must be 1-D with 1 or C entries, got shape {ws}")
     if ws[0] > 1 and (len(xs) < 2 or xs[1] != ws[0]):
         raise ValueError(f"prelu: weight has {ws[0]} entries (per channel) but input of shape {xs} "
                          f"has {xs[1] if len(xs) >= 2 else 'no'} channels in dimension 1")
-    if np.asarray(data_of(weight)).dtype != np.asarray(data_of(x)).dtype:
-        raise TypeError(f"prelu: weight dtype {np.asarray(data_of(weight)).dtype} differs from input "
-                        f"dtype {np.asarray(data_of(x)).dtype}")
-    return PReLU.apply(x, weight)
+    if wa.dtype != xa.dtype:
+        raise TypeError(f"prelu: weight dtype {wa.dtype} differs from input dtype {xa.dtype}")
+    return PReLUFunction.apply(x, weight)
 
 
 def sigmoid(x):
     """1 / (1 + exp(-x)), computed without overflow for large |x|."""
-    check_float("sigmoid", "input", x)
-    return Sigmoid.apply(x)
+    float_array("sigmoid", "input", x)
+    return SigmoidFunction.apply(x)
 
 
 def tanh(x):
-    check_float("tanh", "input", x)
-    return Tanh.apply(x)
+    float_array("tanh", "input", x)
+    return TanhFunction.apply(x)
 
 
 def gelu(x, approximate="none"):
     """x Phi(x) with the exact normal CDF (approximate="none", default) or torch's tanh form
     (approximate="tanh")."""
-    check_float("gelu", "input", x)
-    if approximate == "none":
-        return GELUExact.apply(x)
-    if approximate == "tanh":
-        return GELUTanh.apply(x)
-    raise ValueError(f"gelu: approximate must be 'none' or 'tanh', got {approximate!r}")
+    float_array("gelu", "input", x)
+    fn = {"none": GELUExact, "tanh": GELUTanh}[choice("gelu", "approximate", approximate, ("none", "tanh"))]
+    return fn.apply(x)

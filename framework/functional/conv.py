@@ -16,10 +16,8 @@ stride-1 correlation between two sides of 16+ channels takes Winograd F(2x2, 3x3
 
 The work is cut into tiles (some whole images, or a band of output rows of one image), each an im2col
 or col2im (serial numba kernels) and a product (np.matmul, BLAS). Tiles run on a pool of Python threads
-(numba.get_num_threads() of them), each with single-threaded BLAS: one fork/join per call. Per-tile
-multithreaded BLAS calls between kernels stalled on this shared 2-core machine (measured: 16 per-image
-tiles of a 3x3 64->64 conv, 380 ms with 2-thread BLAS, 42 ms with 2 worker threads of 1-thread BLAS).
-The column buffers of all threads together never exceed COL_BUFFER_BYTES. No two concurrent tasks
+(numba.get_num_threads() of them), each with single-threaded BLAS: one fork/join per call (_tiles.py
+says why). The column buffers of all threads together never exceed COL_BUFFER_BYTES. No two concurrent tasks
 write the same element (the adjoint's tasks own disjoint rows: `_adjoint_tasks`), and every element
 gets its terms in one fixed order, so results do not depend on the thread count or on timing.
 """
@@ -30,13 +28,14 @@ from typing import NamedTuple
 
 import numpy as np
 
+from .._check import float_array, int_arg, int_pair
 from ..autograd import Function
-from . import _tiles as _tiling
+from . import _tiles
 from . import _winograd as _wino
 from ._im2col import col2im, im2col
-from ._util import data_of, int_pair
+from ._util import data_of
 
-__all__ = ["conv2d", "conv_transpose2d"]
+__all__ = ["conv2d", "conv_transpose2d", "conv_padding"]
 
 # Column buffers of all worker threads together (bytes). Besides bounding memory, small tiles keep
 # each column matrix in the caches between im2col and the product that reads it.
@@ -75,23 +74,20 @@ class _Geometry(NamedTuple):
 
 # -- tiles and threads (the machinery is in _tiles.py; the policy stays here) -------------------------
 
-_BLAS_THREADS = _tiling.BLAS_THREADS
-
-
 def _workers():
     """Worker threads for tiles: numba's thread count, or 1 when BLAS threads cannot be limited."""
-    return _tiling.default_workers()
+    return _tiles.default_workers()
 
 
 def _run(tasks, work, buffer_elems, dtype):
     """[work(task, buffer) for task in tasks] on the worker threads (_tiles.run)."""
-    return _tiling.run(tasks, work, buffer_elems, dtype, _workers())
+    return _tiles.run(tasks, work, buffer_elems, dtype, _workers())
 
 
-def _tiles(n_images, out_rows, row_bytes, workers=1):
+def _split(n_images, out_rows, row_bytes, workers=1):
     """Tiles whose column matrix fits COL_BUFFER_BYTES / workers (_tiles.split): (tiles, bytes per
     buffer), each tile (b0, b1, r0, r1)."""
-    return _tiling.split(n_images, out_rows, row_bytes, COL_BUFFER_BYTES // workers, workers)
+    return _tiles.split(n_images, out_rows, row_bytes, COL_BUFFER_BYTES // workers, workers)
 
 
 def _column_tiles(x_side, geo):
@@ -101,7 +97,7 @@ def _column_tiles(x_side, geo):
     OH, OW = geo.features
     K = C * geo.kernel[0] * geo.kernel[1]
     itemsize = np.dtype(dtype).itemsize
-    tiles, nbytes = _tiles(N, OH, K * OW * itemsize, _workers())
+    tiles, nbytes = _split(N, OH, K * OW * itemsize, _workers())
     return tiles, nbytes // itemsize, K
 
 
@@ -141,7 +137,7 @@ def _winograd_tiles(n, c, o, geo, dtype):
     OH, OW = geo.features
     TH, TW = -(-OH // 2), -(-OW // 2)
     itemsize = np.dtype(dtype).itemsize
-    tiles, nbytes = _tiles(n, TH, 16 * (c + o) * TW * itemsize, _workers())
+    tiles, nbytes = _split(n, TH, 16 * (c + o) * TW * itemsize, _workers())
     return tiles, nbytes // itemsize, TW
 
 
@@ -271,7 +267,7 @@ def _weight_grad(x, y, geo, w_shape):
 
 # -- Functions ---------------------------------------------------------------------------------------
 
-class Conv2d(Function):
+class Conv2dFunction(Function):
     @staticmethod
     def forward(ctx, x, w, b=None, *, geo):
         x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
@@ -290,7 +286,7 @@ class Conv2d(Function):
         return gx, gw, gb
 
 
-class ConvTranspose2d(Function):
+class ConvTranspose2dFunction(Function):
     @staticmethod
     def forward(ctx, x, w, b=None, *, geo):
         x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
@@ -311,15 +307,10 @@ class ConvTranspose2d(Function):
 
 # -- validation and the public wrappers ---------------------------------------------------------------
 
-
-
 def _check_operands(name, x, w, b):
     """4-D float input and weight of one dtype; bias 1-D of that dtype. Returns the three arrays."""
-    xa, wa = data_of(x), data_of(w)
-    ba = None if b is None else data_of(b)
-    for arg, a in (("input", xa), ("weight", wa), ("bias", ba)):
-        if a is not None and a.dtype not in (np.float32, np.float64):
-            raise TypeError(f"{name}: {arg} must be float32 or float64, got dtype {a.dtype}")
+    xa, wa = float_array(name, "input", x), float_array(name, "weight", w)
+    ba = None if b is None else float_array(name, "bias", b)
     if xa.ndim != 4:
         raise ValueError(f"{name}: expected a 4-D input (N, C, H, W), got input of shape {xa.shape} "
                          f"(weight {wa.shape})")
@@ -339,11 +330,29 @@ def _check_bias(name, ba, channels, wa):
 
 
 def _check_groups(name, groups, xa, wa, dividend, what):
-    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups < 1:
-        raise ValueError(f"{name}: groups must be a positive int, got {groups!r}")
+    groups = int_arg(name, "groups", groups)
     if dividend % groups:
         raise ValueError(f"{name}: groups={groups} does not divide the {dividend} {what} of weight "
                          f"{wa.shape} (input {xa.shape})")
+    return groups
+
+
+def conv_padding(name, padding, kernel, dilation, stride=(1, 1)):
+    """((top, bottom), (left, right)) zero padding for conv2d's `padding`: an int or (h, w) (both
+    sides), "valid" (none) or "same" (total d (k - 1) per axis, the odd pixel at the bottom/right as
+    torch; stride 1 only). nn.Conv2d pads with this too for its other padding modes."""
+    if not isinstance(padding, str):
+        ph, pw = int_pair(name, "padding", padding, 0)
+        return (ph, ph), (pw, pw)
+    if padding not in ("same", "valid"):
+        raise ValueError(f"{name}: padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
+    if padding == "valid":
+        return (0, 0), (0, 0)
+    if tuple(stride) != (1, 1):
+        raise ValueError(f"{name}: padding='same' is not supported for strided convolutions "
+                         f"(stride={tuple(stride)})")
+    totals = [d * (k - 1) for k, d in zip(kernel, dilation)]
+    return tuple((t // 2, t - t // 2) for t in totals)
 
 
 def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
@@ -358,32 +367,22 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     stride = int_pair(name, "stride", stride, 1)
     dilation = int_pair(name, "dilation", dilation, 1)
     kernel = wa.shape[2:]
-    _check_groups(name, groups, xa, wa, wa.shape[0], "output channels")
+    groups = _check_groups(name, groups, xa, wa, wa.shape[0], "output channels")
     if xa.shape[1] != wa.shape[1] * groups:
         raise ValueError(f"{name}: input {xa.shape} has {xa.shape[1]} channels but weight {wa.shape} "
                          f"with groups={groups} expects {wa.shape[1] * groups}")
     _check_bias(name, ba, wa.shape[0], wa)
     H, W = xa.shape[2:]
-    if isinstance(padding, str):
-        if padding not in ("same", "valid"):
-            raise ValueError(f"{name}: padding must be an int, a pair, 'same' or 'valid', got {padding!r}")
-        if padding == "same" and stride != (1, 1):
-            raise ValueError(f"{name}: padding='same' is not supported for strided convolutions "
-                             f"(stride={stride})")
-        # "same": total padding d (k - 1), top/left total // 2, the odd pixel at the bottom/right (torch)
-        total = [d * (k - 1) if padding == "same" else 0 for k, d in zip(kernel, dilation)]
-        pad = (total[0] // 2, total[1] // 2)
-    else:
-        pad = int_pair(name, "padding", padding, 0)
-        total = [2 * p for p in pad]
-    padded = (H + total[0], W + total[1])
+    (top, bottom), (left, right) = conv_padding(name, padding, kernel, dilation, stride)
+    # the kernels pad top/left explicitly; bottom/right follow from the output size
+    padded = (H + top + bottom, W + left + right)
     extent = tuple(d * (k - 1) + 1 for k, d in zip(kernel, dilation))
     if padded[0] < extent[0] or padded[1] < extent[1]:
         raise ValueError(f"{name}: kernel {tuple(kernel)} with dilation {dilation} spans {extent}, larger "
                          f"than the padded input {padded} (input {xa.shape}, weight {wa.shape})")
     out = tuple((p - e) // s + 1 for p, e, s in zip(padded, extent, stride))
-    geo = _Geometry(tuple(kernel), stride, pad, dilation, int(groups), (H, W), out)
-    return Conv2d.apply(x, weight, bias, geo=geo)
+    geo = _Geometry(tuple(kernel), stride, (top, left), dilation, groups, (H, W), out)
+    return Conv2dFunction.apply(x, weight, bias, geo=geo)
 
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
@@ -400,7 +399,7 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     pad = int_pair(name, "padding", padding, 0)
     out_pad = int_pair(name, "output_padding", output_padding, 0)
     kernel = wa.shape[2:]
-    _check_groups(name, groups, xa, wa, wa.shape[0], "input channels")
+    groups = _check_groups(name, groups, xa, wa, wa.shape[0], "input channels")
     if xa.shape[1] != wa.shape[0]:
         raise ValueError(f"{name}: input {xa.shape} has {xa.shape[1]} channels but weight {wa.shape} "
                          f"expects {wa.shape[0]}")
@@ -416,5 +415,5 @@ def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0
     if out[0] < 1 or out[1] < 1:
         raise ValueError(f"{name}: output size {out} is below 1 (input {xa.shape}, weight {wa.shape}, "
                          f"stride {stride}, padding {pad}, dilation {dilation})")
-    geo = _Geometry(tuple(kernel), stride, pad, dilation, int(groups), out, (H, W))
-    return ConvTranspose2d.apply(x, weight, bias, geo=geo)
+    geo = _Geometry(tuple(kernel), stride, pad, dilation, groups, out, (H, W))
+    return ConvTranspose2dFunction.apply(x, weight, bias, geo=geo)

@@ -6,10 +6,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._check import choice, float_array
 from .._jit import kernel
 from ..autograd import Function
-from ._util import data_of
-from .activation import check_float
 
 __all__ = ["l1_loss", "mse_loss", "charbonnier_loss"]
 
@@ -84,16 +83,13 @@ class PointwiseLoss(Function):
 
 
 def _loss(op, kind, x, t, eps, reduction):
-    check_float(op, "input", x)
-    check_float(op, "target", t)
-    xs, ts = np.shape(data_of(x)), np.shape(data_of(t))
-    if xs != ts:
-        raise ValueError(f"{op}: input shape {xs} and target shape {ts} differ (no broadcasting)")
-    xd, td = data_of(x).dtype, data_of(t).dtype
-    if xd != td:
-        raise TypeError(f"{op}: input dtype {xd} and target dtype {td} differ")
-    if reduction not in _REDUCTIONS:
-        raise ValueError(f"{op}: reduction must be one of {_REDUCTIONS}, got {reduction!r}")
+    xa, ta = float_array(op, "input", x), float_array(op, "target", t)
+    if xa.shape != ta.shape:
+        raise ValueError(f"{op}: input shape {xa.shape} and target shape {ta.shape} differ (no "
+                         f"broadcasting)")
+    if xa.dtype != ta.dtype:
+        raise TypeError(f"{op}: input dtype {xa.dtype} and target dtype {ta.dtype} differ")
+    choice(op, "reduction", reduction, _REDUCTIONS)
     return PointwiseLoss.apply(x, t, kind=kind, eps=eps, reduction=reduction)
 
 

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._check import float_array
 from ..autograd import Function
 from ._util import data_of
-from .activation import check_float
 
 __all__ = ["batch_norm"]
 
@@ -70,8 +70,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
     running_var, weight, bias: (C,) Tensors or None. training=False (default) normalises with the
     running statistics, which must then be given; training=True uses the batch statistics and updates
     the running ones in place (when given) with `momentum` (default 0.1). eps default 1e-5."""
-    check_float("batch_norm", "input", x)
-    xs = np.shape(data_of(x))
+    xs = float_array("batch_norm", "input", x).shape
     if len(xs) < 2:
         raise ValueError(f"batch_norm: input must be (N, C, ...) with at least 2 dimensions, got shape {xs}")
     c = xs[1]
@@ -79,8 +78,7 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
                     ("bias", bias)):
         if t is None:
             continue
-        check_float("batch_norm", name, t)
-        if np.shape(data_of(t)) != (c,):
+        if float_array("batch_norm", name, t).shape != (c,):
             raise ValueError(f"batch_norm: {name} must have shape ({c},) for input of shape {xs}, "
                              f"got {np.shape(data_of(t))}")
     if (running_mean is None) != (running_var is None):

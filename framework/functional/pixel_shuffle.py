@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._check import float_array, int_arg
 from .._jit import kernel
 from ..autograd import Function
-from ._util import data_of
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 
@@ -15,7 +15,7 @@ __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 def _permute(x, out, r, to_space):
     """The one index map of both directions, space[n, c, h r + a, w r + b] = depth[n, c r^2 + a r + b,
     h, w]: to_space copies depth x into space `out`, else space x into depth `out`. One pass (numpy's
-    transposed copy of the 6-D view was 2.5-4x slower: (16, 256, 48, 48), 21 ms vs 8.7 ms)."""
+    transposed copy of the 6-D view was slower: docs/benchmarks.md)."""
     N, C = out.shape[0], (out.shape[1] if to_space else x.shape[1])
     H, W = (x.shape[2], x.shape[3]) if to_space else (out.shape[2], out.shape[3])
     for n in range(N):
@@ -50,7 +50,7 @@ def _unshuffle(x, r):
     return out
 
 
-class PixelShuffle(Function):
+class PixelShuffleFunction(Function):
     @staticmethod
     def forward(ctx, x, *, r):
         ctx.r = r
@@ -61,7 +61,7 @@ class PixelShuffle(Function):
         return _unshuffle(g, ctx.r)
 
 
-class PixelUnshuffle(Function):
+class PixelUnshuffleFunction(Function):
     @staticmethod
     def forward(ctx, x, *, r):
         ctx.r = r
@@ -73,14 +73,10 @@ class PixelUnshuffle(Function):
 
 
 def _check(name, arg, x, r):
-    a = data_of(x)
-    if a.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: input must be float32 or float64, got dtype {a.dtype}")
+    a = float_array(name, "input", x)
     if a.ndim != 4:
         raise ValueError(f"{name}: expected a 4-D input (N, C, H, W), got shape {a.shape}")
-    if isinstance(r, bool) or not isinstance(r, (int, np.integer)) or r < 1:
-        raise ValueError(f"{name}: {arg} must be a positive int, got {r!r}")
-    return a, int(r)
+    return a, int_arg(name, arg, r)
 
 
 def pixel_shuffle(x, upscale_factor):
@@ -90,7 +86,7 @@ def pixel_shuffle(x, upscale_factor):
     if a.shape[1] % (r * r):
         raise ValueError(f"pixel_shuffle: input {a.shape} has {a.shape[1]} channels, not divisible by "
                          f"upscale_factor^2 = {r * r}")
-    return PixelShuffle.apply(x, r=r)
+    return PixelShuffleFunction.apply(x, r=r)
 
 
 def pixel_unshuffle(x, downscale_factor):
@@ -100,4 +96,4 @@ def pixel_unshuffle(x, downscale_factor):
     if a.shape[2] % r or a.shape[3] % r:
         raise ValueError(f"pixel_unshuffle: input {a.shape} has height {a.shape[2]} and width "
                          f"{a.shape[3]}, not both divisible by downscale_factor {r}")
-    return PixelUnshuffle.apply(x, r=r)
+    return PixelUnshuffleFunction.apply(x, r=r)

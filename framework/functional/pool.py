@@ -10,15 +10,13 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._check import float_array, int_pair, is_int, is_number
 from .._jit import kernel, launch, prange
 from ..autograd import Function
-from ._util import data_of, int_pair
 
 __all__ = ["avg_pool2d", "max_pool2d", "adaptive_avg_pool2d"]
 
-# Below this many window reads one thread is faster: a parallel region waits for its slowest thread,
-# and on a shared machine a descheduled thread stalls it for a whole time slice (measured: 0.2 ms on
-# one thread vs 2-20 ms on two for a (1, 2, 5, 6) input under load).
+# Below this many window reads one thread is faster (_jit.launch; measured in docs/benchmarks.md).
 _SERIAL_WORK = 1 << 18
 
 
@@ -128,7 +126,7 @@ class WindowMean(Function):
         return dx
 
 
-class MaxPool2d(Function):
+class MaxPool2dFunction(Function):
     @staticmethod
     def forward(ctx, x, *, kernel, stride, padding, dilation, out_size):
         x = np.ascontiguousarray(x)
@@ -154,12 +152,8 @@ def _largest(windows):
 
 # -- sizes, windows, validation --------------------------------------------------------------------
 
-
-
 def _check_input(name, x):
-    a = data_of(x)
-    if a.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{name}: input must be float32 or float64, got dtype {a.dtype}")
+    a = float_array(name, "input", x)
     if a.ndim != 4:
         raise ValueError(f"{name}: expected a 4-D input (N, C, H, W), got shape {a.shape}")
     return a
@@ -206,7 +200,7 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     name = "avg_pool2d"
     a = _check_input(name, x)
     kernel, stride, padding, _, out = _pool_geometry(name, a, kernel_size, stride, padding, 1, ceil_mode)
-    if divisor_override is not None and (isinstance(divisor_override, bool) or divisor_override == 0):
+    if divisor_override is not None and (not is_number(divisor_override) or divisor_override == 0):
         raise ValueError(f"{name}: divisor_override must be a non-zero number, got {divisor_override!r}")
     hs, he, h_pad, h_in = _avg_windows(a.shape[2], kernel[0], stride[0], padding[0], out[0])
     ws, we, w_pad, w_in = _avg_windows(a.shape[3], kernel[1], stride[1], padding[1], out[1])
@@ -230,7 +224,7 @@ def adaptive_avg_pool2d(x, output_size):
     if len(sizes) != 2:
         raise ValueError(f"{name}: output_size must be an int or a pair, got {output_size!r}")
     sizes = tuple(a.shape[2 + i] if s is None else s for i, s in enumerate(sizes))
-    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, bool) and s >= 1 for s in sizes):
+    if not all(is_int(s) and s >= 1 for s in sizes):
         raise ValueError(f"{name}: output_size must hold positive ints (or None), got {output_size!r} "
                          f"for input {a.shape}")
     windows, counts = [], []
@@ -254,6 +248,6 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
     a = _check_input(name, x)
     kernel, stride, padding, dilation, out = _pool_geometry(name, a, kernel_size, stride, padding,
                                                             dilation, ceil_mode)
-    y, idx = MaxPool2d.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
+    y, idx = MaxPool2dFunction.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
                              out_size=out)
     return (y, idx) if return_indices else y

@@ -13,15 +13,15 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import numpy as np
 
+from .._check import float_array, pair
 from .._jit import kernel, launch, prange
 from ..autograd import Function
 from ..tensor import Tensor
 
-__all__ = ["interpolate", "imresize"]
+__all__ = ["interpolate"]
 
 MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area", "lanczos", "lanczos3")
 
@@ -341,25 +341,10 @@ def _as_image(x, op, ndims=(4,)):
     if x.ndim not in ndims:
         want = " or ".join(f"{d}-D" for d in ndims)
         raise ValueError(f"{op}: expected a {want} input (N, C, H, W), got shape {tuple(x.shape)}")
-    if x.dtype not in (np.float32, np.float64):
-        raise TypeError(f"{op}: input must be float32 or float64, got dtype {x.dtype}")
+    float_array(op, "input", x)
     if min(x.shape[-2:]) < 1:
         raise ValueError(f"{op}: input height and width must be positive, got shape {tuple(x.shape)}")
     return x
-
-
-def _pair(value, name, op, number):
-    """An int/float or a 2-sequence of them -> tuple of 2, each positive (and finite)."""
-    items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
-    if len(items) != 2:
-        raise ValueError(f"{op}: {name} must have 2 entries (H, W) for a 4-D input, got {value!r}")
-    for v in items:
-        if isinstance(v, bool) or not isinstance(v, number):
-            kind = "an int" if number is numbers.Integral else "a number"
-            raise TypeError(f"{op}: {name} must be {kind} or a pair of them, got {value!r}")
-        if not (v > 0 and math.isfinite(v)):
-            raise ValueError(f"{op}: {name} must be positive, got {value!r}")
-    return tuple(int(v) if number is numbers.Integral else float(v) for v in items)
 
 
 def _geometry(in_hw, size, scale_factor, op, out_size):
@@ -369,8 +354,8 @@ def _geometry(in_hw, size, scale_factor, op, out_size):
     if size is None and scale_factor is None:
         raise ValueError(f"{op}: either size or scale_factor should be defined")
     if size is not None:
-        return _pair(size, "size", op, numbers.Integral), (None, None)
-    sfs = _pair(scale_factor, "scale_factor", op, numbers.Real)
+        return pair(op, "size", size, int, positive=True), (None, None)
+    sfs = pair(op, "scale_factor", scale_factor, float, positive=True)
     out = tuple(out_size(n, s) for n, s in zip(in_hw, sfs))
     if min(out) < 1:
         raise ValueError(f"{op}: scale_factor {scale_factor!r} gives output size {out} for input "
@@ -417,6 +402,3 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
                    for n, m, sf in zip(in_hw, out_hw, sfs))
     return Resample.apply(x, tables=tables)
 
-
-# imresize lives beside this module and reuses its table builder and kernels.
-from .imresize import imresize  # noqa: E402  (after everything imresize.py imports from here)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .color import rgb_to_y
+from .._check import int_arg
+from ..color import rgb_to_y
 
 
 def _as_image(img, name: str) -> np.ndarray:
@@ -36,9 +37,7 @@ def prepare(sr, hr, crop_border: int, y_channel: bool, metric: str):
     b = _as_image(hr, f"{metric}: hr")
     if a.shape != b.shape:
         raise ValueError(f"{metric}: sr and hr shapes differ: sr {a.shape} vs hr {b.shape}")
-    if isinstance(crop_border, bool) or not isinstance(crop_border, (int, np.integer)) \
-            or crop_border < 0:
-        raise ValueError(f"{metric}: crop_border must be an int >= 0, got {crop_border!r}")
+    crop_border = int_arg(metric, "crop_border", crop_border, 0)
     _, h, w = a.shape
     if 2 * crop_border >= min(h, w):
         raise ValueError(f"{metric}: crop_border={crop_border} leaves nothing of a {h}x{w} image")

@@ -1,7 +1,20 @@
-"""Modules: containers (module.py) and thin layers that call framework.functional (no math here)."""
+"""Modules: containers (module.py) and thin layers over framework.functional, one file per op family
+(no math here). Every layer registers in LAYERS under its class name (YAML `type: Conv2d`)."""
 from .module import IncompatibleKeys, Module, ModuleList, Parameter, Sequential
-from .layers import *  # noqa: F401,F403  Conv2d, ConvTranspose2d, PixelShuffle, activations, pools, BatchNorm2d
-from .upsample import *  # noqa: F401,F403  Upsample
-from .loss import *  # noqa: F401,F403  L1Loss, MSELoss, CharbonnierLoss
-from .utils import *  # noqa: F401,F403  clip_grad_norm_
-from . import init, utils  # noqa: F401
+from .activation import GELU, LeakyReLU, PReLU, ReLU, Sigmoid, Tanh
+from .conv import Conv2d, ConvTranspose2d
+from .linear import Identity
+from .loss import CharbonnierLoss, L1Loss, MSELoss
+from .normalization import BatchNorm2d
+from .pixel_shuffle import PixelShuffle, PixelUnshuffle
+from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .upsample import Upsample
+from .utils import clip_grad_norm_, clip_grad_value_
+from . import init, utils
+
+__all__ = [
+    "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU", "PReLU",
+    "ReLU", "Sigmoid", "Tanh", "Conv2d", "ConvTranspose2d", "Identity", "CharbonnierLoss", "L1Loss",
+    "MSELoss", "BatchNorm2d", "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d",
+    "MaxPool2d", "Upsample", "clip_grad_norm_", "clip_grad_value_", "init", "utils",
+]

@@ -2,10 +2,10 @@
 from __future__ import annotations
 
 import math
-import numbers
 
 import numpy as np
 
+from .._check import number
 from ..tensor import Tensor
 
 __all__ = ["clip_grad_norm_", "clip_grad_value_"]
@@ -29,8 +29,8 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
         Tensor: the total norm before clipping, 0-d, in the gradients' dtype (float32 if none).
     """
     grads = _grads(parameters, "clip_grad_norm_")
-    max_norm = _real("max_norm", max_norm)
-    norm_type = _real("norm_type", norm_type)
+    max_norm = _real("clip_grad_norm_", "max_norm", max_norm)
+    norm_type = _real("clip_grad_norm_", "norm_type", norm_type)
     if not grads:
         return Tensor(np.zeros((), np.float32))
     dtype = np.result_type(*grads)
@@ -52,7 +52,7 @@ def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,
 def clip_grad_value_(parameters, clip_value: float) -> None:
     """Clamp every gradient of `parameters` in place to [-clip_value, clip_value]."""
     grads = _grads(parameters, "clip_grad_value_")
-    clip_value = _real("clip_value", clip_value)
+    clip_value = _real("clip_grad_value_", "clip_value", clip_value)
     for g in grads:
         np.clip(g, -clip_value, clip_value, out=g)
 
@@ -69,12 +69,11 @@ def _grads(parameters, owner: str) -> list[np.ndarray]:
     return grads
 
 
-def _real(name: str, value) -> float:
+def _real(owner: str, name: str, value) -> float:
+    """A number, or the string "inf" (torch accepts norm_type="inf")."""
     if isinstance(value, str) and value.lower() in ("inf", "+inf"):
         return math.inf
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
-    return float(value)
+    return number(owner, name, value)
 
 
 def _vector_norm(x: np.ndarray, order: float):

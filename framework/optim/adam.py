@@ -1,12 +1,12 @@
 """Adam and AdamW: torch's for-loop CPU update, computed in the parameter's dtype."""
 from __future__ import annotations
 
-import numbers
 
 import numpy as np
 
+from .._check import is_number, number
 from ..registry import OPTIMIZERS
-from .optimizer import Optimizer, check_number
+from .optimizer import Optimizer
 
 
 @OPTIMIZERS.register()
@@ -40,12 +40,12 @@ class Adam(Optimizer):
 
     def _check_group(self, group: dict) -> None:
         name = type(self).__name__
-        check_number(name, "lr", group["lr"])
-        check_number(name, "eps", group["eps"])
+        number(name, "lr", group["lr"], low=0)
+        number(name, "eps", group["eps"], low=0)
         group["betas"] = _betas(group["betas"])
         for i, beta in enumerate(group["betas"]):
-            check_number(name, f"betas[{i}]", beta, high=1.0)
-        check_number(name, "weight_decay", group["weight_decay"])
+            number(name, f"betas[{i}]", beta, low=0, high=1.0, high_open=True)
+        number(name, "weight_decay", group["weight_decay"], low=0)
 
     def _update(self, group: dict, p: np.ndarray, grad: np.ndarray, state: dict) -> None:
         dt = p.dtype.type  # every scalar in p's dtype: float32 stays float32
@@ -119,6 +119,6 @@ def _betas(betas):
     if isinstance(betas, (str, bytes)) or not hasattr(betas, "__len__") or len(betas) != 2:
         raise ValueError(f"betas must be a pair (beta1, beta2), got {betas!r}")
     for i, b in enumerate(betas):
-        if isinstance(b, bool) or not isinstance(b, numbers.Real):
+        if not is_number(b):
             raise TypeError(f"betas[{i}] must be a number, got {type(b).__name__} {b!r}")
     return tuple(betas)

@@ -16,11 +16,11 @@ BasicSR's `warmup_iter` whenever the schedule is flat during warm-up. In YAML:
 from __future__ import annotations
 
 import math
-import numbers
 from bisect import bisect_right
 
+from .._check import int_arg, number
 from ..registry import SCHEDULERS
-from .optimizer import Optimizer, check_number
+from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "CosineAnnealingLR", "CosineAnnealingRestartLR",
            "LinearWarmupLR"]
@@ -39,8 +39,8 @@ class LRScheduler:
         if not isinstance(optimizer, Optimizer):
             raise TypeError(f"{type(self).__name__}: {type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
-        self.warmup_iters = _check_int(type(self).__name__, "warmup_iters", warmup_iters, low=0)
-        last_epoch = _check_int(type(self).__name__, "last_epoch", last_epoch, low=-1)
+        self.warmup_iters = int_arg(type(self).__name__, "warmup_iters", warmup_iters, 0)
+        last_epoch = int_arg(type(self).__name__, "last_epoch", last_epoch, -1)
         for i, group in enumerate(optimizer.param_groups):
             if last_epoch == -1:
                 group.setdefault("initial_lr", group["lr"])
@@ -108,8 +108,8 @@ class StepLR(LRScheduler):
 
     def __init__(self, optimizer, step_size: int, gamma: float = 0.1, last_epoch: int = -1,
                  warmup_iters: int = 0):
-        self.step_size = _check_int("StepLR", "step_size", step_size, low=1)
-        self.gamma = _float("StepLR", "gamma", gamma)
+        self.step_size = int_arg("StepLR", "step_size", step_size, 1)
+        self.gamma = number("StepLR", "gamma", gamma, low=0)
         super().__init__(optimizer, last_epoch, warmup_iters)
 
     def _schedule(self, base_lr, epoch):
@@ -123,9 +123,9 @@ class MultiStepLR(LRScheduler):
 
     def __init__(self, optimizer, milestones, gamma: float = 0.1, last_epoch: int = -1,
                  warmup_iters: int = 0):
-        self.milestones = sorted(_check_int("MultiStepLR", f"milestones[{i}]", m, low=0)
+        self.milestones = sorted(int_arg("MultiStepLR", f"milestones[{i}]", m, 0)
                                  for i, m in enumerate(milestones))
-        self.gamma = _float("MultiStepLR", "gamma", gamma)
+        self.gamma = number("MultiStepLR", "gamma", gamma, low=0)
         super().__init__(optimizer, last_epoch, warmup_iters)
 
     def _schedule(self, base_lr, epoch):
@@ -139,8 +139,8 @@ class CosineAnnealingLR(LRScheduler):
 
     def __init__(self, optimizer, T_max: int, eta_min: float = 0.0, last_epoch: int = -1,
                  warmup_iters: int = 0):
-        self.T_max = _check_int("CosineAnnealingLR", "T_max", T_max, low=1)
-        self.eta_min = _float("CosineAnnealingLR", "eta_min", eta_min)
+        self.T_max = int_arg("CosineAnnealingLR", "T_max", T_max, 1)
+        self.eta_min = number("CosineAnnealingLR", "eta_min", eta_min, low=0)
         super().__init__(optimizer, last_epoch, warmup_iters)
 
     def _schedule(self, base_lr, epoch):
@@ -167,10 +167,10 @@ class CosineAnnealingRestartLR(LRScheduler):
             raise ValueError(f"CosineAnnealingRestartLR: periods {periods} and restart_weights "
                              f"{restart_weights} must be non-empty and have the same length")
         owner = "CosineAnnealingRestartLR"
-        self.periods = [_check_int(owner, f"periods[{i}]", p, low=1) for i, p in enumerate(periods)]
-        self.restart_weights = [_float(owner, f"restart_weights[{i}]", w)
+        self.periods = [int_arg(owner, f"periods[{i}]", p, 1) for i, p in enumerate(periods)]
+        self.restart_weights = [number(owner, f"restart_weights[{i}]", w, low=0)
                                 for i, w in enumerate(restart_weights)]
-        self.eta_min = _float(owner, "eta_min", eta_min)
+        self.eta_min = number(owner, "eta_min", eta_min, low=0)
         self.cumulative_period = [sum(self.periods[:i + 1]) for i in range(len(self.periods))]
         super().__init__(optimizer, last_epoch, warmup_iters)
 
@@ -193,18 +193,3 @@ class LinearWarmupLR(LRScheduler):
 
     def _schedule(self, base_lr, epoch):
         return base_lr
-
-
-def _check_int(owner: str, name: str, value, low: int) -> int:
-    """`value` as a Python int; TypeError unless integral, ValueError if below `low`."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{owner}: {name} must be an int, got {type(value).__name__} {value!r}")
-    if value < low:
-        raise ValueError(f"{owner}: invalid {name} value: {value} (must be >= {low})")
-    return int(value)
-
-
-def _float(owner: str, name: str, value) -> float:
-    """`value` as a Python float (so state_dict stays plain data), checked to be >= 0."""
-    check_number(owner, name, value)
-    return float(value)

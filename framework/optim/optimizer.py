@@ -200,16 +200,3 @@ def _restore_value(value, p: Tensor, name: str, index):
         return value
     raise ValueError(f"loaded state {name!r} of parameter {index} is a {type(value).__name__}, "
                      "expected a numpy array or a number")
-
-
-def check_number(owner: str, name: str, value, low=0.0, high=None, high_open=True) -> None:
-    """TypeError unless `value` is a real number; ValueError unless low <= value (< or <=) high."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        hint = " (YAML reads 1e-4 as a string: write 1.0e-4)" if isinstance(value, str) else ""
-        raise TypeError(f"{owner}: {name} must be a number, got {type(value).__name__} "
-                        f"{value!r}{hint}")
-    below = high is None or (value < high if high_open else value <= high)
-    if not (low <= value and below):
-        bound = f"[{low}, {high})" if high is not None and high_open else (
-            f"[{low}, {high}]" if high is not None else f">= {low}")
-        raise ValueError(f"{owner}: invalid {name} value: {value} (must be {bound})")

@@ -3,8 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._check import number
 from ..registry import OPTIMIZERS
-from .optimizer import Optimizer, check_number
+from .optimizer import Optimizer
 
 
 @OPTIMIZERS.register()
@@ -34,10 +35,10 @@ class SGD(Optimizer):
         super().__init__(params, defaults)
 
     def _check_group(self, group: dict) -> None:
-        check_number("SGD", "lr", group["lr"])
-        check_number("SGD", "momentum", group["momentum"])
-        check_number("SGD", "weight_decay", group["weight_decay"])
-        check_number("SGD", "dampening", group["dampening"], low=-np.inf)
+        number("SGD", "lr", group["lr"], low=0)
+        number("SGD", "momentum", group["momentum"], low=0)
+        number("SGD", "weight_decay", group["weight_decay"], low=0)
+        number("SGD", "dampening", group["dampening"])
         if group["nesterov"] and (group["momentum"] <= 0 or group["dampening"] != 0):
             raise ValueError("SGD: nesterov=True requires a momentum > 0 and zero dampening, got "
                              f"momentum={group['momentum']}, dampening={group['dampening']}")

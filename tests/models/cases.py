@@ -1,7 +1,6 @@
 """Shared by the model tests: the configurations under test and the hand-computed parameter counts."""
 from __future__ import annotations
 
-import pathlib
 
 import numpy as np
 
@@ -55,13 +54,3 @@ def build(name: str, scale: int, channels: int = 3, seed: int = 0, small: bool =
 def lr_batch(channels: int, h: int = 6, w: int = 5, n: int = 1, dtype=np.float32, seed: int = 0):
     """An LR batch in [0, 1]; odd, non-square sizes so a swapped H/W shows."""
     return sg.tensor(np.random.default_rng(seed).uniform(0, 1, (n, channels, h, w)), dtype=dtype)
-
-
-def load_torch_twins():
-    """scripts/torch_models.py as a module (scripts/ is not a package)."""
-    import importlib.util
-    path = pathlib.Path(__file__).resolve().parents[2] / "scripts" / "torch_models.py"
-    spec = importlib.util.spec_from_file_location("torch_models", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod

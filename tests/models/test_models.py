@@ -104,7 +104,7 @@ def test_float64_model_stays_float64(name):
 @pytest.mark.parametrize("name", NAMES)
 @pytest.mark.parametrize("scale", [0, -2, 2.5, True, "2", None])
 def test_bad_scale_is_a_value_error_naming_the_model(name, scale):
-    with pytest.raises(ValueError, match=rf"{name}: scale must be a positive integer"):
+    with pytest.raises(ValueError, match=rf"{name}: scale must be a positive int"):
         MODELS.build({"type": name, "scale": scale})
 
 

@@ -1,4 +1,4 @@
-"""Parity with the PyTorch twins of scripts/torch_models.py: same parameter names, shapes and counts
+"""Parity with the PyTorch twins of tests/twins/: same parameter names, shapes and counts
 (default configurations), and in float64 the same outputs, input gradients and parameter gradients
 once our state_dict is loaded into the twin. Skipped without torch."""
 from __future__ import annotations
@@ -8,10 +8,10 @@ import pytest
 
 import framework as sg
 
-from .cases import SCALES, build, expected_parameters, load_torch_twins, lr_batch
+from .cases import SCALES, build, expected_parameters, lr_batch
 
 torch = pytest.importorskip("torch")
-twins = load_torch_twins()
+twins = pytest.importorskip("tests.twins")
 
 NAMES = sorted(SCALES)
 GRID = [(n, s, c) for n in NAMES for s in SCALES[n] for c in (1, 3)]

@@ -270,8 +270,8 @@ def test_wrong_types_of_constructor_keywords(tmp_path, base, dotted, value, matc
 
 @pytest.mark.parametrize("dotted,value,match", [
     # keywords whose default is None get no type from the schema: the constructor checks them
-    ("datasets.train.gt_size", "8", r"datasets.train: gt_size must be an int >= 1, got '8'"),
-    ("datasets.train.gt_size", 0, r"datasets.train: gt_size must be an int >= 1, got 0"),
+    ("datasets.train.gt_size", "8", r"datasets.train: HRImageDataset: gt_size must be a positive int, got '8'"),
+    ("datasets.train.gt_size", 0, r"datasets.train: HRImageDataset: gt_size must be a positive int, got 0"),
 ])
 def test_keywords_without_a_typed_default_are_checked_by_the_constructor(tmp_path, base, capsys,
                                                                          dotted, value, match):

@@ -9,7 +9,7 @@ import framework as sg
 import framework.data.datasets as datasets_mod
 import framework.functional as F
 from framework.data import HRImageDataset, PairedImageDataset, apply_flags, mod_crop
-from framework.metrics import rgb_to_y
+from framework.color import rgb_to_y
 from framework.registry import DATASETS
 
 DATA = Path(__file__).resolve().parents[3] / "data"
@@ -175,16 +175,16 @@ def test_bad_files_error_or_skip(tmp_path):
         assert HRImageDataset(tmp_path, scale=2, bad_files="skip").names == ["good.png"]
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(scale=0), "scale must be an int >= 1, got 0"),
-    (dict(scale=2.0), "scale must be an int >= 1, got 2.0"),
-    (dict(gt_size=5), "gt_size=5 must be a multiple of scale=2"),
-    (dict(color="ycbcr"), "color must be one of .*'ycbcr'"),
-    (dict(bad_files="ignore"), "bad_files must be"),
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(scale=0), ValueError, "HRImageDataset: scale must be a positive int, got 0"),
+    (dict(scale=2.0), TypeError, "HRImageDataset: scale must be a positive int, got 2.0"),
+    (dict(gt_size=5), ValueError, "gt_size=5 must be a multiple of scale=2"),
+    (dict(color="ycbcr"), ValueError, "color must be one of .*'ycbcr'"),
+    (dict(bad_files="ignore"), ValueError, "bad_files must be"),
 ])
-def test_argument_errors(tmp_path, kwargs, match):
+def test_argument_errors(tmp_path, kwargs, error, match):
     _save(tmp_path / "a.png", np.zeros((8, 8, 3), np.uint8))
-    with pytest.raises(ValueError, match=match):
+    with pytest.raises(error, match=match):
         HRImageDataset(tmp_path, **{"scale": 2, **kwargs})
 
 

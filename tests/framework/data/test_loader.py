@@ -83,19 +83,19 @@ def test_ranks_split_the_global_batch(world_size):
                                       full.get_batch(it)["lq"])
 
 
-@pytest.mark.parametrize("kwargs,match", [
-    (dict(batch_size=0), "batch_size must be an int >= 1, got 0"),
-    (dict(batch_size=2.0), "batch_size must be an int >= 1, got 2.0"),
-    (dict(seed=-1), "seed must be an int >= 0, got -1"),
-    (dict(world_size=3), "batch_size=4 .* divisible by world_size=3"),
-    (dict(rank=2, world_size=2), "rank=2 must be < world_size=2"),
+@pytest.mark.parametrize("kwargs,error,match", [
+    (dict(batch_size=0), ValueError, "BatchLoader: batch_size must be a positive int, got 0"),
+    (dict(batch_size=2.0), TypeError, "BatchLoader: batch_size must be a positive int, got 2.0"),
+    (dict(seed=-1), ValueError, "BatchLoader: seed must be an int >= 0, got -1"),
+    (dict(world_size=3), ValueError, "batch_size=4 .* divisible by world_size=3"),
+    (dict(rank=2, world_size=2), ValueError, "rank=2 must be < world_size=2"),
 ])
-def test_argument_errors(kwargs, match):
-    with pytest.raises(ValueError, match=match):
+def test_argument_errors(kwargs, error, match):
+    with pytest.raises(error, match=match):
         BatchLoader(_Tagged(3), **{"batch_size": 4, **kwargs})
     with pytest.raises(ValueError, match="dataset is empty"):
         BatchLoader(_Tagged(0), 1)
-    with pytest.raises(ValueError, match="iteration must be an int >= 0, got -1"):
+    with pytest.raises(ValueError, match="BatchLoader: iteration must be an int >= 0, got -1"):
         BatchLoader(_Tagged(3), 1).get_batch(-1)
 
 

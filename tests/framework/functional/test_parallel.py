@@ -29,7 +29,7 @@ def two_threads():
 def _geometry(x_shape, w_shape, stride=1, padding=0, dilation=1, transpose=False):
     """conv.py's _Geometry of conv2d / conv_transpose2d on these shapes (through the public call)."""
     seen = {}
-    fn = conv_module.ConvTranspose2d if transpose else conv_module.Conv2d
+    fn = conv_module.ConvTranspose2dFunction if transpose else conv_module.Conv2dFunction
     real = fn.forward
 
     def spy(ctx, *args, geo):

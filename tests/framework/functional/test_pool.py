@@ -173,7 +173,7 @@ def _x(*shape, dtype=np.float64):
     (lambda: F.max_pool2d(_x(1, 1, 4, 6), 3, dilation=2), ValueError,
      r"max_pool2d: output size \(0, 1\) is below 1"),
     (lambda: F.max_pool2d(_x(1, 1, 6, 6), (2, 2, 2)), ValueError,
-     r"max_pool2d: kernel_size must be an int or a pair of ints"),
+     r"max_pool2d: kernel_size must have 2 entries \(H, W\), got \(2, 2, 2\)"),
     (lambda: F.adaptive_avg_pool2d(_x(1, 1, 6, 6), 0), ValueError,
      r"adaptive_avg_pool2d: output_size must hold positive ints \(or None\), got 0 for input \(1, 1, 6, 6\)"),
     (lambda: F.adaptive_avg_pool2d(_x(1, 1, 6, 6), (1, 2, 3)), ValueError,

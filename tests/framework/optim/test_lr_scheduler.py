@@ -156,14 +156,17 @@ def test_initial_lr_is_recorded_and_resume_needs_it():
 
 
 @pytest.mark.parametrize("call,exc,match", [
-    (lambda o: optim.StepLR(o, step_size=0), ValueError, r"invalid step_size value: 0"),
-    (lambda o: optim.StepLR(o, step_size=2.5), TypeError, r"step_size must be an int, got float"),
-    (lambda o: optim.MultiStepLR(o, milestones=[3, -1]), ValueError, r"milestones\[1\] value: -1"),
-    (lambda o: optim.CosineAnnealingLR(o, T_max=0), ValueError, r"invalid T_max value: 0"),
-    (lambda o: optim.CosineAnnealingLR(o, T_max=5, eta_min=-1.0), ValueError, r"eta_min value: -1"),
+    (lambda o: optim.StepLR(o, step_size=0), ValueError, r"StepLR: step_size must be a positive int, got 0"),
+    (lambda o: optim.StepLR(o, step_size=2.5), TypeError, r"step_size must be a positive int, got 2\.5"),
+    (lambda o: optim.MultiStepLR(o, milestones=[3, -1]), ValueError,
+     r"milestones\[1\] must be an int >= 0, got -1"),
+    (lambda o: optim.CosineAnnealingLR(o, T_max=0), ValueError, r"T_max must be a positive int, got 0"),
+    (lambda o: optim.CosineAnnealingLR(o, T_max=5, eta_min=-1.0), ValueError,
+     r"CosineAnnealingLR: eta_min must be >= 0, got -1"),
     (lambda o: optim.CosineAnnealingRestartLR(o, periods=[5, 5]), ValueError,
      r"periods \[5, 5\] and restart_weights \[1\]"),
-    (lambda o: optim.StepLR(o, step_size=2, warmup_iters=-3), ValueError, r"warmup_iters value: -3"),
+    (lambda o: optim.StepLR(o, step_size=2, warmup_iters=-3), ValueError,
+     r"warmup_iters must be an int >= 0, got -3"),
     (lambda o: optim.StepLR(object(), step_size=2), TypeError, r"object is not an Optimizer"),
 ])
 def test_bad_arguments(call, exc, match):

@@ -248,17 +248,17 @@ def test_load_copies_arrays():
 
 
 @pytest.mark.parametrize("call,match", [
-    (lambda p: optim.SGD(p, lr=-0.1), r"invalid lr value: -0\.1"),
-    (lambda p: optim.SGD(p, momentum=-0.5), r"invalid momentum value: -0\.5"),
-    (lambda p: optim.SGD(p, weight_decay=-1.0), r"invalid weight_decay value: -1\.0"),
+    (lambda p: optim.SGD(p, lr=-0.1), r"SGD: lr must be >= 0, got -0\.1"),
+    (lambda p: optim.SGD(p, momentum=-0.5), r"SGD: momentum must be >= 0, got -0\.5"),
+    (lambda p: optim.SGD(p, weight_decay=-1.0), r"SGD: weight_decay must be >= 0, got -1\.0"),
     (lambda p: optim.SGD(p, nesterov=True), r"nesterov=True requires a momentum > 0.*momentum=0"),
     (lambda p: optim.SGD(p, momentum=0.9, dampening=0.1, nesterov=True), r"dampening=0\.1"),
-    (lambda p: optim.Adam(p, lr=-1e-3), r"Adam: invalid lr value: -0\.001"),
-    (lambda p: optim.Adam(p, eps=-1.0), r"invalid eps value: -1\.0"),
-    (lambda p: optim.Adam(p, betas=(1.0, 0.999)), r"invalid betas\[0\] value: 1\.0"),
-    (lambda p: optim.AdamW(p, betas=(0.9, -0.1)), r"AdamW: invalid betas\[1\] value: -0\.1"),
+    (lambda p: optim.Adam(p, lr=-1e-3), r"Adam: lr must be >= 0, got -0\.001"),
+    (lambda p: optim.Adam(p, eps=-1.0), r"Adam: eps must be >= 0, got -1\.0"),
+    (lambda p: optim.Adam(p, betas=(1.0, 0.999)), r"Adam: betas\[0\] must be in \[0, 1\.0\), got 1\.0"),
+    (lambda p: optim.AdamW(p, betas=(0.9, -0.1)), r"AdamW: betas\[1\] must be in \[0, 1\.0\), got -0\.1"),
     (lambda p: optim.Adam(p, betas=(0.9,)), r"betas must be a pair"),
-    (lambda p: optim.Adam([{"params": p, "lr": -2.0}]), r"invalid lr value: -2\.0"),
+    (lambda p: optim.Adam([{"params": p, "lr": -2.0}]), r"Adam: lr must be >= 0, got -2\.0"),
     (lambda p: optim.SGD([], lr=0.1), r"empty parameter list"),
     (lambda p: optim.Adam([{"params": p, "momentum": 0.9}]), r"unknown option.*momentum"),
 ])

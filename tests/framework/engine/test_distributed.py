@@ -1,4 +1,4 @@
-"""framework.distributed: launch detection, thread defaults, the flat gradient buffer and its one
+"""framework.engine.distributed: launch detection, thread defaults, the flat gradient buffer and its one
 Allreduce, the install hint; and real 2-rank training under mpirun (skipped without mpirun or
 mpi4py)."""
 import json
@@ -13,11 +13,12 @@ import numpy as np
 import pytest
 
 import framework as sg
-from framework import distributed, nn
-from framework.distributed import DistributedError, FlatGradients, MPICommunicator, SingleProcess
+from framework import nn
+from framework.engine import distributed
+from framework.engine.distributed import DistributedError, FlatGradients, MPICommunicator, SingleProcess
 
-REPO = pathlib.Path(__file__).resolve().parents[2]
-WORKER = REPO / "tests" / "framework" / "mpi_worker.py"
+REPO = pathlib.Path(__file__).resolve().parents[3]
+WORKER = REPO / "tests" / "framework" / "engine" / "mpi_worker.py"
 LAUNCH_VARS = ("OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "SRGRAD_DISTRIBUTED")
 
 

@@ -1,11 +1,4 @@
-"""PyTorch twins of srgrad's models (models/): the same architectures with the same parameter names
-and shapes, so `twin.load_state_dict({k: torch.from_numpy(v) for k, v in ours.state_dict().items()},
-strict=True)` works. Used by the parity tests and the side-by-side benchmarks; torch is an optional
-extra, imported here only.
-
-    from torch_models import build_twin
-    twin = build_twin({"type": "EDSR", "scale": 2})     # the same spec as `MODELS.build(spec)`
-"""
+"""PyTorch twins of the classic models: SRCNN, FSRCNN, ESPCN, VDSR, EDSR, UpsampleNet."""
 from __future__ import annotations
 
 import math
@@ -14,11 +7,14 @@ import numpy as np
 import torch
 from torch import nn
 
+from . import register
+
 
 def _bicubic(scale):
     return nn.Upsample(scale_factor=scale, mode="bicubic", align_corners=False)
 
 
+@register
 class SRCNN(nn.Module):
     def __init__(self, scale, num_in_ch=3, num_out_ch=3, num_feat=(64, 32), kernel_size=(9, 5, 5),
                  upsample=True):
@@ -35,6 +31,7 @@ class SRCNN(nn.Module):
         return self.conv3(self.relu(self.conv2(self.relu(self.conv1(x)))))
 
 
+@register
 class FSRCNN(nn.Module):
     def __init__(self, scale, num_in_ch=3, num_out_ch=3, d=56, s=12, m=4):
         super().__init__()
@@ -51,6 +48,7 @@ class FSRCNN(nn.Module):
         return self.last_part(self.mid_part(self.first_part(x)))
 
 
+@register
 class ESPCN(nn.Module):
     def __init__(self, scale, num_in_ch=3, num_out_ch=3, num_feat=(64, 32)):
         super().__init__()
@@ -64,6 +62,7 @@ class ESPCN(nn.Module):
         return self.last_part(self.first_part(x))
 
 
+@register
 class VDSR(nn.Module):
     def __init__(self, scale, num_in_ch=3, num_out_ch=3, num_feat=64, num_layers=20):
         super().__init__()
@@ -107,6 +106,7 @@ class Upsample(nn.Sequential):
         super().__init__(*layers)
 
 
+@register
 class EDSR(nn.Module):
     """`block`: None, or a callable returning a fresh torch module (srgrad's layer specs have no torch
     meaning)."""
@@ -140,6 +140,7 @@ def _channel_mean(rgb_mean, channels):
     return torch.from_numpy(mean.astype(np.float32).reshape(1, channels, 1, 1))
 
 
+@register
 class UpsampleNet(nn.Module):
     def __init__(self, scale, num_in_ch=3, num_out_ch=3, num_feat=32, num_conv=2, num_refine=2,
                  mode="bicubic", residual=True):
@@ -162,24 +163,3 @@ class UpsampleNet(nn.Module):
         if self.residual:
             out = out + self.upsample(x)
         return out
-
-
-TWINS = {cls.__name__: cls for cls in (SRCNN, FSRCNN, ESPCN, VDSR, EDSR, UpsampleNet)}
-
-
-def build_twin(spec: dict) -> nn.Module:
-    """The torch twin of `MODELS.build(spec)` (`spec` = `{type: Name, **kwargs}`), default torch init."""
-    kwargs = {k: v for k, v in spec.items() if k != "type"}
-    return TWINS[spec["type"]](**kwargs)
-
-
-def twin_of(model, spec: dict, dtype=torch.float64) -> nn.Module:
-    """The twin of srgrad `model` built from `spec`, carrying a copy of its weights (strict load)."""
-    twin = build_twin(spec).to(dtype)
-    state = {k: torch.from_numpy(np.array(v, copy=True)) for k, v in model.state_dict().items()}
-    twin.load_state_dict(state, strict=True)
-    return twin
-
-
-def num_parameters(module: nn.Module) -> int:
-    return sum(p.numel() for p in module.parameters())

@@ -1,6 +1,6 @@
-"""Run by tests/framework/test_distributed.py under `mpirun -n 2` (never collected by pytest).
+"""Run by tests/framework/engine/test_distributed.py under `mpirun -n 2` (never collected by pytest).
 
-    mpirun -n 2 python tests/framework/mpi_worker.py CONFIG OUT_DIR [--resume] [--fail-at N
+    mpirun -n 2 python tests/framework/engine/mpi_worker.py CONFIG OUT_DIR [--resume] [--fail-at N
                                                       --fail-rank R --fail-how exit|raise]
 
 Trains CONFIG through the real command line (`srgrad-train CONFIG`: MPI detected from mpirun's
@@ -18,12 +18,12 @@ import os
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[2]))
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
 
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
-from framework import distributed  # noqa: E402
+from framework.engine import distributed  # noqa: E402
 from framework.engine import cli, trainer  # noqa: E402
 
 

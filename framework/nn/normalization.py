@@ -1,0 +1,69 @@
+"""Normalisation layers: BatchNorm2d (torch's state_dict keys and running-statistics rule)."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import functional as F
+from .._check import int_arg
+from ..registry import LAYERS
+from ..tensor import Tensor
+from ._util import check_4d
+from .module import Module, Parameter
+
+__all__ = ["BatchNorm2d"]
+
+
+@LAYERS.register()
+class BatchNorm2d(Module):
+    """Batch normalisation of (N, num_features, H, W) over N, H, W.
+
+    Parameters weight (ones) and bias (zeros, unless bias=False) when affine; buffers running_mean (zeros), running_var
+    (ones) and num_batches_tracked (int64 scalar) when track_running_stats: the keys of torch's
+    state_dict. Training updates the running statistics with `momentum` (default 0.1; None means a
+    cumulative average over num_batches_tracked); eval normalises with them."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = True,
+                 track_running_stats: bool = True, dtype=np.float32, *, bias: bool = True):
+        super().__init__()
+        self.num_features = int_arg("BatchNorm2d", "num_features", num_features)
+        self.eps, self.momentum = eps, momentum
+        self.affine, self.track_running_stats = affine, track_running_stats
+        if affine:
+            self.weight = Parameter(np.ones(num_features, dtype))
+            if bias:
+                self.bias = Parameter(np.zeros(num_features, dtype))
+            else:
+                self.register_parameter("bias", None)
+        else:
+            self.register_parameter("weight", None)
+            self.register_parameter("bias", None)
+        if track_running_stats:
+            self.register_buffer("running_mean", Tensor(np.zeros(num_features, dtype)))
+            self.register_buffer("running_var", Tensor(np.ones(num_features, dtype)))
+            self.register_buffer("num_batches_tracked", Tensor(np.array(0, np.int64)))
+        else:
+            for name in ("running_mean", "running_var", "num_batches_tracked"):
+                self.register_buffer(name, None)
+
+    def reset_running_stats(self):
+        if self.track_running_stats:
+            self.running_mean.data[...] = 0
+            self.running_var.data[...] = 1
+            self.num_batches_tracked.data[...] = 0
+
+    def forward(self, x):
+        check_4d(f"BatchNorm2d({self.num_features})", x, self.num_features)
+        factor = 0.0 if self.momentum is None else self.momentum
+        if self.training and self.track_running_stats:
+            self.num_batches_tracked.data[...] += 1
+            if self.momentum is None:
+                factor = 1.0 / float(self.num_batches_tracked.data)
+        # torch: eval without running statistics falls back to batch statistics
+        use_batch = self.training or self.running_mean is None
+        track = not self.training or self.track_running_stats
+        return F.batch_norm(x, self.running_mean if track else None, self.running_var if track else None,
+                            self.weight, self.bias, use_batch, factor, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
+                f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
