@@ -5,12 +5,10 @@ this is the network that needs a differentiable bicubic (burn's CPU backend cann
 from __future__ import annotations
 
 from framework import nn
+from framework.functional.resample import MODES
 from framework._check import int_arg
 from framework.registry import MODELS
 
-
-# Modes with a sub-pixel geometry option; torch refuses align_corners for the others.
-_ALIGNABLE = ("bilinear", "bicubic")
 
 
 @MODELS.register()
@@ -55,7 +53,7 @@ class UpsampleNet(nn.Module):
         for i in range(num_conv):
             head += [nn.Conv2d(num_in_ch if i == 0 else num_feat, num_feat, 3, padding=1), nn.ReLU()]
         self.head = nn.Sequential(*head)
-        align = False if mode in _ALIGNABLE else None
+        align = False if mode in MODES and MODES[mode].alignable else None
         try:  # nn.Upsample knows the modes: its error lists them
             self.upsample = nn.Upsample(scale_factor=self.scale, mode=mode, align_corners=align)
         except ValueError as err:

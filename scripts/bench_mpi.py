@@ -58,7 +58,7 @@ def worker(steps: int, warmup: int) -> None:
     sys.path.insert(0, str(REPO))
     from framework.engine import distributed
     from framework.engine.trainer import Trainer
-    from framework.io.config import load_config
+    from framework.engine.schema import load_config
     comm = distributed.init("mpi")
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config(CONFIG, [f"run_root={tmp}", "datasets.val=null"])

@@ -62,8 +62,9 @@ def train_main(argv=None) -> int:
 
 def _train(args, comm) -> int:
     from . import distributed
-    from ..io.config import ConfigError, load_config
     from ..io.checkpoint import CheckpointError
+    from ..io.config import ConfigError
+    from .schema import load_config
     from .runlog import RunLockedError
     from .trainer import Trainer, TrainingError, TrainingInterrupted, find_latest_checkpoint
 
@@ -132,8 +133,9 @@ def _model_args(p):
 
 
 def _load(args):
-    from ..io.config import import_modules, load_config, parse_scalar
+    from ..io.config import import_modules, parse_scalar
     from .inference import load_model
+    from .schema import load_config
     spec = fallback = None
     if args.imports:
         import_modules(args.imports, os.getcwd(), "--import")
@@ -202,8 +204,8 @@ def eval_main(argv=None) -> int:
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     from tqdm.auto import tqdm
-    from .. import metrics as M
     from ..data import HRImageDataset
+    from ..metrics import measure
     from ..io.config import ConfigError
     from .inference import bicubic, model_in_channels, super_resolve
     try:
@@ -224,11 +226,11 @@ def eval_main(argv=None) -> int:
             lq, hr = item["lq"], item["gt"]
             sr = super_resolve(model, lq, scale, in_ch, args.tile, args.tile_overlap)
             bic = bicubic(lq, scale, "imresize")
-            rows.append({"image": item["name"],
-                         f"psnr_{tag}": M.psnr(sr, hr, crop_border=crop, y_channel=y),
-                         f"ssim_{tag}": M.ssim(sr, hr, crop_border=crop, y_channel=y),
-                         f"bicubic_psnr_{tag}": M.psnr(bic, hr, crop_border=crop, y_channel=y),
-                         f"bicubic_ssim_{tag}": M.ssim(bic, hr, crop_border=crop, y_channel=y)})
+            row = {"image": item["name"]}
+            for prefix, image in (("", sr), ("bicubic_", bic)):
+                row.update({f"{prefix}{m}_{tag}": v
+                            for m, v in measure(image, hr, ("psnr", "ssim"), crop, y).items()})
+            rows.append(row)
     except ConfigError as exc:
         return _error(str(exc), 2)
     except (ValueError, OSError) as exc:

@@ -15,9 +15,9 @@ import numpy as np
 
 from .. import functional as F
 from ..autograd import no_grad
-from ..registry import MODELS
-from ..tensor import Tensor
 from ..io.checkpoint import CheckpointError, load_model_weights, load_weights
+from ..registry import BASELINES, MODELS
+from ..tensor import Tensor
 
 __all__ = ["build_model", "load_model", "upscale", "bicubic", "upscale_file", "model_in_channels"]
 
@@ -39,7 +39,8 @@ def load_model(weights, model_spec: dict | None = None, scale: int | None = None
     """(model in eval mode, info). The model spec is, in this order: `model_spec` (given on the
     command line), the weights file's metadata (srgrad's trainer writes it: it describes these
     weights exactly), `fallback_spec` (a config's `model:` block, for weights from elsewhere)."""
-    import models  # noqa: F401  registers the bundled architectures
+    from .zoo import load_zoo
+    load_zoo()
     _, info = load_weights(weights)
     spec = model_spec or info.get("model") or fallback_spec
     if not spec:
@@ -107,18 +108,27 @@ def upscale(model, lq: np.ndarray, tile: int | None = None, overlap: int = 16) -
         return out
 
 
+@BASELINES.register("imresize")
+def _imresize_baseline(x: Tensor, scale: int) -> Tensor:
+    """MATLAB's imresize bicubic: what SR papers report as "Bicubic"."""
+    return F.imresize(x, scale_factor=scale)
+
+
+@BASELINES.register("interpolate")
+def _interpolate_baseline(x: Tensor, scale: int) -> Tensor:
+    """F.interpolate(mode="bicubic", align_corners=False), PyTorch's bicubic."""
+    return F.interpolate(x, scale_factor=scale, mode="bicubic", align_corners=False)
+
+
 def bicubic(lq: np.ndarray, scale: int, method: str = "imresize") -> np.ndarray:
-    """Bicubic upscaling of (C, H, W): "imresize" = MATLAB imresize (what SR papers report as
-    "Bicubic"), "interpolate" = F.interpolate(mode="bicubic", align_corners=False). Clipped to
-    [0, 1]."""
+    """Upscale (C, H, W) by a registered baseline (BASELINES: "imresize", MATLAB's bicubic, or
+    "interpolate", PyTorch's), clipped to [0, 1]."""
+    try:
+        fn = BASELINES.get(method)
+    except KeyError as exc:
+        raise ValueError(f"bicubic: method: {exc.args[0]}") from None
     with no_grad():
-        x = Tensor(np.ascontiguousarray(lq[None]))
-        if method == "imresize":
-            y = F.imresize(x, scale_factor=scale)
-        elif method == "interpolate":
-            y = F.interpolate(x, scale_factor=scale, mode="bicubic", align_corners=False)
-        else:
-            raise ValueError(f"bicubic: method must be 'imresize' or 'interpolate', got {method!r}")
+        y = fn(Tensor(np.ascontiguousarray(lq[None])), scale)
     return np.clip(y.data[0], 0.0, 1.0)
 
 

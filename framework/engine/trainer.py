@@ -25,11 +25,13 @@ from .. import nn
 from . import distributed
 from ..autograd import no_grad
 from ..io import checkpoint as ckpt
-from ..io.config import ConfigError, config_hash, dump_config
+from ..io.config import ConfigError, dump_config
+from ..metrics import higher_is_better, measure
 from ..registry import DATASETS, LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
 from ..tensor import Tensor
 from .inference import bicubic, upscale
 from .runlog import MetricsLog, RunLock, comparison_strip, plot_curves
+from .schema import config_hash
 
 __all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint"]
 
@@ -61,7 +63,7 @@ def find_latest_checkpoint(run_dir):
 
 
 class Trainer:
-    """Train `cfg` (a dict from framework.io.config.load_config) in `run_dir` (default
+    """Train `cfg` (a dict from framework.engine.schema.load_config) in `run_dir` (default
     `<run_root>/<name>`). `resume`: None (fresh; refuses a folder that already holds checkpoints),
     "auto" (latest checkpoint of the run folder, fresh when there is none) or a checkpoint path.
     `config_path` is only used in printed hints. `comm`: a framework.engine.distributed communicator
@@ -102,10 +104,8 @@ class Trainer:
                                               params=list(self.model.parameters()))
         self.scheduler = None
         if tcfg["scheduler"] is not None:
-            spec = tcfg["scheduler"]
             with _section("train.scheduler"):
-                self.scheduler = SCHEDULERS.get(spec["type"])(
-                    self.optimizer, **{k: v for k, v in spec.items() if k != "type"})
+                self.scheduler = SCHEDULERS.build(tcfg["scheduler"], optimizer=self.optimizer)
         with _section("train.loss"):
             self.loss_fn = LOSSES.build(tcfg["loss"])
         with _section("datasets.train"):
@@ -346,7 +346,6 @@ class Trainer:
     def validate(self) -> dict:
         """PSNR/SSIM of the model and of the bicubic baseline over the full validation images;
         updates net_best, writes comparison PNGs. Returns the means (metric name -> value)."""
-        from .. import metrics as M
         from ..io.image import write_image
         vcfg = self.cfg["val"]
         crop = self.scale if vcfg["crop_border"] is None else vcfg["crop_border"]
@@ -364,10 +363,9 @@ class Trainer:
             if i not in self._baselines:
                 self._baselines[i] = bicubic(item["lq"], self.scale, vcfg["baseline"])
             bic, gt = self._baselines[i], item["gt"]
-            for m in vcfg["metrics"]:
-                fn = M.psnr if m == "psnr" else M.ssim
-                scores[self._key(m)].append(fn(sr, gt, crop_border=crop, y_channel=y))
-                scores["bicubic_" + self._key(m)].append(fn(bic, gt, crop_border=crop, y_channel=y))
+            for prefix, image in (("", sr), ("bicubic_", bic)):
+                for m, value in measure(image, gt, vcfg["metrics"], crop, y).items():
+                    scores[prefix + self._key(m)].append(value)
             if vcfg["save_images"] and self.is_main:
                 out = self.run_dir / "images" / f"{Path(str(item['name'])).stem}.png"
                 out.parent.mkdir(exist_ok=True)
@@ -378,8 +376,10 @@ class Trainer:
         means = {k: float(np.mean(v)) for k, v in scores.items() if v}
         if not self.is_main or not means:
             return means
-        key = self._key("psnr" if "psnr" in vcfg["metrics"] else vcfg["metrics"][0])
-        if key in means and (self.best["value"] is None or means[key] > self.best["value"]):
+        metric = "psnr" if "psnr" in vcfg["metrics"] else vcfg["metrics"][0]
+        key = self._key(metric)
+        better = (lambda a, b: a > b) if higher_is_better(metric) else (lambda a, b: a < b)
+        if key in means and (self.best["value"] is None or better(means[key], self.best["value"])):
             self.best = {"value": means[key], "iteration": self.iteration, "metric": key}
             ckpt.save_weights(self.run_dir / "net_best.safetensors", self.model.state_dict(),
                               **self._weights_info(), best=self.best)

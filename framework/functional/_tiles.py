@@ -1,10 +1,10 @@
 """The tile machinery of conv.py: a pool of Python worker threads that run tiles with single-threaded
 BLAS, column buffers kept between calls, and the split of (images, output rows) into tiles.
 
-Per-tile multithreaded BLAS calls between numba kernels stalled on this shared 2-core machine
-(measured: 16 per-image tiles of a 3x3 64->64 conv, 380 ms with 2-thread BLAS, 42 ms with 2 worker
-threads of 1-thread BLAS), hence one fork/join per call over threads of 1-thread BLAS. The policy (the
-buffer cap, the worker count) stays in conv.py; these functions take it as arguments.
+Per-tile multithreaded BLAS calls between numba kernels stall on a shared machine, hence one
+fork/join per call over threads of single-threaded BLAS (measured: docs/benchmarks.md, "Where the
+code's thresholds come from"). The policy (the buffer cap, the worker count) stays in conv.py; these
+functions take it as arguments.
 """
 from __future__ import annotations
 
@@ -65,9 +65,8 @@ def _leave():
             BLAS_THREADS[1](_POOL["blas_before"])
 
 
-# Column buffers kept between calls: a fresh one costs a page fault per 4 kB on first touch (measured
-# ~1 ms per 5 MB buffer, as much as its im2col). At most one per worker thread, so they stay within
-# the cap of the tiles (conv.COL_BUFFER_BYTES).
+# Column buffers kept between calls: a fresh one page-faults on first touch, which costs as much as
+# its im2col. At most one per worker thread, so they stay within the cap (conv.COL_BUFFER_BYTES).
 _SPARE = {"buffers": [], "lock": threading.Lock()}
 
 

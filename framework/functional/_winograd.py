@@ -4,8 +4,7 @@ gradient (its adjoint in W). conv.py decides when Winograd applies and how the w
 routines take the tiles and the runner as arguments.
 
 Winograd F(2x2, 3x3) does a 3x3 stride-1 correlation with 16 products per 2x2 outputs instead of 36:
-2.25x fewer multiply-adds, at the price of two transforms (measured on (16, 64, 48, 48), 64->64, one
-thread: 1.5 ms per image against 2.5 ms by im2col).
+2.25x fewer multiply-adds, at the price of two transforms (the measured gain: docs/benchmarks.md).
 """
 from __future__ import annotations
 
@@ -124,7 +123,7 @@ def correlate(x, w, features, padding, bias, tiles, elems, TW, run):
     N, C, O = x.shape[0], x.shape[1], w.shape[0]
     OH, OW = features
     Gw = G.astype(w.dtype)
-    # tensordot, not a broadcast matmul: O C separate 4x3 products cost ~1 ms
+    # tensordot, not a broadcast matmul of O C separate 4x3 products (slower)
     u = np.tensordot(np.tensordot(Gw, w, axes=(1, 2)), Gw, axes=(3, 1))  # (4, O, C, 4)
     u = np.ascontiguousarray(u.transpose(0, 3, 1, 2)).reshape(16, O, C)
     y = np.empty((N, O, OH, OW), x.dtype)

@@ -21,8 +21,8 @@ def _flat(a):
 
 
 # The elementwise kernels here are serial on purpose: they are memory-bound, so two threads gain at
-# most 2x, while a parallel region waits for a descheduled thread on a shared machine (measured:
-# docs/benchmarks.md).
+# most 2x, while a parallel region waits for a descheduled thread on a shared machine
+# (docs/benchmarks.md).
 
 @kernel
 def _relu_grad_kernel(g, y, gx):

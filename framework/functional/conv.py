@@ -254,7 +254,7 @@ def _weight_grad(x, y, geo, w_shape):
     yv = y.reshape(N, g, O // g, OH * OW)
     tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)
 
-    def work(tile, buf):  # dW^T = im2col(X) @ Y^T: BLAS is faster in this orientation (measured)
+    def work(tile, buf):  # dW^T = im2col(X) @ Y^T: BLAS is faster in this orientation
         b0, b1, r0, r1 = tile
         gt = yv[b0:b1, :, :, r0 * OW:r1 * OW].transpose(0, 1, 3, 2)
         return np.matmul(_columns(x, tile, buf, K, geo), gt).sum(axis=0)

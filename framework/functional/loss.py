@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .._check import choice, float_array
+from .._check import choice, float_array, number
 from .._jit import kernel
 from ..autograd import Function
 
@@ -106,6 +106,5 @@ def mse_loss(input, target, reduction="mean"):
 def charbonnier_loss(input, target, eps=1e-3, reduction="mean"):
     """sqrt((input - target)^2 + eps^2) (a smooth L1), reduced by "mean" (default), "sum" or "none".
     eps default 1e-3."""
-    if not eps > 0:
-        raise ValueError(f"charbonnier_loss: eps must be positive, got {eps}")
-    return _loss("charbonnier_loss", "charbonnier", input, target, float(eps), reduction)
+    eps = number("charbonnier_loss", "eps", eps, low=0, low_open=True)
+    return _loss("charbonnier_loss", "charbonnier", input, target, eps, reduction)

@@ -1,10 +1,11 @@
 """Pooling: avg_pool2d, max_pool2d, adaptive_avg_pool2d, with torch's output sizes and divisors.
 
-Both average pools are the same computation: a window per output row and per output column (start and
-end clipped to the input, computed in numpy from the pool's rules) and a divisor per output pixel; one
-kernel sums the windows, its adjoint spreads g / divisor back over them. max_pool2d records the argmax
-(torch's flat h * W + w index) and its backward adds g there. Kernels run one (n, c) plane per thread,
-so every scatter is race-free.
+Both average pools are separable window sums: a window per output row and per output column (start and
+end clipped to the input, computed in numpy from the pool's rules) and a divisor that is a product of
+a row and a column factor. They are resample.py's window tables through its kernels (so area
+interpolation and adaptive pooling are one computation, and the backward is the transposed tables).
+max_pool2d records the argmax (torch's flat h * W + w index) and its backward adds g there; its
+kernels run one (n, c) plane per thread, so every scatter is race-free.
 """
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import numpy as np
 from .._check import float_array, int_pair, is_int, is_number
 from .._jit import kernel, launch, prange
 from ..autograd import Function
+from .resample import ResampleFunction, area_windows, window_table
 
 __all__ = ["avg_pool2d", "max_pool2d", "adaptive_avg_pool2d"]
 
@@ -26,37 +28,6 @@ def _launch(kern, work, *args):
 
 
 # -- kernels -------------------------------------------------------------------------------------------
-
-@kernel(parallel=True)
-def _window_mean(x, hs, he, ws, we, div, out):
-    """out[n, c, i, j] = sum(x[n, c, hs[i]:he[i], ws[j]:we[j]]) / div[i, j]."""
-    N, C = x.shape[0], x.shape[1]
-    OH, OW = out.shape[2], out.shape[3]
-    for t in prange(N * C):
-        n, c = t // C, t % C
-        for i in range(OH):
-            for j in range(OW):
-                s = x.dtype.type(0)
-                for h in range(hs[i], he[i]):
-                    for w in range(ws[j], we[j]):
-                        s += x[n, c, h, w]
-                out[n, c, i, j] = s / div[i, j]
-
-
-@kernel(parallel=True)
-def _window_mean_adjoint(g, hs, he, ws, we, div, dx):
-    """dx[n, c, window(i, j)] += g[n, c, i, j] / div[i, j] (dx zero on entry)."""
-    N, C = g.shape[0], g.shape[1]
-    OH, OW = g.shape[2], g.shape[3]
-    for t in prange(N * C):
-        n, c = t // C, t % C
-        for i in range(OH):
-            for j in range(OW):
-                v = g[n, c, i, j] / div[i, j]
-                for h in range(hs[i], he[i]):
-                    for w in range(ws[j], we[j]):
-                        dx[n, c, h, w] += v
-
 
 @kernel(parallel=True)
 def _max_window(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
@@ -106,26 +77,6 @@ def _max_window_adjoint(g, idx, dx):
 
 # -- Functions ---------------------------------------------------------------------------------------
 
-class WindowMean(Function):
-    """The average pools: per-axis windows (hs, he), (ws, we) and per-pixel divisors `div`."""
-
-    @staticmethod
-    def forward(ctx, x, *, windows, div):
-        x = np.ascontiguousarray(x)
-        hs, he, ws, we = windows
-        ctx.meta = (x.shape, windows, div, x.size + np.size(div) * _largest(windows))
-        out = np.empty(x.shape[:2] + div.shape, x.dtype)
-        _launch(_window_mean, ctx.meta[3], x, hs, he, ws, we, div, out)
-        return out
-
-    @staticmethod
-    def backward(ctx, g):  # dL/dx[window] += g / divisor
-        shape, (hs, he, ws, we), div, work = ctx.meta
-        dx = np.zeros(shape, g.dtype)
-        _launch(_window_mean_adjoint, work, np.ascontiguousarray(g), hs, he, ws, we, div, dx)
-        return dx
-
-
 class MaxPool2dFunction(Function):
     @staticmethod
     def forward(ctx, x, *, kernel, stride, padding, dilation, out_size):
@@ -142,12 +93,6 @@ class MaxPool2dFunction(Function):
         dx = np.zeros(shape, g.dtype)
         _launch(_max_window_adjoint, work, np.ascontiguousarray(g), idx, dx)
         return dx
-
-
-def _largest(windows):
-    """Pixels in the largest window: (max height) x (max width)."""
-    hs, he, ws, we = windows
-    return int((he - hs).max(initial=0)) * int((we - ws).max(initial=0))
 
 
 # -- sizes, windows, validation --------------------------------------------------------------------
@@ -204,13 +149,15 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
         raise ValueError(f"{name}: divisor_override must be a non-zero number, got {divisor_override!r}")
     hs, he, h_pad, h_in = _avg_windows(a.shape[2], kernel[0], stride[0], padding[0], out[0])
     ws, we, w_pad, w_in = _avg_windows(a.shape[3], kernel[1], stride[1], padding[1], out[1])
+    # the divisor is a product of a row and a column factor: each axis's table carries its own
     if divisor_override is not None:
-        div = np.full(out, divisor_override, a.dtype)
+        h_div, w_div = np.ones(out[0]), np.full(out[1], float(divisor_override))
     elif count_include_pad:
-        div = np.outer(h_pad, w_pad).astype(a.dtype)
+        h_div, w_div = h_pad, w_pad
     else:
-        div = np.outer(h_in, w_in).astype(a.dtype)
-    return WindowMean.apply(x, windows=(hs, he, ws, we), div=div)
+        h_div, w_div = h_in, w_in
+    tables = (window_table(a.shape[2], hs, he, 1.0 / h_div), window_table(a.shape[3], ws, we, 1.0 / w_div))
+    return ResampleFunction.apply(x, tables=tables)
 
 
 def adaptive_avg_pool2d(x, output_size):
@@ -227,14 +174,11 @@ def adaptive_avg_pool2d(x, output_size):
     if not all(is_int(s) and s >= 1 for s in sizes):
         raise ValueError(f"{name}: output_size must hold positive ints (or None), got {output_size!r} "
                          f"for input {a.shape}")
-    windows, counts = [], []
-    for size, o in zip(a.shape[2:], sizes):
-        i = np.arange(o)
-        lo, hi = (i * size) // o, ((i + 1) * size + o - 1) // o
-        windows += [lo, hi]
-        counts.append(hi - lo)
-    div = np.outer(*counts).astype(a.dtype)
-    return WindowMean.apply(x, windows=tuple(windows), div=div)
+    tables = []
+    for n, m in zip(a.shape[2:], sizes):
+        lo, hi = area_windows(n, m)
+        tables.append(window_table(n, lo, hi, 1.0 / (hi - lo)))
+    return ResampleFunction.apply(x, tables=tuple(tables))
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):

@@ -7,26 +7,26 @@ y = W x with a sparse m x n matrix W. `weight_table` builds W as a padded table
 rule; the modes below differ only in what they hand it. One numba kernel applies a table along H and
 another along W (both inside one parallel loop over planes); backward applies the transposed tables
 (`dL/dx = W_h^T g W_w`) with the very same kernel, so it is race-free and the exact adjoint.
-MATLAB's table rule and `imresize` itself live in imresize.py; they reuse everything here.
+A mode is a record (`MODES`: its table rule, its filters from `FILTERS`, which options it takes);
+MATLAB's table rule and `imresize` live in imresize.py and reuse the filters, builder and kernels.
 """
 from __future__ import annotations
 
 import functools
 import math
+from typing import Callable, NamedTuple
 
 import numpy as np
 
-from .._check import float_array, pair
+from .._check import flag, float_array, pair
 from .._jit import kernel, launch, prange
 from ..autograd import Function
 from ..tensor import Tensor
 
 __all__ = ["interpolate"]
 
-MODES = ("nearest", "nearest-exact", "bilinear", "bicubic", "area", "lanczos", "lanczos3")
 
-
-# -- filters: offset (in input pixels, already divided by any antialias stretch) -> weight ---------
+# -- filters: weight of an input pixel at offset d from the source coordinate (in input pixels) ----
 def _triangle(d):
     return np.maximum(1.0 - np.abs(d), 0.0)
 
@@ -51,8 +51,43 @@ def _lanczos3(d):
     return np.where(np.abs(d) < 3.0, _sinc(d) * _sinc(d / 3.0), 0.0)
 
 
+_EPS = np.finfo(np.float64).eps
+
+
+def _matlab_lanczos(a):
+    def f(d):  # MATLAB's own formula, eps terms included (they make f(0) = 1 without a branch)
+        return ((np.sin(np.pi * d) * np.sin(np.pi * d / a) + _EPS)
+                / (np.pi ** 2 * d * d / a + _EPS) * (np.abs(d) < a))
+    return f
+
+
+def _box(d):
+    # MATLAB's box is 1 on -0.5 <= x < 0.5 with x = u - j, i.e. -d
+    return ((d > -0.5) & (d <= 0.5)).astype(np.float64)
+
+
 def _ones(d):
     return np.ones_like(d)
+
+
+class Filter(NamedTuple):
+    """A resampling filter: `fn(d)` weighs an input pixel at offset d; zero for |d| >= `support`
+    (half the window, in input pixels, before any antialias stretch)."""
+
+    fn: Callable
+    support: float
+
+
+# Every filter srgrad resamples with, torch's and MATLAB's, in one table (imresize reads it too).
+FILTERS = {
+    "triangle": Filter(_triangle, 1.0),            # bilinear; MATLAB "triangle"
+    "cubic_torch": Filter(_cubic(-0.75), 2.0),     # torch's bicubic
+    "cubic": Filter(_cubic(-0.5), 2.0),            # Keys a=-0.5: antialiased bicubic, Pillow, MATLAB
+    "lanczos3": Filter(_lanczos3, 3.0),            # Pillow's LANCZOS, burn's Lanczos-3
+    "box": Filter(_box, 0.5),                      # MATLAB "box"
+    "matlab_lanczos2": Filter(_matlab_lanczos(2.0), 2.0),
+    "matlab_lanczos3": Filter(_matlab_lanczos(3.0), 3.0),
+}
 
 
 # -- the one table builder -----------------------------------------------------------------------
@@ -134,7 +169,7 @@ def weight_table(n, centre, lo, hi, taps, filt, border, normalize) -> Table:
     return _pack(np.repeat(np.arange(m), taps), j.ravel(), w.ravel(), m, n)
 
 
-# -- torch's modes as data -----------------------------------------------------------------------
+# -- interpolate's modes as data: a table rule and its filters per mode ----------------------------
 def _coordinate_scale(n, m, sf, align_corners):
     """ATen's area_pixel_compute_scale: input pixels per output pixel."""
     if align_corners:
@@ -147,13 +182,19 @@ def _identity(n):
     return weight_table(n, i.astype(np.float64), i, i + 1, 1, _ones, "clamp", False)
 
 
-def _nearest(n, m, sf, exact):
-    # torch computes these indices in float32: legacy nearest as floor(float32(i) * scale) with the
-    # shortcuts m == n and m == 2n (whatever the factor), nearest-exact as floorf((i + 0.5) * scale),
-    # a double product rounded to float32 before the floor.
+def _nearest_indices(n, m, sf, exact, large):
+    # torch computes these indices in float32. While the output's height + width is at most 128:
+    # legacy nearest as floor(float32(i) * scale) with the shortcuts m == n and m == 2n (whatever
+    # the factor), nearest-exact as floorf((i + 0.5) * scale), a double product rounded to float32.
+    # Above that (`large`) torch's forward takes another kernel: floor(float32((i + off) / factor)),
+    # a double division, no shortcuts (its backward keeps the first rule; srgrad's backward is the
+    # transpose of whichever table the forward used).
     i = np.arange(m)
     scale = np.float32(1.0 / sf) if sf else np.float32(n) / np.float32(m)
-    if exact:
+    if large:
+        v = (i + (0.5 if exact else 0.0)) / sf if sf else (i + (0.5 if exact else 0.0)) * n / m
+        src = np.floor(v.astype(np.float32))
+    elif exact:
         src = np.floor(((i + 0.5) * np.float64(scale)).astype(np.float32))
     elif m == n:
         src = i
@@ -165,70 +206,124 @@ def _nearest(n, m, sf, exact):
     return weight_table(n, src.astype(np.float64), src, src + 1, 1, _ones, "clamp", False)
 
 
-def _interpolating(n, m, sf, align_corners, filt, support, cubic):
+def _nearest(n, m, sf, align_corners, filt, border, large=False):
+    return _nearest_indices(n, m, sf, False, large)
+
+
+def _nearest_exact(n, m, sf, align_corners, filt, border, large=False):
+    return _nearest_indices(n, m, sf, True, large)
+
+
+def _interpolating(n, m, sf, align_corners, filt, border):
     """torch's bilinear/bicubic without antialias: taps floor(x)-support+1 .. floor(x)+support around
     the source coordinate, fraction clamped to [0, 1], border taps clamped (edge replicated)."""
+    support = int(filt.support)
     scale = _coordinate_scale(n, m, sf, align_corners)
     i = np.arange(m, dtype=np.float64)
     real = scale * i if align_corners else scale * (i + 0.5) - 0.5
-    if not cubic and not align_corners:
+    if support == 1 and not align_corners:  # ATen clamps only the linear modes' source index at 0
         real = np.maximum(real, 0.0)
     i0 = np.minimum(np.floor(real).astype(np.int64), n - 1)
     centre = i0 + np.clip(real - i0, 0.0, 1.0)
     lo = i0 - support + 1
-    return weight_table(n, centre, lo, lo + 2 * support, 2 * support, filt, "clamp", False)
+    return weight_table(n, centre, lo, lo + 2 * support, 2 * support, filt.fn, border, False)
 
 
-def _antialiased(n, m, sf, align_corners, filt, support):
+def _antialiased(n, m, sf, align_corners, filt):
     """torch's antialias=True (Pillow's resampling): the filter is stretched by the downscale factor,
     its window clipped to the image and the weights renormalised."""
     scale = _coordinate_scale(n, m, sf, align_corners)
     stretch = scale if scale >= 1.0 else 1.0
-    width = support * stretch
+    width = filt.support * stretch
     taps = math.ceil(width) * 2 + 1
     centre = scale * (np.arange(m) + 0.5)
     lo = np.maximum(np.trunc(centre - width + 0.5).astype(np.int64), 0)
     hi = np.minimum(np.trunc(centre + width + 0.5).astype(np.int64), n)
     hi = np.minimum(hi, lo + taps)  # torch clips a window one tap too wide by rounding
-    return weight_table(n, centre - 0.5, lo, hi, taps, lambda d: filt(d / stretch), "skip", True)
+    return weight_table(n, centre - 0.5, lo, hi, taps, lambda d: filt.fn(d / stretch), "skip", True)
 
 
-def _lanczos_burn(n, m, sf, align_corners):
+def _lanczos_burn(n, m, sf, align_corners, filt, border):
     """burn's Lanczos-3 (where torch refuses lanczos): taps floor(x)-2 .. floor(x)+3, taps outside the
     image skipped, weights renormalised, support never stretched."""
     scale = _coordinate_scale(n, m, sf, align_corners)
     i = np.arange(m, dtype=np.float64)
     real = scale * i if align_corners else scale * (i + 0.5) - 0.5
     lo = np.floor(real).astype(np.int64) - 2
-    return weight_table(n, real, lo, lo + 6, 6, _lanczos3, "skip", True)
+    return weight_table(n, real, lo, lo + 6, 6, filt.fn, border, True)
 
 
-def _area(n, m):
-    """adaptive_avg_pool: output i averages inputs [floor(i n / m), ceil((i + 1) n / m))."""
+def window_table(n, lo, hi, row_weight) -> Table:
+    """Output i = row_weight[i] * sum(input[lo[i]:hi[i]]): the table of a window sum (area
+    resampling, and the average pools of pool.py, whose divisors are per-axis products)."""
+    m = len(lo)
+    rows = np.repeat(np.arange(m), hi - lo)
+    cols = np.concatenate([np.arange(a, b) for a, b in zip(lo, hi)]) if m else np.zeros(0, np.int64)
+    return _pack(rows, cols, np.repeat(np.asarray(row_weight, np.float64), hi - lo), m, n)
+
+
+def area_windows(n, m):
+    """adaptive average pooling's windows: output i averages inputs [floor(i n / m), ceil((i + 1) n / m))."""
     i = np.arange(m)
-    lo, hi = (i * n) // m, -((-(i + 1) * n) // m)
-    return weight_table(n, np.zeros(m), lo, hi, int((hi - lo).max()), _ones, "clamp", True)
+    return (i * n) // m, -((-(i + 1) * n) // m)
+
+
+def _area(n, m, sf, align_corners, filt, border):
+    lo, hi = area_windows(n, m)
+    return window_table(n, lo, hi, 1.0 / (hi - lo))
+
+
+class Mode(NamedTuple):
+    """One interpolate mode. `rule(n, m, sf, align_corners, filter, border)` builds an axis Table with
+    `filter` and the `border` rule for taps outside the image; `antialias` is the filter used with
+    antialias=True (None: the mode refuses antialias), `antialias_aligns` whether that path also
+    takes align_corners (else align_corners falls back to `rule`); `alignable`: the mode takes
+    align_corners at all; `copies_same_size`: torch copies an axis whose size does not change
+    (whatever the scale factor)."""
+
+    rule: Callable
+    filter: Filter | None = None
+    antialias: Filter | None = None
+    alignable: bool = False
+    antialias_aligns: bool = False
+    copies_same_size: bool = False
+    border: str = "clamp"
+
+
+MODES = {
+    "nearest": Mode(_nearest),
+    "nearest-exact": Mode(_nearest_exact),
+    "bilinear": Mode(_interpolating, FILTERS["triangle"], FILTERS["triangle"], True, True, True),
+    "bicubic": Mode(_interpolating, FILTERS["cubic_torch"], FILTERS["cubic"], True, True),
+    "area": Mode(_area),
+    # torch's lanczos is antialiased only and never aligned; elsewhere burn's rule (srgrad's choice)
+    "lanczos": Mode(_lanczos_burn, FILTERS["lanczos3"], FILTERS["lanczos3"], True, border="skip"),
+}
+MODES["lanczos3"] = MODES["lanczos"]
+
+
+# torch's nearest forward switches index rule when output height + width > this (see _nearest_indices)
+_NEAREST_LARGE = 128
+
+
+def names_where(field: str) -> list:
+    """The modes whose record has `field` set (messages list them; lanczos3 is lanczos's alias)."""
+    return [name for name, rec in MODES.items() if getattr(rec, field) and name != "lanczos3"]
 
 
 @functools.lru_cache(maxsize=512)
-def axis_table(mode, n, m, sf, align_corners, antialias) -> Table:
+def axis_table(mode, n, m, sf, align_corners, antialias, large=False) -> Table:
     """The table of one axis for interpolate's (validated) arguments; `sf` is None unless a scale
-    factor drives the coordinate mapping."""
-    if mode == "nearest" or mode == "nearest-exact":
-        return _nearest(n, m, sf, mode == "nearest-exact")
-    if mode == "area":
-        return _area(n, m)
-    if mode in ("lanczos", "lanczos3") and (align_corners or not antialias):
-        return _lanczos_burn(n, m, sf, align_corners)
-    if m == n and (antialias or mode == "bilinear"):
-        return _identity(n)  # torch copies such an axis, whatever the scale factor
-    if antialias:
-        filt, support = {"bilinear": (_triangle, 1), "bicubic": (_cubic(-0.5), 2),
-                         "lanczos": (_lanczos3, 3), "lanczos3": (_lanczos3, 3)}[mode]
-        return _antialiased(n, m, sf, align_corners, filt, support)
-    if mode == "bilinear":
-        return _interpolating(n, m, sf, align_corners, _triangle, 1, cubic=False)
-    return _interpolating(n, m, sf, align_corners, _cubic(-0.75), 2, cubic=True)
+    factor drives the coordinate mapping; `large`: the output's height + width exceed 128 (the
+    nearest modes' index rule changes there, as torch's forward does)."""
+    rec = MODES[mode]
+    if large:
+        return rec.rule(n, m, sf, align_corners, rec.filter, rec.border, large=True)
+    if antialias and (rec.antialias_aligns or not align_corners):
+        return _identity(n) if m == n else _antialiased(n, m, sf, align_corners, rec.antialias)
+    if m == n and rec.copies_same_size:
+        return _identity(n)
+    return rec.rule(n, m, sf, align_corners, rec.filter, rec.border)
 
 
 # -- the kernels: one gather along each axis of a plane, both inside one parallel loop ------------
@@ -297,11 +392,8 @@ def _resample_planes(x, h_index, h_weight, w_index, w_weight, h_first, out):
             _rows_pass(tmp, h_index, h_weight, out[p])
 
 
-# Below this much work (about 0.25 ms on one core; units of the cost model in `resample`) one thread
-# is faster: a parallel region waits for its slowest thread. On an idle machine two threads already
-# halve (16, 3, 96, 96) x0.5 antialiased (bicubic fwd+bwd 0.89 -> 0.46 ms); on a shared, overloaded
-# one a descheduled thread can stall a region for a whole time slice (median 11 ms serial vs 44 ms on
-# 2 threads under load 8), which an earlier threshold of 1 << 23 guarded against for small calls.
+# Below this much work (units of the cost model in `resample`) one thread is faster: a parallel
+# region waits for its slowest thread (_jit.launch; the measurement is in docs/benchmarks.md).
 _SERIAL_WORK = 1 << 20
 
 
@@ -320,7 +412,7 @@ def resample(x: np.ndarray, th: Table, tw: Table) -> np.ndarray:
     return out.reshape(lead + (th.m, tw.m))
 
 
-class Resample(Function):
+class ResampleFunction(Function):
     """y = W_h x W_w^T per plane, for any pair of axis Tables (every interpolate mode, imresize)."""
 
     @staticmethod
@@ -336,7 +428,9 @@ class Resample(Function):
 
 
 # -- public wrappers: validate everything before a kernel runs --------------------------------------
-def _as_image(x, op, ndims=(4,)):
+def image_input(x, op, ndims=(4,)):
+    """`x` as a float Tensor of `ndims` dimensions with positive height and width, else an error
+    naming `op` (shared by interpolate and imresize)."""
     x = x if isinstance(x, Tensor) else Tensor(x)
     if x.ndim not in ndims:
         want = " or ".join(f"{d}-D" for d in ndims)
@@ -347,8 +441,9 @@ def _as_image(x, op, ndims=(4,)):
     return x
 
 
-def _geometry(in_hw, size, scale_factor, op, out_size):
-    """(output sizes, scale factors) from exactly one of size / scale_factor."""
+def output_geometry(in_hw, size, scale_factor, op, out_size):
+    """(output sizes, scale factors) from exactly one of size / scale_factor; `out_size(n, s)` is
+    the op's rounding (floor for interpolate, ceil for imresize)."""
     if size is not None and scale_factor is not None:
         raise ValueError(f"{op}: only one of size or scale_factor should be defined")
     if size is None and scale_factor is None:
@@ -376,29 +471,29 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     lanczos call (which torch refuses) uses burn's Lanczos-3: taps floor(x)-2..floor(x)+3, taps
     outside the image skipped, weights renormalised, support never widened.
     Differentiable with respect to `input`; the dtype (float32 or float64) is kept."""
-    x = _as_image(input, "interpolate")
+    x = image_input(input, "interpolate")
     if mode not in MODES:
         raise ValueError(f"interpolate: unknown mode {mode!r}; known modes: {', '.join(MODES)}")
+    rec = MODES[mode]
     if align_corners is not None:
-        if mode in ("nearest", "nearest-exact", "area"):
+        if not rec.alignable:
             raise ValueError(f"interpolate: align_corners can only be set with the interpolating "
-                             f"modes bilinear, bicubic, lanczos; got align_corners={align_corners!r} "
-                             f"with mode {mode!r}")
-        if not isinstance(align_corners, bool):
-            raise TypeError(f"interpolate: align_corners must be a bool, got {align_corners!r}")
-    if not isinstance(antialias, bool):
-        raise TypeError(f"interpolate: antialias must be a bool, got {antialias!r}")
-    if antialias and mode not in ("bilinear", "bicubic", "lanczos", "lanczos3"):
-        raise ValueError(f"interpolate: antialias=True is only for modes bilinear, bicubic, lanczos; "
-                         f"got mode {mode!r}")
+                             f"modes {', '.join(names_where('alignable'))}; got "
+                             f"align_corners={align_corners!r} with mode {mode!r}")
+        flag("interpolate", "align_corners", align_corners)
+    flag("interpolate", "antialias", antialias)
+    if antialias and rec.antialias is None:
+        raise ValueError(f"interpolate: antialias=True is only for modes "
+                         f"{', '.join(names_where('antialias'))}; got mode {mode!r}")
     if recompute_scale_factor and size is not None:
         raise ValueError("interpolate: recompute_scale_factor is not meaningful with an explicit "
                          f"size (size={size!r})")
     in_hw = x.shape[2:]
-    out_hw, sfs = _geometry(in_hw, size, scale_factor, "interpolate", lambda n, s: int(n * s))
+    out_hw, sfs = output_geometry(in_hw, size, scale_factor, "interpolate", lambda n, s: int(n * s))
     if recompute_scale_factor or mode == "area":  # the output size alone drives the mapping
         sfs = (None, None)
-    tables = tuple(axis_table(mode, n, m, sf, bool(align_corners), antialias)
+    large = rec.rule in (_nearest, _nearest_exact) and sum(out_hw) > _NEAREST_LARGE
+    tables = tuple(axis_table(mode, n, m, sf, bool(align_corners), antialias, large)
                    for n, m, sf in zip(in_hw, out_hw, sfs))
-    return Resample.apply(x, tables=tables)
+    return ResampleFunction.apply(x, tables=tables)
 

@@ -207,7 +207,8 @@ def pad(x, pad, mode="constant", value=0.0):
     for k, (lo, hi) in enumerate(widths):
         n = x.shape[x.ndim - len(widths) + k]
         if lo < 0 or hi < 0:
-            raise ValueError(f"pad: negative padding {pad} is not supported")
+            raise ValueError(f"pad: negative padding {pad} is not supported (torch crops there; "
+                             f"slice the tensor instead)")
         if mode == "reflect" and (lo >= n or hi >= n):
             raise ValueError(f"pad: reflect padding {(lo, hi)} must be smaller than the axis size {n} "
                              f"(shape {x.shape})")

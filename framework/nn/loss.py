@@ -3,6 +3,7 @@ returns loss_weight * loss. Registered in LOSSES under their class names (YAML `
 from __future__ import annotations
 
 from .. import functional as F
+from .._check import choice, number
 from ..registry import LOSSES
 from .module import Module
 
@@ -14,10 +15,14 @@ _REDUCTIONS = ("mean", "sum", "none")
 class _Loss(Module):
     def __init__(self, reduction: str = "mean", loss_weight: float = 1.0):
         super().__init__()
-        if reduction not in _REDUCTIONS:
-            raise ValueError(f"{type(self).__name__}: reduction must be one of {_REDUCTIONS}, "
-                             f"got {reduction!r}")
-        self.reduction, self.loss_weight = reduction, float(loss_weight)
+        name = type(self).__name__
+        self.reduction = choice(name, "reduction", reduction, _REDUCTIONS)
+        self.loss_weight = number(name, "loss_weight", loss_weight, low=0)
+
+    @classmethod
+    def check_kwargs(cls, kwargs: dict) -> None:
+        """The constructor's own checks (a loss is cheap to build): for config validation."""
+        cls(**kwargs)
 
     def _weighted(self, loss):
         # skip the multiply at weight 1 so the common case is bit-identical to the plain functional
@@ -49,9 +54,7 @@ class CharbonnierLoss(_Loss):
 
     def __init__(self, reduction: str = "mean", loss_weight: float = 1.0, eps: float = 1e-3):
         super().__init__(reduction, loss_weight)
-        if not eps > 0:
-            raise ValueError(f"CharbonnierLoss: eps must be positive, got {eps!r}")
-        self.eps = float(eps)
+        self.eps = number("CharbonnierLoss", "eps", eps, low=0, low_open=True)
 
     def forward(self, pred, target):
         return self._weighted(F.charbonnier_loss(pred, target, eps=self.eps, reduction=self.reduction))

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from .. import functional as F
-from ..functional.resample import MODES
+from ..functional.resample import MODES, names_where
 from ..registry import LAYERS
 from .module import Module
 
@@ -19,9 +19,15 @@ class Upsample(Module):
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
                  antialias=False, *, recompute_scale_factor=None):
         super().__init__()
-        # Fail at construction (e.g. a YAML typo), not at the first forward.
+        # Fail at construction (e.g. a YAML typo), not at the first forward, with interpolate's rules.
         if mode not in MODES:
             raise ValueError(f"Upsample: unknown mode {mode!r}; known modes: {', '.join(MODES)}")
+        if align_corners is not None and not MODES[mode].alignable:
+            raise ValueError(f"Upsample: align_corners can only be set with the modes "
+                             f"{', '.join(names_where('alignable'))}; got mode {mode!r}")
+        if antialias and MODES[mode].antialias is None:
+            raise ValueError(f"Upsample: antialias=True is only for the modes "
+                             f"{', '.join(names_where('antialias'))}; got mode {mode!r}")
         if (size is None) == (scale_factor is None):
             raise ValueError("Upsample: give exactly one of size or scale_factor, got "
                              f"size={size!r}, scale_factor={scale_factor!r}")

@@ -18,8 +18,11 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 
+import numpy as np
+
 from .._check import int_arg, number
 from ..registry import SCHEDULERS
+from ..tensor import Tensor
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "CosineAnnealingLR", "CosineAnnealingRestartLR",
@@ -50,6 +53,12 @@ class LRScheduler:
         self.base_lrs = [float(group["initial_lr"]) for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self.step()
+
+    @classmethod
+    def check_kwargs(cls, kwargs: dict) -> None:
+        """The constructor's own checks, on a throwaway optimizer (see Optimizer.check_kwargs)."""
+        from .sgd import SGD
+        cls(SGD([Tensor(np.zeros(1, np.float32), requires_grad=True)], lr=1.0), **kwargs)
 
     def _schedule(self, base_lr: float, epoch: int) -> float:
         raise NotImplementedError

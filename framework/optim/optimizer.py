@@ -86,6 +86,12 @@ class Optimizer:
     def _check_group(self, group: dict) -> None:
         """Raise ValueError / TypeError for an invalid option (subclasses)."""
 
+    @classmethod
+    def check_kwargs(cls, kwargs: dict) -> None:
+        """The constructor's own option checks, on one throwaway parameter: a config is judged
+        before anything is built (framework.registry.Registry.check)."""
+        cls([Tensor(np.zeros(1, np.float32), requires_grad=True)], **kwargs)
+
     # -- stepping ------------------------------------------------------------------------------
     def zero_grad(self, set_to_none: bool = True) -> None:
         """Forget every parameter's gradient (set to None, or zero it in place)."""

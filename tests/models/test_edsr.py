@@ -2,42 +2,25 @@
 `block` layer resolved through LAYERS (the STYLE.md ChannelScale example, used from YAML)."""
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 import yaml
 
 import framework as sg
-from framework import Function, nn
+from framework import nn
+from framework.io.config import import_modules
 from framework.registry import LAYERS, MODELS
 
 from .cases import build, lr_batch
 
-SCALE_LAYER = "ModelsTestChannelScale"
-
-
-class ChannelScaleFn(Function):
-    @staticmethod
-    def forward(ctx, x, w):
-        ctx.save_for_backward(x, w)
-        return x * w[None, :, None, None]
-
-    @staticmethod
-    def backward(ctx, g):  # dL/dx = g*w ; dL/dw = sum(g*x)
-        x, w = ctx.saved_tensors
-        return g * w[None, :, None, None], (g * x).sum(axis=(0, 2, 3))
-
-
-class ChannelScale(nn.Module):
-    def __init__(self, channels: int):
-        super().__init__()
-        self.weight = nn.Parameter(np.ones(channels, np.float32))
-
-    def forward(self, x):
-        return ChannelScaleFn.apply(x, self.weight)
-
-
-if SCALE_LAYER not in LAYERS:
-    LAYERS.register(SCALE_LAYER)(ChannelScale)
+# The shipped example (configs/my_layers.py, README's "Custom layers"), imported as a user's
+# config would: its folder on sys.path, the module by name.
+CONFIGS = pathlib.Path(__file__).resolve().parents[2] / "configs"
+import_modules(["my_layers"], str(CONFIGS))
+SCALE_LAYER = "ChannelScale"
+if "ModelsTestNotALayer" not in LAYERS:
     LAYERS.register("ModelsTestNotALayer")(lambda: 3)
 
 

@@ -79,10 +79,10 @@ def kill_at(proc, delay, run, after_progress):
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory, tiny_train):
     """An uninterrupted run: (run folder, its final weights, seconds per iteration)."""
-    from .conftest import config_text
+    from tests.conftest import tiny_config_text
     root = tmp_path_factory.mktemp("reference")
     cfg = root / "cfg.yaml"
-    cfg.write_text(config_text(tiny_train, root / "runs", iters=ITERS, every=1))
+    cfg.write_text(tiny_config_text(tiny_train, root / "runs", iters=ITERS, every=1))
     proc = start_train([cfg], SRGRAD_TEST_REPLACE_DELAY=REPLACE_DELAY)
     run = root / "runs" / "tiny"
     times = []  # when each checkpoint appeared
@@ -115,12 +115,12 @@ def check_resumed_run_equals_reference(run, reference):
     assert not (run / ".lock").exists()
 
 
-def test_kill_9_at_random_moments_loses_nothing_and_resumes_exactly(reference, make_config):
+def test_kill_9_at_random_moments_loses_nothing_and_resumes_exactly(reference, make_tiny_config):
     """TRIALS kills in chains: start, kill, check; resume, kill, check; ... When a resumed run
     reaches the end before its kill, the chain's result is compared with the reference and a new
     chain starts. The last chain is resumed to the end and compared too."""
     rng = np.random.default_rng(20261129)
-    cfg = make_config(iters=ITERS, every=1)
+    cfg = make_tiny_config(iters=ITERS, every=1)
     period = reference[2]
     chain, fresh, compared = 0, True, 0
     killed_mid_write = killed_in_loop = 0

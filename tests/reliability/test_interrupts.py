@@ -47,10 +47,10 @@ def checkpoints(run):
 
 # -- Ctrl-C ---------------------------------------------------------------------------------------
 @pytest.mark.parametrize("overrides", [[], ["--set", "name=renamed"]], ids=["plain", "with --set"])
-def test_sigint_saves_prints_how_to_resume_and_exits_130(make_config, tmp_path, overrides):
+def test_sigint_saves_prints_how_to_resume_and_exits_130(make_tiny_config, tmp_path, overrides):
     """A real SIGINT to a training process: it finishes the iteration, saves, prints a resume
     command that works as printed (overrides included), and exits 130."""
-    cfg = make_config(iters=500, every=1000)  # no periodic checkpoint: only the interrupt saves
+    cfg = make_tiny_config(iters=500, every=1000)  # no periodic checkpoint: only the interrupt saves
     run = tmp_path / "runs" / ("renamed" if overrides else "tiny")
     proc = start_train([cfg, *overrides])
     wait_until(lambda: logged_rows(run) >= 2, proc)
@@ -76,11 +76,11 @@ def test_sigint_saves_prints_how_to_resume_and_exits_130(make_config, tmp_path, 
     assert [int(r.split(",")[0]) for r in rows] == list(range(1, n + 3))
 
 
-def test_second_sigint_during_the_save_aborts_and_keeps_the_previous_checkpoint(make_config,
+def test_second_sigint_during_the_save_aborts_and_keeps_the_previous_checkpoint(make_tiny_config,
                                                                                  tmp_path):
     """Ctrl-C twice, the second while the first one's checkpoint is being written: the partial
     file is removed, the earlier checkpoint is intact, exit 130 with a message."""
-    cfg = make_config(iters=2, every=1000)
+    cfg = make_tiny_config(iters=2, every=1000)
     run = tmp_path / "runs" / "tiny"
     folder = run / "checkpoints"
     assert train_main([str(cfg), "--no-progress"]) == 0
@@ -118,11 +118,11 @@ def saved_bytes(monkeypatch):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # numpy's overflow warnings are expected
-def test_diverging_loss_stops_naming_the_iteration(make_config, tmp_path, monkeypatch, capsys):
+def test_diverging_loss_stops_naming_the_iteration(make_tiny_config, tmp_path, monkeypatch, capsys):
     """SGD with lr 1e38: the weights after step 1 are finite but huge; the loss of iteration 2
     overflows to inf. Exit 1 with a message naming the iteration and the last good checkpoint,
     which is byte-identical to what was written."""
-    cfg = make_config(iters=6, every=1)
+    cfg = make_tiny_config(iters=6, every=1)
     cfg.write_text(cfg.read_text().replace("{type: Adam, lr: 1e-2}", "{type: SGD, lr: 1e38}"))
     saved = saved_bytes(monkeypatch)
     assert train_main([str(cfg), "--no-progress"]) == 1
@@ -138,11 +138,11 @@ def test_diverging_loss_stops_naming_the_iteration(make_config, tmp_path, monkey
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-def test_an_update_that_makes_the_weights_non_finite_is_never_checkpointed(make_config, tmp_path,
+def test_an_update_that_makes_the_weights_non_finite_is_never_checkpointed(make_tiny_config, tmp_path,
                                                                           capsys):
     """Adam with lr 1e38: the bias-corrected step (lr / 0.1) overflows float32 at step 1, with a
     finite loss. No checkpoint may hold those weights: "last good" must be good."""
-    cfg = make_config(iters=6, every=1)
+    cfg = make_tiny_config(iters=6, every=1)
     cfg.write_text(cfg.read_text().replace("lr: 1e-2", "lr: 1e38"))
     assert train_main([str(cfg), "--no-progress"]) == 1
     err = capsys.readouterr().err
@@ -165,12 +165,12 @@ def state_of(trainer):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
-def test_skip_option_skips_non_finite_batches_and_leaves_the_state_alone(make_config, capsys):
+def test_skip_option_skips_non_finite_batches_and_leaves_the_state_alone(make_tiny_config, capsys):
     """train.nonfinite_loss: skip: a NaN loss, an Inf loss and a NaN gradient (with a finite loss)
     are each skipped with a warning naming the iteration; weights and optimizer state do not
     change on those iterations; training completes."""
-    from framework.io.config import load_config
-    cfg = load_config(make_config(iters=6, every=6), ["train.nonfinite_loss=skip"])
+    from framework.engine.schema import load_config
+    cfg = load_config(make_tiny_config(iters=6, every=6), ["train.nonfinite_loss=skip"])
     t = Trainer(cfg, progress=False)
     loss_fn, reduce = t.loss_fn, t._reduce_gradients
     poison = {2: float("nan"), 3: float("inf")}  # iteration (1-based) -> loss factor
@@ -210,10 +210,10 @@ def test_skip_option_skips_non_finite_batches_and_leaves_the_state_alone(make_co
 
 
 # -- two processes, one run folder ----------------------------------------------------------------
-def test_second_process_on_the_same_run_folder_is_refused(make_config, tmp_path, capsys):
+def test_second_process_on_the_same_run_folder_is_refused(make_tiny_config, tmp_path, capsys):
     """A runs (paused by SIGSTOP after its second checkpoint); B, started fresh, with --resume auto
     and with --resume RUN_DIR, is refused with a message naming A; nothing in the folder changes."""
-    cfg = make_config(iters=500, every=2)
+    cfg = make_tiny_config(iters=500, every=2)
     run = tmp_path / "runs" / "tiny"
     a = start_train([cfg])
     try:
@@ -267,8 +267,8 @@ class FullDisk:
 
 @pytest.mark.parametrize("fail_on", ["iter_00000004", "net_latest"])
 def test_full_disk_while_saving_is_a_clear_error_and_keeps_the_previous_checkpoint(
-        make_config, tmp_path, monkeypatch, capsys, fail_on):
-    cfg = make_config(iters=6, every=2)
+        make_tiny_config, tmp_path, monkeypatch, capsys, fail_on):
+    cfg = make_tiny_config(iters=6, every=2)
     run = tmp_path / "runs" / "tiny"
     saved = saved_bytes(monkeypatch)
     disk = FullDisk(fail_on, after=0 if fail_on.startswith("iter") else 1)
@@ -296,11 +296,11 @@ def test_full_disk_while_saving_is_a_clear_error_and_keeps_the_previous_checkpoi
         np.testing.assert_array_equal(a[k], b[k])
 
 
-def test_full_disk_when_a_resumed_run_writes_its_config(make_config, tmp_path, monkeypatch,
+def test_full_disk_when_a_resumed_run_writes_its_config(make_tiny_config, tmp_path, monkeypatch,
                                                        capsys):
     """The first write of a (resumed) run is config.yaml: ENOSPC there stops before training,
     names the file, and leaves the checkpoints and the old config.yaml as they were."""
-    cfg = make_config(iters=2, every=2)
+    cfg = make_tiny_config(iters=2, every=2)
     run = tmp_path / "runs" / "tiny"
     assert train_main([str(cfg), "--no-progress"]) == 0
     before = snapshot(run)
@@ -312,10 +312,10 @@ def test_full_disk_when_a_resumed_run_writes_its_config(make_config, tmp_path, m
     assert snapshot(run) == before
 
 
-def test_full_disk_while_logging_names_the_file(make_config, tmp_path, monkeypatch, capsys):
+def test_full_disk_while_logging_names_the_file(make_tiny_config, tmp_path, monkeypatch, capsys):
     """metrics.csv is appended every log_every iterations: ENOSPC there names the file too."""
     import framework.engine.runlog as runlog
-    cfg = make_config(iters=6, every=2)
+    cfg = make_tiny_config(iters=6, every=2)
     real_open = open
 
     def full(path, mode="r", *args, **kwargs):
@@ -331,8 +331,8 @@ def test_full_disk_while_logging_names_the_file(make_config, tmp_path, monkeypat
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes through chmod; ENOSPC covers this")
-def test_read_only_checkpoint_folder_is_a_clear_error(make_config, tmp_path, capsys):
-    cfg = make_config(iters=4, every=2)
+def test_read_only_checkpoint_folder_is_a_clear_error(make_tiny_config, tmp_path, capsys):
+    cfg = make_tiny_config(iters=4, every=2)
     run = tmp_path / "runs" / "tiny"
     assert train_main([str(cfg), "--set", "train.total_iters=2", "--no-progress"]) == 0
     before = (run / "checkpoints" / "iter_00000002.safetensors").read_bytes()
@@ -346,10 +346,10 @@ def test_read_only_checkpoint_folder_is_a_clear_error(make_config, tmp_path, cap
     assert (run / "checkpoints" / "iter_00000002.safetensors").read_bytes() == before
 
 
-def test_unusable_run_root_is_a_clear_error(make_config, tmp_path, capsys):
+def test_unusable_run_root_is_a_clear_error(make_tiny_config, tmp_path, capsys):
     blocker = tmp_path / "a_file"
     blocker.write_text("not a folder")
-    cfg = make_config(iters=2, every=2)
+    cfg = make_tiny_config(iters=2, every=2)
     assert train_main([str(cfg), "--set", f"run_root={blocker}", "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("error: ") and str(blocker) in err and "Not a directory" in err, err
@@ -381,11 +381,11 @@ def test_crash_while_rewriting_metrics_on_resume_keeps_every_row(tmp_path, monke
         ["1", "2", "3"]
 
 
-def test_a_lock_being_written_is_not_taken_over(make_config, tmp_path, capsys):
+def test_a_lock_being_written_is_not_taken_over(make_tiny_config, tmp_path, capsys):
     """Between another process's O_EXCL create and its write of "PID HOST" the lock file is
     empty: a second run seeing it then must refuse, not delete it as garbage and start too. An
     empty lock left behind long ago (a crash at that instant) is taken over."""
-    cfg = make_config(iters=2, every=2)
+    cfg = make_tiny_config(iters=2, every=2)
     run = tmp_path / "runs" / "tiny"
     run.mkdir(parents=True)
     (run / ".lock").write_text("")

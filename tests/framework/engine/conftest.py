@@ -5,19 +5,9 @@ import numpy as np
 import pytest
 from PIL import Image
 
+from tests.conftest import smooth_image
+
 TINY_MODEL = "{type: FSRCNN, d: 8, s: 4, m: 1}"
-
-
-def _smooth_image(rng, h, w, channels):
-    """Smooth random content (low-frequency waves + a little noise), so SR has something to learn."""
-    y, x = np.mgrid[0:h, 0:w] / max(h, w)
-    planes = []
-    for _ in range(channels):
-        fx, fy, ph = rng.uniform(1, 6, 3)
-        planes.append(0.5 + 0.35 * np.sin(2 * np.pi * (fx * x + fy * y) + ph)
-                      + 0.05 * rng.standard_normal((h, w)))
-    arr = np.clip(np.stack(planes, -1), 0, 1)
-    return (arr * 255).round().astype(np.uint8)
 
 
 @pytest.fixture(scope="session")
@@ -28,9 +18,9 @@ def tiny_data(tmp_path_factory):
     (root / "train").mkdir()
     (root / "val").mkdir()
     for i in range(3):
-        Image.fromarray(_smooth_image(rng, 48, 48, 3)).save(root / "train" / f"t{i}.png")
-    Image.fromarray(_smooth_image(rng, 32, 32, 3)).save(root / "val" / "v_rgb.png")
-    Image.fromarray(_smooth_image(rng, 32, 32, 1)[..., 0]).save(root / "val" / "v_gray.png")
+        Image.fromarray(smooth_image(rng, 48, 48, 3)).save(root / "train" / f"t{i}.png")
+    Image.fromarray(smooth_image(rng, 32, 32, 3)).save(root / "val" / "v_rgb.png")
+    Image.fromarray(smooth_image(rng, 32, 32, 1)[..., 0]).save(root / "val" / "v_gray.png")
     return root
 
 

@@ -274,7 +274,7 @@ checkpoint: {{every: 1, keep: 10}}
 def setup(tmp_path_factory):
     """A tiny image folder, the config, and the single-process reference run (batch 8, 5 steps)."""
     from framework.engine.trainer import Trainer
-    from framework.io.config import load_config
+    from framework.engine.schema import load_config
     from framework.io.image import write_image
     root = tmp_path_factory.mktemp("dp")
     images = root / "images"
@@ -367,7 +367,7 @@ def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, two_ranks,
                                                                message, resume_ranks):
     from framework.engine.trainer import Trainer, find_latest_checkpoint
     from framework.io import checkpoint as ckpt
-    from framework.io.config import load_config
+    from framework.engine.schema import load_config
     name = f"dies_{how}"
     config = _set_name(setup, name)
     proc = _mpirun(config, tmp_path, "--fail-at", "3", "--fail-how", how)

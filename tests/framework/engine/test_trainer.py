@@ -13,7 +13,7 @@ from framework.engine import Trainer, TrainingError, TrainingInterrupted, load_m
 from framework.engine.cli import train_main
 from framework.engine.runlog import RunLockedError
 from framework.io import checkpoint as ckpt
-from framework.io.config import load_config
+from framework.engine.schema import load_config
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 

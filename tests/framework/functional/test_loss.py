@@ -95,5 +95,5 @@ def test_errors(fn):
 
 def test_charbonnier_eps_must_be_positive():
     x = sg.tensor(np.ones(3))
-    with pytest.raises(ValueError, match="eps must be positive, got 0"):
+    with pytest.raises(ValueError, match="charbonnier_loss: eps must be > 0, got 0"):
         F.charbonnier_loss(x, x, eps=0)

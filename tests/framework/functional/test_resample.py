@@ -276,3 +276,47 @@ def test_antialias_width_one_where_torch_is_wrong(mode, rng):
                                              antialias=True)
     assert np.abs(narrow.numpy() - y.data).max() > 1e-2
     assert sg.gradcheck(lambda t: F.interpolate(t, size=(3, 1), mode=mode, antialias=True), (x,))
+
+
+# torch's nearest forward switches its index rule when the output's height + width exceed 128: one
+# division per index in double, rounded to float32, without the m == n / m == 2n shortcuts. srgrad
+# follows the forward exactly (its backward stays the transpose: the exact adjoint).
+LARGE_NEAREST = [
+    ((1, 3), dict(scale_factor=(130, 1.02))),       # the issue's case: torch [10, 10, 20]
+    ((1, 3), dict(scale_factor=(125, 1.02))),       # 125 + 3 = 128: the small rule, [10, 20, 30]
+    ((1, 3), dict(scale_factor=(126, 1.02))),       # 126 + 3 = 129: the large rule
+    ((3, 26), dict(scale_factor=(40.0, 3.96))),     # i = 99: 99 / 3.96 = 25 exactly (float32 product: 24)
+    ((2, 36), dict(scale_factor=(50.0, 6.18))),     # nearest-exact: (154 + 0.5) / 6.18 = 25
+    ((5, 7), dict(size=(200, 33))),                 # size-driven: (i + off) n / m
+    ((3, 5), dict(scale_factor=(45.0, 2.3))),       # 5 * 2.3 -> 11 (no shortcut either way)
+    ((4, 3), dict(scale_factor=(33.0, 2.1))),       # m == 2n: the small rule's shortcut is dropped
+]
+
+
+@pytest.mark.parametrize("mode", ["nearest", "nearest-exact"])
+@pytest.mark.parametrize("in_hw,geom", LARGE_NEAREST)
+def test_nearest_large_outputs_match_torchs_forward(mode, in_hw, geom, rng):
+    torch = pytest.importorskip("torch")
+    x = t64(rng, 1, 2, *in_hw)
+    y = F.interpolate(x, mode=mode, **geom)
+    ty = torch.nn.functional.interpolate(torch.tensor(x.data), mode=mode, **geom)
+    np.testing.assert_array_equal(y.data, ty.numpy())
+    # and the backward is the adjoint of this forward: <y, g> == <x, dL/dx>
+    g = rng.standard_normal(y.shape)
+    y.backward(g)
+    assert np.isclose((y.data * g).sum(), (x.data * x.grad.data).sum(), rtol=1e-12)
+
+
+def test_nearest_rule_switch_hand_worked():
+    x = sg.tensor(np.array([[[[10.0, 20.0, 30.0]]]]))
+    small = F.interpolate(x, scale_factor=(40, 1.02)).numpy()[0, 0, 0]
+    large = F.interpolate(x, scale_factor=(130, 1.02)).numpy()[0, 0, 0]
+    assert small.tolist() == [10, 20, 30] and large.tolist() == [10, 10, 20]
+
+
+def test_antialiased_lanczos_one_pixel_wide_hand_values():
+    """The issue's example: torch 2.13 gives [0.0656] * 3 (the first row copied); srgrad resizes the
+    column, which is what torch gives on the same column repeated 3 wide."""
+    x = sg.tensor(np.array([1.0, -2.0, 0.5, 3.0]).reshape(1, 1, 4, 1))
+    y = F.interpolate(x, size=(3, 1), mode="lanczos", antialias=True).numpy().ravel()
+    np.testing.assert_allclose(y, [0.0656, -1.0938, 2.6892], atol=5e-5)

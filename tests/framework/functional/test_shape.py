@@ -82,3 +82,6 @@ def test_pad_errors():
         F.pad(x, (3, 3), mode="reflect")
     with pytest.raises(ValueError, match="even length"):
         F.pad(x, (1, 1, 1))
+    # torch crops with negative constant padding; srgrad refuses it (docs/reliability.md)
+    with pytest.raises(ValueError, match=r"pad: negative padding \(-1, 1\) is not supported"):
+        F.pad(x, (-1, 1))

@@ -1,195 +1,118 @@
-"""Config loading: YAML 1.2 floats, schema and constructor-signature validation, overrides, imports.
-Every error must name the file and the dotted key."""
-import textwrap
+"""The YAML side of configs (framework/io/config.py) and what a config may run: `imports:` takes
+module names only, never file paths (the config's folder goes on sys.path only when there is
+something to import); YAML without Python tags; the loader is a safe loader."""
+import re
+import sys
 
 import pytest
+import yaml
 
-from framework.io.config import ConfigError, load_config, parse_config
+from framework.engine.cli import train_main
+from framework.io import config as config_mod
+from framework.engine.schema import load_config, parse_config
+from framework.io.config import ConfigError
 
-BASE = """\
-name: t
-scale: 2
-model: {type: ESPCN, num_feat: [8, 4]}
-datasets:
-  train: {type: HRImageDataset, root: data/train, gt_size: 32}
-  val: {type: HRImageDataset, root: data/val}
-train:
-  total_iters: 10
-  batch_size: 2
-  optimizer: {type: Adam, lr: 2e-4}
-"""
+from tests.conftest import tiny_config_text
 
 
-def write(tmp_path, text, name="cfg.yaml"):
-    path = tmp_path / name
-    path.write_text(textwrap.dedent(text))
+@pytest.fixture
+def evil(tmp_path):
+    """A config folder holding evil.py, which leaves a marker file when imported."""
+    marker = tmp_path / "PWNED"
+    (tmp_path / "evil.py").write_text(f"open({str(marker)!r}, 'w').close()\n")
+    sub = tmp_path / "sub"
+    sub.mkdir()
+    return tmp_path, marker
+
+
+def with_imports(tmp_path, tiny_train, imports, folder=None):
+    folder = folder or tmp_path
+    path = folder / "cfg.yaml"
+    path.write_text(tiny_config_text(tiny_train, tmp_path / "runs") + f"imports: {imports}\n")
     return path
 
 
-def load_text(tmp_path, text, overrides=()):
-    return load_config(write(tmp_path, text), overrides)
+@pytest.mark.parametrize("name", ["../evil.py", "./evil.py", "evil.py", "/tmp/evil",
+                                  "sub/../evil", "evil/", "..evil", "evil.", "C:/evil",
+                                  "evil; import os", "", " evil", "évil-1"])
+def test_imports_refuse_anything_but_a_module_name(evil, tiny_train, name, capsys):
+    folder, marker = evil
+    path = with_imports(folder, tiny_train, [name], folder / "sub")
+    where = f"{path}: imports: {name!r}"
+    with pytest.raises(ConfigError, match=rf"^{re.escape(where)} is not a module name \(a config "
+                                          rf"imports modules by name, e.g. 'my_layers', never by "
+                                          rf"file path\)"):
+        load_config(path)
+    assert train_main([str(path), "--no-progress"]) == 2
+    assert "is not a module name" in capsys.readouterr().err
+    assert not marker.exists()
 
 
-def test_defaults_and_yaml12_floats(tmp_path):
-    cfg = load_text(tmp_path, BASE + "  scheduler: {type: CosineAnnealingLR, T_max: 10, eta_min: 1e-6}\n")
-    lr = cfg["train"]["optimizer"]["lr"]
-    assert isinstance(lr, float) and lr == 2e-4  # YAML 1.1 would give the string "2e-4"
-    assert cfg["train"]["scheduler"]["eta_min"] == 1e-6
-    assert cfg["seed"] == 0 and cfg["dtype"] == "float32" and cfg["run_root"] == "runs"
-    assert cfg["train"]["loss"] == {"type": "L1Loss"}
-    assert cfg["val"]["every"] == 500 and cfg["val"]["metrics"] == ["psnr", "ssim"]
-    assert cfg["val"]["y_channel"] is True and cfg["checkpoint"]["keep"] == 3
+def test_imports_must_be_a_list_of_strings(tmp_path, tiny_train):
+    for bad in ("evil", "[1, 2]", "{a: b}"):
+        path = with_imports(tmp_path, tiny_train, bad)
+        with pytest.raises(ConfigError, match=r"imports: expected a list of strings"):
+            load_config(path)
 
 
-def test_unknown_top_level_key_has_did_you_mean(tmp_path):
-    path = write(tmp_path, BASE + "sede: 3\n")
-    with pytest.raises(ConfigError, match=r"cfg.yaml: sede: unknown key; did you mean 'seed'\?"):
+def test_a_missing_module_is_named_with_where_it_was_looked_for(tmp_path, tiny_train):
+    path = with_imports(tmp_path, tiny_train, ["no_such_module_xyz"])
+    with pytest.raises(ConfigError, match=rf"{re.escape(str(path))}: imports: cannot import module "
+                                          rf"'no_such_module_xyz': .*\(looked in {tmp_path}"):
         load_config(path)
 
 
-def test_unknown_model_keyword_names_key_file_and_known_keywords(tmp_path):
-    text = BASE.replace("model: {type: ESPCN, num_feat: [8, 4]}",
-                        "model: {type: EDSR, num_feats: 8}")
-    with pytest.raises(ConfigError) as exc:
-        load_text(tmp_path, text)
-    msg = str(exc.value)
-    assert "cfg.yaml: model.num_feats: unknown keyword for EDSR; did you mean 'num_feat'?" in msg
-    assert "Known keywords: scale, num_in_ch, num_out_ch, num_feat, num_block" in msg
+def test_module_names_do_run_code_a_config_is_code(evil, tiny_train, monkeypatch):
+    """The documented trust model: `imports: [evil]` runs evil.py from the config's folder."""
+    folder, marker = evil
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    monkeypatch.delitem(sys.modules, "evil", raising=False)
+    load_config(with_imports(folder, tiny_train, ["evil"]))
+    assert marker.exists()
+    sys.modules.pop("evil", None)
 
 
-def test_missing_required_keyword_and_key(tmp_path):
-    text = BASE.replace("train: {type: HRImageDataset, root: data/train, gt_size: 32}",
-                        "train: {type: PairedImageDataset, gt_root: data/train}")
-    text = text.replace("  batch_size: 2\n", "")
-    with pytest.raises(ConfigError) as exc:
-        load_text(tmp_path, text)
-    msg = str(exc.value)
-    assert "cfg.yaml: datasets.train.lq_root: missing required keyword of PairedImageDataset" in msg
-    assert "cfg.yaml: train.batch_size: missing required key (an int)" in msg
+def test_a_config_without_imports_leaves_sys_path_alone(tmp_path, tiny_train, monkeypatch):
+    """Loading a config from a folder (/tmp, a run folder) must not put that folder first on
+    sys.path, where a stray matplotlib.py or tqdm.py in it would shadow the real module."""
+    monkeypatch.setattr(sys, "path", list(sys.path))
+    before = list(sys.path)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(tiny_config_text(tiny_train, tmp_path / "runs"))
+    load_config(path)
+    path.write_text(tiny_config_text(tiny_train, tmp_path / "runs") + "imports: []\n")
+    load_config(path)
+    assert sys.path == before
 
 
-@pytest.mark.parametrize("line, match", [
-    ("  batch_size: '2'", r"train.batch_size: expected an int, got str '2'"),
-    ("  batch_size: 2.5", r"train.batch_size: expected an int, got float 2.5"),
-    ("  batch_size: true", r"train.batch_size: expected an int, got bool True"),
-    ("  batch_size: 0", r"train.batch_size: must be >= 1, got 0"),
+@pytest.mark.parametrize("tag", [
+    "!!python/object/apply:os.system ['touch {m}']",
+    "!!python/object/new:subprocess.Popen [['touch', '{m}']]",
+    "!!python/name:os.system",
+    "!!python/module:os",
+    "!!python/object:builtins.object {{}}",
 ])
-def test_wrong_type_or_range_names_the_key(tmp_path, line, match):
-    with pytest.raises(ConfigError, match=r"cfg.yaml: " + match):
-        load_text(tmp_path, BASE.replace("  batch_size: 2", line))
+def test_yaml_python_tags_are_refused(tmp_path, tiny_train, tag, capsys):
+    marker = tmp_path / "PWNED"
+    value = tag.format(m=marker)
+    path = tmp_path / "cfg.yaml"
+    path.write_text(tiny_config_text(tiny_train, tmp_path / "runs").replace("name: tiny",
+                                                                        f"name: {value}"))
+    with pytest.raises(ConfigError, match=rf"(?s)^{re.escape(str(path))}: not valid YAML: .*could "
+                                          rf"not determine a constructor for the tag "
+                                          rf"'tag:yaml.org,2002:python/"):
+        load_config(path)
+    assert train_main([str(path), "--no-progress"]) == 2
+    # and through a command-line override
+    ok = tmp_path / "ok.yaml"
+    ok.write_text(tiny_config_text(tiny_train, tmp_path / "runs"))
+    with pytest.raises(ConfigError, match=r"--set: cannot parse value .*could not determine a "
+                                          r"constructor"):
+        load_config(ok, [f"name={value}"])
+    assert not marker.exists()
 
 
-@pytest.mark.parametrize("old, new, match", [
-    ("lr: 2e-4", "lr: -1e-3", r"train.optimizer.lr: must be >= 0, got -0.001"),
-    ("lr: 2e-4", "lr: '2e-4'", r"train.optimizer.lr: expected float .*got str '2e-4'"),
-    ("scale: 2", "scale: 0", r"scale: must be >= 1, got 0"),
-    ("total_iters: 10", "total_iters: 0", r"train.total_iters: must be >= 1, got 0"),
-    ("{type: ESPCN, num_feat: [8, 4]}", "{type: ESPCN, scale: 3}",
-     r"model.scale: 3 disagrees with the top-level scale 2"),
-    ("root: data/val}", "root: data/val, scale: 4}",
-     r"datasets.val.scale: 4 disagrees with the top-level scale 2"),
-    ("gt_size: 32}", "gt_size: 32, color: y}",
-     r"datasets.train.color: 'y' data has 1 channel\(s\) but the model takes num_in_ch=3"),
-])
-def test_out_of_range_and_inconsistent_values(tmp_path, old, new, match):
-    assert old in BASE
-    with pytest.raises(ConfigError, match=r"cfg.yaml: " + match):
-        load_text(tmp_path, BASE.replace(old, new))
-
-
-def test_unknown_registry_name_lists_known_names(tmp_path):
-    with pytest.raises(ConfigError, match=r"model.type: unknown model 'ESPCNN'; did you mean "
-                                          r"'ESPCN'\? Known: .*EDSR, ESPCN, FSRCNN"):
-        load_text(tmp_path, BASE.replace("type: ESPCN", "type: ESPCNN"))
-    with pytest.raises(ConfigError, match=r"train.optimizer.type: unknown optimizer 'Adamw'; did "
-                                          r"you mean 'AdamW'\? Known: Adam, AdamW, SGD"):
-        load_text(tmp_path, BASE.replace("type: Adam", "type: Adamw"))
-
-
-def test_overrides(tmp_path):
-    path = write(tmp_path, BASE)
-    cfg = load_config(path, ["train.total_iters=100", "train.optimizer.lr=1e-3", "val.every=7",
-                             "model.num_feat=[16, 8]"])
-    assert cfg["train"]["total_iters"] == 100 and cfg["train"]["optimizer"]["lr"] == 1e-3
-    assert cfg["val"]["every"] == 7 and cfg["model"]["num_feat"] == [16, 8]
-    with pytest.raises(ConfigError, match=r"--set 'train.total_iter=5': unknown key path "
-                                          r"'train.total_iter'; did you mean 'total_iters'\?"):
-        load_config(path, ["train.total_iter=5"])
-    with pytest.raises(ConfigError, match=r"--set 'nmae=x': unknown key path 'nmae'; did you mean "
-                                          r"'name'\?"):
-        load_config(path, ["nmae=x"])
-    with pytest.raises(ConfigError, match=r"expected key.path=value"):
-        load_config(path, ["train.total_iters"])
-    # a keyword inside a type: block is accepted by --set and then checked against the signature
-    with pytest.raises(ConfigError, match=r"model.num_feats: unknown keyword for ESPCN"):
-        load_config(path, ["model.num_feats=3"])
-
-
-def test_unsafe_yaml_is_refused(tmp_path):
-    text = BASE + "extra: !!python/object/apply:os.system ['echo hacked']\n"
-    with pytest.raises(ConfigError, match=r"cfg.yaml: not valid YAML.*python/object/apply"):
-        load_text(tmp_path, text)
-
-
-def test_duplicate_keys_are_refused(tmp_path):
-    with pytest.raises(ConfigError, match=r"found duplicate key 'scale'"):
-        load_text(tmp_path, BASE + "scale: 4\n")
-
-
-def test_imports_take_module_names_only(tmp_path):
-    with pytest.raises(ConfigError, match=r"imports: 'configs/my_layers.py' is not a module name"):
-        load_text(tmp_path, "imports: [configs/my_layers.py]\n" + BASE)
-    with pytest.raises(ConfigError, match=r"imports: cannot import module 'no_such_mod_xyz'"):
-        load_text(tmp_path, "imports: [no_such_mod_xyz]\n" + BASE)
-
-
-def test_imports_resolve_from_the_config_folder(tmp_path):
-    (tmp_path / "user_reg_mod_f.py").write_text(textwrap.dedent("""
-        from framework import nn
-        from framework.registry import LAYERS
-
-        @LAYERS.register()
-        class UserGain(nn.Module):
-            def __init__(self, gain: float = 1.0):
-                super().__init__()
-                self.gain = gain
-
-            def forward(self, x):
-                return x * self.gain
-        """))
-    text = "imports: [user_reg_mod_f]\n" + BASE.replace(
-        "model: {type: ESPCN, num_feat: [8, 4]}",
-        "model: {type: EDSR, num_feat: 8, num_block: 1, block: {type: UserGain, gain: 0.5}}")
-    cfg = load_text(tmp_path, text)
-    assert cfg["model"]["block"] == {"type": "UserGain", "gain": 0.5}
-    # nested layer specs are checked against their own constructor too
-    with pytest.raises(ConfigError, match=r"model.block.gian: unknown keyword for UserGain; did you "
-                                          r"mean 'gain'\?"):
-        load_text(tmp_path, text.replace("gain: 0.5", "gian: 0.5"))
-
-
-def test_all_problems_reported_together():
-    with pytest.raises(ConfigError) as exc:
-        parse_config("name: 3\nscale: 2\n", source="inline.yaml")
-    msg = str(exc.value)
-    for needle in ("inline.yaml: name: expected a str, got int 3", "inline.yaml: model: missing",
-                   "inline.yaml: datasets: missing section", "inline.yaml: train: missing section"):
-        assert needle in msg
-
-
-def test_shipped_configs_are_valid():
-    import pathlib
-    root = pathlib.Path(__file__).resolve().parents[3]
-    files = sorted((root / "configs").glob("*.yaml"))
-    assert len(files) >= 11
-    import numpy as np
-    from framework import Tensor, no_grad
-    from framework.registry import MODELS
-    for f in files:
-        cfg = load_config(f)
-        s = cfg["scale"]
-        assert s in (2, 3, 4) and (root / cfg["datasets"]["train"]["root"]).is_dir()
-        model = MODELS.build({**cfg["model"], "scale": s})  # every shipped model builds and runs
-        with no_grad():
-            out = model(Tensor(np.full((1, 3, 6, 5), 0.5, np.float32)))
-        assert out.shape == (1, 3, 6 * s, 5 * s), f.name
+def test_the_config_loader_is_a_safe_loader():
+    assert issubclass(config_mod.ConfigLoader, yaml.SafeLoader)
+    with pytest.raises(ConfigError):
+        parse_config("a: !!python/object/apply:os.getcwd []", do_imports=False)

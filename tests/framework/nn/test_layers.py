@@ -272,7 +272,7 @@ def test_charbonnier_module():
 def test_loss_module_errors():
     with pytest.raises(ValueError, match="L1Loss: reduction must be one of .* got 'batchmean'"):
         nn.L1Loss(reduction="batchmean")
-    with pytest.raises(ValueError, match="CharbonnierLoss: eps must be positive, got -1"):
+    with pytest.raises(ValueError, match="CharbonnierLoss: eps must be > 0, got -1"):
         nn.CharbonnierLoss(eps=-1)
     with pytest.raises(ValueError, match=r"input shape \(1, 3\) and target shape \(3,\) differ"):
         nn.MSELoss()(sg.tensor(np.ones((1, 3))), sg.tensor(np.ones(3)))

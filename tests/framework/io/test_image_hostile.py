@@ -15,7 +15,7 @@ from framework.engine.cli import train_main
 from framework.io import image as image_io
 from framework.io.image import image_size, read_image
 
-from .conftest import smooth_image
+from tests.conftest import smooth_image
 
 
 def save(path, rgb_uint8, mode="RGB"):
@@ -34,8 +34,8 @@ def folder(tmp_path):
     return root
 
 
-def train_cli(make_config, root, capsys, *args, **kw):
-    code = train_main([str(make_config(train_root=root, iters=2, every=2, **kw)), "--no-progress",
+def train_cli(make_tiny_config, root, capsys, *args, **kw):
+    code = train_main([str(make_tiny_config(train_root=root, iters=2, every=2, **kw)), "--no-progress",
                        *args])
     return code, capsys.readouterr().err
 
@@ -103,17 +103,17 @@ def test_dataset_with_a_bad_file_errors_or_skips_with_a_warning(folder, make_bad
 
 
 @pytest.mark.parametrize("make_bad", [truncated_png, text_as_png])
-def test_training_on_a_folder_with_a_bad_file(folder, make_bad, make_config, capsys):
+def test_training_on_a_folder_with_a_bad_file(folder, make_bad, make_tiny_config, capsys):
     """Through srgrad-train: an error naming the file and no traceback (a truncated file whose
     header reads may be found only when its pixels are first decoded, mid-run: the message then
     says which batch and that the last checkpoint is intact); with bad_files: skip, a warning and
     the run completes."""
     path = make_bad(folder, np.random.default_rng(0))
-    code, err = train_cli(make_config, folder, capsys)
+    code, err = train_cli(make_tiny_config, folder, capsys)
     assert code in (1, 2), err
     assert f"{path}: " in err and err.startswith("error: ") and "Traceback" not in err, err
     with pytest.warns(UserWarning, match=rf"skipping unreadable image: {path}"):
-        code, err = train_cli(make_config, folder, capsys, "--set", "name=skip",
+        code, err = train_cli(make_tiny_config, folder, capsys, "--set", "name=skip",
                               train_extra=", bad_files: skip")
     assert code == 0, err
 
@@ -127,7 +127,7 @@ def test_non_image_files_without_an_image_extension_are_ignored(folder):
 
 
 # -- empty folders, small images ------------------------------------------------------------------
-def test_empty_and_missing_folders(tmp_path, make_config, capsys):
+def test_empty_and_missing_folders(tmp_path, make_tiny_config, capsys):
     empty = tmp_path / "empty"
     empty.mkdir()
     with pytest.raises(ValueError, match=rf"no image files \(\.png, .*\) in folder {empty}$"):
@@ -137,10 +137,10 @@ def test_empty_and_missing_folders(tmp_path, make_config, capsys):
         HRImageDataset(empty, scale=2)
     with pytest.raises(FileNotFoundError, match=rf"image folder not found: {tmp_path / 'nope'}"):
         HRImageDataset(tmp_path / "nope", scale=2)
-    code, err = train_cli(make_config, empty, capsys)
+    code, err = train_cli(make_tiny_config, empty, capsys)
     assert code == 2 and "datasets.train" in err and f"in folder {empty}" in err, err
     assert "Traceback" not in err
-    code, err = train_cli(make_config, tmp_path / "nope", capsys)
+    code, err = train_cli(make_tiny_config, tmp_path / "nope", capsys)
     assert code == 2 and "datasets.train" in err and "image folder not found" in err, err
 
 
@@ -153,12 +153,12 @@ def test_every_file_bad_with_skip(folder):
             HRImageDataset(folder, scale=2, bad_files="skip")
 
 
-def test_images_smaller_than_the_crop_or_the_scale(folder, make_config, capsys):
+def test_images_smaller_than_the_crop_or_the_scale(folder, make_tiny_config, capsys):
     small = save(folder / "small.png", smooth_image(np.random.default_rng(0), 7, 9))
     with pytest.raises(ValueError, match=rf"{small}: image is 8x6 \(HR, after mod-crop to scale "
                                          rf"2\), smaller than the 8x8 crop \(gt_size\)"):
         HRImageDataset(folder, scale=2, gt_size=8)
-    code, err = train_cli(make_config, folder, capsys)
+    code, err = train_cli(make_tiny_config, folder, capsys)
     assert code == 2 and "datasets.train" in err and f"{small}: image is 8x6" in err, err
     small.unlink()
     tiny = save(folder / "tiny.png", smooth_image(np.random.default_rng(0), 1, 1))
@@ -198,7 +198,7 @@ def mixed_folder(root):
     return expected
 
 
-def test_mixed_modes_in_one_set_read_consistently_and_train(tmp_path, make_config, capsys):
+def test_mixed_modes_in_one_set_read_consistently_and_train(tmp_path, make_tiny_config, capsys):
     root = tmp_path / "mixed"
     root.mkdir()
     expected = mixed_folder(root)
@@ -210,9 +210,9 @@ def test_mixed_modes_in_one_set_read_consistently_and_train(tmp_path, make_confi
         np.testing.assert_allclose(gt, expected[name], atol=1e-6, err_msg=name)
     y = HRImageDataset(root, scale=2, gt_size=8, color="y")
     assert all(y.pair(i)[1].shape == (1, 16, 16) for i in range(len(y)))
-    code, err = train_cli(make_config, root, capsys)
+    code, err = train_cli(make_tiny_config, root, capsys)
     assert code == 0, err
-    code, err = train_cli(make_config, root, capsys, "--set", "name=y",
+    code, err = train_cli(make_tiny_config, root, capsys, "--set", "name=y",
                           "--set", "model.num_in_ch=1", "--set", "model.num_out_ch=1",
                           train_extra=", color: y")
     assert code == 0, err

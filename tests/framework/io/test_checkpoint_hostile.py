@@ -17,7 +17,7 @@ from framework.io import checkpoint as ckpt
 from framework.io.checkpoint import CheckpointError
 from framework.registry import MODELS
 
-from .conftest import smooth_image
+from tests.conftest import smooth_image
 
 
 def espcn(num_feat=(4, 4)):
@@ -94,11 +94,11 @@ def test_infer_with_mismatching_weights_is_a_clear_error(tmp_path, lr_image, cap
     assert "Traceback" not in err and not (tmp_path / "out.png").exists()
 
 
-def test_resume_from_a_checkpoint_of_another_model(make_config, tmp_path, capsys):
+def test_resume_from_a_checkpoint_of_another_model(make_tiny_config, tmp_path, capsys):
     other = tmp_path / "other.safetensors"
     fsrcnn = MODELS.build({"type": "FSRCNN", "scale": 2, "d": 8, "s": 4, "m": 1})
     ckpt.save_checkpoint(other, fsrcnn.state_dict(), None, None, iteration=3)
-    cfg = make_config(iters=4, every=2)
+    cfg = make_tiny_config(iters=4, every=2)
     assert train_main([str(cfg), "--resume", str(other), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert f"error: {other} does not fit the model ESPCN" in err and "missing keys: " in err, err
@@ -157,8 +157,8 @@ def test_corrupt_header_and_metadata_are_named(tmp_path, checkpoint_bytes):
         ckpt.load_weights(path)
 
 
-def test_truncated_latest_checkpoint_on_resume_is_named(make_config, tmp_path, capsys):
-    cfg = make_config(iters=4, every=2)
+def test_truncated_latest_checkpoint_on_resume_is_named(make_tiny_config, tmp_path, capsys):
+    cfg = make_tiny_config(iters=4, every=2)
     assert train_main([str(cfg), "--no-progress"]) == 0
     latest = tmp_path / "runs" / "tiny" / "checkpoints" / "iter_00000004.safetensors"
     latest.write_bytes(latest.read_bytes()[:100])  # damaged outside srgrad (e.g. a bad copy)
@@ -219,10 +219,10 @@ def no_unpickling(monkeypatch):
     monkeypatch.setattr(pickle, "Unpickler", refuse)
 
 
-def test_pickle_files_are_refused_and_never_unpickled(tmp_path, lr_image, capsys, make_config,
+def test_pickle_files_are_refused_and_never_unpickled(tmp_path, lr_image, capsys, make_tiny_config,
                                                       no_unpickling):
     marker = tmp_path / "PWNED"
-    cfg = make_config(iters=2, every=2)
+    cfg = make_tiny_config(iters=2, every=2)
     for path in pickle_files(tmp_path, marker):
         for load in (ckpt.load_checkpoint, ckpt.load_weights, load_model,
                      lambda p: ckpt.load_model_weights(espcn(), p)):

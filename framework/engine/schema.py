@@ -1,0 +1,278 @@
+"""What a training config holds: the schema `srgrad-train` validates a config against, before anything
+runs. Every key has a Field (a typed leaf with a default) or a Block (`{type: Name, **keywords}`,
+judged by its registry against the constructor: framework.registry.Registry.check). All problems are
+reported together, each naming the file and the dotted key, with a did-you-mean.
+
+A config is BasicSR-like (`name`, `scale`, `model: {type: ...}`, `datasets`, `train`, `val`,
+`checkpoint`, `imports`). Paths inside a config (dataset roots, `run_root`) are relative to the
+current working directory (run from the repository root), not to the config file.
+"""
+from __future__ import annotations
+
+import copy
+import hashlib
+import inspect
+import json
+import numbers
+import os
+
+from .._check import did_you_mean
+from ..io.config import ConfigError, apply_override, import_modules, parse_yaml, read_yaml, show
+from ..registry import BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OPTIMIZERS, SCHEDULERS
+from .zoo import load_zoo
+
+__all__ = ["SCHEMA", "Field", "Block", "load_config", "parse_config", "validate", "config_hash",
+           "keys_at"]
+
+_REQUIRED = object()
+
+
+class Field:
+    """A leaf key: `kind` is int, float, bool, str or "str_list"; `minimum` is inclusive unless
+    `exclusive`; `choices` (a tuple, or a Registry whose names are the choices) restricts the value;
+    `nullable` allows null."""
+
+    def __init__(self, kind, default=_REQUIRED, minimum=None, exclusive=False, choices=None,
+                 nullable=False):
+        self.kind, self.default, self.minimum = kind, default, minimum
+        self.exclusive, self.choices, self.nullable = exclusive, choices, nullable
+
+    def allowed(self):
+        return self.choices.names() if hasattr(self.choices, "names") else self.choices
+
+
+class Block:
+    """A `{type: Name, **constructor keywords}` mapping resolved through `registry`. `injected_first`:
+    the constructor's first parameter is passed by the trainer (an optimizer's params); `shared`:
+    keywords that may be given but must agree with the top-level key of the same name (scale)."""
+
+    def __init__(self, registry, default=_REQUIRED, injected_first=False, shared=()):
+        self.registry, self.default = registry, default
+        self.injected_first, self.shared = injected_first, shared
+
+    def injected(self, name):
+        if not self.injected_first or name not in self.registry:
+            return ()
+        params = list(inspect.signature(self.registry.get(name)).parameters)
+        return tuple(params[:1])
+
+
+SCHEMA = {
+    "name": Field(str),
+    "scale": Field(int, minimum=1),
+    "seed": Field(int, 0, minimum=0),
+    "dtype": Field(str, "float32", choices=("float32", "float64")),
+    "imports": Field("str_list", []),
+    "run_root": Field(str, "runs"),
+    "model": Block(MODELS, shared=("scale",)),
+    "datasets": {
+        "train": Block(DATASETS, shared=("scale",)),
+        "val": Block(DATASETS, None, shared=("scale",)),
+    },
+    "train": {
+        "total_iters": Field(int, minimum=1),
+        "batch_size": Field(int, minimum=1),
+        "optimizer": Block(OPTIMIZERS, injected_first=True),
+        "scheduler": Block(SCHEDULERS, None, injected_first=True),
+        "loss": Block(LOSSES, {"type": "L1Loss"}),
+        "grad_clip": Field(float, None, minimum=0, exclusive=True, nullable=True),
+        # what a NaN/Inf loss does: stop (leaving the last checkpoint untouched) or skip the batch
+        "nonfinite_loss": Field(str, "stop", choices=("stop", "skip")),
+        "log_every": Field(int, 10, minimum=1),
+    },
+    "val": {
+        "every": Field(int, 500, minimum=1),
+        "metrics": Field("str_list", ["psnr", "ssim"], choices=METRICS),
+        "y_channel": Field(bool, True),
+        "crop_border": Field(int, None, minimum=0, nullable=True),  # null = scale (BasicSR)
+        # how the LR image is upscaled for comparison: MATLAB imresize (what SR papers report)
+        "baseline": Field(str, "imresize", choices=BASELINES),
+        "save_images": Field(bool, True),
+        "tile": Field(int, None, minimum=8, nullable=True),
+        "tile_overlap": Field(int, 16, minimum=0),
+    },
+    "checkpoint": {
+        "every": Field(int, 500, minimum=1),
+        "keep": Field(int, 3, minimum=1),
+    },
+}
+
+_OPTIONAL_SECTIONS = ("val", "checkpoint")
+
+
+# -- loading -------------------------------------------------------------------------------------
+def load_config(path, overrides=(), do_imports: bool = True) -> dict:
+    """Read, override, validate and resolve a config file. Returns a plain dict with every default
+    filled in. Raises ConfigError naming the file and the key on any problem."""
+    source = os.fspath(path)
+    return _resolve(read_yaml(source), source, overrides, do_imports,
+                    os.path.dirname(os.path.abspath(source)))
+
+
+def parse_config(text: str, source="<string>", overrides=(), do_imports=True, base_dir=None):
+    """`load_config` on YAML text; `base_dir` goes on sys.path for `imports:`."""
+    return _resolve(parse_yaml(text, source), source, overrides, do_imports, base_dir)
+
+
+def _resolve(cfg, source, overrides, do_imports, base_dir):
+    for assignment in overrides:
+        apply_override(cfg, assignment, keys_at)
+    if do_imports:
+        imports = cfg.get("imports", [])
+        if isinstance(imports, list) and all(isinstance(m, str) for m in imports):
+            import_modules(imports, base_dir, source)
+    load_zoo()
+    return validate(cfg, source)
+
+
+def keys_at(parts):
+    """(the schema's keys at a dotted path, whether the path is a `type:` block that takes any
+    keyword): what `--set` accepts there."""
+    node = SCHEMA
+    for part in parts:
+        if not isinstance(node, dict) or part not in node:
+            return set(), False
+        node = node[part]
+    if isinstance(node, Block):
+        return set(), True
+    return (set(node) if isinstance(node, dict) else set()), False
+
+
+# -- validation ----------------------------------------------------------------------------------
+def validate(cfg: dict, source="<config>") -> dict:
+    """Check `cfg` against SCHEMA; return a deep copy with defaults filled in. All problems are
+    reported together in one ConfigError."""
+    errors: list[str] = []
+    out = _section(cfg, SCHEMA, "", source, errors, top=True)
+    if not errors:
+        _cross_checks(out, source, errors)
+    if errors:
+        raise ConfigError("invalid config:\n  " + "\n  ".join(errors))
+    return out
+
+
+def _where(source, path):
+    return f"{source}: {path}" if path else str(source)
+
+
+def _section(cfg, schema, prefix, source, errors, top=False):
+    if not isinstance(cfg, dict):
+        errors.append(f"{_where(source, prefix)}: expected a mapping, got "
+                      f"{type(cfg).__name__} {show(cfg)}")
+        return {}
+    out = {}
+    for key in cfg:
+        if key not in schema:
+            path = f"{prefix}.{key}" if prefix else str(key)
+            errors.append(f"{_where(source, path)}: unknown key{did_you_mean(key, schema)} "
+                          f"Known keys: {', '.join(schema)}")
+    for key, spec in schema.items():
+        path = f"{prefix}.{key}" if prefix else key
+        if isinstance(spec, dict):
+            if key not in cfg and not (top and key in _OPTIONAL_SECTIONS):
+                errors.append(f"{_where(source, path)}: missing section (keys: {', '.join(spec)})")
+                continue
+            out[key] = _section(cfg.get(key, {}), spec, path, source, errors)
+        elif isinstance(spec, Block):
+            if cfg.get(key) is None:
+                if spec.default is _REQUIRED:
+                    errors.append(f"{_where(source, path)}: missing required key (a mapping with "
+                                  f"type: one of {', '.join(spec.registry.names())})")
+                    continue
+                out[key] = copy.deepcopy(spec.default)
+            else:
+                out[key] = copy.deepcopy(cfg[key])
+            if out[key] is not None:
+                _block(out[key], spec, path, source, errors)
+        elif key not in cfg:
+            if spec.default is _REQUIRED:
+                errors.append(f"{_where(source, path)}: missing required key ({_kind_name(spec.kind)})")
+                continue
+            out[key] = copy.deepcopy(spec.default)
+        else:
+            out[key] = _field(cfg[key], spec, path, source, errors)
+    return out
+
+
+def _block(block, spec, path, source, errors):
+    name = block.get("type") if isinstance(block, dict) else None
+    problems = spec.registry.check(block, injected=spec.injected(name), shared=spec.shared,
+                                   nested=LAYERS)
+    for key, message in problems:
+        errors.append(f"{_where(source, f'{path}.{key}' if key else path)}: {message}")
+
+
+def _kind_name(kind):
+    if kind == "str_list":
+        return "a list of strings"
+    return f"{'an' if kind is int else 'a'} {kind.__name__}"
+
+
+def _field(value, spec, path, source, errors):
+    where = _where(source, path)
+    if value is None and spec.nullable:
+        return None
+    kind, allowed = spec.kind, spec.allowed()
+    if kind == "str_list":
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            errors.append(f"{where}: expected a list of strings, got {show(value)}")
+            return value
+        bad = [v for v in value if allowed and v not in allowed]
+        if bad:
+            errors.append(f"{where}: unknown entries {bad}; choose from {list(allowed)}")
+        return list(value)
+    ok = {
+        int: isinstance(value, numbers.Integral) and not isinstance(value, bool),
+        float: isinstance(value, numbers.Real) and not isinstance(value, bool),
+        bool: isinstance(value, bool),
+        str: isinstance(value, str),
+    }[kind]
+    if not ok:
+        errors.append(f"{where}: expected {_kind_name(kind)}, got {type(value).__name__} {show(value)}")
+        return value
+    value = kind(value)
+    if allowed and value not in allowed:
+        errors.append(f"{where}: {show(value)} is not one of {list(allowed)}"
+                      f"{did_you_mean(value, allowed)}")
+    if spec.minimum is not None and (value < spec.minimum or (spec.exclusive and value == spec.minimum)):
+        errors.append(f"{where}: must be {'>' if spec.exclusive else '>='} {spec.minimum}, got {value!r}")
+    return value
+
+
+def _cross_checks(cfg, source, errors):
+    scale = cfg["scale"]
+    for path, block in (("model", cfg["model"]), ("datasets.train", cfg["datasets"]["train"]),
+                        ("datasets.val", cfg["datasets"]["val"])):
+        if block is not None and "scale" in block and block["scale"] != scale:
+            errors.append(f"{_where(source, path + '.scale')}: {block['scale']!r} disagrees with "
+                          f"the top-level scale {scale}")
+    _check_channels(cfg, source, errors)
+    lr = cfg["train"]["optimizer"].get("lr")
+    if isinstance(lr, numbers.Real) and not lr > 0:  # allowed by the optimizers; a mistake in a run
+        errors.append(f"{_where(source, 'train.optimizer.lr')}: must be > 0, got {lr!r}")
+
+
+def _check_channels(cfg, source, errors):
+    """Y-channel data (`color: y`) needs a 1-channel model and RGB data a 3-channel one; caught
+    here rather than as a shape error deep inside the first convolution."""
+    params = inspect.signature(MODELS.get(cfg["model"]["type"])).parameters
+    if "num_in_ch" not in params:
+        return
+    default = params["num_in_ch"].default
+    in_ch = cfg["model"].get("num_in_ch", None if default is inspect.Parameter.empty else default)
+    for name in ("train", "val"):
+        block = cfg["datasets"][name]
+        if block is None or not isinstance(in_ch, int):
+            continue
+        color = block.get("color", "rgb")
+        needed = {"y": 1, "rgb": 3}.get(color)
+        if needed is not None and needed != in_ch:
+            errors.append(f"{_where(source, f'datasets.{name}.color')}: {color!r} data has "
+                          f"{needed} channel(s) but the model takes num_in_ch={in_ch} (set "
+                          f"model.num_in_ch and model.num_out_ch to {needed})")
+
+
+def config_hash(cfg: dict) -> str:
+    """sha256 of the resolved config's canonical JSON: stored in checkpoints to spot a changed
+    config on resume."""
+    return hashlib.sha256(json.dumps(cfg, sort_keys=True, default=str).encode()).hexdigest()[:16]
