@@ -96,6 +96,8 @@ def _short(v):
         inner = ", ".join(_short(x) for x in v)
         return f"({inner})" if isinstance(v, tuple) else f"[{inner}]"
     text = repr(v)
+    if text.startswith("<"):  # an object without a repr of its own: its class
+        return type(v).__name__
     return text if len(text) <= 40 else text[:37] + "..."
 
 

@@ -27,12 +27,15 @@ import numpy as np
 from ...functional.resample import Resample, axis_table
 from ..graph import register_converter
 
-# (mode, align_corners, antialias) in the order tried; antialias needs opset 18
-_CONFIGS = [("nearest", False, False), ("nearest-exact", False, False),
+# (mode, align_corners, antialias) in the order tried. At some sizes the tables of several modes
+# coincide (every sample on a pixel centre: an odd-factor downscale, align_corners to 2 pixels, an
+# integer nearest upscale); the most general mode goes first, so the same one is found at the other
+# size of the dynamic-axes check. Antialias needs opset 18.
+_CONFIGS = [("bicubic", False, False), ("bicubic", True, False),
+            ("bicubic", False, True), ("bicubic", True, True),
             ("bilinear", False, False), ("bilinear", True, False),
-            ("bicubic", False, False), ("bicubic", True, False),
             ("bilinear", False, True), ("bilinear", True, True),
-            ("bicubic", False, True), ("bicubic", True, True)]
+            ("nearest-exact", False, False), ("nearest", False, False)]
 
 PROBE_TOLERANCE = 2e-5  # |ORT - srgrad| on a [0, 1) probe image: float32 rounding, not a formula
 
@@ -43,21 +46,27 @@ def _same(a, b) -> bool:
 
 
 def _factors(n, m):
-    """Scale factors a user may have given for n -> m: k or 1/k (as typed: 2, 0.5), then None (the
-    output size drives the mapping)."""
+    """Scale factors a user may have typed for n -> m (int(n * f) = m): the simplest fraction
+    (2, 3/2, 1/2, 1/3, ...), then the shortest decimals (0.3, 0.45); None last (the output size
+    drives the mapping). Tried in this order, so the same factor is found at every input size."""
     out = []
-    if m % n == 0:
-        out.append(float(m // n))
-    elif m < n:
-        for k in sorted({n // m, round(n / m), -(-n // m)}):
-            if k >= 2 and int(n * (1.0 / k)) == m and 1.0 / k not in out:
-                out.append(1.0 / k)
-    return out + [None]
+    for q in range(1, 65):  # the simplest fraction p/q in [m/n, (m+1)/n)
+        p = -(-m * q // n)
+        if p * n < (m + 1) * q:
+            out.append(p / q)
+            break
+    for digits in (1, 2, 3):
+        q = 10 ** digits
+        p = -(-m * q // n)
+        if p * n < (m + 1) * q:
+            out.append(p / q)
+    return [f for i, f in enumerate(out) if f > 0 and int(n * f) == m and f not in out[:i]] + [None]
 
 
-def identify(tables, opset):
-    """(mode, align_corners, antialias, (sf_h, sf_w)) whose interpolate tables equal `tables`, or
-    None."""
+def matches(tables, opset):
+    """Every (mode, align_corners, antialias, (sf_h, sf_w)) whose interpolate tables equal
+    `tables`, in order of preference."""
+    found = []
     for mode, ac, aa in _CONFIGS:
         if aa and opset < 18:
             continue
@@ -69,8 +78,8 @@ def identify(tables, opset):
                 break
             sfs.append(sf)
         else:
-            return mode, ac, aa, tuple(sfs)
-    return None
+            found.append((mode, ac, aa, tuple(sfs)))
+    return found
 
 
 def _attrs(mode, ac, aa):
@@ -147,20 +156,19 @@ def _tables(g, x, tables):
 def resample(g, call):  # x (..., H, W) -> (..., H_out, W_out)
     tables, shape = call.options["tables"], g.shape(0)
     in_hw, out_hw = (tables[0].n, tables[1].n), (tables[0].m, tables[1].m)
-    found = identify(tables, g.opset)
-    if found is not None:
-        mode, ac, aa, sfs = found
-        err = probe(mode, ac, aa, sfs, in_hw, out_hw, g.opset)
-        if err <= PROBE_TOLERANCE:
+    found = matches(tables, g.opset)
+    for mode, ac, aa, sfs in found:
+        if probe(mode, ac, aa, sfs, in_hw, out_hw, g.opset) <= PROBE_TOLERANCE:
             return _resize(g, g.input(0), len(shape), _attrs(mode, ac, aa), sfs, out_hw)
-        what = f"{mode}, align_corners={ac}, antialias={aa}, scale_factor={sfs}"
-        g.note(f"ONNX Runtime's Resize ({what}) differs from srgrad by {err:.2g} at "
-               f"{in_hw} -> {out_hw}; exported as weight tables")
-        reason = f"ONNX Runtime's Resize for {what} differs from srgrad ({err:.2g})"
+    if found:
+        what = "; ".join(f"{m}, align_corners={ac}, antialias={aa}, scale_factor={sfs}: "
+                         f"{probe(m, ac, aa, sfs, in_hw, out_hw, g.opset):.2g}"
+                         for m, ac, aa, sfs in found)
+        reason = f"ONNX Runtime's Resize differs from srgrad ({what})"
     else:
         reason = ("no ONNX Resize reproduces these resampling tables (lanczos, area, MATLAB "
-                  "imresize, or a scale factor that is not k or 1/k)")
-        g.note(f"resampling {in_hw} -> {out_hw} exported as weight tables: {reason}")
+                  "imresize, or a scale factor not found)")
+    g.note(f"resampling {in_hw} -> {out_hw} exported as weight tables: {reason}")
     g.require_static(f"{reason}; exported as its weight tables (MatMul), which hold for a "
                      f"{in_hw[0]}x{in_hw[1]} input only")
     return _tables(g, g.input(0), tables)
