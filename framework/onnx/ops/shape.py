@@ -62,7 +62,7 @@ def _items(index, ndim):
             out += [slice(None)] * (ndim - used)
         else:
             out.append(i)
-    if Ellipsis not in items:
+    if not any(i is Ellipsis for i in items):
         out += [slice(None)] * (ndim - used)
     return out
 
