@@ -64,9 +64,8 @@ def _factors(n, m):
 
 
 def matches(tables, opset):
-    """Every (mode, align_corners, antialias, (sf_h, sf_w)) whose interpolate tables equal
+    """Yield every (mode, align_corners, antialias, (sf_h, sf_w)) whose interpolate tables equal
     `tables`, in order of preference."""
-    found = []
     for mode, ac, aa in _CONFIGS:
         if aa and opset < 18:
             continue
@@ -78,8 +77,7 @@ def matches(tables, opset):
                 break
             sfs.append(sf)
         else:
-            found.append((mode, ac, aa, tuple(sfs)))
-    return found
+            yield mode, ac, aa, tuple(sfs)
 
 
 def _attrs(mode, ac, aa):
@@ -156,10 +154,11 @@ def _tables(g, x, tables):
 def resample(g, call):  # x (..., H, W) -> (..., H_out, W_out)
     tables, shape = call.options["tables"], g.shape(0)
     in_hw, out_hw = (tables[0].n, tables[1].n), (tables[0].m, tables[1].m)
-    found = matches(tables, g.opset)
-    for mode, ac, aa, sfs in found:
+    found = []
+    for mode, ac, aa, sfs in matches(tables, g.opset):
         if probe(mode, ac, aa, sfs, in_hw, out_hw, g.opset) <= PROBE_TOLERANCE:
             return _resize(g, g.input(0), len(shape), _attrs(mode, ac, aa), sfs, out_hw)
+        found.append((mode, ac, aa, sfs))
     if found:
         what = "; ".join(f"{m}, align_corners={ac}, antialias={aa}, scale_factor={sfs}: "
                          f"{probe(m, ac, aa, sfs, in_hw, out_hw, g.opset):.2g}"
