@@ -54,9 +54,11 @@ class ExportReport:
     notes: list = field(default_factory=list)
 
     def __str__(self):
-        shape = "x".join(str(d) for d in self.input_shape)
+        shape = (lambda dims: "x".join(str(d) for d in dims))
+        outs = ", ".join(shape(s) for s in self.output_shapes)
         lines = [f"wrote {self.path}: opset {self.opset}, {self.nodes} nodes, {self.initializers} "
-                 f"initializers, input {shape}" + (" (float16 inside)" if self.fp16 else ""),
+                 f"initializers, input {shape(self.input_shape)} -> {outs}"
+                 + (" (float16 inside)" if self.fp16 else ""),
                  "dynamic batch/height/width" if self.dynamic else f"fixed size: {self.reason}",
                  f"max |ONNX Runtime - srgrad| = {self.max_abs_diff:.3g} (tolerance {self.tolerance:.3g})"]
         return "\n".join(lines + [f"note: {n}" for n in self.notes])
