@@ -81,9 +81,10 @@ def _onnx_type(dtype) -> int:
 
 # -- conversion -----------------------------------------------------------------------------------
 def build_graph(tr, opset: int, fp16: bool = False, input_name: str = "input",
-                output_names=("output",)) -> Graph:
-    """Convert a Trace into a Graph whose input and outputs carry the given names."""
-    g = Graph(opset, np.float16 if fp16 else np.float32, tr)
+                output_names=("output",), peer=None) -> Graph:
+    """Convert a Trace into a Graph whose input and outputs carry the given names; `peer` is the
+    trace at the other size of the dynamic-axes check."""
+    g = Graph(opset, np.float16 if fp16 else np.float32, tr, peer)
     g._taken.update(tr.params.values())
     g.reserve(input_name)
     for name in output_names:
@@ -165,7 +166,21 @@ def _difference(ga, ta, gb, tb) -> str | None:
     ca = ta.calls[ia].describe() if ia is not None else "the graph"
     cb = tb.calls[ib].describe() if ib is not None else "the graph"
     return (f"{ca} at input {size(ta)} becomes {cb} at {size(tb)}: its ONNX node "
-            f"{ga.nodes[bad][0].op_type} depends on the input size")
+            f"{_summary(ga, ga.nodes[bad][0])} becomes {_summary(gb, gb.nodes[bad][0])}, which "
+            "depends on the input size")
+
+
+def _summary(g, node) -> str:
+    """`Op(attr=value, ..., [small constant inputs])` for messages."""
+    from onnx import helper
+    value = (lambda v: v.decode() if isinstance(v, bytes) else v)
+    parts = [f"{a.name}={value(helper.get_attribute_value(a))}" for a in node.attribute]
+    for name in node.input:
+        arr = g.initializers.get(name)
+        if arr is not None and name not in g.param_names and arr.size <= 8:
+            parts.append(str(arr.ravel().tolist()))
+    text = f"{node.op_type}({', '.join(parts)})"
+    return text if len(text) <= 200 else text[:197] + "..."
 
 
 # -- the public entry ------------------------------------------------------------------------------
@@ -259,19 +274,17 @@ def export(model, example, path, opset: int = 18, dynamic=None, fp16: bool = Fal
         output_names = ["output"] if len(ta.outputs) == 1 else [f"output_{i}" for i in
                                                                 range(len(ta.outputs))]
     output_names = [output_names] if isinstance(output_names, str) else list(output_names)
-    ga = build_graph(ta, opset, fp16, input_name, output_names)
-
     tb, reason = None, None
     if dynamic is False:
         reason = "a fixed size was asked"
     elif x.ndim != 4:
         reason = f"dynamic axes need a 4-D (N, C, H, W) input, got shape {x.shape}"
-    elif ga.static_reasons:
-        reason = ga.static_reasons[0]
     else:
         tb, reason = _second_trace(model, x)
-        if tb is not None:
-            reason = _difference(ga, ta, build_graph(tb, opset, fp16, input_name, output_names), tb)
+    ga = build_graph(ta, opset, fp16, input_name, output_names, peer=tb)
+    if tb is not None:
+        reason = ga.static_reasons[0] if ga.static_reasons else _difference(
+            ga, ta, build_graph(tb, opset, fp16, input_name, output_names, peer=ta), tb)
     is_dynamic = reason is None
     if dynamic and not is_dynamic:
         raise ExportError(f"export: dynamic axes are impossible: {reason}. Export at a fixed size "

@@ -85,7 +85,7 @@ class Graph:
 
     INT64_MAX = _INT64_MAX
 
-    def __init__(self, opset: int, dtype=np.float32, trace=None):
+    def __init__(self, opset: int, dtype=np.float32, trace=None, peer=None):
         from onnx import helper  # noqa: F401  (fail here, with the caller's message, if missing)
 
         self.opset = int(opset)
@@ -97,6 +97,7 @@ class Graph:
         self.notes: list[str] = []
         self.call: Call | None = None
         self.trace = trace
+        self.peer = peer  # the trace at the other size of the dynamic-axes check, if any
         self.used_values: set[int] = set()  # ids of the Values some live call or output reads
         self._names: dict[int, str] = {}
         self._taken: set[str] = set()
@@ -151,6 +152,14 @@ class Graph:
 
     def out_shape(self, i: int = 0) -> tuple:
         return tuple(self.call.outputs[i].array.shape)
+
+    def peer_call(self):
+        """The same call in the other trace of the dynamic-axes check (None if there is none): a
+        converter with several equally valid choices picks one that holds at both sizes."""
+        if self.peer is None or self.call is None or self.call.index >= len(self.peer.calls):
+            return None
+        other = self.peer.calls[self.call.index]
+        return other if other.fn is self.call.fn else None
 
     def used(self, i: int) -> bool:
         """Whether output i of the current call is read by anything (e.g. max_pool2d's indices)."""

@@ -21,6 +21,7 @@ y = T_h x T_w^T, which fix the input size (dynamic axes are then refused).
 from __future__ import annotations
 
 import functools
+import itertools
 
 import numpy as np
 
@@ -69,15 +70,32 @@ def matches(tables, opset):
     for mode, ac, aa in _CONFIGS:
         if aa and opset < 18:
             continue
-        sfs = []
+        per_axis = []
         for t in tables:
-            sf = next((f for f in _factors(t.n, t.m)
-                       if _same(axis_table(mode, t.n, t.m, f, ac, aa), t)), False)
-            if sf is False:
+            per_axis.append([f for f in _factors(t.n, t.m)
+                             if _same(axis_table(mode, t.n, t.m, f, ac, aa), t)])
+            if not per_axis[-1]:
                 break
-            sfs.append(sf)
         else:
-            yield mode, ac, aa, tuple(sfs)
+            for sfs in itertools.product(*per_axis):
+                yield mode, ac, aa, sfs
+
+
+def _node_key(match, out_hw):
+    """What the emitted Resize depends on: the output size only when `sizes` drive it."""
+    return match + ((out_hw,) if None in match[3] else ())
+
+
+def _candidates(g, tables, out_hw):
+    """The matches, those that also match the same call in the other trace of the dynamic-axes check
+    first: where modes coincide at one size, the one valid at both sizes is chosen."""
+    found = list(matches(tables, g.opset))
+    peer = g.peer_call()
+    if peer is not None and found:
+        other = peer.options["tables"]
+        shared = {_node_key(m, (other[0].m, other[1].m)) for m in matches(other, g.opset)}
+        found.sort(key=lambda m: _node_key(m, out_hw) not in shared)
+    return found
 
 
 def _attrs(mode, ac, aa):
@@ -154,11 +172,10 @@ def _tables(g, x, tables):
 def resample(g, call):  # x (..., H, W) -> (..., H_out, W_out)
     tables, shape = call.options["tables"], g.shape(0)
     in_hw, out_hw = (tables[0].n, tables[1].n), (tables[0].m, tables[1].m)
-    found = []
-    for mode, ac, aa, sfs in matches(tables, g.opset):
+    found = _candidates(g, tables, out_hw)
+    for mode, ac, aa, sfs in found:
         if probe(mode, ac, aa, sfs, in_hw, out_hw, g.opset) <= PROBE_TOLERANCE:
             return _resize(g, g.input(0), len(shape), _attrs(mode, ac, aa), sfs, out_hw)
-        found.append((mode, ac, aa, sfs))
     if found:
         what = "; ".join(f"{m}, align_corners={ac}, antialias={aa}, scale_factor={sfs}: "
                          f"{probe(m, ac, aa, sfs, in_hw, out_hw, g.opset):.2g}"

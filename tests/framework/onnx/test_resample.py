@@ -41,7 +41,7 @@ def test_interpolate_equals_srgrad(tmp_path, mode, align_corners, antialias, geo
         assert "MatMul" in ops and "ONNX Runtime's Resize differs" in rep.notes[0]
         return
     assert ops == ["Resize"]
-    if "scale_factor" in geo and geo["scale_factor"] != 1 / 3:
+    if not (antialias and align_corners):  # one Resize valid at every size
         assert rep.dynamic, rep.reason
 
 
