@@ -74,16 +74,11 @@ def converter_for(fn_cls):
         f"emits its ONNX nodes (docs/export.md, 'Custom Functions')")
 
 
-_INT64_MAX = np.iinfo(np.int64).max
-
-
 class Graph:
     """The ONNX graph of one trace, built call by call.
 
     Attributes read by converters: `opset` (int), `dtype` (the float dtype of activations:
     float32, or float16 with fp16=True), `call` (the Call being converted)."""
-
-    INT64_MAX = _INT64_MAX
 
     def __init__(self, opset: int, dtype=np.float32, trace=None, peer=None):
         from onnx import helper  # noqa: F401  (fail here, with the caller's message, if missing)

@@ -15,7 +15,7 @@ from framework import autograd, nn
 from framework.onnx import (ConversionError, ExportError, export, register_converter,
                             converter_for)
 from framework.registry import MODELS
-from tests.models.cases import SCALES, SMALL, build
+from tests.models.cases import SCALES, build
 
 from ._util import Lambda, check, image, op_types, ort_run, require_onnx, srgrad_run
 

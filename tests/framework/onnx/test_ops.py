@@ -7,7 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import framework as sg
 import framework.functional as F
 from framework import nn
 
