@@ -28,15 +28,16 @@ import numpy as np
 from ...functional.resample import Resample, axis_table
 from ..graph import register_converter
 
-# (mode, align_corners, antialias) in the order tried. At some sizes the tables of several modes
-# coincide (every sample on a pixel centre: an odd-factor downscale, align_corners to 2 pixels, an
-# integer nearest upscale); the most general mode goes first, so the same one is found at the other
-# size of the dynamic-axes check. Antialias needs opset 18.
-_CONFIGS = [("bicubic", False, False), ("bicubic", True, False),
-            ("bicubic", False, True), ("bicubic", True, True),
+# (mode, align_corners, antialias) in the order tried: the simplest node first (nearest with
+# asymmetric coordinates is the one every runtime has). At some sizes several settings build the same
+# tables (an integer nearest upscale, an odd-factor downscale, align_corners to 2 pixels); the
+# dynamic-axes check then prefers the one that also holds at its other size (_candidates).
+# Antialias needs opset 18.
+_CONFIGS = [("nearest", False, False), ("nearest-exact", False, False),
             ("bilinear", False, False), ("bilinear", True, False),
+            ("bicubic", False, False), ("bicubic", True, False),
             ("bilinear", False, True), ("bilinear", True, True),
-            ("nearest-exact", False, False), ("nearest", False, False)]
+            ("bicubic", False, True), ("bicubic", True, True)]
 
 PROBE_TOLERANCE = 2e-5  # |ORT - srgrad| on a [0, 1) probe image: float32 rounding, not a formula
 
@@ -61,7 +62,9 @@ def _factors(n, m):
         p = -(-m * q // n)
         if p * n < (m + 1) * q:
             out.append(p / q)
-    return [f for i, f in enumerate(out) if f > 0 and int(n * f) == m and f not in out[:i]] + [None]
+    # ONNX shape inference computes floor(n * scale) in float32: the factor must give m there too
+    return [f for i, f in enumerate(out) if f > 0 and int(n * f) == m and f not in out[:i]
+            and int(np.float32(n) * np.float32(f)) == m] + [None]
 
 
 def matches(tables, opset):
@@ -149,7 +152,10 @@ def probe(mode, ac, aa, sfs, in_hw, out_hw, opset) -> float:
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(opset, 18))])
     try:
-        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        opts = ort.SessionOptions()
+        opts.log_severity_level = 3  # a disagreement is an answer here, not a warning to print
+        sess = ort.InferenceSession(model.SerializeToString(), opts,
+                                    providers=["CPUExecutionProvider"])
         got = sess.run(None, {"x": x})[0]
     except Exception:  # noqa: BLE001  ORT refusing the node is a disagreement too
         return float("inf")
