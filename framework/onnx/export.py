@@ -224,14 +224,34 @@ def _assemble(g, opset, input_name, output_names, in_dims, out_dims, out_dtypes)
                              producer_name="srgrad", producer_version=__version__)
 
 
-def _ort_outputs(ort, data: bytes, input_name, x):
-    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
-    return sess.run(None, {input_name: x})
-
-
 def _max_diff(got, want) -> float:
     return max(float(np.abs(np.asarray(a, np.float64) - np.asarray(b.array, np.float64)).max(initial=0))
                for a, b in zip(got, want))
+
+
+def _verify(ort, data: bytes, input_name, checks, tolerance, fp16):
+    """(max |ORT - srgrad| over the checks, the tolerance used); ExportError above it. Each check is
+    (description, input, srgrad's output Values)."""
+    sess = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    diffs, limit = [], tolerance
+    for what, inp, want in checks:
+        got = sess.run(None, {input_name: inp})
+        if limit is None:
+            scale = max(1.0, max(float(np.abs(w.array).max(initial=0)) for w in want))
+            limit = FP16_TOLERANCE * scale if fp16 else TOLERANCE
+        diffs.append((what, _max_diff(got, want)))
+    worst = max(d for _, d in diffs)
+    if worst > limit:
+        detail = "; ".join(f"{d:.3g} on {what}" for what, d in diffs)
+        hint = ""
+        if diffs[0][1] <= limit:
+            hint = (" The example matches but another input does not: the model computes something "
+                    "from the input's values outside any Function (a comparison such as x > 0, "
+                    ".data or .numpy()), which the trace keeps as a constant, or its graph changes "
+                    "with the size in a way the two traces did not show (export at a fixed size).")
+        raise ExportError(f"export: ONNX Runtime differs from srgrad by more than {limit:.3g} "
+                          f"({detail}); nothing written.{hint}")
+    return worst, float(limit)
 
 
 def export(model, example, path, opset: int = 18, dynamic=None, fp16: bool = False,
@@ -311,26 +331,10 @@ def export(model, example, path, opset: int = 18, dynamic=None, fp16: bool = Fal
             np.random.default_rng(7919).uniform(x.min(), x.max() + 1e-3, x.shape).astype(np.float32)
         checks.append(("a second input of the same shape", np.ascontiguousarray(x2),
                        trace(model, x2).outputs))
-    diffs, limit = [], tolerance
-    for what, inp, want in checks:
-        got = _ort_outputs(ort, data, input_name, inp)
-        if limit is None:
-            scale = max(1.0, max(float(np.abs(w.array).max(initial=0)) for w in want))
-            limit = FP16_TOLERANCE * scale if fp16 else TOLERANCE
-        diffs.append((what, _max_diff(got, want)))
-    worst = max(d for _, d in diffs)
-    if worst > limit:
-        detail = "; ".join(f"{d:.3g} on {what}" for what, d in diffs)
-        hint = ""
-        if diffs[0][1] <= limit:
-            hint = (" The example matches but another input does not: the model computes something "
-                    "from the input's values outside any Function (a comparison such as x > 0, "
-                    ".data or .numpy()), which the trace keeps as a constant.")
-        raise ExportError(f"export: ONNX Runtime differs from srgrad by more than {limit:.3g} "
-                          f"({detail}); nothing written.{hint}")
+    worst, limit = _verify(ort, data, input_name, checks, tolerance, fp16)
     write_atomic(path, data)
     ops = Counter(n.op_type for n, _ in ga.nodes)
     return ExportReport(path=path, opset=opset, nodes=len(ga.nodes),
                         initializers=len(ga.initializers), ops=dict(ops), dynamic=is_dynamic,
-                        reason=reason, max_abs_diff=worst, tolerance=float(limit), fp16=fp16,
+                        reason=reason, max_abs_diff=worst, tolerance=limit, fp16=fp16,
                         input_shape=in_dims, output_shapes=out_dims, notes=list(ga.notes))
