@@ -122,17 +122,17 @@ def _name_outputs(g, tr, input_name, output_names, fp16):
     if len(output_names) != len(tr.outputs):
         raise ValueError(f"export: {len(output_names)} output names for {len(tr.outputs)} model "
                          f"outputs")
-    produced, renamed = g.produced(), set()
+    produced, public_of = g.produced(), {}
     for v, public in zip(tr.outputs, output_names):
         src = g.ref(v)
         if fp16 and v.array.dtype.kind == "f":
-            node = g.node("Cast", [src], to=_onnx_type(np.float32))
-        elif src in produced and src not in renamed and src != input_name:
-            node = src
-        else:  # the input itself, a constant, or the same value under a second name
-            node = g.node("Identity", [src])
+            node = g.node("Cast", [public_of.get(src, src)], to=_onnx_type(np.float32))
+        elif src in produced and src not in public_of and src != input_name:
+            node = src  # the node that computes it names it
+        else:  # the input itself, or a value that already is another output
+            node = g.node("Identity", [public_of.get(src, src)])
         g.rename(node, public)
-        renamed.add(public)
+        public_of.setdefault(src, public)
     g.prune(output_names)
 
 

@@ -195,6 +195,24 @@ def test_writing_is_safe(tmp_path):
     assert autograd._tracer is None  # the hook is off again
 
 
+@pytest.mark.parametrize("fp16", [False, True])
+def test_outputs_the_input_and_one_value_twice(tmp_path, fp16):
+    model = Lambda(lambda m, x: _twice(x))
+    path = tmp_path / "m.onnx"
+    rep = export(model, image(1, 2, 3, 4, lo=-1), path, fp16=fp16, output_names=["a", "b", "c"])
+    x = image(2, 2, 5, 3, lo=-1)
+    got = ort_run(path, x)
+    assert rep.dynamic and len(got) == 3
+    np.testing.assert_array_equal(got[0], got[1])
+    np.testing.assert_allclose(got[0], np.maximum(x, 0) + 1, atol=1e-3 if fp16 else 0)
+    np.testing.assert_allclose(got[2], x, atol=1e-3 if fp16 else 0)
+
+
+def _twice(x):
+    y = F.relu(x) + 1.0
+    return y, y, x
+
+
 @pytest.mark.parametrize("kw,error", [
     (dict(opset=16), ValueError), (dict(opset=999), ValueError), (dict(dynamic="yes"), TypeError),
     (dict(fp16=1), TypeError),
