@@ -7,8 +7,8 @@ Resize node:
 
     nearest        mode=nearest, asymmetric, nearest_mode=floor
     nearest-exact  mode=nearest, half_pixel, nearest_mode=round_prefer_ceil  (floor((i + 0.5) n / m))
-    bilinear       mode=linear, half_pixel (= pytorch_half_pixel, and right for a 1-pixel output)
-                   or align_corners
+    bilinear       mode=linear, half_pixel (pytorch_half_pixel maps a 1-pixel output to 0; torch
+                   samples the centre, as half_pixel does), or align_corners
     bicubic        mode=cubic, cubic_coeff_a=-0.75, exclude_outside=0, as bilinear
     antialias      (opset 18) antialias=1, exclude_outside=1; bicubic with a=-0.5
 
