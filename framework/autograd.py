@@ -14,6 +14,10 @@ import numpy as np
 
 _state = threading.local()
 
+# framework.onnx's tracer while it records a model (framework/onnx/trace.py), else None: the one
+# check every Function.apply pays.
+_tracer = None
+
 
 def is_grad_enabled() -> bool:
     return getattr(_state, "enabled", True)
@@ -101,6 +105,8 @@ class Function:
                 if np.issubdtype(t.dtype, np.floating):
                     t.requires_grad = True
                     t._node, t._index = node, i
+        if _tracer is not None:
+            _tracer(cls, args, kwargs, tensors)
         return tensors if multi else tensors[0]
 
 

@@ -60,4 +60,5 @@ def imresize(x, scale_factor=None, size=None, kernel="cubic", antialias=True):
     out_hw, sfs = output_geometry(in_hw, size, scale_factor, "imresize", lambda n, s: math.ceil(n * s))
     scales = tuple(s if s is not None else m / n for n, m, s in zip(in_hw, out_hw, sfs))
     tables = tuple(matlab_table(n, m, s, name, antialias) for n, m, s in zip(in_hw, out_hw, scales))
-    return ResampleFunction.apply(x, tables=tables)
+    call = ("imresize", dict(kernel=name, antialias=antialias, scales=scales))
+    return ResampleFunction.apply(x, tables=tables, call=call)

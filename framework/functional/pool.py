@@ -157,7 +157,10 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     else:
         h_div, w_div = h_in, w_in
     tables = (window_table(a.shape[2], hs, he, 1.0 / h_div), window_table(a.shape[3], ws, we, 1.0 / w_div))
-    return ResampleFunction.apply(x, tables=tables)
+    call = ("avg_pool2d", dict(kernel=kernel, stride=stride, padding=padding, ceil_mode=bool(ceil_mode),
+                               count_include_pad=bool(count_include_pad),
+                               divisor_override=divisor_override))
+    return ResampleFunction.apply(x, tables=tables, call=call)
 
 
 def adaptive_avg_pool2d(x, output_size):
@@ -178,7 +181,8 @@ def adaptive_avg_pool2d(x, output_size):
     for n, m in zip(a.shape[2:], sizes):
         lo, hi = area_windows(n, m)
         tables.append(window_table(n, lo, hi, 1.0 / (hi - lo)))
-    return ResampleFunction.apply(x, tables=tuple(tables))
+    call = ("adaptive_avg_pool2d", dict(output_size=sizes))
+    return ResampleFunction.apply(x, tables=tuple(tables), call=call)
 
 
 def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):

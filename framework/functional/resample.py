@@ -413,10 +413,12 @@ def resample(x: np.ndarray, th: Table, tw: Table) -> np.ndarray:
 
 
 class ResampleFunction(Function):
-    """y = W_h x W_w^T per plane, for any pair of axis Tables (every interpolate mode, imresize)."""
+    """y = W_h x W_w^T per plane, for any pair of axis Tables (every interpolate mode, imresize, the
+    average pools). `call` = (op name, its checked arguments as a dict) says which public call built
+    the tables; the computation reads only the tables (the ONNX exporter reads `call`)."""
 
     @staticmethod
-    def forward(ctx, x, *, tables):
+    def forward(ctx, x, *, tables, call=None):
         ctx.tables = tables
         return resample(x, *tables)
 
@@ -495,5 +497,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     large = rec.rule in (_nearest, _nearest_exact) and sum(out_hw) > _NEAREST_LARGE
     tables = tuple(axis_table(mode, n, m, sf, bool(align_corners), antialias, large)
                    for n, m, sf in zip(in_hw, out_hw, sfs))
-    return ResampleFunction.apply(x, tables=tables)
+    call = ("interpolate", dict(mode="lanczos" if mode == "lanczos3" else mode,
+                                align_corners=bool(align_corners), antialias=antialias,
+                                scale_factors=sfs, large=large))
+    return ResampleFunction.apply(x, tables=tables, call=call)
 

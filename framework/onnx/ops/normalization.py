@@ -1,0 +1,27 @@
+"""batch_norm: BatchNormalization with the running statistics (eval), named by their state_dict keys;
+with batch statistics (a BatchNorm2d without running statistics) the formula in elementary nodes."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...functional.normalization import BatchNorm
+from ..graph import register_converter
+
+
+@register_converter(BatchNorm)
+def batch_norm(g, call):  # x (N, C, ...), weight/bias (C,) or None
+    o, shape = call.options, g.shape(0)
+    c, rank = shape[1], len(shape)
+    w = g.input(1) if call.args[1] is not None else g.const(np.ones(c))
+    b = g.input(2) if call.args[2] is not None else g.const(np.zeros(c))
+    x = g.input(0)
+    if not o["training"]:
+        mean, var = (g.array(a) for a in o["running"])
+        return g.node("BatchNormalization", [x, w, b, mean, var], epsilon=float(o["eps"]))
+    axes = [0] + list(range(2, rank))
+    d = g.node("Sub", [x, g.reduce("ReduceMean", x, axes, True)])
+    var = g.reduce("ReduceMean", g.node("Mul", [d, d]), axes, True)
+    y = g.node("Div", [d, g.node("Sqrt", [g.node("Add", [var, g.const(float(o["eps"]))])])])
+    per_channel = g.const(np.asarray([c] + [1] * (rank - 2), np.int64))
+    y = g.node("Mul", [y, g.node("Reshape", [w, per_channel])])
+    return g.node("Add", [y, g.node("Reshape", [b, per_channel])])

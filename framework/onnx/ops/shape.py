@@ -1,0 +1,138 @@
+"""Shape ops: Reshape, Transpose, Slice/Gather/Squeeze/Unsqueeze (getitem), Concat (cat, stack),
+Pad (constant, reflect, edge, wrap). Reshape targets copy a dimension (0) or infer one (-1) where
+they can, and slices keep the caller's own bounds (None -> open end), so that a graph whose shapes
+follow the input stays valid at other sizes."""
+from __future__ import annotations
+
+import numpy as np
+
+from ...functional import shape as S
+from ..graph import ConversionError, register_converter
+
+_INT64_MIN, _INT64_MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+@register_converter(S.Reshape)
+def reshape(g, call):
+    src, out = g.shape(0), g.out_shape()
+    if 0 in src or 0 in out:
+        raise ConversionError(f"{call.describe()}: reshaping an empty tensor is not exported")
+    spec = [0 if i < len(src) and src[i] == d else d for i, d in enumerate(out)]
+    free = [i for i, d in enumerate(spec) if d != 0]
+    if free:  # infer the largest free dimension: it is the one that grows with the image
+        spec[max(free, key=lambda i: spec[i])] = -1
+    return g.node("Reshape", [g.input(0), g.const(np.asarray(spec, np.int64))])
+
+
+@register_converter(S.Permute)
+def permute(g, call):
+    return g.node("Transpose", [g.input(0)], perm=[int(d) for d in call.options["dims"]])
+
+
+@register_converter(S.Cat)
+def cat(g, call):
+    return g.node("Concat", [g.input(i) for i in range(len(call.args))], axis=int(call.options["axis"]))
+
+
+@register_converter(S.Stack)
+def stack(g, call):
+    axis = int(call.options["axis"])
+    parts = [g.unsqueeze(g.input(i), [axis]) for i in range(len(call.args))]
+    return g.node("Concat", parts, axis=axis)
+
+
+def _bounds(s: slice):
+    step = 1 if s.step is None else int(s.step)
+    if step == 0:
+        raise ConversionError("getitem: slice step 0")
+    start = (0 if step > 0 else _INT64_MAX) if s.start is None else int(s.start)
+    stop = (_INT64_MAX if step > 0 else _INT64_MIN) if s.stop is None else int(s.stop)
+    return start, stop, step
+
+
+def _items(index, ndim):
+    """The index as a tuple with Ellipsis expanded to full slices, lists as arrays."""
+    items = index if isinstance(index, tuple) else (index,)
+    items = tuple(np.asarray(i) if isinstance(i, list) else i for i in items)
+    used = sum(i.ndim if isinstance(i, np.ndarray) and i.dtype == np.bool_ else 1
+               for i in items if i is not None and i is not Ellipsis)
+    out = []
+    for i in items:
+        if i is Ellipsis:
+            out += [slice(None)] * (ndim - used)
+        else:
+            out.append(i)
+    if not any(i is Ellipsis for i in items):
+        out += [slice(None)] * (ndim - used)
+    return out
+
+
+@register_converter(S.GetItem)
+def getitem(g, call):
+    """Basic indexing (ints, slices, None, Ellipsis) and one integer (or 1-D boolean) array without
+    ints: Slice, then Gather, then Squeeze the int axes, then Unsqueeze the None axes."""
+    items = _items(call.options["index"], len(g.shape(0)))
+    arrays = [i for i in items if isinstance(i, np.ndarray)]
+    ints = [i for i in items if isinstance(i, (int, np.integer))]
+    if len(arrays) > 1 or (arrays and ints) or any(a.dtype == np.bool_ and a.ndim != 1 for a in arrays):
+        raise ConversionError(f"{call.describe()}: advanced indexing beyond one integer or 1-D "
+                              "boolean array (and no int indices) is not exported")
+    starts, ends, axes, steps = [], [], [], []
+    gather, squeeze, unsqueeze = None, [], []
+    axis = pos = out = 0  # input axis, axis after the gather, output axis
+    for item in items:
+        if item is None:
+            unsqueeze.append(out)
+            out += 1
+            continue
+        if isinstance(item, slice):
+            if item != slice(None):
+                a, b, c = _bounds(item)
+                starts.append(a), ends.append(b), axes.append(axis), steps.append(c)
+            pos, out = pos + 1, out + 1
+        elif isinstance(item, np.ndarray):
+            idx = np.nonzero(item)[0] if item.dtype == np.bool_ else item.astype(np.int64)
+            gather = (axis, idx)
+            pos, out = pos + idx.ndim, out + idx.ndim
+        else:  # an int: a one-wide slice, squeezed afterwards
+            i = int(item)
+            starts.append(i), ends.append(i + 1 if i != -1 else _INT64_MAX), axes.append(axis)
+            steps.append(1)
+            squeeze.append(pos)
+            pos += 1
+        axis += 1
+    y = g.input(0)
+    if axes:
+        y = g.slice(y, starts, ends, axes, steps)
+    if gather is not None:
+        y = g.node("Gather", [y, g.const(gather[1])], axis=gather[0])
+    if squeeze:
+        y = g.squeeze(y, squeeze)
+    if unsqueeze:
+        y = g.unsqueeze(y, unsqueeze)
+    if y == g.input(0):
+        y = g.node("Identity", [y])
+    return y
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+
+
+@register_converter(S.Pad)
+def pad(g, call):
+    widths, mode = call.options["widths"], call.options["mode"]
+    rank = len(g.shape(0))
+    full = [(0, 0)] * (rank - len(widths)) + [tuple(w) for w in widths]
+    x = g.input(0)
+    if mode == "circular" and g.opset < 19:  # no "wrap" yet: concatenate the wrapped slices
+        for axis, (lo, hi) in enumerate(full):
+            if lo or hi:
+                parts = ([g.slice(x, [-lo], [_INT64_MAX], [axis])] if lo else []) + [x] + (
+                    [g.slice(x, [0], [hi], [axis])] if hi else [])
+                x = g.node("Concat", parts, axis=axis)
+        return x
+    pads = g.const(np.asarray([lo for lo, _ in full] + [hi for _, hi in full], np.int64))
+    ins = [x, pads]
+    if mode == "constant":
+        ins.append(g.const(np.asarray(call.options["value"], g.call.args[0].array.dtype)))
+    return g.node("Pad", ins, mode=_PAD_MODES[mode])

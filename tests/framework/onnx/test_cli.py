@@ -1,0 +1,62 @@
+"""srgrad-export on a weights file written by save_weights: exit 0 and the max difference printed;
+an existing output, the weights file itself, and a bad model are refused."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from framework.io.checkpoint import save_weights
+from framework.onnx.cli import main
+from tests.models.cases import build
+
+from ._util import image, ort_run, require_onnx, srgrad_run
+
+require_onnx()
+
+
+@pytest.fixture
+def weights(tmp_path):
+    model, spec = build("ESPCN", 3, 1)
+    path = tmp_path / "net.safetensors"
+    save_weights(path, model.state_dict(), model=spec)
+    return path, model
+
+
+def test_export_from_weights(tmp_path, weights, capsys):
+    path, model = weights
+    out = tmp_path / "espcn.onnx"
+    assert main(["--weights", str(path), "--output", str(out), "--input-size", "9", "7"]) == 0
+    text = capsys.readouterr().out
+    assert "max |ONNX Runtime - srgrad| = " in text and "dynamic" in text
+    diff = float(text.split("max |ONNX Runtime - srgrad| = ")[1].split()[0])
+    assert diff <= 1e-4
+    x = image(1, 1, 5, 6)
+    model.eval()
+    np.testing.assert_allclose(ort_run(out, x)[0], srgrad_run(model, x)[0], rtol=0, atol=1e-4)
+
+
+def test_static_fp16_and_model_args(tmp_path, weights, capsys):
+    path, _ = weights
+    out = tmp_path / "m.onnx"
+    argv = ["--weights", str(path), "--output", str(out), "--static", "--fp16", "--input-size", "6",
+            "5", "--model", "ESPCN", "--scale", "3", "--model-arg", "num_in_ch=1",
+            "--model-arg", "num_out_ch=1"]
+    assert main(argv) == 0
+    text = capsys.readouterr().out
+    assert "fixed size: a fixed size was asked" in text and "float16" in text
+    assert ort_run(out, image(1, 1, 6, 5))[0].shape == (1, 1, 18, 15)
+
+
+def test_refusals(tmp_path, weights, capsys):
+    path, _ = weights
+    out = tmp_path / "m.onnx"
+    out.write_bytes(b"old")
+    assert main(["--weights", str(path), "--output", str(out)]) == 2
+    assert "exists" in capsys.readouterr().err and out.read_bytes() == b"old"
+    before = path.read_bytes()
+    assert main(["--weights", str(path), "--output", str(path), "--overwrite"]) == 2
+    assert "is the --weights file" in capsys.readouterr().err and path.read_bytes() == before
+    assert main(["--weights", str(path), "--output", str(tmp_path / "x.onnx"), "--model",
+                 "NoSuchNet", "--scale", "2"]) == 1
+    assert "NoSuchNet" in capsys.readouterr().err
+    assert not (tmp_path / "x.onnx").exists()
