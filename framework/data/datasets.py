@@ -132,7 +132,7 @@ class HRImageDataset(_SRDataset):
     """HR images from a folder; LR made on the fly by `F.imresize(hr, 1/scale)` (MATLAB bicubic
     with antialiasing, the SR literature's degradation) from the whole mod-cropped HR image, once.
 
-    Args: root (folder of PNG/JPEG/BMP/TIFF), scale (int >= 1), gt_size (HR crop size, a multiple
+    Args: root (a folder of PNG/JPEG/BMP/TIFF/WebP images, or one image file), scale (int >= 1), gt_size (HR crop size, a multiple
     of scale; None = full images), use_flip / use_rot (augmentations, default True), color ("rgb" or
     "y"), cache (default True), lq_quantize (default True: clip the LR to [0, 1] and round it to
     8-bit levels, as if saved as an 8-bit PNG the way DIV2K's LR sets are), bad_files ("error" or
@@ -145,7 +145,8 @@ class HRImageDataset(_SRDataset):
         super().__init__(scale, gt_size, use_flip, use_rot, color, cache, bad_files)
         self.root = Path(root)
         self.lq_quantize = bool(lq_quantize)
-        items = self._scan([(p.name, p) for p in list_images(self.root)])
+        files = [self.root] if self.root.is_file() else list_images(self.root)
+        items = self._scan([(p.name, p) for p in files])
         for name, path in items:
             width, height = image_size(path)
             if min(width, height) < self.scale:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import shlex
 import sys
@@ -13,12 +14,30 @@ from pathlib import Path
 
 import numpy as np
 
+from .outputs import OutputError
+
 __all__ = ["train_main", "infer_main", "eval_main", "train", "infer", "evaluate"]
 
 
-def _error(msg: str, code: int = 1) -> int:
+def error(msg: str, code: int = 1) -> int:
+    """Print `error: msg` on stderr; return the exit code (1: failed, 2: bad config/arguments)."""
     print(f"error: {msg}", file=sys.stderr)
     return code
+
+
+def run_guarded(body) -> int:
+    """body() -> exit code, with the commands' error contract: a ConfigError or an argument problem
+    is exit 2, any other ValueError/OSError exit 1, one line each, never a traceback; Ctrl-C 130."""
+    from ..io.config import ConfigError
+    try:
+        return body()
+    except (ConfigError, OutputError) as exc:
+        return error(str(exc), 2)
+    except (ValueError, OSError) as exc:
+        return error(str(exc))
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
 
 
 # -- train ----------------------------------------------------------------------------------------
@@ -46,7 +65,7 @@ def train_main(argv=None) -> int:
     try:
         comm = distributed.init(args.distributed)
     except distributed.DistributedError as exc:
-        return _error(str(exc), 2)
+        return error(str(exc), 2)
     if comm.world_size == 1:
         return _train(args, comm)
     # A rank that stops alone leaves the others blocked in their next Allreduce: end them all.
@@ -76,9 +95,9 @@ def _train(args, comm) -> int:
             resume = find_latest_checkpoint(path) or "auto"
             config = config or path / "config.yaml"
         elif not path.is_file():
-            return _error(f"--resume {resume}: no such run folder or checkpoint file", 2)
+            return error(f"--resume {resume}: no such run folder or checkpoint file", 2)
     if config is None:
-        return _error("give a CONFIG (or --resume RUN_DIR)", 2)
+        return error("give a CONFIG (or --resume RUN_DIR)", 2)
     try:
         cfg = load_config(config, args.overrides)
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
@@ -91,15 +110,15 @@ def _train(args, comm) -> int:
             raise ConfigError(f"{config}: {exc}") from None
         result = trainer.fit()
     except ConfigError as exc:
-        return _error(str(exc), 2)
-    except TrainingInterrupted:
-        return 130
-    except KeyboardInterrupt:
-        print("interrupted (no checkpoint written by this second Ctrl-C)", file=sys.stderr)
+        return error(str(exc), 2)
+    except TrainingInterrupted as exc:  # the trainer said what was saved and how to resume
+        return 128 + exc.signum
+    except KeyboardInterrupt:  # before the trainer took over the signals: nothing was written
+        print("interrupted before training started (nothing written)", file=sys.stderr)
         return 130
     except (TrainingError, RunLockedError, CheckpointError, OSError,
             distributed.DistributedError) as exc:
-        return _error(str(exc))
+        return error(str(exc))
     if not trainer.is_main:
         return 0
     run = Path(result["run_dir"])
@@ -115,7 +134,7 @@ def _train(args, comm) -> int:
 
 
 # -- infer ----------------------------------------------------------------------------------------
-def _model_args(p):
+def model_args(p, tiles: bool = True):
     p.add_argument("--weights", required=True, help="net_*.safetensors or a checkpoint")
     p.add_argument("--config", help="the training config: its imports: are imported, and its "
                    "model: is used when the weights carry no model spec")
@@ -126,13 +145,16 @@ def _model_args(p):
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module that registers a custom model/layer (searched on "
                    "sys.path and the current directory)")
-    p.add_argument("--tile", type=int, default=None, help="tile size in LR pixels (bounded "
-                   "memory for large images); default: whole image")
-    p.add_argument("--tile-overlap", type=int, default=16, help="LR pixels of context around "
-                   "each tile (default 16)")
+    if tiles:
+        p.add_argument("--tile", type=int, default=None, help="tile size in LR pixels (bounded "
+                       "memory for large images); default: whole image")
+        p.add_argument("--tile-overlap", type=int, default=16, help="LR pixels of context around "
+                       "each tile (default 16)")
 
 
-def _load(args):
+def load_model_from_args(args):
+    """(model, info) from model_args' options: --weights, then --model/--model-arg, --config,
+    --import (framework.engine.inference.load_model)."""
     from ..io.config import import_modules, parse_scalar
     from .inference import load_model
     from .schema import load_config
@@ -155,37 +177,40 @@ def _load(args):
 def infer_main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="srgrad-infer", description="Upscale an image or a folder "
                                 "of images (PNG, JPEG, BMP, TIFF; RGB, gray, RGBA; 8/16-bit).")
-    _model_args(p)
+    model_args(p)
     p.add_argument("--input", required=True, help="an image file or a folder of images")
     p.add_argument("--output", required=True, help="output file (for one input file) or folder")
+    p.add_argument("--suffix", default="_x{scale}", help="added to each output's name (default "
+                   "_x{scale}: photo.png -> photo_x4.png; '' keeps the name in another folder)")
+    p.add_argument("--ext", default="auto", choices=("auto", "png", "jpg", "webp", "tif"),
+                   help="output format (default auto: the input's)")
+    p.add_argument("--overwrite", action="store_true", help="replace outputs that exist (an "
+                   "input is never replaced); without it a folder run skips them, a file run stops")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    return run_guarded(lambda: _infer(args))
+
+
+def _infer(args) -> int:
     from tqdm.auto import tqdm
-    from ..io.config import ConfigError
     from ..io.image import list_images
     from .inference import upscale_file
-    try:
-        model, info = _load(args)
-        src = Path(args.input)
-        if src.is_dir():
-            files = list_images(src)
-            if not files:
-                return _error(f"no images in {src}")
-            pairs = [(f, Path(args.output) / f.name) for f in files]
-        elif src.is_file():
-            out = Path(args.output)
-            pairs = [(src, out / src.name if out.is_dir() else out)]
-        else:
-            return _error(f"--input {src}: no such file or folder", 2)
-        for f, dst in tqdm(pairs, desc="upscale", unit="img", disable=args.no_progress):
-            shape = upscale_file(model, info, f, dst, args.tile, args.tile_overlap)
-            tqdm.write(f"{f} -> {dst} ({shape[2]}x{shape[1]})")
-    except ConfigError as exc:
-        return _error(str(exc), 2)
-    except (ValueError, OSError) as exc:
-        return _error(str(exc))
-    except KeyboardInterrupt:
-        return 130
+    from .outputs import plan_outputs
+    src = Path(args.input)
+    if src.is_dir():
+        files = list_images(src)
+    elif src.is_file():
+        files = [src]
+    else:
+        return error(f"--input {src}: no such file or folder", 2)
+    model, info = load_model_from_args(args)
+    todo, skipped = plan_outputs(files, args.output, src.is_dir(), args.suffix, args.ext,
+                                 args.overwrite, int(info["scale"]))
+    for f, dst in skipped:
+        print(f"skipped {f}: {dst} exists (--overwrite replaces it)", file=sys.stderr)
+    for f, dst in tqdm(todo, desc="upscale", unit="img", disable=args.no_progress):
+        shape = upscale_file(model, info, f, dst, args.tile, args.tile_overlap)
+        tqdm.write(f"{f} -> {dst} ({shape[2]}x{shape[1]})")
     return 0
 
 
@@ -196,58 +221,85 @@ def eval_main(argv=None) -> int:
                                 "imresize). The LR inputs are made exactly as in training "
                                 "validation (HRImageDataset: mod-crop, imresize, 8-bit LR; gray "
                                 "images replicated to RGB), so the numbers match metrics.csv.")
-    _model_args(p)
-    p.add_argument("--input", required=True, help="folder of HR images")
-    p.add_argument("--csv", help="CSV output (default: eval_<folder>.csv beside the weights)")
+    model_args(p)
+    p.add_argument("--input", required=True, help="an HR image or a folder of HR images")
+    p.add_argument("--lq", help="a folder of the matching LR images (paired evaluation, DIV2K "
+                   "layout: LR of 0001.png is <lq>/0001x<scale>.*, see --lq-template); default: "
+                   "made from the HR images with imresize, as in training validation")
+    p.add_argument("--lq-template", default="{name}x{scale}", help="LR file name (without "
+                   "extension) for an HR image called {name} (default {name}x{scale})")
+    p.add_argument("--csv", help="CSV output (default: eval_<weights>_<input>.csv beside the "
+                   "weights; an existing one is never overwritten: _2, _3, ... are added)")
     p.add_argument("--rgb", action="store_true", help="measure on RGB instead of Y")
     p.add_argument("--crop-border", type=int, default=None, help="default: the scale")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    return run_guarded(lambda: _evaluate(args))
+
+
+def _eval_data(args, scale, in_ch):
+    from ..data import HRImageDataset, PairedImageDataset
+    color = "y" if in_ch == 1 else "rgb"
+    src = Path(args.input)
+    if not src.exists():
+        raise OutputError(f"--input {src}: no such file or folder")
+    if args.lq:
+        if not src.is_dir():
+            raise OutputError(f"--input {src}: with --lq, --input is a folder of HR images")
+        return PairedImageDataset(src, args.lq, scale, filename_tmpl=args.lq_template, color=color)
+    return HRImageDataset(src, scale, color=color)
+
+
+def _csv_path(args) -> Path:
+    """--csv, else eval_<weights stem>_<input name>.csv beside the weights, made unique: a default
+    name never replaces another evaluation's file."""
+    if args.csv:
+        return Path(args.csv)
+    folder = Path(args.weights).resolve().parent
+    base = f"eval_{Path(args.weights).stem}_{Path(args.input).resolve().stem}"
+    path, n = folder / f"{base}.csv", 1
+    while path.exists():
+        n += 1
+        path = folder / f"{base}_{n}.csv"
+    return path
+
+
+def _evaluate(args) -> int:
     from tqdm.auto import tqdm
-    from ..data import HRImageDataset
+    from ..io.atomic import atomic_open
     from ..metrics import measure
-    from ..io.config import ConfigError
     from .inference import bicubic, model_in_channels, super_resolve
-    try:
-        model, info = _load(args)
-        scale = info["scale"]
-        if not Path(args.input).is_dir():
-            return _error(f"--input {args.input}: not a folder of HR images", 2)
-        in_ch = model_in_channels(info)
-        data = HRImageDataset(args.input, scale, color="y" if in_ch == 1 else "rgb")
-        if len(data) == 0:
-            return _error(f"--input {args.input}: no images found", 2)
-        crop = scale if args.crop_border is None else args.crop_border
-        y = not args.rgb
-        tag = "Y" if y else "RGB"
-        rows = []
-        for i in tqdm(range(len(data)), desc="evaluate", unit="img", disable=args.no_progress):
-            item = data.get(i)
-            lq, hr = item["lq"], item["gt"]
-            sr = super_resolve(model, lq, scale, in_ch, args.tile, args.tile_overlap)
-            bic = bicubic(lq, scale, "imresize")
-            row = {"image": item["name"]}
-            for prefix, image in (("", sr), ("bicubic_", bic)):
-                row.update({f"{prefix}{m}_{tag}": v
-                            for m, v in measure(image, hr, ("psnr", "ssim"), crop, y).items()})
-            rows.append(row)
-    except ConfigError as exc:
-        return _error(str(exc), 2)
-    except (ValueError, OSError) as exc:
-        return _error(str(exc))
-    except KeyboardInterrupt:
-        return 130
+    model, info = load_model_from_args(args)
+    scale, in_ch = info["scale"], model_in_channels(info)
+    data = _eval_data(args, scale, in_ch)
+    crop = scale if args.crop_border is None else args.crop_border
+    y = not args.rgb
+    tag = "Y" if y else "RGB"
+    out = _csv_path(args)
+    rows = []
+    for i in tqdm(range(len(data)), desc="evaluate", unit="img", disable=args.no_progress):
+        item = data.get(i)
+        lq, hr = item["lq"], item["gt"]
+        sr = super_resolve(model, lq, scale, in_ch, args.tile, args.tile_overlap)
+        bic = bicubic(lq, scale, "imresize")
+        row = {"image": item["name"]}
+        for prefix, image in (("", sr), ("bicubic_", bic)):
+            row.update({f"{prefix}{m}_{tag}": v
+                        for m, v in measure(image, hr, ("psnr", "ssim"), crop, y).items()})
+        row[f"delta_psnr_{tag}"] = row[f"psnr_{tag}"] - row[f"bicubic_psnr_{tag}"]
+        rows.append(row)
     cols = list(rows[0])
     mean = {"image": "mean", **{c: float(np.mean([r[c] for r in rows])) for c in cols[1:]}}
-    _print_table(rows + [mean], cols, f"x{scale}, {tag} channel, crop_border={crop}, bicubic = "
-                 f"MATLAB imresize")
-    out = Path(args.csv) if args.csv else \
-        Path(args.weights).parent / f"eval_{Path(args.input).resolve().name}.csv"
-    with open(out, "w", newline="") as fh:
-        writer = csv.DictWriter(fh, cols)
-        writer.writeheader()
-        for r in rows + [mean]:
-            writer.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+    lr_from = f"LR from {args.lq}" if args.lq else "LR made by MATLAB imresize"
+    _print_table(rows + [mean], cols, f"x{scale}, {tag} channel, crop_border={crop}, {lr_from}, "
+                 f"bicubic = MATLAB imresize of the LR")
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, cols)
+    writer.writeheader()
+    for r in rows + [mean]:
+        writer.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+    with atomic_open(out) as fh:
+        fh.write(text.getvalue().encode())
     print(f"written: {out}")
     return 0
 

@@ -198,6 +198,9 @@ class SingleProcess:
     def check_same(self, value: int, what: str) -> None:
         return None
 
+    def any_(self, flag: bool) -> bool:
+        return bool(flag)
+
     def barrier(self) -> None:
         return None
 
@@ -253,6 +256,13 @@ class MPICommunicator:
             self.comm.Bcast(flat, root=0)
             if flat is not arr:
                 np.copyto(arr, flat)
+
+    def any_(self, flag: bool) -> bool:
+        """True on every rank when any rank's `flag` is set (one 1-int Allreduce): e.g. a stop
+        signal that reached the ranks at different iterations is acted on at the same one."""
+        buf = np.array([1 if flag else 0], dtype=np.int64)
+        self.comm.Allreduce(self._mpi.IN_PLACE, buf, op=self._mpi.MAX)
+        return bool(buf[0])
 
     def check_same(self, value: int, what: str) -> None:
         """Raise DistributedError on every rank unless all ranks hold the same integer `value`

@@ -78,34 +78,66 @@ def _model_dtype(model):
     return np.dtype(np.float32)
 
 
-def upscale(model, lq: np.ndarray, tile: int | None = None, overlap: int = 16) -> np.ndarray:
-    """SR of one LR image `lq` (C, H, W) -> (C', H*s, W*s) with the model in eval mode, under
-    no_grad. `tile` (LR pixels) bounds memory; `overlap` LR pixels of context per side."""
+def tile_boxes(h: int, w: int, tile: int | None, overlap: int):
+    """(core, context) boxes (y0, y1, x0, x1) in LR pixels covering an h x w image: `tile` x `tile`
+    cores (one core = the whole image when tile is None), each with `overlap` pixels of context per
+    side, clamped at the image border."""
+    if tile is None or (h <= tile and w <= tile):
+        return [((0, h, 0, w), (0, h, 0, w))]
+    boxes = []
+    for y0 in range(0, h, tile):
+        for x0 in range(0, w, tile):
+            y1, x1 = min(y0 + tile, h), min(x0 + tile, w)
+            boxes.append(((y0, y1, x0, x1), (max(y0 - overlap, 0), min(y1 + overlap, h),
+                                             max(x0 - overlap, 0), min(x1 + overlap, w))))
+    return boxes
+
+
+def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16):
+    """Yield ((y0, y1, x0, x1) LR core box, scale s, SR of that core (C', (y1-y0) s, (x1-x0) s)) for
+    each tile: `fn(patch)` maps an LR patch (C, h, w) to its SR (C', h s, w s); only each core's part
+    is kept. Memory is bounded by one tile (nothing of the full HR size is made here)."""
     if lq.ndim != 3:
         raise ValueError(f"upscale: lq must be (C, H, W), got shape {lq.shape}")
     if tile is not None and tile < 1:
         raise ValueError(f"upscale: tile must be >= 1, got {tile}")
     if overlap < 0:
         raise ValueError(f"upscale: tile overlap must be >= 0, got {overlap}")
-    dtype = _model_dtype(model)
     _, h, w = lq.shape
-    with no_grad():
-        if tile is None or (h <= tile and w <= tile):
-            return model(Tensor(lq[None].astype(dtype, copy=False))).data[0]
-        out = None
-        for y0 in range(0, h, tile):
-            for x0 in range(0, w, tile):
-                y1, x1 = min(y0 + tile, h), min(x0 + tile, w)
-                ey0, ex0 = max(y0 - overlap, 0), max(x0 - overlap, 0)
-                ey1, ex1 = min(y1 + overlap, h), min(x1 + overlap, w)
-                patch = np.ascontiguousarray(lq[None, :, ey0:ey1, ex0:ex1], dtype=dtype)
-                res = model(Tensor(patch)).data[0]
-                s = res.shape[1] // (ey1 - ey0)
-                if out is None:
-                    out = np.empty((res.shape[0], h * s, w * s), res.dtype)
-                out[:, y0 * s:y1 * s, x0 * s:x1 * s] = \
-                    res[:, (y0 - ey0) * s:(y1 - ey0) * s, (x0 - ex0) * s:(x1 - ex0) * s]
-        return out
+    for (y0, y1, x0, x1), (ey0, ey1, ex0, ex1) in tile_boxes(h, w, tile, overlap):
+        res = fn(np.ascontiguousarray(lq[:, ey0:ey1, ex0:ex1]))
+        s = res.shape[1] // (ey1 - ey0)
+        if res.ndim != 3 or res.shape[1:] != ((ey1 - ey0) * s, (ex1 - ex0) * s):
+            raise ValueError(f"upscale: the model maps an LR patch of {ey1 - ey0}x{ex1 - ex0} to "
+                             f"{res.shape}, not a whole multiple of it")
+        yield (y0, y1, x0, x1), s, res[:, (y0 - ey0) * s:(y1 - ey0) * s, (x0 - ex0) * s:(x1 - ex0) * s]
+
+
+def model_fn(model):
+    """patch (C, h, w) -> the model's output (C', h s, w s), under no_grad, in the model's dtype."""
+    dtype = _model_dtype(model)
+
+    def fn(patch):
+        with no_grad():
+            return model(Tensor(patch[None].astype(dtype, copy=False))).data[0]
+    return fn
+
+
+def assemble(tiles, lq_hw) -> np.ndarray:
+    """The whole SR image (C', H s, W s) from sr_tiles' output."""
+    out = None
+    for (y0, y1, x0, x1), s, res in tiles:
+        if out is None:
+            out = np.empty((res.shape[0], lq_hw[0] * s, lq_hw[1] * s), res.dtype)
+        out[:, y0 * s:y1 * s, x0 * s:x1 * s] = res
+    return out
+
+
+def upscale(model, lq: np.ndarray, tile: int | None = None, overlap: int = 16) -> np.ndarray:
+    """SR of one LR image `lq` (C, H, W) -> (C', H*s, W*s) with the model in eval mode, under
+    no_grad. `tile` (LR pixels) bounds the network's memory; `overlap` LR pixels of context per
+    side. The whole HR image is assembled in memory (upscale_file writes tile by tile instead)."""
+    return assemble(sr_tiles(model_fn(model), lq, tile, overlap), lq.shape[1:])
 
 
 @BASELINES.register("imresize")
@@ -132,43 +164,67 @@ def bicubic(lq: np.ndarray, scale: int, method: str = "imresize") -> np.ndarray:
     return np.clip(y.data[0], 0.0, 1.0)
 
 
+def channel_fn(model, in_ch: int, scale: int):
+    """patch (c, h, w) -> SR (c, h s, w s) clipped to [0, 1], whatever c vs the model's channels:
+    a 1-channel model on RGB runs on Y (Cb, Cr bicubic), a 3-channel model on gray runs on the gray
+    replicated and averages back. Per patch, so tiles stay tiles."""
+    net = model_fn(model)
+
+    def fn(patch):
+        c = patch.shape[0]
+        if c == in_ch:
+            sr = net(patch)
+            return np.clip(sr, 0.0, 1.0, out=sr)
+        if in_ch == 1 and c == 3:
+            from ..color import rgb_to_ycbcr, ycbcr_to_rgb
+            ycc = rgb_to_ycbcr(patch).astype(np.float32)
+            y = net(ycc[:1])
+            cbcr = bicubic(ycc[1:], scale, "interpolate")
+            return np.clip(ycbcr_to_rgb(np.concatenate([y, cbcr.astype(y.dtype)])), 0, 1)
+        if in_ch == 3 and c == 1:
+            sr = net(np.repeat(patch, 3, axis=0))
+            return np.clip(sr.mean(axis=0, keepdims=True), 0.0, 1.0)
+        raise ValueError(f"cannot run a {in_ch}-channel model on a {c}-channel image")
+    return fn
+
+
 def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, overlap=16):
-    """SR of an image whatever its channel count vs the model's: a 1-channel model on RGB runs on
-    Y (Cb, Cr bicubic), a 3-channel model on gray runs on the gray replicated and averages back."""
-    c = img.shape[0]
-    if c == in_ch:
-        sr = upscale(model, img, tile, overlap)
-        return np.clip(sr, 0.0, 1.0, out=sr)  # in place: the HR image can be hundreds of MB
-    if in_ch == 1 and c == 3:
-        from ..color import rgb_to_ycbcr, ycbcr_to_rgb
-        ycc = rgb_to_ycbcr(img).astype(np.float32)
-        y = upscale(model, ycc[:1], tile, overlap)
-        cbcr = bicubic(ycc[1:], scale, "interpolate")
-        return np.clip(ycbcr_to_rgb(np.concatenate([y, cbcr.astype(y.dtype)])), 0, 1)
-    if in_ch == 3 and c == 1:
-        sr = upscale(model, np.repeat(img, 3, axis=0), tile, overlap)
-        return np.clip(sr.mean(axis=0, keepdims=True), 0.0, 1.0)
-    raise ValueError(f"cannot run a {in_ch}-channel model on a {c}-channel image")
+    """SR (float, whole image, clipped to [0, 1]) of an image whatever its channels (channel_fn)."""
+    return assemble(sr_tiles(channel_fn(model, in_ch, scale), img, tile, overlap), img.shape[1:])
+
+
+def _alpha_fn(scale):
+    def fn(patch):  # alpha is upscaled with bicubic interpolation, clipped
+        return bicubic(patch, scale, "interpolate")
+    return fn
 
 
 _SIXTEEN_BIT_FORMATS = (".png", ".tif", ".tiff")
 
 
 def upscale_file(model, info: dict, src, dst, tile=None, overlap=16) -> tuple:
-    """Read `src`, super-resolve, write `dst` (same mode family: RGB stays RGB, gray stays gray,
-    alpha is upscaled with bicubic interpolation and clipped; 16-bit in -> 16-bit out where the
-    output format and Pillow allow). Returns the output (C, H, W) shape."""
-    from ..io.image import read_image, write_image
+    """Read `src`, super-resolve, write `dst` atomically (same mode family: RGB stays RGB, gray
+    stays gray, alpha is upscaled with bicubic interpolation and clipped; 16-bit in -> 16-bit out
+    where the output format allows). Tile by tile, each tile quantised straight into the output's
+    8/16-bit buffer: memory is the LR image, that buffer and one tile. Returns the output
+    (C, H, W) shape."""
+    from ..io.image import quantise_into, read_image, write_quantised
     img, meta = read_image(src)
     scale = int(info["scale"])
-    sr = super_resolve(model, img, scale, model_in_channels(info), tile, overlap)
     alpha = meta.get("alpha")
+    bits = 16 if meta.get("bits") == 16 and Path(dst).suffix.lower() in _SIXTEEN_BIT_FORMATS \
+        and img.shape[0] == 1 and alpha is None else 8
+    channels = img.shape[0] + (alpha is not None)
+    out = np.empty((img.shape[1] * scale, img.shape[2] * scale, channels),
+                   np.uint16 if bits == 16 else np.uint8)
+    for (y0, y1, x0, x1), s, res in sr_tiles(channel_fn(model, model_in_channels(info), scale),
+                                             img, tile, overlap):
+        if s != scale:
+            raise ValueError(f"the model upscales x{s}, its weights say x{scale}")
+        quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, :img.shape[0]], res, bits)
     if alpha is not None:
-        alpha = bicubic(alpha, scale, "interpolate")
-    bits = 8
-    if meta.get("bits") == 16 and Path(dst).suffix.lower() in _SIXTEEN_BIT_FORMATS \
-            and sr.shape[0] == 1 and alpha is None:
-        bits = 16
+        for (y0, y1, x0, x1), s, res in sr_tiles(_alpha_fn(scale), alpha, tile, overlap):
+            quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, img.shape[0]:], res, bits)
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
-    write_image(dst, sr, bits=bits, alpha=alpha)
-    return sr.shape
+    write_quantised(dst, out, bits)
+    return (img.shape[0], out.shape[0], out.shape[1])

@@ -7,12 +7,16 @@ import io
 import math
 import os
 import socket
-import time
 from pathlib import Path
+
+try:
+    import fcntl
+except ImportError:  # Windows
+    fcntl = None
 
 import numpy as np
 
-from ..io.checkpoint import write_atomic
+from ..io.atomic import write_atomic
 
 __all__ = ["RunLockedError", "RunLock", "MetricsLog", "plot_curves", "comparison_strip"]
 
@@ -21,81 +25,75 @@ class RunLockedError(RuntimeError):
     """Another live process trains in the same run folder."""
 
 
-# seconds an empty or unreadable lock file counts as being written by a starting process
-LOCK_WRITE_GRACE = 10.0
-
-
-def _age(path) -> float:
-    try:
-        return time.time() - os.stat(path).st_mtime
-    except OSError:  # gone meanwhile
-        return math.inf
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # exists, owned by someone else
-        return True
-    return True
-
-
 class RunLock:
-    """`run_dir/.lock` holding "PID HOSTNAME", created with O_EXCL so two processes cannot both own
-    it. A lock left by a dead process on this host (kill -9, power loss) is taken over; an empty
-    one is taken over only once it is LOCK_WRITE_GRACE seconds old (younger, its owner may still
-    be writing its PID)."""
+    """`run_dir/.lock`, held with flock(2) on an open descriptor: the kernel releases it when its
+    process ends however it ends (kill -9 included), so a stale lock cannot exist and two processes
+    can never both hold it (taking over a stale PID file was a race: both could judge it stale and
+    one could delete the other's fresh lock). The file holds "PID HOSTNAME" of the owner, only for
+    messages. Where fcntl is missing (Windows) the file is created with O_EXCL and a leftover one
+    must be deleted by hand. flock is not reliable on some network file systems (docs/reliability.md)."""
 
     def __init__(self, run_dir):
         self.path = Path(run_dir) / ".lock"
         self.owned = False
+        self._fd = None
 
     def acquire(self) -> None:
-        me = f"{os.getpid()} {socket.gethostname()}"
-        for _ in range(3):
+        me = f"{os.getpid()} {socket.gethostname()}\n".encode()
+        if fcntl is None:
+            return self._acquire_excl(me)
+        for _ in range(10):
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
             try:
-                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
-            except FileExistsError:
-                self._check_stale()
-                continue
-            with os.fdopen(fd, "w") as fh:
-                fh.write(me + "\n")
-            self.owned = True
-            return
-        raise RunLockedError(f"could not take the lock {self.path}")
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                raise RunLockedError(self._in_use()) from None
+            # The owner deletes the file on release: if ours is no longer the file at the path, we
+            # locked a deleted inode (opened just before the unlink); try the path again.
+            try:
+                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+            except FileNotFoundError:
+                same = False
+            if same:
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, me, 0)
+                self._fd, self.owned = fd, True
+                return
+            os.close(fd)
+        raise RunLockedError(f"could not take the lock {self.path}: it keeps being replaced")
 
-    def _check_stale(self) -> None:
+    def _acquire_excl(self, me: bytes) -> None:
         try:
-            pid_s, _, host = self.path.read_text().strip().partition(" ")
-            pid = int(pid_s)
-        except (OSError, ValueError):
-            pid, host = None, ""
-        if pid is None and _age(self.path) < LOCK_WRITE_GRACE:
-            # its owner has created it (O_EXCL) but not yet written "PID HOST": not garbage
-            raise RunLockedError(
-                f"run folder {self.path.parent} is being claimed by another process (lock file "
-                f"{self.path} is empty); try again in a moment or use another run name")
-        if pid is not None and (host != socket.gethostname() or _pid_alive(pid)):
-            raise RunLockedError(
-                f"run folder {self.path.parent} is in use by process {pid} on {host} (lock file "
-                f"{self.path}). Wait for that run to finish or use another run name "
-                f"(--set name=...). If that process is gone, delete the lock file.")
-        # stale: its owner died without cleaning up (or the file is unreadable garbage)
+            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+        except FileExistsError:
+            raise RunLockedError(self._in_use() + " If that process is gone, delete the lock "
+                                 "file.") from None
+        os.write(fd, me)
+        os.close(fd)
+        self.owned = True
+
+    def _in_use(self) -> str:
         try:
-            os.remove(self.path)
-        except FileNotFoundError:
-            pass
+            owner = self.path.read_text().strip()
+        except OSError:
+            owner = ""
+        pid, _, host = owner.partition(" ")
+        who = f"process {pid} on {host}" if pid.isdigit() and host else "a starting process"
+        return (f"run folder {self.path.parent} is in use by {who} (lock file {self.path}). Wait "
+                f"for that run to finish or use another run name (--set name=...).")
 
     def release(self) -> None:
-        if self.owned:
-            try:
-                if self.path.read_text().split(" ", 1)[0] == str(os.getpid()):
-                    os.remove(self.path)
-            except OSError:
-                pass
-            self.owned = False
+        if not self.owned:
+            return
+        try:
+            os.remove(self.path)  # while still locked: a waiter then finds the path gone and retries
+        except OSError:
+            pass
+        if self._fd is not None:
+            os.close(self._fd)  # releases the flock
+            self._fd = None
+        self.owned = False
 
 
 class MetricsLog:

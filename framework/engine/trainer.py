@@ -43,7 +43,19 @@ class TrainingError(RuntimeError):
 
 
 class TrainingInterrupted(KeyboardInterrupt):
-    """Ctrl-C: a checkpoint was saved; `resume_hint` says how to continue."""
+    """Ctrl-C or SIGTERM: a checkpoint was saved (or the message says which one is the latest);
+    `resume_hint` says how to continue, `signum` which signal it was (the exit code is 128 + it)."""
+
+    def __init__(self, message, resume_hint="", signum=signal.SIGINT):
+        super().__init__(message)
+        self.resume_hint, self.signum = resume_hint, int(signum)
+
+
+class _StopInValidation(Exception):
+    """Internal: a stop signal arrived during a validation (the caller saves and interrupts)."""
+
+
+_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
 @contextlib.contextmanager
@@ -81,7 +93,9 @@ class Trainer:
         self.iteration = 0
         self.best = {"value": None, "iteration": None}
         self.elapsed = 0.0
-        self._stop_requested = False
+        self._stop_signal = None  # the first SIGINT/SIGTERM received: stop after this iteration
+        self._losses: list[float] = []  # losses since the last metrics.csv loss row
+        self._pending = None  # the metrics row of an iteration whose validation is unfinished
         self._baselines: dict = {}
         self._build()
 
@@ -121,36 +135,40 @@ class Trainer:
     # -- public entry -----------------------------------------------------------------------------
     def fit(self) -> dict:
         """Train to `train.total_iters`. Returns {"iteration", "best", "run_dir", "val"}.
-        Raises TrainingInterrupted on Ctrl-C (after saving), TrainingError on a non-finite loss."""
+        Raises TrainingInterrupted on Ctrl-C or SIGTERM (after saving), TrainingError on a
+        non-finite loss."""
         self.run_dir.mkdir(parents=True, exist_ok=True)
         lock = RunLock(self.run_dir)
         if self.is_main:
             lock.acquire()
-        previous = self._install_sigint()
+        previous = self._install_signals()
         try:
             start = self._prepare_run()
             self.comm.check_same(start, "the iteration to resume at")
             return self._loop(start)
+        except TrainingInterrupted:
+            raise
+        except KeyboardInterrupt:  # a second signal: stopped at once, maybe inside a write
+            raise self._interrupted_again() from None
         finally:
-            if previous is not None:
-                signal.signal(signal.SIGINT, previous)
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
             lock.release()
 
     # -- run folder -------------------------------------------------------------------------------
     def _prepare_run(self) -> int:
         ckpt_path = None
         if self.resume == "auto":
-            ckpt_path = find_latest_checkpoint(self.run_dir)
+            ckpt_path = self._newest_loadable_checkpoint()
             if ckpt_path is None:
                 self._say(f"no checkpoint in {self.run_dir}: starting a new run")
         elif self.resume:
             ckpt_path = Path(self.resume)
+            self._load_checkpoint(ckpt_path)
         elif find_latest_checkpoint(self.run_dir) is not None:
             raise TrainingError(
                 f"run folder {self.run_dir} already holds checkpoints: continue it with "
                 f"--resume auto, or start another run with --set name=NEW_NAME")
-        if ckpt_path is not None:
-            self._load_checkpoint(ckpt_path)
         if self.is_main:
             (self.run_dir / "checkpoints").mkdir(exist_ok=True)
             ckpt.write_atomic(self.run_dir / "config.yaml", dump_config(self.cfg).encode())
@@ -167,9 +185,30 @@ class Trainer:
     def _key(self, metric):
         return f"{metric}_{'y' if self.cfg['val']['y_channel'] else 'rgb'}"
 
+    def _newest_loadable_checkpoint(self):
+        """--resume auto: load the newest checkpoint that loads; one that does not (truncated by a
+        copy cut short, or a disk that lied about fsync) is skipped with a line saying why. Returns
+        the path loaded, or None when there is none."""
+        files = sorted(Path(self.run_dir, "checkpoints").glob(CKPT_GLOB))
+        for path in reversed(files):
+            try:
+                self._load_checkpoint(path)
+                return path
+            except ckpt.CheckpointError as exc:
+                older = "trying the one before" if path != files[0] else "no older one"
+                self._say(f"warning: skipping checkpoint {path}: {exc} ({older})")
+        if files:
+            raise TrainingError(f"no checkpoint in {self.run_dir / 'checkpoints'} loads (each is "
+                                f"named above); start another run with --set name=NEW_NAME")
+        return None
+
     def _load_checkpoint(self, path):
         state = ckpt.load_checkpoint(path)
         ckpt.check_state_matches(self.model, state["model"], str(path))
+        logs = state.get("log") or {}
+        if not isinstance(logs, dict) or not all(isinstance(v, (int, float))
+                                                  for v in logs.get("losses", [])):
+            raise ckpt.CheckpointError(f"{path}: unreadable log state {logs!r}")
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.scheduler is not None and state.get("scheduler") is not None:
@@ -177,6 +216,8 @@ class Trainer:
         self.iteration = int(state["iteration"])
         self.best = state.get("best") or self.best
         self.elapsed = float(state.get("elapsed", 0.0))
+        self._losses = [float(v) for v in logs.get("losses", [])]
+        self._pending = logs.get("pending")
         if state.get("config_hash") != config_hash(self._hashed_config()):
             self._say("note: the config differs from the one that wrote the checkpoint")
         self._say(f"resumed from {path} at iteration {self.iteration}")
@@ -188,14 +229,16 @@ class Trainer:
     # -- the loop ---------------------------------------------------------------------------------
     def _loop(self, start: int) -> dict:
         total = self.cfg["train"]["total_iters"]
-        tcfg, vcfg, ccfg = self.cfg["train"], self.cfg["val"], self.cfg["checkpoint"]
+        tcfg, ccfg = self.cfg["train"], self.cfg["checkpoint"]
         bar = tqdm(total=total, initial=start, desc=self.cfg["name"], unit="it", dynamic_ncols=True,
                    disable=not (self.progress and self.is_main))
-        losses, last_val, last_ckpt = [], None, None
+        last_val, last_ckpt = None, None
         t0 = time.perf_counter() - self.elapsed
         try:
+            if self._pending is not None:  # resumed where a validation was interrupted: redo it
+                last_val = self._log_row(self._pending, validate=True, bar=bar)
             while self.iteration < total:
-                if self._stop_requested:
+                if self.comm.any_(self._stop_signal is not None):
                     self._interrupt(bar)
                 with self._data_errors("the training batch"):
                     batch = self.loader.get_batch(self.iteration)
@@ -203,21 +246,18 @@ class Trainer:
                 self.iteration += 1
                 self.elapsed = time.perf_counter() - t0
                 if loss is not None:
-                    losses.append(loss)
+                    self._losses.append(loss)
                 lr = self.optimizer.param_groups[0]["lr"]
                 bar.update(1)
                 bar.set_postfix(loss=f"{loss if loss is not None else math.nan:.4g}",
                                 lr=f"{lr:.3g}", refresh=False)
                 row = {}
-                if (self.iteration % tcfg["log_every"] == 0 or self.iteration == total) and losses:
-                    row.update(loss=float(np.mean(losses)), lr=lr)
-                    losses = []
-                if self.val_set is not None and self.is_main and (
-                        self.iteration % vcfg["every"] == 0 or self.iteration == total):
-                    last_val = self.validate()
-                    row.update(last_val)
-                if row and self.is_main:
-                    self.log.write(iteration=self.iteration, time_s=round(self.elapsed, 3), **row)
+                if (self.iteration % tcfg["log_every"] == 0 or self.iteration == total) \
+                        and self._losses:
+                    row.update(loss=float(np.mean(self._losses)), lr=lr)
+                    self._losses = []
+                last_val = self._log_row(row, validate=self._validation_due(total), bar=bar) \
+                    or last_val
                 if self.iteration % ccfg["every"] == 0 or self.iteration == total:
                     self.save()
                     last_ckpt = self.iteration
@@ -229,6 +269,27 @@ class Trainer:
             self._plot()
         return {"iteration": self.iteration, "best": self.best, "run_dir": str(self.run_dir),
                 "val": last_val}
+
+    def _validation_due(self, total) -> bool:
+        every = self.cfg["val"]["every"]
+        return self.val_set is not None and (self.iteration % every == 0 or self.iteration == total)
+
+    def _log_row(self, row: dict, validate: bool, bar):
+        """Validate when due, then write this iteration's metrics.csv row (loss and validation in
+        one row). A stop signal during the validation saves a checkpoint holding the row, so a
+        resume redoes the validation and writes the same row. Returns the validation means."""
+        means = None
+        if validate and self.is_main:
+            self._pending = dict(row)
+            try:
+                means = self.validate()
+            except _StopInValidation:
+                self._interrupt(bar, during="validation")
+            self._pending = None
+            row = {**row, **means}
+        if row and self.is_main:
+            self.log.write(iteration=self.iteration, time_s=round(self.elapsed, 3), **row)
+        return means
 
     def _train_step(self, batch):
         """One optimisation step; returns the loss, or None for a skipped non-finite batch."""
@@ -294,30 +355,63 @@ class Trainer:
         one process: nothing to do. Returns the (averaged) loss."""
         return self.comm.average_gradients_(self.model.parameters(), loss)
 
-    # -- Ctrl-C -----------------------------------------------------------------------------------
-    def _install_sigint(self):
-        """First Ctrl-C: finish the current iteration, save, stop. Second: stop at once."""
+    # -- Ctrl-C and SIGTERM ----------------------------------------------------------------------
+    def _install_signals(self) -> dict:
+        """First SIGINT or SIGTERM (what kill, Docker, Slurm and Kubernetes send): finish the current
+        iteration (or stop the validation), save, stop. A second one: stop at once. Returns the
+        previous handlers."""
         def handler(signum, frame):
-            if self._stop_requested:
+            if self._stop_signal is not None:
                 raise KeyboardInterrupt
-            self._stop_requested = True
-            self._say("interrupt: saving a checkpoint after this iteration (Ctrl-C again to "
-                      "abort without saving)")
-        try:
-            return signal.signal(signal.SIGINT, handler)
-        except ValueError:  # not the main thread: leave Ctrl-C alone
-            return None
+            self._stop_signal = signum
+            self._say(f"{_SIGNALS.get(signum, signum)}: saving a checkpoint after this iteration "
+                      f"(send it again to stop at once)")
+        previous = {}
+        for signum in _SIGNALS:
+            try:
+                previous[signum] = signal.signal(signum, handler)
+            except ValueError:  # not the main thread: leave the signals alone
+                break
+        return previous
 
-    def _interrupt(self, bar):
+    def _resume_hint(self) -> str:
+        cfg = self.config_path or self.run_dir / "config.yaml"
+        return f"srgrad-train {cfg} --resume auto"
+
+    def _interrupt(self, bar, during=None):
         self.save()
         bar.close()
-        cfg = self.config_path or self.run_dir / "config.yaml"
-        hint = f"srgrad-train {cfg} --resume auto"
-        self._say(f"interrupted at iteration {self.iteration}; checkpoint saved in "
+        hint, signum = self._resume_hint(), self._stop_signal or signal.SIGINT
+        where = f" during the validation of iteration {self.iteration} (it runs again on resume)" \
+            if during else ""
+        self._say(f"interrupted at iteration {self.iteration}{where}; checkpoint saved in "
                   f"{self.run_dir / 'checkpoints'}. Resume with:\n  {hint}")
-        exc = TrainingInterrupted(f"interrupted at iteration {self.iteration}")
-        exc.resume_hint = hint
-        raise exc
+        raise TrainingInterrupted(f"interrupted at iteration {self.iteration}", hint, signum)
+
+    def _interrupted_again(self) -> TrainingInterrupted:
+        """A second signal stopped the process at once, maybe inside a write: say what is on disk
+        (writes are atomic: a checkpoint file there is whole)."""
+        hint, signum = self._resume_hint(), self._stop_signal or signal.SIGINT
+        latest = find_latest_checkpoint(self.run_dir)
+        latest_iter = int(latest.stem.split("_")[1]) if latest is not None else None
+        if latest_iter == self.iteration:
+            state = f"the checkpoint of iteration {self.iteration} was written: {latest}"
+        elif latest is not None:
+            state = (f"no checkpoint of iteration {self.iteration}; the latest is {latest} "
+                     f"(iteration {latest_iter})")
+        else:
+            state = "no checkpoint has been written yet"
+        weights = self.run_dir / "net_latest.safetensors"
+        try:
+            lagging = ckpt.load_weights(weights)[1].get("iteration") != latest_iter
+        except (ckpt.CheckpointError, OSError):
+            lagging = latest is not None
+        if lagging and latest is not None:
+            state += f" ({weights.name} may be older)"
+        if self.is_main:
+            self._say(f"interrupted again at iteration {self.iteration}: {state}. Resume with:\n"
+                      f"  {hint}")
+        return TrainingInterrupted(f"interrupted again at iteration {self.iteration}", hint, signum)
 
     # -- saving -----------------------------------------------------------------------------------
     def _weights_info(self):
@@ -335,7 +429,8 @@ class Trainer:
             path, self.model.state_dict(), self.optimizer.state_dict(),
             self.scheduler.state_dict() if self.scheduler is not None else None,
             iteration=self.iteration, best=self.best, elapsed=self.elapsed,
-            config_hash=config_hash(self._hashed_config()), rng=None, **{
+            config_hash=config_hash(self._hashed_config()), rng=None,
+            log={"losses": list(self._losses), "pending": self._pending}, **{
                 k: v for k, v in self._weights_info().items() if k != "iteration"})
         ckpt.save_weights(self.run_dir / "net_latest.safetensors", self.model.state_dict(),
                           **self._weights_info())
@@ -355,8 +450,9 @@ class Trainer:
         bar = tqdm(range(len(self.val_set)), desc="validate", leave=False, unit="img",
                    disable=not (self.progress and self.is_main))
         for i in bar:
-            if self._stop_requested:
-                break
+            if self._stop_signal is not None:
+                self.model.train()
+                raise _StopInValidation
             with self._data_errors("a validation image"):
                 item = self.val_set.get(i)
             sr = np.clip(upscale(self.model, item["lq"], vcfg["tile"], vcfg["tile_overlap"]), 0, 1)
@@ -371,8 +467,6 @@ class Trainer:
                 out.parent.mkdir(exist_ok=True)
                 write_image(out, comparison_strip(bic, sr, gt))
         self.model.train()
-        if self._stop_requested:  # Ctrl-C mid-validation: a partial mean would mislead net_best
-            return {}
         means = {k: float(np.mean(v)) for k, v in scores.items() if v}
         if not self.is_main or not means:
             return means

@@ -16,6 +16,8 @@ import os
 import numpy as np
 import safetensors.numpy
 
+from .atomic import write_atomic
+
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "save_weights", "load_weights",
            "load_model_weights", "read_safetensors", "write_atomic", "check_state_matches"]
 
@@ -68,38 +70,6 @@ def _unflatten(obj, arrays: dict, source: str):
 
 
 # -- file level -----------------------------------------------------------------------------------
-def write_atomic(path, data: bytes) -> None:
-    """Write `data` to `path` so that readers see the old file or the new one, never a partial one:
-    same-folder temporary file, flush + fsync, os.replace, then fsync the folder (best effort)."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp"
-    try:
-        with open(tmp, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException as exc:
-        try:
-            os.remove(tmp)
-        except OSError:
-            pass
-        if isinstance(exc, OSError):
-            raise OSError(exc.errno, f"cannot write {path}: {exc.strerror or exc} (any previous "
-                                     f"version of the file is intact)") from exc
-        raise
-    try:
-        fd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
-    except OSError:
-        return
-    try:
-        os.fsync(fd)
-    except OSError:
-        pass
-    finally:
-        os.close(fd)
-
-
 def _serialize(tensors: dict, info: dict, fmt: str) -> bytes:
     meta = {"format": fmt, "srgrad": json.dumps(info, allow_nan=True)}
     # np.require keeps 0-d arrays 0-d (np.ascontiguousarray would make them 1-d)

@@ -1,6 +1,7 @@
 """Image files <-> float arrays (C, H, W) in [0, 1], through Pillow.
 
-Reading: PNG, JPEG, BMP and TIFF (only these decoders are enabled: fewer parsers, fewer ways in).
+Reading: PNG, JPEG, BMP, TIFF and WebP (only these decoders are enabled: fewer parsers, fewer ways
+in).
 Pillow modes map to arrays as follows:
 
 | mode                         | array (C, H, W)   | alpha    | bits |
@@ -34,16 +35,21 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
-__all__ = ["MAX_PIXELS", "IMAGE_EXTENSIONS", "read_image", "image_size", "write_image", "list_images"]
+from .atomic import atomic_open
+
+__all__ = ["MAX_PIXELS", "IMAGE_EXTENSIONS", "read_image", "image_size", "write_image",
+           "write_quantised", "quantise_into", "list_images"]
 
 # Largest width * height read_image decodes (Pillow's own default limit); a module constant so a
 # user with genuinely huge images can raise it, or pass max_pixels= per call.
 MAX_PIXELS = 178_956_970
 
-IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
-_FORMATS = ("PNG", "JPEG", "BMP", "TIFF")
+IMAGE_EXTENSIONS = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp")
+_FORMATS = ("PNG", "JPEG", "BMP", "TIFF", "WEBP")
 _WRITE_FORMATS = {".png": "PNG", ".jpg": "JPEG", ".jpeg": "JPEG", ".bmp": "BMP", ".tif": "TIFF",
-                  ".tiff": "TIFF"}
+                  ".tiff": "TIFF", ".webp": "WEBP"}
+WRITE_EXTENSIONS = tuple(_WRITE_FORMATS)
+_ALPHA_MODES = ("RGBA", "RGBa", "LA", "La", "PA")
 _ORIENTATION = 0x0112  # the EXIF tag
 _16BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
 # Exceptions Pillow raises on corrupt or truncated data (zlib/struct errors escape some plugins).
@@ -68,6 +74,16 @@ def read_image(path, max_pixels: int | None = None):
         im.load()
         im = ImageOps.exif_transpose(im)
         return _to_array(im, mode, path)
+
+
+def has_alpha(path) -> bool:
+    """Whether an image file carries an alpha channel (from its header; False when unreadable: the
+    read itself reports that)."""
+    try:
+        with _opened(Path(path), "corrupt image header") as im:
+            return im.mode in _ALPHA_MODES or (im.mode == "P" and "transparency" in im.info)
+    except (OSError, ValueError):
+        return False
 
 
 def image_size(path, max_pixels: int | None = None) -> tuple[int, int]:
@@ -197,22 +213,46 @@ def write_image(path, array, bits: int = 8, alpha=None, quality: int = 95) -> No
                              f"(1, {color.shape[1]}, {color.shape[2]}) for {path}")
         if fmt == "JPEG":
             raise ValueError(f"write_image: JPEG cannot store alpha ({path}); use .png or .tif")
+    if bits == 16 and (fmt not in ("PNG", "TIFF") or color.shape[0] != 1 or alpha is not None):
+        raise ValueError(f"write_image: 16-bit output is supported only for 1-channel PNG/TIFF "
+                         f"without alpha (Pillow cannot write 16-bit colour); got "
+                         f"{color.shape[0]} channel(s){' + alpha' if alpha is not None else ''} "
+                         f"as {fmt} for {path}; use bits=8")
+    planes = color if alpha is None else np.concatenate([color, alpha], axis=0)
+    out = np.empty(planes.shape[1:] + planes.shape[:1], np.uint16 if bits == 16 else np.uint8)
+    quantise_into(out, planes, bits)
+    write_quantised(path, out, bits, quality)
+
+
+def quantise_into(out: np.ndarray, planes: np.ndarray, bits: int) -> None:
+    """out (H, W, C) uint8/uint16 = planes (C, H, W) float clipped to [0, 1] and rounded to `bits`
+    (round half to even, in float64 a band of rows at a time: exact for 65535 levels without a
+    float64 copy of a whole large image)."""
+    peak = 65535 if bits == 16 else 255
+    rows = max(1, (1 << 22) // max(1, planes.shape[0] * planes.shape[2]))
+    for r in range(0, planes.shape[1], rows):
+        band = np.clip(planes[:, r:r + rows].astype(np.float64), 0.0, 1.0)
+        out[r:r + rows] = np.round(band * peak).transpose(1, 2, 0)
+
+
+def write_quantised(path, q: np.ndarray, bits: int = 8, quality: int = 95) -> None:
+    """Write an (H, W, C) uint8 (or 1-channel uint16) array: C = 1 gray, 2 gray + alpha, 3 RGB,
+    4 RGBA; the format follows the extension. Written atomically (a temporary file, then renamed):
+    an interrupted write never leaves a truncated image. Parent folders are created."""
+    path = Path(path)
+    fmt = _WRITE_FORMATS.get(path.suffix.lower())
+    if fmt is None:
+        raise ValueError(f"write_image: cannot write {path}: extension {path.suffix!r} is not one of "
+                         f"{', '.join(_WRITE_FORMATS)}")
     if bits == 16:
-        if fmt not in ("PNG", "TIFF") or color.shape[0] != 1 or alpha is not None:
-            raise ValueError(f"write_image: 16-bit output is supported only for 1-channel PNG/TIFF "
-                             f"without alpha (Pillow cannot write 16-bit colour); got "
-                             f"{color.shape[0]} channel(s){' + alpha' if alpha is not None else ''} "
-                             f"as {fmt} for {path}; use bits=8")
-        q = _quantise(color[0], 65535).astype(np.uint16)
-        im = Image.fromarray(q)  # mode "I;16"
+        im = Image.fromarray(np.ascontiguousarray(q[:, :, 0]))  # mode "I;16"
     else:
-        planes = color if alpha is None else np.concatenate([color, alpha], axis=0)
-        q = _quantise(planes, 255).astype(np.uint8).transpose(1, 2, 0)
         mode = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[q.shape[2]]
         im = Image.fromarray(q[:, :, 0] if mode == "L" else q, mode=mode)
     path.parent.mkdir(parents=True, exist_ok=True)
-    options = {"quality": int(quality)} if fmt == "JPEG" else {}
-    im.save(path, format=fmt, **options)
+    options = {"quality": int(quality)} if fmt in ("JPEG", "WEBP") else {}
+    with atomic_open(path) as fh:
+        im.save(fh, format=fmt, **options)
 
 
 def _check_plane_stack(array, name: str, path: Path) -> np.ndarray:
@@ -229,11 +269,6 @@ def _check_plane_stack(array, name: str, path: Path) -> np.ndarray:
     if not np.isfinite(arr).all():
         raise ValueError(f"write_image: {name} contains NaN or Inf values for {path}")
     return arr
-
-
-def _quantise(arr: np.ndarray, peak: int) -> np.ndarray:
-    # float64 so that 65535 levels round exactly; round half to even like numpy/torch everywhere.
-    return np.round(np.clip(arr.astype(np.float64), 0.0, 1.0) * peak)
 
 
 def list_images(folder) -> list[Path]:

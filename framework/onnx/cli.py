@@ -59,7 +59,7 @@ def _same_file(a, b) -> bool:
 
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    from ..engine.cli import _error, _load
+    from ..engine.cli import error as _error, load_model_from_args as _load
     from ..io.config import ConfigError
     from . import export
     from .export import ExportError

@@ -270,7 +270,7 @@ def export(model, example, path, opset: int = 18, dynamic=None, fp16: bool = Fal
     tolerance: max |ONNX Runtime - srgrad| accepted (default 1e-4 float32); above it ExportError
     and nothing is written. The file is written atomically (temporary file + os.replace)."""
     onnx, ort = _require()
-    from ..io.checkpoint import write_atomic
+    from ..io.atomic import write_atomic
     opset = int_arg("export", "opset", opset, MIN_OPSET)
     if opset > onnx.defs.onnx_opset_version():
         raise ValueError(f"export: opset {opset} is newer than onnx {onnx.__version__} knows "

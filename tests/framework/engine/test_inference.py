@@ -92,10 +92,10 @@ def test_infer_folder_of_mixed_modes(weights, tmp_path):
     _save(src / "rgb.bmp", rng.integers(0, 256, (9, 7, 3), dtype=np.uint8), None)
     assert infer_main(["--weights", str(weights), "--input", str(src), "--output",
                        str(tmp_path / "out"), "--no-progress"]) == 0
-    assert Image.open(tmp_path / "out" / "gray.png").mode == "L"
-    assert Image.open(tmp_path / "out" / "gray.png").size == (24, 20)
-    assert Image.open(tmp_path / "out" / "rgb.jpg").mode == "RGB"
-    assert Image.open(tmp_path / "out" / "rgb.bmp").size == (14, 18)
+    assert Image.open(tmp_path / "out" / "gray_x2.png").mode == "L"
+    assert Image.open(tmp_path / "out" / "gray_x2.png").size == (24, 20)
+    assert Image.open(tmp_path / "out" / "rgb_x2.jpg").mode == "RGB"
+    assert Image.open(tmp_path / "out" / "rgb_x2.bmp").size == (14, 18)
 
 
 def test_weights_without_spec_need_a_model(tmp_path, capsys):
@@ -137,7 +137,8 @@ def test_evaluate_prints_table_and_writes_csv(weights, tmp_path, capsys):
     assert eval_main(["--weights", str(weights), "--input", str(hr_dir), "--scale", "2",
                       "--csv", str(out_csv), "--no-progress"]) == 0
     text = capsys.readouterr().out
-    assert "Y channel, crop_border=2, bicubic = MATLAB imresize" in text and "mean" in text
+    assert "x2, Y channel, crop_border=2, LR made by MATLAB imresize, bicubic = MATLAB imresize" \
+        in text and "mean" in text
     with open(out_csv) as fh:
         rows = list(csv.DictReader(fh))
     assert [r["image"] for r in rows] == ["a.png", "b.png", "mean"]
@@ -149,6 +150,9 @@ def test_evaluate_prints_table_and_writes_csv(weights, tmp_path, capsys):
     assert float(rows[0]["bicubic_psnr_Y"]) == pytest.approx(expected, abs=1e-4)
     mean = (float(rows[0]["psnr_Y"]) + float(rows[1]["psnr_Y"])) / 2
     assert float(rows[2]["psnr_Y"]) == pytest.approx(mean, abs=1e-3)
+    for r in rows:  # the delta-vs-bicubic column
+        assert float(r["delta_psnr_Y"]) == pytest.approx(float(r["psnr_Y"]) -
+                                                         float(r["bicubic_psnr_Y"]), abs=2e-4)
 
 
 def test_bicubic_baselines():

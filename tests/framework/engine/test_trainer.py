@@ -11,7 +11,7 @@ import pytest
 
 from framework.engine import Trainer, TrainingError, TrainingInterrupted, load_model
 from framework.engine.cli import train_main
-from framework.engine.runlog import RunLockedError
+from framework.engine.runlog import RunLock, RunLockedError
 from framework.io import checkpoint as ckpt
 from framework.engine.schema import load_config
 
@@ -132,10 +132,14 @@ def test_second_run_on_a_locked_folder_is_refused(make_config, tmp_path):
     path = make_config(iters=2, every=2)
     run = tmp_path / "runs" / "tiny"
     run.mkdir(parents=True)
-    (run / ".lock").write_text(f"{os.getppid()} {os.uname().nodename}\n")  # a live process
-    with pytest.raises(RunLockedError, match=rf"run folder {run} is in use by process "
-                                             rf"{os.getppid()}"):
-        trainer(path).fit()
+    holder = RunLock(run)  # another open file description: flock conflicts even in one process
+    holder.acquire()
+    try:
+        with pytest.raises(RunLockedError, match=rf"run folder {run} is in use by process "
+                                                 rf"{os.getpid()}"):
+            trainer(path).fit()
+    finally:
+        holder.release()
     assert not (run / "checkpoints").exists()
 
 

@@ -157,15 +157,33 @@ def test_corrupt_header_and_metadata_are_named(tmp_path, checkpoint_bytes):
         ckpt.load_weights(path)
 
 
-def test_truncated_latest_checkpoint_on_resume_is_named(make_tiny_config, tmp_path, capsys):
+def test_truncated_latest_checkpoint_on_resume_falls_back_to_the_newest_that_loads(
+        make_tiny_config, tmp_path, capsys):
+    """A latest checkpoint cut short outside srgrad (a copy cut short, a disk that lied about fsync)
+    no longer stops `--resume auto`: it says which file it skipped and why, resumes from the newest
+    checkpoint that loads and ends like an uninterrupted run. An explicit --resume FILE still
+    refuses the damaged file."""
     cfg = make_tiny_config(iters=4, every=2)
     assert train_main([str(cfg), "--no-progress"]) == 0
-    latest = tmp_path / "runs" / "tiny" / "checkpoints" / "iter_00000004.safetensors"
+    run = tmp_path / "runs" / "tiny"
+    latest = run / "checkpoints" / "iter_00000004.safetensors"
     latest.write_bytes(latest.read_bytes()[:100])  # damaged outside srgrad (e.g. a bad copy)
-    assert train_main([str(cfg), "--resume", "auto", "--set", "train.total_iters=6",
-                       "--no-progress"]) == 1
+    assert train_main([str(cfg), "--resume", str(latest), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert f"error: {latest} is truncated" in err and "Traceback" not in err, err
+    assert train_main([str(cfg), "--resume", "auto", "--set", "train.total_iters=6",
+                       "--no-progress"]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: skipping checkpoint {latest}: {latest} is truncated" in err, err
+    assert "(trying the one before)" in err
+    assert f"resumed from {run / 'checkpoints' / 'iter_00000002.safetensors'} at iteration 2" in err
+    assert train_main([str(cfg), "--set", "name=ref", "--set", "train.total_iters=6",
+                       "--no-progress"]) == 0
+    a = ckpt.load_checkpoint(run / "checkpoints" / "iter_00000006.safetensors")["model"]
+    b = ckpt.load_checkpoint(tmp_path / "runs" / "ref" / "checkpoints" /
+                             "iter_00000006.safetensors")["model"]
+    for k in a:
+        np.testing.assert_array_equal(a[k], b[k])
 
 
 # -- pickle is never loaded -----------------------------------------------------------------------

@@ -1,0 +1,94 @@
+"""Where srgrad-infer writes, decided and checked before any image is processed: never over an input
+(files, folders, symlinks and case-insensitive file systems: the same file is the same inode), never
+over any existing file without --overwrite, an output extension that can be written, a folder that
+can be written to."""
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+from ..io.image import WRITE_EXTENSIONS, has_alpha
+
+__all__ = ["OutputError", "plan_outputs", "output_name"]
+
+
+class OutputError(ValueError):
+    """An output that must not or cannot be written: the message names it and what to do."""
+
+
+def output_name(src: Path, suffix: str, ext: str, scale: int) -> str:
+    """`<stem><suffix>.<ext>` (suffix may hold {scale}; ext "auto" keeps the input's)."""
+    suffix = suffix.format(scale=scale)
+    extension = src.suffix if ext == "auto" else "." + ext
+    return f"{src.stem}{suffix}{extension}"
+
+
+def _same_file(a: Path, b: Path) -> bool:
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return False
+
+
+def _check_folder(folder: Path, what: str) -> None:
+    """The folder exists or can be made, and a file can be created in it (tried, not guessed:
+    os.access says yes to root on a read-only mount)."""
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"{what} {folder} is a file, not a folder")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        probe = folder / f".srgrad-write-test-{uuid.uuid4().hex}"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise OutputError(f"{what} {folder} is not writable: {exc.strerror or exc}") from None
+
+
+def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str, overwrite: bool,
+                 scale: int):
+    """([(input, output)], [skipped (input, existing output)]) for srgrad-infer, or OutputError.
+
+    Folder mode (`--input DIR`): each output is `output/<stem><suffix>.<ext>`; an existing output is
+    skipped (a re-run continues a folder) unless `overwrite`. File mode: `output` is the file (or a
+    folder to put `<stem><suffix>.<ext>` in); an existing one is an error unless `overwrite`. Either
+    way an output that IS one of the inputs is refused, with or without --overwrite."""
+    output = Path(output)
+    if ext != "auto" and "." + ext not in WRITE_EXTENSIONS:
+        raise OutputError(f"--ext {ext}: cannot write that format (choose from auto, "
+                          f"{', '.join(e[1:] for e in WRITE_EXTENSIONS)})")
+    pairs = []
+    if folder_mode or output.is_dir():
+        _check_folder(output, "--output")
+        for src in inputs:
+            pairs.append((src, output / output_name(src, suffix, ext, scale)))
+    else:
+        if output.suffix.lower() not in WRITE_EXTENSIONS:
+            raise OutputError(f"--output {output}: extension {output.suffix or '(none)'!r} is not "
+                              f"one srgrad writes ({', '.join(WRITE_EXTENSIONS)})")
+        _check_folder(output.parent if str(output.parent) else Path("."), "the folder of --output")
+        pairs.append((inputs[0], output))
+    todo, skipped, seen = [], [], {}
+    for src, dst in pairs:
+        if dst.suffix.lower() not in WRITE_EXTENSIONS:
+            raise OutputError(f"{src}: its output {dst} has extension {dst.suffix!r}, which srgrad "
+                              f"cannot write; pass --ext png (or jpg, webp, tif)")
+        clash = next((i for i in inputs if _same_file(dst, i)), None)
+        if clash is not None:
+            raise OutputError(f"refusing to write {dst}: it is the input {clash} (same file); "
+                              f"choose another --output or --suffix")
+        key = os.path.normcase(os.path.abspath(dst)).casefold()
+        if key in seen:
+            raise OutputError(f"{src} and {seen[key]} would both be written to {dst}; pass --suffix "
+                              f"or --ext to tell them apart")
+        seen[key] = src
+        if dst.suffix.lower() in (".jpg", ".jpeg") and has_alpha(src):
+            raise OutputError(f"{src} has an alpha channel, which JPEG cannot store ({dst}); pass "
+                              f"--ext png or --ext webp")
+        if dst.exists() and not overwrite:
+            if not folder_mode:
+                raise OutputError(f"--output {dst} exists; pass --overwrite to replace it")
+            skipped.append((src, dst))
+            continue
+        todo.append((src, dst))
+    return todo, skipped

@@ -1,0 +1,226 @@
+"""srgrad-infer and srgrad-eval at the edges: never over an input, never over an existing file without
+--overwrite, outputs named and typed as asked, checked before any work, written atomically, memory
+bounded by a tile; eval on one image, on given LR images, with a delta column and a CSV that never
+replaces another's."""
+import csv
+import os
+import tracemalloc
+
+import numpy as np
+import pytest
+from PIL import Image
+
+import models  # noqa: F401  registers the architectures
+from framework.engine import build_model, inference
+from framework.engine.cli import eval_main, infer_main
+from framework.io import image as image_io
+from framework.io.checkpoint import save_weights
+from framework.nn import init
+
+SPEC = {"type": "FSRCNN", "d": 8, "s": 4, "m": 1}
+
+
+@pytest.fixture
+def weights(tmp_path):
+    init.manual_seed(0)
+    model = build_model(SPEC, scale=2)
+    path = tmp_path / "net.safetensors"
+    save_weights(path, model.state_dict(), model={**SPEC, "scale": 2}, scale=2)
+    return path
+
+
+def _png(path, h=10, w=12, channels=3, seed=0):
+    rng = np.random.default_rng(seed)
+    shape = (h, w) if channels == 1 else (h, w, channels)
+    Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8)).save(path)
+    return path
+
+
+def infer(weights, *args):
+    return infer_main(["--weights", str(weights), *map(str, args), "--no-progress"])
+
+
+# -- never over an input ------------------------------------------------------------------------
+def test_same_folder_without_a_suffix_is_refused_before_any_work(weights, tmp_path, capsys):
+    """The independent check's case: --input DIR --output DIR replaced the originals."""
+    src = tmp_path / "photos"
+    src.mkdir()
+    a, b = _png(src / "a.png"), _png(src / "b.png", seed=1)
+    before = {p: p.read_bytes() for p in (a, b)}
+    for extra in ([], ["--overwrite"]):
+        assert infer(weights, "--input", src, "--output", src, "--suffix", "", *extra) == 2
+        err = capsys.readouterr().err
+        assert f"refusing to write {src / 'a.png'}: it is the input {src / 'a.png'} (same file)" \
+            in err, err
+    assert {p: p.read_bytes() for p in (a, b)} == before and sorted(os.listdir(src)) == \
+        ["a.png", "b.png"]
+    # with the default suffix the same folder is fine: photo.png -> photo_x2.png beside it
+    assert infer(weights, "--input", src, "--output", src) == 0
+    assert sorted(os.listdir(src)) == ["a.png", "a_x2.png", "b.png", "b_x2.png"]
+    assert {p: p.read_bytes() for p in (a, b)} == before
+
+
+def test_output_equal_to_the_input_file_or_a_link_to_it_is_refused(weights, tmp_path, capsys):
+    src = _png(tmp_path / "a.png")
+    link = tmp_path / "link.png"
+    link.symlink_to(src)
+    before = src.read_bytes()
+    for out in (src, link, tmp_path / "sub" / ".." / "a.png"):
+        (tmp_path / "sub").mkdir(exist_ok=True)
+        assert infer(weights, "--input", src, "--output", out, "--overwrite") == 2
+        assert "it is the input" in capsys.readouterr().err
+    assert src.read_bytes() == before
+
+
+def test_case_insensitive_clash_is_caught_by_identity(weights, tmp_path, capsys, monkeypatch):
+    """On a case-insensitive file system A.PNG and a.png are one file: the check compares files
+    (samefile), not names. Simulated here by making samefile say so for the upper-case name."""
+    src = _png(tmp_path / "a.png")
+    real = os.path.samefile
+    monkeypatch.setattr(os.path, "samefile", lambda x, y: real(str(x).replace("A.PNG", "a.png"), y))
+    out = tmp_path / "A.PNG"
+    out.write_bytes(b"exists")  # on such a system it would be the input itself
+    assert infer(weights, "--input", src, "--output", out, "--overwrite") == 2
+    assert "it is the input" in capsys.readouterr().err
+
+
+# -- existing outputs -----------------------------------------------------------------------------
+def test_existing_outputs_are_skipped_or_need_overwrite(weights, tmp_path, capsys):
+    src = tmp_path / "in"
+    src.mkdir()
+    _png(src / "a.png"), _png(src / "b.png", seed=1)
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "a_x2.png").write_bytes(b"precious")
+    assert infer(weights, "--input", src, "--output", out) == 0
+    err = capsys.readouterr().err
+    assert f"skipped {src / 'a.png'}: {out / 'a_x2.png'} exists (--overwrite replaces it)" in err
+    assert (out / "a_x2.png").read_bytes() == b"precious" and (out / "b_x2.png").exists()
+    assert infer(weights, "--input", src, "--output", out, "--overwrite") == 0
+    assert Image.open(out / "a_x2.png").size == (24, 20)
+    # one file: an existing output is an error without --overwrite
+    single = tmp_path / "single.png"
+    single.write_bytes(b"precious")
+    assert infer(weights, "--input", src / "a.png", "--output", single) == 2
+    assert f"--output {single} exists; pass --overwrite to replace it" in capsys.readouterr().err
+    assert single.read_bytes() == b"precious"
+
+
+# -- names, formats and checks before any work ----------------------------------------------------
+def test_suffix_and_ext(weights, tmp_path):
+    src = tmp_path / "in"
+    src.mkdir()
+    _png(src / "a.png"), _png(src / "g.png", channels=1)
+    out = tmp_path / "out"
+    assert infer(weights, "--input", src, "--output", out, "--suffix", "_sr{scale}x",
+                 "--ext", "webp") == 0
+    assert sorted(os.listdir(out)) == ["a_sr2x.webp", "g_sr2x.webp"]
+    im = Image.open(out / "a_sr2x.webp")
+    assert im.format == "WEBP" and im.size == (24, 20)
+    # WebP reads back as an input too
+    assert infer(weights, "--input", out / "a_sr2x.webp", "--output", tmp_path / "b.png") == 0
+    assert Image.open(tmp_path / "b.png").size == (48, 40)
+
+
+@pytest.mark.parametrize("args,match", [
+    (["--output", "OUT/x.gif"], r"--output .*x\.gif: extension '\.gif' is not one srgrad writes"),
+    (["--output", "FILE"], r"--output .*file\.txt is a file, not a folder"),  # folder mode
+    (["--ext", "png", "--output", "RO"], r"--output .*ro is not writable"),
+])
+def test_bad_outputs_are_one_line_errors_before_any_work(weights, tmp_path, capsys, monkeypatch,
+                                                         args, match):
+    src = tmp_path / "in"
+    src.mkdir()
+    _png(src / "a.png")
+    (tmp_path / "file.txt").write_text("I am a file")
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    real_touch = type(ro).touch
+    monkeypatch.setattr(type(ro), "touch", lambda p, *a, **k: (_ for _ in ()).throw(
+        PermissionError(13, "Permission denied")) if p.parent == ro else real_touch(p, *a, **k))
+    ran = []
+    monkeypatch.setattr(inference, "upscale_file", lambda *a, **k: ran.append(a))
+    args = [a.replace("OUT", str(tmp_path / "out")).replace("FILE", str(tmp_path / "file.txt"))
+            .replace("RO", str(ro)) for a in args]
+    inp = src / "a.png" if args[1].endswith(".gif") else src
+    assert infer(weights, "--input", inp, *args) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    import re
+    assert re.search(match, err, re.I), err
+    assert not ran
+
+
+def test_jpeg_cannot_take_alpha(weights, tmp_path, capsys):
+    src = _png(tmp_path / "rgba.png", channels=4)
+    assert infer(weights, "--input", src, "--output", tmp_path / "out.jpg") == 2
+    assert "has an alpha channel, which JPEG cannot store" in capsys.readouterr().err
+
+
+# -- atomic outputs -------------------------------------------------------------------------------
+def test_an_interrupted_image_write_leaves_the_previous_file(tmp_path, monkeypatch):
+    path = tmp_path / "x.png"
+    image_io.write_image(path, np.full((3, 8, 8), 0.5, np.float32))
+    before = path.read_bytes()
+    real = Image.Image.save
+
+    def dying(self, fp, *a, **k):
+        fp.write(b"\x89PNG half")
+        raise KeyboardInterrupt  # e.g. kill while encoding
+    monkeypatch.setattr(Image.Image, "save", dying)
+    with pytest.raises(KeyboardInterrupt):
+        image_io.write_image(path, np.zeros((3, 8, 8), np.float32))
+    monkeypatch.setattr(Image.Image, "save", real)
+    assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["x.png"]
+
+
+# -- memory: tiled inference is bounded by a tile -------------------------------------------------
+def test_tiled_upscale_file_allocates_no_full_size_float_image(weights, tmp_path):
+    """A 360x480 RGB image x2 with 64-pixel tiles: numpy's peak allocation stays near the LR image +
+    the 8-bit output buffer (+ Pillow's copy), far below one float32 HR image (8.3 MB), and the
+    result equals untiled inference (overlap covers FSRCNN's receptive field)."""
+    src = _png(tmp_path / "big.png", h=360, w=480)
+    model, info = inference.load_model(weights)
+    inference.upscale_file(model, info, src, tmp_path / "warm.png", tile=64, overlap=8)  # compile
+    tracemalloc.start()
+    inference.upscale_file(model, info, src, tmp_path / "tiled.png", tile=64, overlap=8)
+    _, peak = tracemalloc.get_traced_memory()
+    tracemalloc.stop()
+    lr_float = 360 * 480 * 3 * 4
+    hr_uint8 = 720 * 960 * 3
+    assert peak < lr_float + 2 * hr_uint8 + 2 * 2**20, peak / 2**20
+    inference.upscale_file(model, info, src, tmp_path / "whole.png")
+    tiled = np.asarray(Image.open(tmp_path / "tiled.png")).astype(int)
+    whole = np.asarray(Image.open(tmp_path / "whole.png")).astype(int)
+    # equal up to float rounding, which can move a value across a quantisation step
+    assert np.abs(tiled - whole).max() <= 1 and (tiled != whole).mean() < 1e-3
+
+
+# -- srgrad-eval ----------------------------------------------------------------------------------
+def test_eval_single_image_paired_lr_and_csv_never_replaced(weights, tmp_path, capsys):
+    hr = tmp_path / "hr"
+    hr.mkdir()
+    _png(hr / "0001.png", h=32, w=28, seed=3)
+    _png(hr / "0002.png", h=32, w=28, seed=4)
+    lq = tmp_path / "lq"
+    lq.mkdir()
+    for name in ("0001", "0002"):
+        Image.open(hr / f"{name}.png").resize((14, 16), Image.BICUBIC).save(lq / f"{name}x2.png")
+    assert eval_main(["--weights", str(weights), "--input", str(hr / "0001.png"),
+                      "--no-progress"]) == 0
+    first = weights.parent / "eval_net_0001.csv"
+    rows = list(csv.DictReader(open(first)))
+    assert [r["image"] for r in rows] == ["0001.png", "mean"]
+    assert eval_main(["--weights", str(weights), "--input", str(hr / "0001.png"),
+                      "--no-progress"]) == 0
+    assert (weights.parent / "eval_net_0001_2.csv").exists()  # the first one is kept
+    assert list(csv.DictReader(open(first))) == rows
+    out = capsys.readouterr().out
+    assert f"written: {weights.parent / 'eval_net_0001_2.csv'}" in out
+    assert eval_main(["--weights", str(weights), "--input", str(hr), "--lq", str(lq),
+                      "--csv", str(tmp_path / "paired.csv"), "--no-progress"]) == 0
+    assert "LR from" in capsys.readouterr().out
+    paired = list(csv.DictReader(open(tmp_path / "paired.csv")))
+    assert [r["image"] for r in paired] == ["0001.png", "0002.png", "mean"]
+    # paired LR differ from imresize LR: the bicubic baseline differs too
+    assert paired[0]["bicubic_psnr_Y"] != rows[0]["bicubic_psnr_Y"]
