@@ -108,6 +108,21 @@ def test_module_state_dict_parameter_and_nesting(tmp_path, layout):
     assert list(state) == list(sd) and info["key"] == "sd" and info["format"] == layout
 
 
+@pytest.mark.parametrize("layout", LAYOUTS)
+@pytest.mark.parametrize("protocol", [4, 5])
+def test_newer_pickle_protocols(tmp_path, layout, protocol):
+    """pickle_protocol=4/5: FRAME, MEMOIZE, SHORT_BINUNICODE and STACK_GLOBAL instead of GLOBAL."""
+    torch.manual_seed(0)
+    sd = torch.nn.Conv2d(3, 4, 3).state_dict()
+    path = tmp_path / "p.pth"
+    torch.save({"sd": sd, "u16": torch.tensor([7, 9]).to(torch.uint16)}, path,
+               pickle_protocol=protocol, _use_new_zipfile_serialization=layout == "zip")
+    out = read_pth(path)
+    for k, t in sd.items():
+        assert_same(out["sd"][k], t)
+    assert out["u16"].dtype == np.uint16 and out["u16"].tolist() == [7, 9]
+
+
 @pytest.fixture
 def sds():
     torch.manual_seed(1)
