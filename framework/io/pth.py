@@ -167,16 +167,15 @@ def _check_metadata(machine, metadata):
         machine.fail(f"a tensor with metadata {short(metadata)}")
 
 
-def _tensor_v1(machine, args):
-    return _tensor(machine, *_args(machine, "_rebuild_tensor", args, 4), args[0].dtype
-                   if isinstance(args[0], _Storage) else None)
+def _tensor_v1(machine, args):  # the tensor's dtype is its storage's
+    storage, offset, size, stride = _args(machine, "_rebuild_tensor", args, 4)
+    return _tensor(machine, storage, offset, size, stride, getattr(storage, "dtype", None))
 
 
 def _tensor_v2(machine, args):
     storage, offset, size, stride = _args(machine, "_rebuild_tensor_v2", args, 6, 7)[:4]
     _check_metadata(machine, args[6] if len(args) == 7 else None)
-    dtype = storage.dtype if isinstance(storage, _Storage) else None
-    return _tensor(machine, storage, offset, size, stride, dtype)
+    return _tensor(machine, storage, offset, size, stride, getattr(storage, "dtype", None))
 
 
 def _tensor_v3(machine, args):
@@ -307,8 +306,8 @@ class _ZipArchive:
         try:
             self.zf = zipfile.ZipFile(fh)
         except (zipfile.BadZipFile, zipfile.LargeZipFile, OSError, ValueError, EOFError,
-                struct.error) as exc:
-            raise CheckpointError(f"{source}: corrupt zip archive ({exc})") from None
+                struct.error, NotImplementedError) as exc:
+            raise CheckpointError(f"{source}: corrupt zip archive ({short(exc)})") from None
         infos = self.zf.infolist()
         names = [i.filename for i in infos]
         if len(set(names)) != len(names):
@@ -351,8 +350,10 @@ class _ZipArchive:
         try:
             with self.zf.open(info) as fh:
                 data = fh.read(info.file_size)
-        except (zipfile.BadZipFile, OSError, ValueError, EOFError, struct.error, zlib.error) as exc:
-            raise CheckpointError(f"{self.source}: corrupt zip entry {where} ({exc})") from None
+        except (zipfile.BadZipFile, OSError, ValueError, EOFError, struct.error, zlib.error,
+                NotImplementedError, RuntimeError) as exc:  # zipfile's "version 8.7", "flag bit 5"
+            raise CheckpointError(f"{self.source}: corrupt zip entry {where} ({short(exc)})") \
+                from None
         if len(data) != info.file_size:
             raise CheckpointError(f"{self.source} is truncated: {where} is cut short")
         return data
