@@ -52,8 +52,9 @@ class RRDB(nn.Module):
 
 @MODELS.register()
 class RRDBNet(nn.Module):
-    """RRDBNet: (N, num_in_ch, h, w) -> (N, num_out_ch, h*scale, w*scale); for x2 the input sides
-    must be even, for x1 multiples of 4 (the pixel unshuffle; Real-ESRGAN pads before the model).
+    """RRDBNet: (N, num_in_ch, h, w) -> (N, num_out_ch, h*scale, w*scale). At x2 / x1 sides that
+    are not multiples of 2 / 4 are reflect-padded for the pixel unshuffle and the output cropped
+    (what Real-ESRGAN's inference does around BasicSR's model, which refuses such sizes).
 
     Args:
         num_in_ch, num_out_ch: image channels (default 3: BasicSR requires them, srgrad does not).
@@ -84,18 +85,23 @@ class RRDBNet(nn.Module):
         self.lrelu = nn.LeakyReLU(negative_slope=0.2)
 
     def forward(self, x):
+        h, w = x.shape[-2:]
+        pad_h, pad_w = -h % self.unshuffle, -w % self.unshuffle
+        if pad_h or pad_w:
+            # BasicSR's forward needs sides divisible by the unshuffle; Real-ESRGAN's inference pads
+            # by reflection (bottom, right) and crops the output: the same here, inside the model.
+            mode = "reflect" if pad_h < h and pad_w < w else "replicate"
+            x = F.pad(x, (0, pad_w, 0, pad_h), mode=mode)
         if self.unshuffle > 1:
-            r = self.unshuffle
-            if x.shape[-2] % r or x.shape[-1] % r:
-                raise ValueError(f"RRDBNet x{self.scale}: the input is pixel-unshuffled by {r}, so "
-                                 f"its height and width must be multiples of {r}, got "
-                                 f"{tuple(x.shape[-2:])} (pad it first)")
-            x = F.pixel_unshuffle(x, r)
+            x = F.pixel_unshuffle(x, self.unshuffle)
         feat = self.conv_first(x)
         feat = feat + self.conv_body(self.body(feat))
         feat = self.lrelu(self.conv_up1(F.interpolate(feat, scale_factor=2, mode="nearest")))
         feat = self.lrelu(self.conv_up2(F.interpolate(feat, scale_factor=2, mode="nearest")))
-        return self.conv_last(self.lrelu(self.conv_hr(feat)))
+        out = self.conv_last(self.lrelu(self.conv_hr(feat)))
+        if pad_h or pad_w:
+            out = out[:, :, :h * self.scale, :w * self.scale]
+        return out
 
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:

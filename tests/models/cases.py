@@ -12,7 +12,7 @@ from framework.registry import MODELS
 SCALES = {  # the scales each design is tested at
     "SRCNN": (2, 3, 4), "FSRCNN": (2, 3, 4), "ESPCN": (2, 3, 4), "VDSR": (2, 3, 4),
     "EDSR": (2, 3, 4), "UpsampleNet": (2, 3, 4),
-    # BasicSR's; RRDBNet is tested in test_rrdbnet.py (x1/x2 need even sizes, no x3).
+    # BasicSR's; RRDBNet (no x3, which test_models.py's round trip builds) is in test_rrdbnet.py.
     "SRVGGNetCompact": (2, 3, 4), "MSRResNet": (2, 3, 4), "RCAN": (2, 3, 4),
 }
 # Small variants of the two big models for tests that train or differentiate.

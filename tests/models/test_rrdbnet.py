@@ -1,10 +1,9 @@
 """RRDBNet: BasicSR's keys (conv_first sees num_in_ch * 1, 4, 16 channels at x4, x2, x1), shapes,
 BasicSR's init (kaiming normal x 0.1 in the dense blocks), parity with the torch twin (output and
-every gradient of an L1 loss) at every scale, an Adam step, a .pth round trip, errors. Not in the
-generic tests of test_models.py: no x3, and x1/x2 need sides divisible by 4/2."""
+every gradient of an L1 loss) at every scale, Real-ESRGAN's padding of sides the pixel unshuffle does
+not divide, an Adam step, a .pth round trip, errors. Not in the generic tests of test_models.py,
+which build x3."""
 from __future__ import annotations
-
-import re
 
 import numpy as np
 import pytest
@@ -88,9 +87,25 @@ def test_argument_errors(kw, error, match):
         MODELS.build({"type": "RRDBNet", **kw})
 
 
-@pytest.mark.parametrize("scale,hw,factor", [(2, (5, 4), 2), (1, (8, 6), 4)])
-def test_input_sides_must_divide_by_the_unshuffle(scale, hw, factor):
-    model = checks.build(spec(scale))
-    with pytest.raises(ValueError, match=rf"RRDBNet x{scale}: .* multiples of {factor}, got "
-                                         + re.escape(str(hw))):
-        model(sg.tensor(np.zeros((1, 3, *hw), np.float32)))
+@pytest.mark.parametrize("scale,hw", [(2, (5, 4)), (1, (6, 7)), (1, (1, 2))])
+def test_sides_the_unshuffle_does_not_divide_are_padded_as_real_esrgan_does(scale, hw):
+    """Real-ESRGAN's inference: reflect-pad bottom/right to a multiple of 2 (x2) or 4 (x1), run
+    BasicSR's model, crop (replicate when the image is too small to reflect)."""
+    torch = pytest.importorskip("torch")
+    twins = pytest.importorskip("tests.twins")
+    s = spec(scale)
+    model = checks.build(s).double()
+    twin = twins.twin_of(model, s)
+    (h, w), r = hw, {2: 2, 1: 4}[scale]
+    x = np.random.default_rng(0).uniform(0, 1, (1, 3, h, w))
+    pad_h, pad_w = -h % r, -w % r
+    mode = "reflect" if pad_h < h and pad_w < w else "replicate"
+    with torch.no_grad():
+        padded = torch.nn.functional.pad(torch.from_numpy(x), (0, pad_w, 0, pad_h), mode=mode)
+        want = twin(padded)[:, :, :h * scale, :w * scale].numpy()
+    xt = sg.tensor(x, requires_grad=True)
+    y = model(xt)
+    assert y.shape == (1, 3, h * scale, w * scale)
+    np.testing.assert_allclose(y.data, want, rtol=0, atol=1e-12)
+    y.sum().backward()
+    assert xt.grad.shape == x.shape and np.abs(xt.grad.data).sum() > 0
