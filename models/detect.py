@@ -12,13 +12,16 @@ set and every shape. A new model adds a `detect` staticmethod and nothing here.
     spec = detect(state_dict)                        # {'type': 'RRDBNet', 'num_block': 23, ...}
     model = MODELS.build(spec); model.load_state_dict(state_dict)
 
-Keywords the weights cannot tell (SRCNN's scale: its bicubic pre-upsampling has no weights; ReLU vs
-LeakyReLU in SRVGGNetCompact) are given by the caller, `detect(sd, scale=3)`: a given keyword the
-weights contradict rules that model out, and one a model does not take rules it out too, which also
-settles a tie (`types=[...]` restricts the candidates by name). Keywords that change no weight and
-that published checkpoints leave at their defaults (img_range, rgb_mean, res_scale) are assumed at
-the defaults unless given. Unknown or ambiguous state_dicts raise a ValueError that lists every
-candidate and why it failed or fits.
+A keyword the weights cannot tell is a rule's `Unknown(probe, why)` when the model has no default
+for it (SRCNN's scale: the bicubic pre-upsampling has no weights) or the weights rule the default out
+(act_type of an SRVGGNetCompact without PReLU slopes: ReLU or LeakyReLU?): the caller gives it,
+`detect(sd, scale=3)`, else the error asks for it. Keywords that change no weight and that published
+checkpoints leave at their defaults (img_range, rgb_mean, res_scale, UpsampleNet's mode) are assumed
+at the defaults unless given. A given keyword the weights contradict rules that model out, and so
+does one the model does not take, which also settles a tie (`types=[...]` restricts the candidates
+by name). Unknown or ambiguous state_dicts raise a ValueError that lists every candidate and why it
+failed or fits. Only `.shape` of each value is read: numpy arrays, torch tensors (even on the "meta"
+device) and srgrad Tensors all work.
 """
 from __future__ import annotations
 
@@ -135,7 +138,8 @@ def _scratch_rng():
 
 
 def _describe(spec: dict) -> str:
-    kw = ", ".join(f"{k}={v!r}" for k, v in spec.items() if k != "type")
+    kw = ", ".join(f"{k}={'?' if isinstance(v, Unknown) else repr(v)}" for k, v in spec.items()
+                   if k != "type")
     return f"{spec['type']}({kw})"
 
 
@@ -160,7 +164,10 @@ def _try(name: str, cls, shapes: dict, known: dict):
     foreign = [k for k in known if k not in params and not open_kw]
     if foreign:
         raise NoMatch(f"takes no keyword {', '.join(map(repr, foreign))}")
-    found = cls.detect(shapes, dict(known))
+    try:
+        found = cls.detect(shapes, dict(known))
+    except (LookupError, ArithmeticError) as err:  # a shape no rule foresaw (a 0-channel conv...)
+        raise NoMatch(f"its rule cannot read these shapes ({type(err).__name__}: {err})") from None
     for k, v in found.items():
         if k in known and not isinstance(v, Unknown) and not _same(v, known[k]):
             raise NoMatch(f"the weights say {k}={v!r}, {known[k]!r} was given")
@@ -171,11 +178,11 @@ def _try(name: str, cls, shapes: dict, known: dict):
         with _scratch_rng():
             model = MODELS.build(probe)
     except (ValueError, TypeError) as err:
-        raise NoMatch(f"{_describe(probe)} does not build: {err}") from None
+        raise NoMatch(f"{_describe(spec)} does not build: {err}") from None
     own = {k: tuple(v.shape) for k, v in model.state_dict().items()}
     why = _mismatch(own, shapes)
     if why:
-        raise NoMatch(f"{_describe(probe)}: {why}")
+        raise NoMatch(f"{_describe(spec)}: {why}")
     return spec, unknowns
 
 

@@ -11,7 +11,7 @@ from framework._check import int_arg, number
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, channel_mean, make_layer, upsampler_scale
-from .detect import NoMatch, count, need
+from .detect import count, need
 
 
 class ChannelAttention(nn.Module):
@@ -124,5 +124,6 @@ class RCAN(nn.Module):
                 squeeze = feat // need(shapes, "body.0.residual_group.0.rcab.3.attention.1.weight", 4)[0]
         return {"num_in_ch": num_in_ch, "num_out_ch": need(shapes, "conv_last.weight", 4)[0],
                 "num_feat": feat, "num_group": num_group, "num_block": num_block,
-                "squeeze_factor": squeeze, "scale": PixelShuffleUpsampler.detect_scale(shapes, "upsample", feat)}
+                "squeeze_factor": squeeze,
+                "scale": PixelShuffleUpsampler.detect_scale(shapes, "upsample", feat)}
 

@@ -25,7 +25,8 @@ class ResidualDenseBlock(nn.Module):
     def __init__(self, num_feat: int = 64, num_grow_ch: int = 32):
         super().__init__()
         for i in range(4):
-            setattr(self, f"conv{i + 1}", nn.Conv2d(num_feat + i * num_grow_ch, num_grow_ch, 3, padding=1))
+            conv = nn.Conv2d(num_feat + i * num_grow_ch, num_grow_ch, 3, padding=1)
+            setattr(self, f"conv{i + 1}", conv)
         self.conv5 = nn.Conv2d(num_feat + 4 * num_grow_ch, num_feat, 3, padding=1)
         self.lrelu = nn.LeakyReLU(negative_slope=0.2)
         default_init_weights([self.conv1, self.conv2, self.conv3, self.conv4, self.conv5], 0.1)

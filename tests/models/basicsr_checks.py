@@ -56,7 +56,8 @@ def check_parity(spec: dict, shape, dtype):
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
     model = build(spec).to(dtype)
-    twin = twins.twin_of(model, spec, dtype={np.float64: torch.float64, np.float32: torch.float32}[dtype])
+    torch_dtype = {np.float64: torch.float64, np.float32: torch.float32}[dtype]
+    twin = twins.twin_of(model, spec, dtype=torch_dtype)
     x_np, t_np = inputs(spec, shape)
     x_np, t_np = x_np.astype(dtype), t_np.astype(dtype)
 
@@ -123,7 +124,8 @@ def check_init_matches_twin(spec: dict, normal_scaled: set):
     twins = pytest.importorskip("tests.twins")
     model = build(spec)
     torch.manual_seed(0)
-    theirs = {k: p.detach().numpy().astype(np.float64) for k, p in twins.build_twin(spec).named_parameters()}
+    theirs = {k: p.detach().numpy().astype(np.float64)
+              for k, p in twins.build_twin(spec).named_parameters()}
     params = {k: p.data.astype(np.float64) for k, p in model.named_parameters()}
     convs = [k for k, v in params.items() if v.ndim == 4]
     assert set(normal_scaled) <= set(convs)

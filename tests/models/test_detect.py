@@ -18,11 +18,13 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SRCNN", "scale": 3, "num_in_ch": 1, "num_out_ch": 1, "num_feat": [16, 8],
       "kernel_size": [5, 3, 1]}, ("scale",)),
     ({"type": "SRCNN", "scale": 2, "num_feat": [8, 4]}, ("scale",)),
-    ({"type": "FSRCNN", "scale": 3, "num_in_ch": 1, "num_out_ch": 1, "d": 12, "s": 4, "m": 2}, ("scale",)),
+    ({"type": "FSRCNN", "scale": 3, "num_in_ch": 1, "num_out_ch": 1, "d": 12, "s": 4, "m": 2},
+     ("scale",)),
     ({"type": "FSRCNN", "scale": 2, "d": 8, "s": 4, "m": 0}, ("scale",)),
     ({"type": "ESPCN", "scale": 3, "num_feat": [8, 4]}, ()),
     ({"type": "ESPCN", "scale": 2, "num_in_ch": 1, "num_out_ch": 3, "num_feat": [8, 4]}, ()),
-    ({"type": "VDSR", "scale": 2, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 8, "num_layers": 3}, ("scale",)),
+    ({"type": "VDSR", "scale": 2, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 8, "num_layers": 3},
+     ("scale",)),
     ({"type": "VDSR", "scale": 4, "num_feat": 4, "num_layers": 5}, ("scale",)),
     ({"type": "EDSR", "scale": 2, "num_feat": 8, "num_block": 2}, ()),
     ({"type": "EDSR", "scale": 3, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 8, "num_block": 1}, ()),
@@ -38,16 +40,19 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SRVGGNetCompact", "scale": 3, "num_feat": 8, "num_conv": 1, "act_type": "relu"},
      ("act_type",)),
     ({"type": "MSRResNet", "scale": 2, "num_feat": 8, "num_block": 1}, ()),
-    ({"type": "MSRResNet", "scale": 3, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 4, "num_block": 2}, ()),
+    ({"type": "MSRResNet", "scale": 3, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 4,
+      "num_block": 2}, ()),
     ({"type": "MSRResNet", "scale": 4, "num_feat": 8, "num_block": 0}, ()),
     ({"type": "RRDBNet", "scale": 4, "num_feat": 8, "num_block": 2, "num_grow_ch": 4}, ()),
     ({"type": "RRDBNet", "scale": 2, "num_feat": 8, "num_block": 1, "num_grow_ch": 6}, ()),
     ({"type": "RRDBNet", "scale": 1, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 4, "num_block": 1,
       "num_grow_ch": 4}, ()),
-    ({"type": "RCAN", "scale": 4, "num_feat": 8, "num_group": 2, "num_block": 2, "squeeze_factor": 4}, ()),
+    ({"type": "RCAN", "scale": 4, "num_feat": 8, "num_group": 2, "num_block": 2,
+      "squeeze_factor": 4}, ()),
     ({"type": "RCAN", "scale": 3, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 8, "num_group": 1,
       "num_block": 3, "squeeze_factor": 2}, ()),
-    ({"type": "RCAN", "scale": 2, "num_feat": 16, "num_group": 1, "num_block": 1, "squeeze_factor": 16}, ()),
+    ({"type": "RCAN", "scale": 2, "num_feat": 16, "num_group": 1, "num_block": 1,
+      "squeeze_factor": 16}, ()),
 ]
 
 
@@ -139,7 +144,8 @@ def test_rrdbnet_scale_from_conv_first(first_in, known, want):
 def test_rcan_squeeze_factor_is_the_largest_that_gives_the_width():
     """num_feat 8 with squeeze 3 keeps 8 // 3 = 2 channels, as squeeze 4 does: detect says 4, and
     the model it builds has the same shapes."""
-    spec = {"type": "RCAN", "scale": 2, "num_feat": 8, "num_group": 1, "num_block": 1, "squeeze_factor": 3}
+    spec = {"type": "RCAN", "scale": 2, "num_feat": 8, "num_group": 1, "num_block": 1,
+            "squeeze_factor": 3}
     model = built(spec)
     got = detect(model.state_dict())
     assert got["squeeze_factor"] == 4
@@ -150,7 +156,8 @@ def test_unknown_state_dict_lists_every_candidate_and_why():
     with pytest.raises(ValueError) as err:
         detect({"model.0.weight": np.zeros((64, 3, 3, 3)), "model.0.bias": np.zeros(64)})
     msg = str(err.value)
-    assert msg.startswith("detect: no registered model fits this state_dict (model.0.weight, model.0.bias)")
+    assert msg.startswith("detect: no registered model fits this state_dict "
+                          "(model.0.weight, model.0.bias)")
     for name in models.__all__:
         assert f"\n  {name}: " in msg
     assert "EDSR: no key 'conv_first.weight'" in msg
@@ -165,8 +172,9 @@ def test_ambiguous_state_dict_lists_the_fits_and_how_to_choose():
                                          r"unknown\)\n  VDSR\(.*num_layers=3\) \(and scale unknown\)\n"
                                          r"pass types="):
         detect(state)
-    assert detect(state, act_type="relu") == {"type": "SRVGGNetCompact", "num_in_ch": 3, "num_out_ch": 3,
-                                              "num_feat": 4, "num_conv": 1, "scale": 1, "act_type": "relu"}
+    assert detect(state, act_type="relu") == {
+        "type": "SRVGGNetCompact", "num_in_ch": 3, "num_out_ch": 3, "num_feat": 4, "num_conv": 1,
+        "scale": 1, "act_type": "relu"}
     assert detect(state, types="VDSR", scale=2)["num_layers"] == 3
     with pytest.raises(ValueError, match=r"VDSR\(.*\), but its weights do not fix scale"):
         detect(state, types=["VDSR"])
@@ -195,6 +203,11 @@ def test_given_keywords_are_checked_and_kept():
     with pytest.raises(ValueError, match=r"EDSR: takes no keyword 'act_type'"):
         detect(state, act_type="relu")
     assert detect(state, res_scale=0.1, img_range=1.0)["res_scale"] == 0.1
+
+
+def test_srgrad_tensors_are_read_by_shape():
+    model = built({"type": "MSRResNet", "scale": 2, "num_feat": 4, "num_block": 1})
+    assert detect(dict(model.named_parameters()))["scale"] == 2
 
 
 def test_detect_leaves_the_init_stream_alone():

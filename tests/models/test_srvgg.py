@@ -77,7 +77,8 @@ def test_pth_round_trip(tmp_path):
 
 
 @pytest.mark.parametrize("kw,error,match", [
-    ({"act_type": "PReLU"}, ValueError, r"SRVGGNetCompact: act_type must be one of .*did you mean 'prelu'"),
+    ({"act_type": "PReLU"}, ValueError,
+     r"SRVGGNetCompact: act_type must be one of .*did you mean 'prelu'"),
     ({"num_out_ch": 1}, ValueError, r"SRVGGNetCompact: .*num_in_ch == num_out_ch"),
     ({"num_conv": -1}, ValueError, r"SRVGGNetCompact: num_conv must be an int >= 0"),
     ({"num_feat": 0}, ValueError, r"SRVGGNetCompact: num_feat must be a positive int"),

@@ -26,8 +26,8 @@ class RCAB(nn.Module):
         super().__init__()
         self.res_scale = res_scale
         self.rcab = nn.Sequential(
-            nn.Conv2d(num_feat, num_feat, 3, 1, 1), nn.ReLU(True), nn.Conv2d(num_feat, num_feat, 3, 1, 1),
-            ChannelAttention(num_feat, squeeze_factor))
+            nn.Conv2d(num_feat, num_feat, 3, 1, 1), nn.ReLU(True),
+            nn.Conv2d(num_feat, num_feat, 3, 1, 1), ChannelAttention(num_feat, squeeze_factor))
 
     def forward(self, x):
         return self.rcab(x) * self.res_scale + x
