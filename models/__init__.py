@@ -1,9 +1,15 @@
-"""SR architectures, one per file, registered in framework.registry.MODELS."""
+"""SR architectures, one per file, registered in framework.registry.MODELS. Which one a checkpoint
+holds: `from models.detect import detect`."""
 from .srcnn import SRCNN
 from .fsrcnn import FSRCNN
 from .espcn import ESPCN
 from .vdsr import VDSR
 from .edsr import EDSR
 from .upsample_net import UpsampleNet
+from .srvgg import SRVGGNetCompact
+from .msrresnet import MSRResNet
+from .rrdbnet import RRDBNet
+from .rcan import RCAN
 
-__all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]
+__all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
+           "RRDBNet", "RCAN"]

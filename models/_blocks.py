@@ -1,9 +1,15 @@
-"""Blocks several architectures share, with BasicSR's names (basicsr/archs/arch_util.py), so their
-state_dict keys match BasicSR's: the pixel-shuffle upsampler and the residual block without BN."""
+"""Blocks and helpers several architectures share, with BasicSR's names (basicsr/archs/arch_util.py),
+so their state_dict keys match BasicSR's: the pixel-shuffle upsampler, the residual block without BN,
+`make_layer`, `default_init_weights` and the per-channel mean of the mean-shift models."""
 from __future__ import annotations
 
+import numpy as np
+
 from framework import nn
-from framework._check import int_arg
+from framework._check import int_arg, is_number
+from framework.nn import init
+
+from .detect import NoMatch, indices, need
 
 
 def upsampler_scale(model: str, scale) -> int:
@@ -13,6 +19,55 @@ def upsampler_scale(model: str, scale) -> int:
         raise ValueError(f"{model}: scale x{scale} is not supported by the pixel-shuffle upsampler "
                          f"(supported: x2, x3, x4 and other powers of two)")
     return scale
+
+
+def supported_scale(model: str, scale, supported: tuple) -> int:
+    """`scale` checked as a positive int, then as one of `supported` (the error lists them)."""
+    scale = int_arg(model, "scale", scale)
+    if scale not in supported:
+        raise ValueError(f"{model}: scale x{scale} is not supported (supported: "
+                         f"{', '.join(f'x{s}' for s in supported)})")
+    return scale
+
+
+def channel_mean(model: str, rgb_mean, channels: int) -> np.ndarray:
+    """The per-channel mean of a mean-shift model as (1, C, 1, 1) float32; a 3-value mean on 1
+    channel is averaged (BasicSR's models only run on 3 channels)."""
+    if not isinstance(rgb_mean, (list, tuple)) or not all(is_number(v) for v in rgb_mean):
+        raise ValueError(f"{model}: rgb_mean must be a list of numbers, got {rgb_mean!r}")
+    mean = np.asarray(rgb_mean, dtype=np.float64)
+    if mean.size != channels:
+        if channels == 1 and mean.size == 3:
+            mean = mean.mean(keepdims=True)
+        else:
+            raise ValueError(f"{model}: rgb_mean has {mean.size} values for {channels} channels "
+                             f"(give one value per channel)")
+    return mean.astype(np.float32).reshape(1, channels, 1, 1)
+
+
+def make_layer(block, num_block: int, /, **kwargs) -> nn.Sequential:
+    """BasicSR's make_layer: `num_block` fresh `block(**kwargs)` in a Sequential (keys 0., 1., ...)."""
+    return nn.Sequential(*[block(**kwargs) for _ in range(num_block)])
+
+
+def default_init_weights(modules, scale: float = 1.0, bias_fill: float = 0.0, **kwargs) -> None:
+    """BasicSR's default_init_weights on a module (or a list of them) and all their submodules:
+    every Conv2d (and Linear) weight ~ kaiming_normal_(**kwargs) (default: std sqrt(2 / fan_in)),
+    then multiplied by `scale` (0.1 keeps deep residual stacks near the identity at the start),
+    biases filled with `bias_fill`; BatchNorm2d weights set to 1, biases to bias_fill."""
+    linear = getattr(nn, "Linear", None)
+    for module in modules if isinstance(modules, (list, tuple)) else [modules]:
+        for m in module.modules():
+            if isinstance(m, nn.Conv2d) or (linear is not None and isinstance(m, linear)):
+                init.kaiming_normal_(m.weight, **kwargs)
+                m.weight.data *= m.weight.data.dtype.type(scale)
+            elif isinstance(m, nn.BatchNorm2d):
+                if m.weight is not None:
+                    init.constant_(m.weight, 1)
+            else:
+                continue
+            if m.bias is not None:
+                init.constant_(m.bias, bias_fill)
 
 
 class PixelShuffleUpsampler(nn.Sequential):
@@ -29,11 +84,27 @@ class PixelShuffleUpsampler(nn.Sequential):
                 layers += [nn.Conv2d(num_feat, 4 * num_feat, 3, padding=1), nn.PixelShuffle(2)]
         super().__init__(*layers)
 
+    @staticmethod
+    def detect_scale(shapes: dict, prefix: str, num_feat: int) -> int:
+        """The scale of an upsampler `prefix` in a state_dict's shapes (for models' detect rules):
+        one conv with 9F outputs is x3, n convs with 4F outputs are x2^n."""
+        convs = indices(shapes, prefix, ".weight")
+        if not convs or convs != list(range(0, 2 * len(convs), 2)):
+            raise NoMatch(f"no pixel-shuffle upsampler at {prefix}.0, {prefix}.2, ... (found {convs})")
+        outs = [need(shapes, f"{prefix}.{i}.weight", 4)[0] for i in convs]
+        if outs == [9 * num_feat]:
+            return 3
+        if all(o == 4 * num_feat for o in outs):
+            return 2 ** len(outs)
+        raise NoMatch(f"{prefix} convs have {outs} output channels: not one of {9 * num_feat} "
+                      f"(x3) or n of {4 * num_feat} (x2^n)")
+
 
 class ResidualBlockNoBN(nn.Module):
     """x + res_scale * extra(conv2(relu(conv1(x)))), 3x3 convs keeping (N, num_feat, H, W).
     `extra` is an optional custom layer (EDSR's `block:`); without it there is no such attribute, so
-    the state_dict keys stay BasicSR's (conv1.*, conv2.*)."""
+    the state_dict keys stay BasicSR's (conv1.*, conv2.*). The convolutions keep torch's default
+    init (BasicSR's pytorch_init=True, as its EDSR); MSRResNet applies default_init_weights(0.1)."""
 
     def __init__(self, num_feat: int = 64, res_scale: float = 1.0, extra=None):
         super().__init__()

@@ -5,27 +5,13 @@ mean shift back. Parameter names are BasicSR's, so its EDSR state_dicts load (th
 not a buffer, as there). Optional `block`: a layer spec appended to every residual block's body."""
 from __future__ import annotations
 
-import numpy as np
-
 from framework import nn
-from framework._check import int_arg, is_number, number
+from framework._check import int_arg, number
 from framework.registry import LAYERS, MODELS
 
-from ._blocks import PixelShuffleUpsampler, ResidualBlockNoBN, upsampler_scale
+from ._blocks import PixelShuffleUpsampler, ResidualBlockNoBN, channel_mean, upsampler_scale
 
-
-def _channel_mean(rgb_mean, channels: int) -> np.ndarray:
-    """The per-channel mean as (1, C, 1, 1) float32; a 3-value mean on 1 channel is averaged."""
-    if not isinstance(rgb_mean, (list, tuple)) or not all(is_number(v) for v in rgb_mean):
-        raise ValueError(f"EDSR: rgb_mean must be a list of numbers, got {rgb_mean!r}")
-    mean = np.asarray(rgb_mean, dtype=np.float64)
-    if mean.size != channels:
-        if channels == 1 and mean.size == 3:
-            mean = mean.mean(keepdims=True)
-        else:
-            raise ValueError(f"EDSR: rgb_mean has {mean.size} values for {channels} channels "
-                             f"(give one value per channel)")
-    return mean.astype(np.float32).reshape(1, channels, 1, 1)
+from .detect import count, need
 
 
 @MODELS.register()
@@ -62,8 +48,8 @@ class EDSR(nn.Module):
             raise ValueError(f"EDSR: block must be a layer spec {{type: Name, ...}}, got {block!r}")
         self.img_range = img_range
         # Constants, not buffers (as BasicSR): they stay out of the state_dict.
-        self.mean_in = _channel_mean(rgb_mean, num_in_ch)
-        self.mean_out = _channel_mean(rgb_mean, num_out_ch)
+        self.mean_in = channel_mean("EDSR", rgb_mean, num_in_ch)
+        self.mean_out = channel_mean("EDSR", rgb_mean, num_out_ch)
 
         self.conv_first = nn.Conv2d(num_in_ch, num_feat, 3, padding=1)
         self.body = nn.Sequential(*[
@@ -89,3 +75,13 @@ class EDSR(nn.Module):
         res = self.conv_after_body(self.body(x)) + x
         x = self.conv_last(self.upsample(res))
         return x / self.img_range + self.mean_out.astype(x.dtype, copy=False)
+
+    @staticmethod
+    def detect(shapes: dict, known: dict) -> dict:
+        """Blocks from body.i.conv1, the scale from the upsampler's convs. res_scale, img_range
+        and rgb_mean change no weight: defaults unless given; a custom `block` must be given."""
+        feat, cin = need(shapes, "conv_first.weight", 4)[:2]
+        need(shapes, "conv_after_body.weight", 4)
+        return {"num_in_ch": cin, "num_out_ch": need(shapes, "conv_last.weight", 4)[0],
+                "num_feat": feat, "num_block": count(shapes, "body", ".conv1.weight"),
+                "scale": PixelShuffleUpsampler.detect_scale(shapes, "upsample", feat)}

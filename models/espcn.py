@@ -9,6 +9,8 @@ from framework import nn
 from framework._check import int_arg, int_list
 from framework.registry import MODELS
 
+from .detect import need, split_shuffle
+
 
 @MODELS.register()
 class ESPCN(nn.Module):
@@ -37,3 +39,13 @@ class ESPCN(nn.Module):
 
     def forward(self, x):
         return self.last_part(self.first_part(x))
+
+    @staticmethod
+    def detect(shapes: dict, known: dict) -> dict:
+        """Widths from the two hidden convs; the last conv's num_out_ch * scale^2 outputs split as
+        detect.split_shuffle does (num_out_ch = num_in_ch first, unless scale is given)."""
+        f1, cin = need(shapes, "first_part.0.weight", 4)[:2]
+        last = need(shapes, "last_part.0.weight", 4)[0]
+        num_out_ch, scale = split_shuffle(last, cin, known, "ESPCN")
+        return {"scale": scale, "num_in_ch": cin, "num_out_ch": num_out_ch,
+                "num_feat": [f1, need(shapes, "first_part.2.weight", 4)[0]]}

@@ -9,6 +9,8 @@ from framework import nn
 from framework._check import int_arg
 from framework.registry import MODELS
 
+from .detect import NoMatch, Unknown, indices, need
+
 
 @MODELS.register()
 class FSRCNN(nn.Module):
@@ -43,3 +45,15 @@ class FSRCNN(nn.Module):
 
     def forward(self, x):
         return self.last_part(self.mid_part(self.first_part(x)))
+
+    @staticmethod
+    def detect(shapes: dict, known: dict) -> dict:
+        """d, s and the channels from the convs; m from the mid_part convs (m + 2 of them). The
+        scale is the transposed conv's stride, which has no weight: the caller gives it."""
+        d, cin = need(shapes, "first_part.0.weight", 4)[:2]
+        mid = indices(shapes, "mid_part", ".bias")  # the convs; the PReLUs have a weight only
+        if len(mid) < 2:
+            raise NoMatch(f"mid_part has {len(mid)} convolutions, FSRCNN has at least 2")
+        return {"scale": Unknown(1, "the transposed conv's stride has no weight"), "num_in_ch": cin,
+                "num_out_ch": need(shapes, "last_part.weight", 4)[1], "d": d,
+                "s": need(shapes, "mid_part.0.weight", 4)[0], "m": len(mid) - 2}

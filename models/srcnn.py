@@ -8,6 +8,8 @@ from framework import nn
 from framework._check import int_arg, int_list
 from framework.registry import MODELS
 
+from .detect import Unknown, need
+
 
 @MODELS.register()
 class SRCNN(nn.Module):
@@ -43,3 +45,12 @@ class SRCNN(nn.Module):
         x = self.relu(self.conv1(x))
         x = self.relu(self.conv2(x))
         return self.conv3(x)
+
+    @staticmethod
+    def detect(shapes: dict, known: dict) -> dict:
+        """Widths and kernel sizes from conv1..conv3. The scale has no weight (the bicubic
+        pre-upsampling): the caller gives it; `upsample` is assumed True unless given."""
+        (f1, cin, k1, _), (f2, _, k2, _), (cout, _, k3, _) = (
+            need(shapes, f"conv{i}.weight", 4) for i in (1, 2, 3))
+        return {"scale": Unknown(1, "the bicubic pre-upsampling has no weights"), "num_in_ch": cin,
+                "num_out_ch": cout, "num_feat": [f1, f2], "kernel_size": [k1, k2, k3]}

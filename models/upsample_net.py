@@ -9,6 +9,8 @@ from framework.functional.resample import MODES
 from framework._check import int_arg
 from framework.registry import MODELS
 
+from .detect import NoMatch, Unknown, indices, need
+
 
 
 @MODELS.register()
@@ -69,3 +71,22 @@ class UpsampleNet(nn.Module):
         if self.residual:
             out = out + self.upsample(x)
         return out
+
+    @staticmethod
+    def detect(shapes: dict, known: dict) -> dict:
+        """num_conv / num_refine = the convs of head / tail; the scale has no weight: the caller
+        gives it. mode is assumed "bicubic" and residual True (False when the channels differ)
+        unless given."""
+        convs = {}
+        for part in ("head", "tail"):
+            convs[part] = indices(shapes, part, ".weight")
+            if not convs[part] or convs[part] != list(range(0, 2 * len(convs[part]), 2)):
+                raise NoMatch(f"convolutions at {part}.{convs[part]} are not {part}.0, {part}.2, ...")
+        feat, cin = need(shapes, "head.0.weight", 4)[:2]
+        cout = need(shapes, f"tail.{convs['tail'][-1]}.weight", 4)[0]
+        found = {"scale": Unknown(1, "the resampling has no weights"), "num_in_ch": cin,
+                 "num_out_ch": cout, "num_feat": feat, "num_conv": len(convs["head"]),
+                 "num_refine": len(convs["tail"])}
+        if cin != cout:
+            found["residual"] = False
+        return found

@@ -8,6 +8,8 @@ from framework import nn
 from framework._check import int_arg
 from framework.registry import MODELS
 
+from .detect import NoMatch, Unknown, indices, need
+
 
 @MODELS.register()
 class VDSR(nn.Module):
@@ -41,3 +43,15 @@ class VDSR(nn.Module):
     def forward(self, x):
         x = self.upsample(x)
         return x + self.body(x)
+
+    @staticmethod
+    def detect(shapes: dict, known: dict) -> dict:
+        """num_layers = the convs at body.0, body.2, ...; the scale has no weight (the bicubic
+        upsampling): the caller gives it."""
+        convs = indices(shapes, "body", ".weight")
+        if len(convs) < 2 or convs != list(range(0, 2 * len(convs), 2)):
+            raise NoMatch(f"convolutions at body.{convs} are not body.0, body.2, ... (two or more)")
+        feat, cin = need(shapes, "body.0.weight", 4)[:2]
+        return {"scale": Unknown(1, "the bicubic upsampling has no weights"), "num_in_ch": cin,
+                "num_out_ch": need(shapes, f"body.{convs[-1]}.weight", 4)[0], "num_feat": feat,
+                "num_layers": len(convs)}

@@ -12,9 +12,14 @@ from framework.registry import MODELS
 SCALES = {  # the scales each design is tested at
     "SRCNN": (2, 3, 4), "FSRCNN": (2, 3, 4), "ESPCN": (2, 3, 4), "VDSR": (2, 3, 4),
     "EDSR": (2, 3, 4), "UpsampleNet": (2, 3, 4),
+    # BasicSR's; RRDBNet (no x3, which test_models.py's round trip builds) is in test_rrdbnet.py.
+    "SRVGGNetCompact": (2, 3, 4), "MSRResNet": (2, 3, 4), "RCAN": (2, 3, 4),
 }
 # Small variants of the two big models for tests that train or differentiate.
-SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16}}
+SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16},
+         "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
+         "MSRResNet": {"num_block": 2, "num_feat": 16},
+         "RCAN": {"num_group": 2, "num_block": 2, "num_feat": 16, "squeeze_factor": 4}}
 
 
 def conv(cin, cout, k):
@@ -40,6 +45,16 @@ def expected_parameters(name: str, c: int, s: int) -> int:
         return conv(c, 64, 3) + 16 * 2 * conv(64, 64, 3) + conv(64, 64, 3) + up + conv(64, c, 3)
     if name == "UpsampleNet":  # 2 convs, bicubic, 2 convs, 32 features
         return conv(c, 32, 3) + conv(32, 32, 3) + conv(32, 32, 3) + conv(32, c, 3)
+    if name == "SRVGGNetCompact":  # 16 convs + first + last, a PReLU (64 slopes) after all but the last
+        return conv(c, 64, 3) + 64 + 16 * (conv(64, 64, 3) + 64) + conv(64, c * s * s, 3)
+    if name == "MSRResNet":  # 16 blocks; x4 = two (conv 4F, shuffle 2)
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        return conv(c, 64, 3) + 16 * 2 * conv(64, 64, 3) + up + conv(64, 64, 3) + conv(64, c, 3)
+    if name == "RCAN":  # 10 groups x 16 RCABs (2 convs + attention 64 -> 4 -> 64) + a conv each
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        rcab = 2 * conv(64, 64, 3) + conv(64, 4, 1) + conv(4, 64, 1)
+        return (conv(c, 64, 3) + 10 * (16 * rcab + conv(64, 64, 3)) + conv(64, 64, 3) + up
+                + conv(64, c, 3))
     raise KeyError(name)
 
 
