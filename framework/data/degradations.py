@@ -1,5 +1,5 @@
-"""Real-ESRGAN's degradation primitives: BasicSR's basicsr/data/degradations.py (blur kernels, noise,
-JPEG) and img_process_util.py (filter2D, USMSharp), on numpy (C, H, W) images in [0, 1].
+"""Real-ESRGAN's degradation primitives: BasicSR's basicsr/data/degradations.py (blur kernels,
+noise, JPEG) and img_process_util.py (filter2D, USMSharp), on numpy (C, H, W) images in [0, 1].
 
 Names, arguments and formulas are BasicSR's. Differences, all deliberate:
 - every random function takes a keyword-only `rng` (a numpy Generator): no global RNG, no `random`;
@@ -17,7 +17,7 @@ import math
 import numpy as np
 from PIL import Image
 
-from .._check import choice, did_you_mean, int_arg, number
+from .._check import choice, int_arg, number
 from .._jit import kernel as jit
 from .._jit import launch, prange
 
@@ -25,10 +25,10 @@ __all__ = [
     "KERNEL_TYPES", "sigma_matrix2", "mesh_grid", "pdf2", "bivariate_Gaussian",
     "bivariate_generalized_Gaussian", "bivariate_plateau", "random_bivariate_Gaussian",
     "random_bivariate_generalized_Gaussian", "random_bivariate_plateau", "random_mixed_kernels",
-    "bessel_j1", "circular_lowpass_kernel", "filter2d", "gaussian_kernel1d", "usm_sharp",
-    "generate_gaussian_noise", "random_add_gaussian_noise", "generate_poisson_noise",
-    "random_add_poisson_noise", "poisson_cdf_table", "add_jpg_compression", "random_add_jpg_compression", "pick",
-    "value_range", "probabilities",
+    "check_kernel_list", "bessel_j1", "circular_lowpass_kernel", "filter2d", "gaussian_kernel1d",
+    "usm_sharp", "generate_gaussian_noise", "random_add_gaussian_noise", "generate_poisson_noise",
+    "random_add_poisson_noise", "poisson_cdf_table", "add_jpg_compression",
+    "random_add_jpg_compression", "pick", "value_range", "probabilities",
 ]
 
 
@@ -51,7 +51,7 @@ def value_range(owner: str, name: str, value, low=None, high=None) -> tuple[floa
 
 
 def probabilities(owner: str, name: str, value, length: int | None = None) -> np.ndarray:
-    """A list of probabilities in [0, 1] that sums to 1 (to 1e-6), optionally of `length` entries."""
+    """Probabilities in [0, 1] summing to 1 (to 1e-6), as an array; `length` entries if given."""
     if not isinstance(value, (list, tuple)) or not value or (length is not None
                                                              and len(value) != length):
         count = f"{length} " if length is not None else ""
@@ -87,42 +87,48 @@ def sigma_matrix2(sig_x, sig_y, theta) -> np.ndarray:
 
 
 def mesh_grid(kernel_size: int):
-    """(xy (k, k, 2), xx (k, k), yy (k, k)): offsets -(k//2)..k//2 from the centre, x along columns."""
+    """(xy (k, k, 2), xx (k, k), yy (k, k)): offsets -(k // 2)..k // 2, x along the columns."""
     k = int_arg("mesh_grid", "kernel_size", kernel_size)
     ax = np.arange(-k // 2 + 1.0, k // 2 + 1.0)
     xx, yy = np.meshgrid(ax, ax)
     return np.stack([xx, yy], axis=-1), xx, yy
 
 
-def _quadratic_form(kernel_size, sig_x, sig_y, theta, grid, isotropic, owner):
-    """d^T Sigma^-1 d at every grid offset d, (k, k)."""
+def _covariance(owner, kernel_size, sig_x, sig_y, theta, grid, isotropic):
+    """(Sigma (2, 2), grid (k, k, 2)); Sigma = sig_x^2 I when isotropic (sig_y, theta ignored)."""
     if grid is None:
         grid, _, _ = mesh_grid(_odd_size(owner, "kernel_size", kernel_size))
-    for name, s in (("sig_x", sig_x), ("sig_y", sig_y)):
-        number(owner, name, s, 0.0, low_open=True)
-    sigma = (np.diag([sig_x ** 2, sig_x ** 2]) if isotropic else sigma_matrix2(sig_x, sig_y, theta))
-    return np.sum((grid @ np.linalg.inv(sigma)) * grid, axis=2)
+    number(owner, "sig_x", sig_x, 0.0, low_open=True)
+    if isotropic:
+        return np.diag([sig_x ** 2, sig_x ** 2]), grid
+    number(owner, "sig_y", sig_y, 0.0, low_open=True)
+    return sigma_matrix2(sig_x, sig_y, theta), grid
+
+
+def _quadratic_form(sigma_matrix, grid) -> np.ndarray:
+    """q = d^T Sigma^-1 d at every grid offset d, (k, k)."""
+    return np.sum((grid @ np.linalg.inv(sigma_matrix)) * grid, axis=2)
 
 
 def pdf2(sigma_matrix, grid) -> np.ndarray:
-    """exp(-d^T Sigma^-1 d / 2) on `grid` (k, k, 2): the unnormalised bivariate Gaussian."""
-    return np.exp(-0.5 * np.sum((grid @ np.linalg.inv(sigma_matrix)) * grid, axis=2))
+    """exp(-q / 2) on `grid` (k, k, 2): the unnormalised bivariate Gaussian."""
+    return np.exp(-0.5 * _quadratic_form(sigma_matrix, grid))
 
 
 def bivariate_Gaussian(kernel_size, sig_x, sig_y, theta, grid=None, isotropic=True) -> np.ndarray:
-    """exp(-q / 2), q = d^T Sigma^-1 d, normalised to sum 1; (k, k) float64, k odd. Isotropic:
-    Sigma = sig_x^2 I (sig_y and theta ignored)."""
-    kern = np.exp(-0.5 * _quadratic_form(kernel_size, sig_x, sig_y, theta, grid, isotropic,
-                                         "bivariate_Gaussian"))
+    """exp(-q / 2), q = d^T Sigma^-1 d, normalised to sum 1: (k, k) float64, k odd. Sigma is
+    sigma_matrix2(sig_x, sig_y, theta), or sig_x^2 I when isotropic."""
+    kern = pdf2(*_covariance("bivariate_Gaussian", kernel_size, sig_x, sig_y, theta, grid,
+                             isotropic))
     return kern / np.sum(kern)
 
 
 def bivariate_generalized_Gaussian(kernel_size, sig_x, sig_y, theta, beta, grid=None,
                                    isotropic=True) -> np.ndarray:
     """exp(-q^beta / 2), normalised (beta = 1: the Gaussian)."""
-    beta = number("bivariate_generalized_Gaussian", "beta", beta, 0.0, low_open=True)
-    q = _quadratic_form(kernel_size, sig_x, sig_y, theta, grid, isotropic,
-                        "bivariate_generalized_Gaussian")
+    owner = "bivariate_generalized_Gaussian"
+    beta = number(owner, "beta", beta, 0.0, low_open=True)
+    q = _quadratic_form(*_covariance(owner, kernel_size, sig_x, sig_y, theta, grid, isotropic))
     kern = np.exp(-0.5 * np.power(q, beta))
     return kern / np.sum(kern)
 
@@ -130,29 +136,29 @@ def bivariate_generalized_Gaussian(kernel_size, sig_x, sig_y, theta, beta, grid=
 def bivariate_plateau(kernel_size, sig_x, sig_y, theta, beta, grid=None,
                       isotropic=True) -> np.ndarray:
     """1 / (q^beta + 1), normalised: a plateau-shaped kernel."""
-    beta = number("bivariate_plateau", "beta", beta, 0.0, low_open=True)
-    q = _quadratic_form(kernel_size, sig_x, sig_y, theta, grid, isotropic, "bivariate_plateau")
+    owner = "bivariate_plateau"
+    beta = number(owner, "beta", beta, 0.0, low_open=True)
+    q = _quadratic_form(*_covariance(owner, kernel_size, sig_x, sig_y, theta, grid, isotropic))
     kern = np.reciprocal(np.power(q, beta) + 1)
     return kern / np.sum(kern)
 
 
-def _draw_shape(owner, rng, sigma_x_range, sigma_y_range, rotation_range, isotropic):
-    """sig_x, then (anisotropic only) sig_y and the rotation, in BasicSR's draw order."""
-    sig_x = rng.uniform(*value_range(owner, "sigma_x_range", sigma_x_range, 0.0))
-    if isotropic:
-        return sig_x, sig_x, 0.0
-    sig_y = rng.uniform(*value_range(owner, "sigma_y_range", sigma_y_range, 0.0))
-    return sig_x, sig_y, rng.uniform(*value_range(owner, "rotation_range", rotation_range))
-
-
-def _draw_beta(owner, rng, beta_range):
-    """beta in [low, 1) or [1, high) with probability 1/2 each (BasicSR assumes low < 1 < high)."""
-    lo, hi = value_range(owner, "beta_range", beta_range, 0.0)
-    return rng.uniform(lo, 1.0) if rng.uniform() < 0.5 else rng.uniform(1.0, hi)
-
-
-def _kernel_noise(owner, rng, kern, noise_range):
-    """Optional multiplicative noise U(noise_range) per tap, then renormalise."""
+def _random_kernel(owner, make, kernel_size, sigma_x_range, sigma_y_range, rotation_range,
+                   beta_range, noise_range, isotropic, rng):
+    """BasicSR's draw order: sig_x, then (anisotropic only) sig_y and the rotation, then beta (a
+    coin, then U(low, 1) or U(1, high): BasicSR assumes low < 1 < high), then the multiplicative
+    kernel noise U(noise_range) per tap; the kernel is renormalised."""
+    k = _odd_size(owner, "kernel_size", kernel_size)
+    sig_x = sig_y = rng.uniform(*value_range(owner, "sigma_x_range", sigma_x_range, 0.0))
+    theta = 0.0
+    if not isotropic:
+        sig_y = rng.uniform(*value_range(owner, "sigma_y_range", sigma_y_range, 0.0))
+        theta = rng.uniform(*value_range(owner, "rotation_range", rotation_range))
+    extra = ()
+    if beta_range is not None:
+        lo, hi = value_range(owner, "beta_range", beta_range, 0.0)
+        extra = (rng.uniform(lo, 1.0) if rng.uniform() < 0.5 else rng.uniform(1.0, hi),)
+    kern = make(k, sig_x, sig_y, theta, *extra, isotropic=isotropic)
     if noise_range is not None:
         kern = kern * rng.uniform(*value_range(owner, "noise_range", noise_range), size=kern.shape)
     return kern / np.sum(kern)
@@ -161,34 +167,26 @@ def _kernel_noise(owner, rng, kern, noise_range):
 def random_bivariate_Gaussian(kernel_size, sigma_x_range, sigma_y_range, rotation_range,
                               noise_range=None, isotropic=True, *, rng) -> np.ndarray:
     """A Gaussian kernel with sig_x ~ U(sigma_x_range) (and sig_y, theta when anisotropic)."""
-    owner = "random_bivariate_Gaussian"
-    k = _odd_size(owner, "kernel_size", kernel_size)
-    sx, sy, th = _draw_shape(owner, rng, sigma_x_range, sigma_y_range, rotation_range, isotropic)
-    return _kernel_noise(owner, rng, bivariate_Gaussian(k, sx, sy, th, isotropic=isotropic),
-                         noise_range)
+    return _random_kernel("random_bivariate_Gaussian", bivariate_Gaussian, kernel_size,
+                          sigma_x_range, sigma_y_range, rotation_range, None, noise_range,
+                          isotropic, rng)
 
 
 def random_bivariate_generalized_Gaussian(kernel_size, sigma_x_range, sigma_y_range,
                                           rotation_range, beta_range, noise_range=None,
                                           isotropic=True, *, rng) -> np.ndarray:
-    """A generalized Gaussian kernel; beta drawn as `_draw_beta` says."""
-    owner = "random_bivariate_generalized_Gaussian"
-    k = _odd_size(owner, "kernel_size", kernel_size)
-    sx, sy, th = _draw_shape(owner, rng, sigma_x_range, sigma_y_range, rotation_range, isotropic)
-    beta = _draw_beta(owner, rng, beta_range)
-    kern = bivariate_generalized_Gaussian(k, sx, sy, th, beta, isotropic=isotropic)
-    return _kernel_noise(owner, rng, kern, noise_range)
+    """A generalized Gaussian kernel with random shape and beta (see `_random_kernel`)."""
+    return _random_kernel("random_bivariate_generalized_Gaussian", bivariate_generalized_Gaussian,
+                          kernel_size, sigma_x_range, sigma_y_range, rotation_range, beta_range,
+                          noise_range, isotropic, rng)
 
 
 def random_bivariate_plateau(kernel_size, sigma_x_range, sigma_y_range, rotation_range,
                              beta_range, noise_range=None, isotropic=True, *, rng) -> np.ndarray:
-    """A plateau kernel; beta drawn as `_draw_beta` says."""
-    owner = "random_bivariate_plateau"
-    k = _odd_size(owner, "kernel_size", kernel_size)
-    sx, sy, th = _draw_shape(owner, rng, sigma_x_range, sigma_y_range, rotation_range, isotropic)
-    beta = _draw_beta(owner, rng, beta_range)
-    kern = bivariate_plateau(k, sx, sy, th, beta, isotropic=isotropic)
-    return _kernel_noise(owner, rng, kern, noise_range)
+    """A plateau kernel with random shape and beta (see `_random_kernel`)."""
+    return _random_kernel("random_bivariate_plateau", bivariate_plateau, kernel_size,
+                          sigma_x_range, sigma_y_range, rotation_range, beta_range, noise_range,
+                          isotropic, rng)
 
 
 # Kernel types are data: name -> (sampler, isotropic, takes beta_range from betag or betap).
@@ -317,20 +315,31 @@ def circular_lowpass_kernel(cutoff, kernel_size, pad_to=0) -> np.ndarray:
 # -- filtering ----------------------------------------------------------------------------------
 @jit(parallel=True)
 def _correlate(padded, kern, out):
-    """out[p, i, j] = sum_{u, v} kern[u, v] padded[p, i + u, j + v]: one task per output row."""
+    """out[p, i, j] += sum_{u, v} kern[u, v] padded[p, i + u, j + v]: one task per output row.
+    Taps go four at a time (the rest one at a time), so the output row is read and written once
+    per four: twice as fast as one at a time (groups of 2, 3 or 8 vectorise worse)."""
     planes, h, w = out.shape
     kh, kw = kern.shape
     for task in prange(planes * h):
         p, i = task // h, task % h
+        row = out[p, i]
         for u in range(kh):
-            for v in range(kw):
-                c = kern[u, v]
+            src = padded[p, i + u]
+            v = 0
+            while v + 4 <= kw:
+                a, b, c, d = kern[u, v], kern[u, v + 1], kern[u, v + 2], kern[u, v + 3]
                 for j in range(w):
-                    out[p, i, j] += c * padded[p, i + u, j + v]
+                    row[j] += (a * src[j + v] + b * src[j + v + 1] + c * src[j + v + 2]
+                               + d * src[j + v + 3])
+                v += 4
+            for t in range(v, kw):
+                a = kern[u, t]
+                for j in range(w):
+                    row[j] += a * src[j + t]
 
 
 def _fast_len(n: int) -> int:
-    """The smallest m >= n whose prime factors are 2, 3, 5, 7 (sizes pocketfft transforms fastest)."""
+    """The smallest m >= n with prime factors 2, 3, 5, 7 only (fast sizes for pocketfft)."""
     while True:
         m = n
         for f in (2, 3, 5, 7):
@@ -385,6 +394,10 @@ def _correlate_direct(planes, kern):
     h, w = planes.shape[1:]
     kh, kw = kern.shape
     padded = np.pad(planes, ((0, 0), (kh // 2, kh // 2), (kw // 2, kw // 2)), mode="reflect")
+    if kw > 1 and kw % 4:  # zero taps up to a multiple of 4 (and zero columns to read): exact
+        extra = -kw % 4
+        kern = np.pad(kern, ((0, 0), (0, extra)))
+        padded = np.pad(padded, ((0, 0), (0, 0), (0, extra)))
     out = np.zeros_like(planes)
     launch(_correlate, planes.shape[0] * h * w * kh * kw < 1 << 20, padded,
            np.ascontiguousarray(kern, dtype=planes.dtype), out)
@@ -484,14 +497,15 @@ def generate_gaussian_noise(img, sigma=10, gray_noise=False, *, rng) -> np.ndarr
     img = _chw("generate_gaussian_noise", img)
     sigma = number("generate_gaussian_noise", "sigma", sigma, 0.0)
     shape = img.shape[1:] if gray_noise else img.shape
-    noise = rng.standard_normal(shape, dtype=img.dtype) * img.dtype.type(sigma) / img.dtype.type(255)
+    one = img.dtype.type
+    noise = rng.standard_normal(shape, dtype=img.dtype) * one(sigma) / one(255)
     return np.broadcast_to(noise, img.shape) if gray_noise else noise
 
 
 def random_add_gaussian_noise(img, sigma_range=(0, 1.0), gray_prob=0, clip=True, rounds=False, *,
                               rng) -> np.ndarray:
     """img + generate_gaussian_noise(sigma ~ U(sigma_range), gray with probability gray_prob), then
-    clip to [0, 1] (and round to 8-bit levels with rounds). Draws: sigma, the gray coin, the noise."""
+    clip to [0, 1] (and round to 8-bit levels with rounds). Draws: sigma, the gray coin, noise."""
     owner = "random_add_gaussian_noise"
     sigma = rng.uniform(*value_range(owner, "sigma_range", sigma_range, 0.0))
     gray = rng.uniform() < number(owner, "gray_prob", gray_prob, 0.0, 1.0)

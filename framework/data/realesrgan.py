@@ -10,9 +10,9 @@ USM-sharpen it, then `degrade`:
   finally round to 8-bit levels; and a paired random crop to gt_size.
 
 Differences from BasicSR, all deliberate: every draw is per sample (BasicSR draws the resize
-factors, resize modes, noise type and the blur-or-not coins once per GPU batch, and its gray Gaussian
-noise field is shared by the batch), so there is no training-pair pool (`queue_size`): a batch is
-already diverse; JPEG is Pillow's at an integer quality (BasicSR: DiffJPEG, continuous quality);
+factors, resize modes, noise type and the blur-or-not coins once per GPU batch, and its gray
+Gaussian noise field is shared by the batch), so there is no training-pair pool (`queue_size`): a
+batch is already diverse; JPEG is Pillow's at an integer quality (BasicSR: DiffJPEG, continuous quality);
 blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size; BasicSR reads it but
 hard-codes 7..21, which is the default here); the final sinc kernel's size comes from the first
 range; kernels are not zero-padded to 21 (padding changes nothing but the cost).
@@ -245,7 +245,8 @@ class RealESRGANDataset(_SRDataset):
 
     `get(index, rng)` -> dict(lq=float32 (C, gt_size / scale, gt_size / scale), gt=float32
     (C, gt_size, gt_size), name=str[, gt_usm=float32 like gt]). Without rng: the generator
-    default_rng(index), a fixed degradation per image.
+    default_rng(index), a fixed degradation per image. Every draw is per sample, where BasicSR
+    draws the resize factor / mode and the noise type once per GPU batch (see the module docstring).
 
     Args: root (folder of images), scale (default 4), gt_size (default 256; a multiple of scale),
     crop_pad_size (default 400: the HR image is reflect-padded at the bottom/right or randomly
