@@ -12,14 +12,17 @@ USM-sharpen it, then `degrade`:
 Differences from BasicSR, all deliberate: every draw is per sample (BasicSR draws the resize
 factors, resize modes, noise type and the blur-or-not coins once per GPU batch, and its gray
 Gaussian noise field is shared by the batch), so there is no training-pair pool (`queue_size`): a
-batch is already diverse; JPEG is Pillow's at an integer quality (BasicSR: DiffJPEG, continuous quality);
-blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size; BasicSR reads it but
-hard-codes 7..21, which is the default here); the final sinc kernel's size comes from the first
-range; kernels are not zero-padded to 21 (padding changes nothing but the cost).
+batch is already diverse; JPEG is Pillow's at an integer quality (BasicSR: DiffJPEG, continuous
+quality); blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size; BasicSR reads it
+but hard-codes 7..21, which is the default here); the final sinc kernel's size comes from the first
+range; kernels are not zero-padded to 21 (padding changes nothing but the cost). With gt_usm the
+LR is degraded from the sharpened HR, as in both BasicSR models (RealESRGANModel always,
+RealESRNetModel with gt_usm: True).
 """
 from __future__ import annotations
 
 import dataclasses
+import inspect
 import math
 import time
 from pathlib import Path
@@ -117,6 +120,8 @@ class DegradationOptions:
     @classmethod
     def from_dict(cls, options: dict, owner: str = "DegradationOptions") -> "DegradationOptions":
         """Build from a mapping; an unknown key is a ValueError with a did-you-mean."""
+        if not isinstance(options, dict):
+            raise ValueError(f"{owner}: degradation options must be a mapping, got {options!r}")
         known = [f.name for f in dataclasses.fields(cls)]
         for key in options:
             if key not in known:
@@ -330,3 +335,17 @@ class RealESRGANDataset(_SRDataset):
         if sharp is not None:
             out["gt_usm"] = np.array(stack[c:], np.float32)
         return out
+
+
+def _signature_with_options(cls):
+    """Show every DegradationOptions key as a keyword of `cls` (its **degradation): the config
+    checker then validates these keys, their did-you-means and value types like any other."""
+    params = [p for p in inspect.signature(cls.__init__).parameters.values()
+              if p.kind is not p.VAR_KEYWORD][1:]  # without self
+    params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+               for f in dataclasses.fields(DegradationOptions)]
+    cls.__signature__ = inspect.Signature(params)
+    return cls
+
+
+_signature_with_options(RealESRGANDataset)

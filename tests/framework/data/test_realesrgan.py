@@ -170,6 +170,14 @@ def test_bad_dataset_arguments(hr_folder, kwargs, error, match):
         RealESRGANDataset(hr_folder, **{**SMALL, **kwargs})
 
 
+def test_signature_shows_every_option_for_the_config_checker():
+    import inspect
+    params = inspect.signature(RealESRGANDataset).parameters
+    assert params["blur_sigma"].default == (0.2, 3.0) and params["jpeg_range2"].default == (30, 95)
+    assert params["scale"].default == 4 and params["crop_pad_size"].default == 400
+    assert not any(p.kind is p.VAR_KEYWORD for p in params.values())
+
+
 def test_pair_is_refused(hr_folder):
     with pytest.raises(TypeError, match="use get\\(index, rng\\)"):
         RealESRGANDataset(hr_folder, **SMALL).pair(0)
