@@ -497,8 +497,8 @@ def generate_gaussian_noise(img, sigma=10, gray_noise=False, *, rng) -> np.ndarr
     img = _chw("generate_gaussian_noise", img)
     sigma = number("generate_gaussian_noise", "sigma", sigma, 0.0)
     shape = img.shape[1:] if gray_noise else img.shape
-    one = img.dtype.type
-    noise = rng.standard_normal(shape, dtype=img.dtype) * one(sigma) / one(255)
+    cast = img.dtype.type
+    noise = rng.standard_normal(shape, dtype=img.dtype) * cast(sigma) / cast(255)
     return np.broadcast_to(noise, img.shape) if gray_noise else noise
 
 
