@@ -18,7 +18,8 @@ __all__ = ["BatchLoader"]
 
 class BatchLoader:
     """Batches of dataset samples: `get_batch(iteration)` -> dict(lq=float32 (B, C, h, w),
-    gt=float32 (B, C, H, W), names=list of str).
+    gt=float32 (B, C, H, W), names=list of str, and any other array key every sample has, stacked:
+    e.g. gt_usm (B, C, H, W)).
 
     Args: dataset (has `len()` and `get(index, rng)`), batch_size (the GLOBAL batch), seed (int >= 0,
     default 0), shuffle (default True), rank / world_size (default 0 / 1): this process gets rows
@@ -72,9 +73,19 @@ class BatchLoader:
             raise ValueError(f"BatchLoader: samples of batch {iteration} differ in size "
                              f"({sorted(shapes)}); set the dataset's gt_size to crop, or use "
                              f"batch_size=1 for full images")
-        return {"lq": np.stack([s["lq"] for s in samples]),
-                "gt": np.stack([s["gt"] for s in samples]),
-                "names": [s["name"] for s in samples]}
+        batch = {"lq": np.stack([s["lq"] for s in samples]),
+                 "gt": np.stack([s["gt"] for s in samples]),
+                 "names": [s["name"] for s in samples]}
+        # any other array every sample holds (e.g. gt_usm) is stacked too
+        for key in samples[0]:
+            if key in ("lq", "gt", "name") or not all(isinstance(s.get(key), np.ndarray)
+                                                      for s in samples):
+                continue
+            if len({s[key].shape for s in samples}) > 1:
+                raise ValueError(f"BatchLoader: samples of batch {iteration} differ in the size "
+                                 f"of {key!r}")
+            batch[key] = np.stack([s[key] for s in samples])
+        return batch
 
     def epoch_of(self, iteration: int) -> int:
         """The epoch in which batch `iteration` starts (for logging)."""

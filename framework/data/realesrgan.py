@@ -1,0 +1,351 @@
+"""Real-ESRGAN's second-order degradation (BasicSR's RealESRGANDataset + RealESRNetModel.feed_data)
+as a dataset: HR images in, (LR, HR) pairs synthesised on the fly, every draw from the Generator the
+loader passes, so a sample is a pure function of (seed, epoch, position).
+
+One sample: flip/transpose the HR image, reflect-pad / randomly crop it to crop_pad_size, optionally
+USM-sharpen it, then `degrade`:
+  blur (kernel1) -> random resize -> Gaussian or Poisson noise -> JPEG,
+  [blur (kernel2) with second_blur_prob] -> random resize to ~crop_pad_size / scale -> noise,
+  then in a random order [resize to crop_pad_size / scale + final sinc] and JPEG,
+  finally round to 8-bit levels; and a paired random crop to gt_size.
+
+Differences from BasicSR, all deliberate: every draw is per sample (BasicSR draws the resize
+factors, resize modes, noise type and the blur-or-not coins once per GPU batch, and its gray
+Gaussian noise field is shared by the batch), so there is no training-pair pool (`queue_size`): a
+batch is already diverse; JPEG is Pillow's at an integer quality (BasicSR: DiffJPEG, continuous
+quality); blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size; BasicSR reads it
+but hard-codes 7..21, which is the default here); the final sinc kernel's size comes from the first
+range; kernels are not zero-padded to 21 (padding changes nothing but the cost). With gt_usm the
+LR is degraded from the sharpened HR, as in both BasicSR models (RealESRGANModel always,
+RealESRNetModel with gt_usm: True).
+"""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .. import functional as F
+from .._check import did_you_mean, flag, int_arg, number
+from ..autograd import no_grad
+from ..io.image import list_images
+from ..registry import DATASETS
+from ..tensor import Tensor
+from .augment import apply_flags, paired_random_crop, random_flags
+from .datasets import _load, _SRDataset
+from .degradations import (KERNEL_TYPES, check_kernel_list, circular_lowpass_kernel, filter2d, pick,
+                           probabilities, random_add_gaussian_noise, random_add_jpg_compression,
+                           random_add_poisson_noise, random_mixed_kernels, usm_sharp, value_range)
+
+__all__ = ["DegradationOptions", "degrade", "RealESRGANDataset"]
+
+_ALL_KERNELS = tuple(KERNEL_TYPES)
+_KERNEL_PROB = (0.45, 0.25, 0.12, 0.03, 0.12, 0.03)
+RESIZE_MODES = ("area", "bilinear", "bicubic")
+
+
+@dataclasses.dataclass(frozen=True)
+class DegradationOptions:
+    """The degradation's keys, named and defaulted as in BasicSR's train_realesrnet_x4plus.yml.
+    Ranges are [low, high]; probability lists sum to 1; resize_prob is (up, down, keep)."""
+    # first-order blur
+    blur_kernel_size: int = 21
+    kernel_list: tuple = _ALL_KERNELS
+    kernel_prob: tuple = _KERNEL_PROB
+    blur_sigma: tuple = (0.2, 3.0)
+    betag_range: tuple = (0.5, 4.0)
+    betap_range: tuple = (1.0, 2.0)
+    sinc_prob: float = 0.1
+    # second-order blur
+    blur_kernel_size2: int = 21
+    kernel_list2: tuple = _ALL_KERNELS
+    kernel_prob2: tuple = _KERNEL_PROB
+    blur_sigma2: tuple = (0.2, 1.5)
+    betag_range2: tuple = (0.5, 4.0)
+    betap_range2: tuple = (1.0, 2.0)
+    sinc_prob2: float = 0.1
+    final_sinc_prob: float = 0.8
+    # first-order resize, noise, JPEG
+    resize_prob: tuple = (0.2, 0.7, 0.1)
+    resize_range: tuple = (0.15, 1.5)
+    gaussian_noise_prob: float = 0.5
+    noise_range: tuple = (1.0, 30.0)
+    poisson_scale_range: tuple = (0.05, 3.0)
+    gray_noise_prob: float = 0.4
+    jpeg_range: tuple = (30.0, 95.0)
+    # second order
+    second_blur_prob: float = 0.8
+    resize_prob2: tuple = (0.3, 0.4, 0.3)
+    resize_range2: tuple = (0.3, 1.2)
+    gaussian_noise_prob2: float = 0.5
+    noise_range2: tuple = (1.0, 25.0)
+    poisson_scale_range2: tuple = (0.05, 2.5)
+    gray_noise_prob2: float = 0.4
+    jpeg_range2: tuple = (30.0, 95.0)
+
+    def __post_init__(self):
+        own = "DegradationOptions"
+        fix = {}
+        for s in ("", "2"):
+            size = int_arg(own, "blur_kernel_size" + s, getattr(self, "blur_kernel_size" + s), 7)
+            if size % 2 == 0:
+                raise ValueError(f"{own}: blur_kernel_size{s} must be odd, got {size}")
+            kinds = check_kernel_list(own, "kernel_list" + s, getattr(self, "kernel_list" + s))
+            fix["kernel_list" + s] = kinds
+            fix["kernel_prob" + s] = tuple(probabilities(own, "kernel_prob" + s,
+                                                         getattr(self, "kernel_prob" + s),
+                                                         len(kinds)))
+            fix["resize_prob" + s] = tuple(probabilities(own, "resize_prob" + s,
+                                                         getattr(self, "resize_prob" + s), 3))
+            for name, low, high in (("blur_sigma", 0.0, None), ("betag_range", 0.0, None),
+                                    ("betap_range", 0.0, None), ("resize_range", 0.0, None),
+                                    ("noise_range", 0.0, None), ("poisson_scale_range", 0.0, None),
+                                    ("jpeg_range", 1, 100)):
+                fix[name + s] = value_range(own, name + s, getattr(self, name + s), low, high)
+            lo, hi = fix["resize_range" + s]
+            if lo <= 0 or lo > 1 or hi < 1:
+                raise ValueError(f"{own}: resize_range{s} must have 0 < low <= 1 <= high, got "
+                                 f"{getattr(self, 'resize_range' + s)!r}")
+            for name in ("sinc_prob", "gaussian_noise_prob", "gray_noise_prob"):
+                fix[name + s] = number(own, name + s, getattr(self, name + s), 0.0, 1.0)
+        for name in ("final_sinc_prob", "second_blur_prob"):
+            fix[name] = number(own, name, getattr(self, name), 0.0, 1.0)
+        for name, value in fix.items():
+            object.__setattr__(self, name, value)
+
+    @classmethod
+    def from_dict(cls, options: dict, owner: str = "DegradationOptions") -> "DegradationOptions":
+        """Build from a mapping; an unknown key is a ValueError with a did-you-mean."""
+        if not isinstance(options, dict):
+            raise ValueError(f"{owner}: degradation options must be a mapping, got {options!r}")
+        known = [f.name for f in dataclasses.fields(cls)]
+        for key in options:
+            if key not in known:
+                raise ValueError(f"{owner}: unknown degradation option {key!r}"
+                                 f"{did_you_mean(key, known)}")
+        return cls(**options)
+
+    def check_size(self, h: int, w: int, scale: int, owner: str = "degrade"):
+        """ValueError unless an (h, w) crop survives the smallest resizes with >= 1 pixel."""
+        lo1, lo2 = self.resize_range[0], self.resize_range2[0]
+        if h % scale or w % scale:
+            raise ValueError(f"{owner}: the HR crop {h}x{w} must be a multiple of scale={scale}")
+        if min(int(h * lo1), int(w * lo1), int(h / scale * lo2), int(w / scale * lo2)) < 1:
+            raise ValueError(f"{owner}: an HR crop of {h}x{w} at scale {scale} shrinks below one "
+                             f"pixel with resize_range[0]={lo1}, resize_range2[0]={lo2}")
+
+
+class _Clock:
+    """Adds each stage's seconds to `times` (a dict) when one is given."""
+
+    def __init__(self, times):
+        self.times = times
+
+    def __call__(self, stage, fn, *args, **kwargs):
+        if self.times is None:
+            return fn(*args, **kwargs)
+        start = time.perf_counter()
+        out = fn(*args, **kwargs)
+        self.times[stage] = self.times.get(stage, 0.0) + time.perf_counter() - start
+        return out
+
+
+def _kernel_sizes(largest: int) -> range:
+    return range(7, largest + 1, 2)
+
+
+def _blur_kernel(rng, o: DegradationOptions, s: str) -> np.ndarray:
+    """Kernel size, then a sinc (sinc_prob) or a mixed kernel, drawn as BasicSR's dataset does."""
+    sizes = _kernel_sizes(getattr(o, "blur_kernel_size" + s))
+    k = sizes[int(rng.integers(len(sizes)))]
+    if rng.uniform() < getattr(o, "sinc_prob" + s):
+        omega = rng.uniform(np.pi / 3, np.pi) if k < 13 else rng.uniform(np.pi / 5, np.pi)
+        return circular_lowpass_kernel(omega, k)
+    sigma = getattr(o, "blur_sigma" + s)
+    return random_mixed_kernels(getattr(o, "kernel_list" + s), getattr(o, "kernel_prob" + s), k,
+                                sigma, sigma, (-math.pi, math.pi), getattr(o, "betag_range" + s),
+                                getattr(o, "betap_range" + s), None, rng=rng)
+
+
+def _resize(img: np.ndarray, mode: str, size=None, scale_factor=None) -> np.ndarray:
+    with no_grad():
+        return F.interpolate(Tensor(img[None]), size=size, scale_factor=scale_factor,
+                             mode=mode).data[0]
+
+
+def _random_factor(rng, o: DegradationOptions, s: str) -> float:
+    """Up (U(1, high)), down (U(low, 1)) or keep (1) with probabilities resize_prob."""
+    lo, hi = getattr(o, "resize_range" + s)
+    way = pick(rng, ("up", "down", "keep"), getattr(o, "resize_prob" + s))
+    return rng.uniform(1, hi) if way == "up" else rng.uniform(lo, 1) if way == "down" else 1.0
+
+
+def _noise(rng, o: DegradationOptions, s: str, img: np.ndarray) -> np.ndarray:
+    gray = getattr(o, "gray_noise_prob" + s)
+    if rng.uniform() < getattr(o, "gaussian_noise_prob" + s):
+        return random_add_gaussian_noise(img, getattr(o, "noise_range" + s), gray, rng=rng)
+    return random_add_poisson_noise(img, getattr(o, "poisson_scale_range" + s), gray, rng=rng)
+
+
+def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
+            times: dict | None = None) -> np.ndarray:
+    """Real-ESRGAN's second-order degradation of one HR crop: float (C, H, W) in [0, 1], H and W
+    multiples of `scale` -> LR (C, H / scale, W / scale) in gt's dtype, on 8-bit levels.
+
+    opts: DegradationOptions, a dict of its keys, or None (BasicSR's defaults). All randomness comes
+    from `rng`. `times`, when given, accumulates seconds per stage (kernels, filter, resize, noise,
+    jpeg)."""
+    o = (opts if isinstance(opts, DegradationOptions)
+         else DegradationOptions.from_dict(opts or {}, "degrade"))
+    scale = int_arg("degrade", "scale", scale)
+    gt = np.asarray(gt)
+    if gt.ndim != 3 or gt.dtype not in (np.float32, np.float64):
+        raise ValueError(f"degrade: gt must be a float32/float64 (C, H, W) array, got {gt.dtype} "
+                         f"{gt.shape}")
+    h, w = gt.shape[1:]
+    o.check_size(h, w, scale)
+    clock = _Clock(times)
+
+    def mode():
+        return RESIZE_MODES[int(rng.integers(len(RESIZE_MODES)))]
+
+    def final_sinc(img):
+        img = clock("resize", _resize, img, mode(), size=(h // scale, w // scale))
+        if rng.uniform() < o.final_sinc_prob:
+            sizes = _kernel_sizes(o.blur_kernel_size)
+            k = sizes[int(rng.integers(len(sizes)))]
+            sinc = clock("kernels", circular_lowpass_kernel, rng.uniform(np.pi / 3, np.pi), k)
+            img = clock("filter", filter2d, img, sinc)
+        return img
+
+    # first order: blur, resize by a factor, noise, JPEG
+    out = clock("filter", filter2d, gt, clock("kernels", _blur_kernel, rng, o, ""))
+    factor, resize_mode = _random_factor(rng, o, ""), mode()
+    if factor != 1.0:  # a factor of 1 is the identity in every mode
+        out = clock("resize", _resize, out, resize_mode, scale_factor=factor)
+    out = clock("noise", _noise, rng, o, "", out)
+    out = clock("jpeg", random_add_jpg_compression, out, o.jpeg_range, rng=rng)
+    # second order: maybe blur, resize to a size around the LR size, noise
+    if rng.uniform() < o.second_blur_prob:
+        out = clock("filter", filter2d, out, clock("kernels", _blur_kernel, rng, o, "2"))
+    factor = _random_factor(rng, o, "2")
+    out = clock("resize", _resize, out, mode(),
+                size=(int(h / scale * factor), int(w / scale * factor)))
+    out = clock("noise", _noise, rng, o, "2", out)
+    # [resize back + sinc] and JPEG in a random order (the other orders give twisted lines)
+    if rng.uniform() < 0.5:
+        out = clock("jpeg", random_add_jpg_compression, final_sinc(out), o.jpeg_range2, rng=rng)
+    else:
+        out = final_sinc(clock("jpeg", random_add_jpg_compression, out, o.jpeg_range2, rng=rng))
+    return np.clip(np.round(out * 255), 0, 255) / out.dtype.type(255)
+
+
+@DATASETS.register()
+class RealESRGANDataset(_SRDataset):
+    """HR images from a folder; (LR, HR) pairs synthesised per sample by Real-ESRGAN's degradation.
+
+    `get(index, rng)` -> dict(lq=float32 (C, gt_size / scale, gt_size / scale), gt=float32
+    (C, gt_size, gt_size), name=str[, gt_usm=float32 like gt]). Without rng: the generator
+    default_rng(index), a fixed degradation per image. Every draw is per sample, where BasicSR
+    draws the resize factor / mode and the noise type once per GPU batch (see the module docstring).
+
+    Args: root (folder of images), scale (default 4), gt_size (default 256; a multiple of scale),
+    crop_pad_size (default 400: the HR image is reflect-padded at the bottom/right or randomly
+    cropped to this square before degrading; a multiple of scale, >= gt_size), use_flip (default
+    True; BasicSR's name use_hflip is accepted too), use_rot (default False, as BasicSR's configs),
+    color ("rgb" or "y"), cache (default True: decoded HR images kept as float32, 12 bytes per pixel
+    in RGB; use False for large sets), bad_files ("error" or "skip"), gt_usm (default False: when
+    True the LR is degraded from the USM-sharpened HR, as both BasicSR models do, and the sample
+    also holds "gt_usm", the target of BasicSR's l1_gt_usm / percep_gt_usm / gan_gt_usm), and every
+    DegradationOptions key (BasicSR's names and defaults).
+    """
+
+    def __init__(self, root, scale: int = 4, gt_size: int = 256, crop_pad_size: int = 400,
+                 use_flip: bool | None = None, use_rot: bool = False, color: str = "rgb",
+                 cache: bool = True, bad_files: str = "error", gt_usm: bool = False,
+                 use_hflip: bool | None = None, **degradation):
+        name = type(self).__name__
+        if use_flip is not None and use_hflip is not None and use_flip != use_hflip:
+            raise ValueError(f"{name}: use_flip={use_flip!r} and use_hflip={use_hflip!r} disagree "
+                             f"(use_hflip is BasicSR's name for use_flip: give one)")
+        use_flip = flag(name, "use_flip", next((v for v in (use_flip, use_hflip) if v is not None),
+                                              True))
+        gt_size = int_arg(name, "gt_size", gt_size)
+        super().__init__(scale, gt_size, use_flip, flag(name, "use_rot", use_rot), color,
+                         flag(name, "cache", cache), bad_files)
+        self.crop_pad_size = int_arg(name, "crop_pad_size", crop_pad_size)
+        if self.crop_pad_size % self.scale or self.crop_pad_size < gt_size:
+            raise ValueError(f"{name}: crop_pad_size={crop_pad_size} must be a multiple of "
+                             f"scale={scale} and >= gt_size={gt_size}")
+        self.gt_usm = flag(name, "gt_usm", gt_usm)
+        self.opts = DegradationOptions.from_dict(degradation, name)
+        self.opts.check_size(self.crop_pad_size, self.crop_pad_size, self.scale, name)
+        self.root = Path(root)
+        items = self._scan([(p.name, p) for p in list_images(self.root)])
+        self.paths = [path for _, path in items]
+        self.names = [n for n, _ in items]
+
+    def image(self, index: int) -> np.ndarray:
+        """The whole HR image `index`, float32 (C, H, W) (cached read-only when cache=True)."""
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for a dataset of {len(self)} images")
+        if index in self._cache:
+            return self._cache[index]
+        img = _load(self.paths[index], self.color)
+        if self.cache:
+            img.flags.writeable = False
+            self._cache[index] = img
+        return img
+
+    def pair(self, index: int):
+        raise TypeError(f"{type(self).__name__} makes its LR images per sample: use "
+                        f"get(index, rng)")
+
+    def _crop_pad(self, img: np.ndarray, rng) -> np.ndarray:
+        """Reflect-pad (OpenCV's BORDER_REFLECT_101) at the bottom/right up to crop_pad_size, then
+        crop a random crop_pad_size square; a fresh contiguous array."""
+        size = self.crop_pad_size
+        h, w = img.shape[1:]
+        if h < size or w < size:
+            img = np.pad(img, ((0, 0), (0, max(0, size - h)), (0, max(0, size - w))),
+                         mode="reflect")
+            h, w = img.shape[1:]
+        if h > size or w > size:
+            top, left = int(rng.integers(0, h - size + 1)), int(rng.integers(0, w - size + 1))
+            img = img[:, top:top + size, left:left + size]
+        return np.ascontiguousarray(img, dtype=np.float32)
+
+    def get(self, index: int, rng: np.random.Generator | None = None, times: dict | None = None
+            ) -> dict:
+        """One synthesised sample (see the class docstring); `times` as in `degrade`."""
+        rng = np.random.default_rng(index) if rng is None else rng
+        img = apply_flags(self.image(index), random_flags(rng, self.use_flip, self.use_rot))
+        gt = self._crop_pad(img, rng)
+        sharp = usm_sharp(gt) if self.gt_usm else None
+        lq = degrade(gt if sharp is None else sharp, rng, self.opts, self.scale, times)
+        stack = gt if sharp is None else np.concatenate([gt, sharp])
+        lq, stack = paired_random_crop(lq, stack, self.gt_size, self.scale, rng, self.names[index])
+        c = gt.shape[0]
+        out = {"lq": np.array(lq, np.float32), "gt": np.array(stack[:c], np.float32),
+               "name": self.names[index]}
+        if sharp is not None:
+            out["gt_usm"] = np.array(stack[c:], np.float32)
+        return out
+
+
+def _signature_with_options(cls):
+    """Show every DegradationOptions key as a keyword of `cls` (its **degradation): the config
+    checker then validates these keys, their did-you-means and value types like any other."""
+    params = [p for p in inspect.signature(cls.__init__).parameters.values()
+              if p.kind is not p.VAR_KEYWORD][1:]  # without self
+    params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
+               for f in dataclasses.fields(DegradationOptions)]
+    cls.__signature__ = inspect.Signature(params)
+    return cls
+
+
+_signature_with_options(RealESRGANDataset)
