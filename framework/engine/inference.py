@@ -9,13 +9,14 @@ rounding) while memory is bounded by one tile, so a 4000x3000 image runs on a sm
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 import numpy as np
 
 from .. import functional as F
 from ..autograd import no_grad
-from ..io.checkpoint import CheckpointError, load_model_weights, load_weights
+from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
 from ..registry import BASELINES, MODELS
 from ..tensor import Tensor
 
@@ -35,17 +36,25 @@ def build_model(spec: dict, scale: int | None = None):
 
 
 def load_model(weights, model_spec: dict | None = None, scale: int | None = None,
-               fallback_spec: dict | None = None):
-    """(model in eval mode, info). The model spec is, in this order: `model_spec` (given on the
-    command line), the weights file's metadata (srgrad's trainer writes it: it describes these
-    weights exactly), `fallback_spec` (a config's `model:` block, for weights from elsewhere)."""
+               fallback_spec: dict | None = None, key: str | None = None, say=None):
+    """(model in eval mode, info) from any weights file load_weights takes (srgrad's safetensors,
+    plain safetensors, a PyTorch .pth read safely). The model spec is, in this order: `model_spec`
+    (--model on the command line), the file's metadata (srgrad's trainer writes it: it describes
+    these weights exactly), `fallback_spec` (a config's `model:` block), else detected from the
+    state_dict's keys and shapes (models/detect.py; said through `say`). A config's model that
+    disagrees with the file's spec is a warning naming both. `key`: params or params_ema."""
     from .zoo import load_zoo
     load_zoo()
-    _, info = load_weights(weights)
-    spec = model_spec or info.get("model") or fallback_spec
+    say = say or (lambda msg: print(msg, file=sys.stderr))
+    state, info = load_weights(weights, key)
+    stored = info.get("model")
+    if fallback_spec and stored and not model_spec and _spec_differs(stored, fallback_spec):
+        say(f"warning: --config's model {_show_spec(fallback_spec)} differs from the one stored in "
+            f"{weights}, {_show_spec(stored)}: using the stored one (it describes these weights)")
+    spec = model_spec or stored or fallback_spec
     if not spec:
-        raise CheckpointError(f"{weights} carries no model spec: pass --config CONFIG or "
-                              f"--model TYPE --scale S")
+        spec = _detect(state, weights, scale)
+        say(f"detected {_show_spec(spec)} from the keys and shapes of {weights}")
     if scale and spec.get("scale") and scale != spec["scale"]:
         raise ValueError(f"{weights}: the model is x{spec['scale']}, --scale {scale} disagrees")
     scale = scale or spec.get("scale") or info.get("scale")
@@ -61,10 +70,31 @@ def load_model(weights, model_spec: dict | None = None, scale: int | None = None
     dtype = info.get("dtype")
     if dtype:
         model.to(np.dtype(dtype))
-    load_model_weights(model, weights)
+    check_state_matches(model, state, os.fspath(weights))
+    model.load_state_dict(state)
     model.eval()
     info = {**info, "model": {**spec, "scale": int(scale)}, "scale": int(scale)}
     return model, info
+
+
+def _detect(state, weights, scale):
+    from models.detect import detect  # the application's rules (engine/zoo.py has loaded models)
+    try:
+        return detect(state, **({"scale": scale} if scale else {}))
+    except ValueError as exc:
+        raise CheckpointError(f"{weights} carries no model spec and {exc}; pass --model TYPE "
+                              f"--scale S (and --model-arg k=v) or --config CONFIG") from None
+
+
+def _spec_differs(a: dict, b: dict) -> bool:
+    """Whether two model specs describe different models (keys one of them leaves at the default
+    are not compared)."""
+    return a.get("type") != b.get("type") or any(a[k] != b[k] for k in a.keys() & b.keys())
+
+
+def _show_spec(spec: dict) -> str:
+    args = ", ".join(f"{k}={v!r}" for k, v in spec.items() if k != "type")
+    return f"{spec.get('type')}({args})"
 
 
 def model_in_channels(info: dict) -> int:

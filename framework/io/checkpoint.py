@@ -19,7 +19,8 @@ import safetensors.numpy
 from .atomic import write_atomic
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "save_weights", "load_weights",
-           "load_model_weights", "read_safetensors", "write_atomic", "check_state_matches"]
+           "load_model_weights", "read_safetensors", "write_atomic", "check_state_matches",
+           "is_pytorch_file", "WEIGHT_GROUPS"]
 
 CHECKPOINT_FORMAT = "srgrad.checkpoint/1"
 WEIGHTS_FORMAT = "srgrad.weights/1"
@@ -95,8 +96,8 @@ def read_safetensors(path):
     if not looks_safetensors and (data[:1] == b"\x80" or data[:2] == b"PK" or
                                   data[:6] == b"\x93NUMPY"):
         raise CheckpointError(f"{source} is not a safetensors file (it looks like a pickle, PyTorch "
-                              f".pt/.pth or .npy file); srgrad never loads pickle. Convert it to "
-                              f".safetensors (e.g. safetensors.torch.save_file) first.")
+                              f".pt/.pth or .npy file); weights are read with load_weights, which "
+                              f"takes PyTorch files safely; a checkpoint to resume must be srgrad's")
     if not looks_safetensors:
         raise CheckpointError(f"{source} is not a safetensors file (bad header)")
     if n > len(data) - 8:
@@ -155,25 +156,65 @@ def load_checkpoint(path) -> dict:
 
 
 # -- weights --------------------------------------------------------------------------------------
-def save_weights(path, model_state: dict, **info) -> None:
-    """Atomically write weights only (`model.<key>`), with JSON `info` such as the model spec
-    `{"model": {"type": "ESPCN", "scale": 2, ...}}` so inference needs no config."""
+def save_weights(path, model_state: dict, ema_state: dict | None = None, **info) -> None:
+    """Atomically write weights only (`model.<key>`, and `model_ema.<key>` for an EMA of them),
+    with JSON `info` such as the model spec `{"model": {"type": "ESPCN", "scale": 2, ...}}` so
+    inference needs no config."""
     tensors = {f"model.{k}": np.asarray(v) for k, v in model_state.items()}
+    tensors.update({f"model_ema.{k}": np.asarray(v) for k, v in (ema_state or {}).items()})
     write_atomic(path, _serialize(tensors, info, WEIGHTS_FORMAT))
 
 
-def load_weights(path):
-    """(state_dict, info) from a weights file or a training checkpoint; a plain safetensors file
-    without the `model.` prefix (e.g. converted from another framework) is taken as is."""
+# srgrad's weights files: `model.<key>` are the weights ("params" in BasicSR's words), and
+# `model_ema.<key>` the EMA of the weights when training kept one ("params_ema")
+WEIGHT_GROUPS = {"params": "model.", "params_ema": "model_ema."}
+
+
+def is_pytorch_file(path) -> bool:
+    """Whether `path` starts like a torch.save file (a zip archive or a pickle)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(9)
+    except OSError:
+        return False
+    if head[8:9] == b"{":  # safetensors: a little-endian header length (may start 0x80), then JSON
+        return False
+    return head[:4] in (b"PK\x03\x04", b"PK\x05\x06") or head[:1] == b"\x80"
+
+
+def load_weights(path, key: str | None = None):
+    """(state_dict, info) from any weights file srgrad takes:
+    - srgrad's weights files and training checkpoints (safetensors): the weights, or with key=
+      "params_ema" (the default when the file has one, as Real-ESRGAN's inference) their EMA;
+    - a plain safetensors file (e.g. `safetensors.torch.save_file` of a torch state_dict);
+    - a PyTorch `.pth`/`.pt` (zip or legacy torch.save), read without torch and without running
+      code (framework.io.pth): BasicSR's params/params_ema, state_dict, model wrappers and DDP's
+      `module.` prefix are unwrapped; key= picks the entry.
+    info holds the srgrad metadata (model spec, scale, ...) when the file has it, and "key": the
+    entry used."""
     source = os.fspath(path)
+    if is_pytorch_file(source):
+        from .pth import load_pth_state_dict
+        state, pinfo = load_pth_state_dict(source, key)
+        return state, {"key": pinfo["key"], "pth": pinfo}
     arrays, meta = read_safetensors(source)
     info = _info(meta, source)
     if meta.get("format") in (CHECKPOINT_FORMAT, WEIGHTS_FORMAT) or \
             any(k.startswith("model.") for k in arrays):
-        state = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
+        groups = {name: prefix for name, prefix in WEIGHT_GROUPS.items()
+                  if any(k.startswith(prefix) for k in arrays)}
+        if key is None:
+            key = "params_ema" if "params_ema" in groups else "params"
+        if key not in groups:
+            raise CheckpointError(f"{source} has no {key!r} weights (it has: "
+                                  f"{', '.join(groups) or 'none'})")
+        prefix = groups[key]
+        state = {k[len(prefix):]: v for k, v in arrays.items() if k.startswith(prefix)}
     else:
+        if key is not None:
+            raise CheckpointError(f"{source} is a plain safetensors file: it has no {key!r} entry")
         state = dict(arrays)
-    return state, info
+    return state, {**info, "key": key}
 
 
 def check_state_matches(model, state: dict, source: str) -> None:
@@ -200,11 +241,11 @@ def check_state_matches(model, state: dict, source: str) -> None:
                           f"different architecture or settings?): " + "; ".join(parts))
 
 
-def load_model_weights(model, path) -> dict:
-    """Load a weights file or checkpoint into `model` (strict: keys and shapes must all match).
-    Returns the file's info dict."""
+def load_model_weights(model, path, key: str | None = None) -> dict:
+    """Load a weights file or checkpoint (any load_weights takes) into `model` (strict: keys and
+    shapes must all match). Returns the file's info dict."""
     source = os.fspath(path)
-    state, info = load_weights(source)
+    state, info = load_weights(source, key)
     check_state_matches(model, state, source)
     model.load_state_dict(state)
     return info

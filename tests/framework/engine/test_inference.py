@@ -105,12 +105,17 @@ def test_weights_without_spec_need_a_model(tmp_path, capsys):
     _save(img, np.zeros((8, 8, 3), np.uint8), None)
     argv = ["--weights", str(bare), "--input", str(img), "--output", str(tmp_path / "y.png"),
             "--no-progress"]
+    # FSRCNN's weights fix its sizes but not its scale (the deconvolution's stride): asked for
     assert infer_main(argv) == 1
-    assert "carries no model spec: pass --config CONFIG or --model TYPE" in capsys.readouterr().err
-    assert infer_main(argv + ["--model", "FSRCNN", "--scale", "2", "--model-arg", "d=8",
-                              "--model-arg", "s=4", "--model-arg", "m=1"]) == 0
+    err = capsys.readouterr().err
+    assert "carries no model spec and detect: the state_dict is a FSRCNN(" in err
+    assert "do not fix scale" in err and "pass --model TYPE --scale S" in err, err
+    assert infer_main(argv + ["--scale", "2"]) == 0
+    assert "detected FSRCNN(" in capsys.readouterr().err and "d=8" in err
     assert Image.open(tmp_path / "y.png").size == (16, 16)
-    assert infer_main(argv + ["--model", "FSRCNN", "--scale", "2"]) == 1
+    assert infer_main(argv + ["--model", "FSRCNN", "--scale", "2", "--model-arg", "d=8",
+                              "--model-arg", "s=4", "--model-arg", "m=1", "--overwrite"]) == 0
+    assert infer_main(argv + ["--model", "FSRCNN", "--scale", "2", "--overwrite"]) == 1
     assert "shape mismatches" in capsys.readouterr().err
 
 

@@ -78,15 +78,20 @@ def test_failed_write_leaves_previous_checkpoint_intact(tmp_path, monkeypatch):
     assert ckpt.load_checkpoint(path)["iteration"] == 1
 
 
-def test_pickle_file_is_refused_without_loading(tmp_path):
+def test_hostile_pickle_is_refused_without_loading(tmp_path):
+    """Weights loading reads PyTorch files through the safe reader: a pickle that would run code is
+    refused naming what it wanted, and nothing runs; resuming takes srgrad checkpoints only."""
     class Boom:
         def __reduce__(self):  # would run if anything unpickled the file
             return (os.system, ("echo pwned > " + str(tmp_path / "pwned"),))
 
     path = tmp_path / "evil.pt"
     path.write_bytes(pickle.dumps({"weight": Boom()}))
-    with pytest.raises(CheckpointError, match="evil.pt is not a safetensors file.*never loads pickle"):
+    with pytest.raises(CheckpointError, match=r"refusing to load .*evil\.pt: it references "
+                                              r"\w+\.system, which a weights file never needs"):
         ckpt.load_model_weights(Tiny(), path)
+    with pytest.raises(CheckpointError, match="evil.pt is not a safetensors file"):
+        ckpt.load_checkpoint(path)
     assert not (tmp_path / "pwned").exists()
 
 

@@ -239,30 +239,41 @@ def no_unpickling(monkeypatch):
 
 def test_pickle_files_are_refused_and_never_unpickled(tmp_path, lr_image, capsys, make_tiny_config,
                                                       no_unpickling):
+    """Weights loaders read PyTorch files through the safe reader (framework/io/pth.py): a hostile
+    pickle is refused naming what it wanted, by every loader and both commands; resuming takes
+    srgrad checkpoints only; nothing is ever unpickled (the marker never appears)."""
     marker = tmp_path / "PWNED"
     cfg = make_tiny_config(iters=2, every=2)
     for path in pickle_files(tmp_path, marker):
-        for load in (ckpt.load_checkpoint, ckpt.load_weights, load_model,
-                     lambda p: ckpt.load_model_weights(espcn(), p)):
-            with pytest.raises(CheckpointError, match=rf"^{path} is not a safetensors file"):
+        npy = path.suffix == ".npy" or path.name == "p0.safetensors"  # neither zip nor binary pickle
+        refusal = rf"^{path} is not a safetensors file" if npy else rf"^refusing to load {path}: "
+        for load in (ckpt.load_weights, load_model, lambda p: ckpt.load_model_weights(espcn(), p)):
+            with pytest.raises(CheckpointError, match=refusal):
                 load(path)
+        with pytest.raises(CheckpointError, match=rf"^{path} is not a safetensors file"):
+            ckpt.load_checkpoint(path)
         assert infer_main(["--weights", str(path), "--input", str(lr_image), "--output",
                            str(tmp_path / "out.png"), "--no-progress"]) == 1
         assert train_main([str(cfg), "--resume", str(path), "--no-progress"]) == 1
         err = capsys.readouterr().err
-        assert err.count(f"error: {path} is not a safetensors file") == 2, err
+        assert f"error: {path} is not a safetensors file" in err, err
+        assert (f"error: {path} is not a safetensors file" if npy else
+                f"error: refusing to load {path}: it ") in err.splitlines()[0], err
         assert not marker.exists(), path
-    assert f"srgrad never loads pickle" in str(pytest.raises(
-        CheckpointError, ckpt.load_weights, tmp_path / "p2.safetensors").value)
 
 
-def test_real_torch_checkpoint_is_refused(tmp_path, no_unpickling):
+def test_real_torch_checkpoint_loads_safely(tmp_path, no_unpickling):
+    """A torch.save'd state_dict (zip layout) loads into the model, values bit-equal, without
+    unpickling (pickle is patched to fail here)."""
     torch = pytest.importorskip("torch")
+    model = espcn()
     path = tmp_path / "model.pth"
-    torch.save({"first_part.0.weight": torch.zeros(4, 3, 5, 5)}, path)
-    with pytest.raises(CheckpointError, match=r"PyTorch \.pt/\.pth .*srgrad never loads pickle\. "
-                                              r"Convert it to \.safetensors"):
-        ckpt.load_model_weights(espcn(), path)
+    torch.save({"params": {k: torch.from_numpy(v.copy() + 1) for k, v in
+                           model.state_dict().items()}}, path)
+    target = espcn()
+    ckpt.load_model_weights(target, path)
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(target.state_dict()[k], v + 1)
 
 
 def test_weights_metadata_cannot_make_srgrad_import_code(tmp_path, monkeypatch, lr_image):
