@@ -1,16 +1,20 @@
-"""Normalisation: batch_norm over (N, C, ...) with PyTorch's running-statistics rule."""
+"""Normalisation: batch_norm over (N, C, ...) with PyTorch's running-statistics rule, and layer_norm
+over the trailing axes (fused numba kernels: one pass per row each way)."""
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
-from .._check import float_array
+from .._check import float_array, int_list, is_int, number
+from .._jit import kernel, launch, prange
 from ..autograd import Function
 from ._util import data_of
 
-__all__ = ["batch_norm"]
+__all__ = ["batch_norm", "layer_norm"]
 
 
-class BatchNorm(Function):
+class BatchNormFunction(Function):
     """x: (N, C, ...); weight, bias: (C,) or None; statistics over every axis but 1.
 
     training=True normalises with the batch mean and biased variance and, when `running` is given,
@@ -93,5 +97,117 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
     if eps < 0:
         raise ValueError(f"batch_norm: eps must be non-negative, got {eps}")
-    return BatchNorm.apply(x, weight, bias, running=running, training=bool(training),
+    return BatchNormFunction.apply(x, weight, bias, running=running, training=bool(training),
                            momentum=float(momentum), eps=float(eps))
+
+
+# -- layer_norm ----------------------------------------------------------------------------------------
+
+# Below this many elements one thread is faster (_jit.launch).
+_SERIAL_ELEMS = 1 << 15
+
+
+@kernel(parallel=True)
+def _layer_norm_kernel(x, w, b, eps, y, mean, rstd):
+    """Per row r of x (R, D): mean, rstd = 1 / sqrt(biased var + eps) (float64, saved), then
+    y = (x - mean) rstd w + b. The row stays in cache across its three sweeps."""
+    R, D = x.shape
+    for r in prange(R):
+        s = 0.0
+        for j in range(D):
+            s += x[r, j]
+        mu = s / D
+        v = 0.0
+        for j in range(D):
+            d = x[r, j] - mu
+            v += d * d
+        rs = 1.0 / math.sqrt(v / D + eps)
+        mean[r] = mu
+        rstd[r] = rs
+        for j in range(D):
+            y[r, j] = (x[r, j] - mu) * rs * w[j] + b[j]
+
+
+@kernel(parallel=True)
+def _layer_norm_grad_kernel(g, x, w, mean, rstd, chunk, need_x, gx, gw_part, gb_part):
+    """Rows in chunks of `chunk` (fixed by the shape, so sums do not depend on the thread count):
+    gx[r] = rstd (g w - mean(g w) - xhat mean(g w xhat)) when need_x, and per chunk c
+    gw_part[c] = sum g xhat, gb_part[c] = sum g over its rows (float64, zero on entry)."""
+    R, D = x.shape
+    for c in prange(gw_part.shape[0]):
+        for r in range(c * chunk, min(R, (c + 1) * chunk)):
+            mu, rs = mean[r], rstd[r]
+            sg = 0.0
+            sgx = 0.0
+            for j in range(D):
+                xh = (x[r, j] - mu) * rs
+                gh = g[r, j] * w[j]
+                sg += gh
+                sgx += gh * xh
+                gw_part[c, j] += g[r, j] * xh
+                gb_part[c, j] += g[r, j]
+            if need_x:
+                sg /= D
+                sgx /= D
+                for j in range(D):
+                    xh = (x[r, j] - mu) * rs
+                    gx[r, j] = rs * (g[r, j] * w[j] - sg - xh * sgx)
+
+
+class LayerNormFunction(Function):
+    """x viewed as rows (R, D), D = the normalised trailing size; weight, bias (D,) or None."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, *, normalized_size, eps):
+        rows = (x.size // normalized_size, normalized_size)
+        x2 = np.ascontiguousarray(x).reshape(rows)
+        w = np.ones(rows[1], x.dtype) if weight is None else weight.reshape(-1)
+        b = np.zeros(rows[1], x.dtype) if bias is None else bias.reshape(-1)
+        y = np.empty(rows, x.dtype)
+        mean, rstd = np.empty(rows[0]), np.empty(rows[0])
+        launch(_layer_norm_kernel, x.size < _SERIAL_ELEMS, x2, w, b, float(eps), y, mean, rstd)
+        ctx.save_for_backward(x2, w, mean, rstd)
+        ctx.shapes = (x.shape, None if weight is None else weight.shape)
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dx = rstd (g w - mean(g w) - xhat mean(g w xhat)); dW = sum g xhat; dB = sum g
+        x2, w, mean, rstd = ctx.saved_tensors
+        shape, wshape = ctx.shapes
+        need_x, need_w, need_b = ctx.needs_input_grad
+        R, D = x2.shape
+        chunk = max(32, -(-R // 512))
+        parts = -(-R // chunk)
+        gx = np.empty(x2.shape if need_x else (1, 1), x2.dtype)  # the kernel writes it only if need_x
+        gw_part, gb_part = np.zeros((parts, D)), np.zeros((parts, D))
+        g2 = np.ascontiguousarray(g, dtype=x2.dtype).reshape(x2.shape)
+        launch(_layer_norm_grad_kernel, x2.size < _SERIAL_ELEMS, g2, x2, w, mean, rstd, chunk, need_x,
+               gx, gw_part, gb_part)
+        gw = gw_part.sum(axis=0).astype(x2.dtype).reshape(wshape) if need_w else None
+        gb = gb_part.sum(axis=0).astype(x2.dtype).reshape(wshape) if need_b else None
+        return (gx.reshape(shape) if need_x else None), gw, gb
+
+
+def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.layer_norm: normalise x (..., *normalized_shape) over its trailing
+    normalized_shape axes (mean and biased variance per row, then (x - mean) / sqrt(var + eps)),
+    then scale by weight and shift by bias, both of shape normalized_shape or None (default).
+    normalized_shape: an int or a sequence of ints (e.g. C for x (B, L, C)); eps default 1e-5."""
+    name = "layer_norm"
+    xa = float_array(name, "input", x)
+    shape = int_list(name, "normalized_shape", [normalized_shape] if is_int(normalized_shape)
+                     else list(normalized_shape) if isinstance(normalized_shape, (tuple, list))
+                     else normalized_shape)
+    if not shape or xa.ndim < len(shape) or xa.shape[xa.ndim - len(shape):] != shape:
+        raise ValueError(f"{name}: input of shape {xa.shape} does not end in normalized_shape "
+                         f"{shape}")
+    for arg, t in (("weight", weight), ("bias", bias)):
+        if t is None:
+            continue
+        ta = float_array(name, arg, t)
+        if ta.shape != shape:
+            raise ValueError(f"{name}: {arg} must have shape normalized_shape {shape}, got {ta.shape}")
+        if ta.dtype != xa.dtype:
+            raise TypeError(f"{name}: {arg} dtype {ta.dtype} differs from input dtype {xa.dtype}")
+    eps = number(name, "eps", eps, low=0)
+    return LayerNormFunction.apply(x, weight, bias, normalized_size=int(np.prod(shape)), eps=eps)
