@@ -107,21 +107,71 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 _SERIAL_ELEMS = 1 << 15
 
 
+@kernel
+def _row_moments(x, r, mu):
+    """sum_j (x[r, j] - mu) and sum_j (x[r, j] - mu)^2 in float64, with four accumulators each: a
+    single accumulator is one long chain of dependent adds (compiled without fastmath, LLVM may not
+    reorder it), four run side by side."""
+    D = x.shape[1]
+    a0 = a1 = a2 = a3 = 0.0
+    q0 = q1 = q2 = q3 = 0.0
+    j = 0
+    while j + 4 <= D:
+        d0, d1, d2, d3 = x[r, j] - mu, x[r, j + 1] - mu, x[r, j + 2] - mu, x[r, j + 3] - mu
+        a0 += d0
+        a1 += d1
+        a2 += d2
+        a3 += d3
+        q0 += d0 * d0
+        q1 += d1 * d1
+        q2 += d2 * d2
+        q3 += d3 * d3
+        j += 4
+    while j < D:
+        d0 = x[r, j] - mu
+        a0 += d0
+        q0 += d0 * d0
+        j += 1
+    return (a0 + a1) + (a2 + a3), (q0 + q1) + (q2 + q3)
+
+
+@kernel
+def _row_grad_sums(g, x, w, r, mu):
+    """sum_j g w and sum_j g w (x - mu) over row r, float64, four accumulators each."""
+    D = x.shape[1]
+    a0 = a1 = a2 = a3 = 0.0
+    b0 = b1 = b2 = b3 = 0.0
+    j = 0
+    while j + 4 <= D:
+        h0, h1, h2, h3 = g[r, j] * w[j], g[r, j + 1] * w[j + 1], g[r, j + 2] * w[j + 2], g[r, j + 3] * w[j + 3]
+        a0 += h0
+        a1 += h1
+        a2 += h2
+        a3 += h3
+        b0 += h0 * (x[r, j] - mu)
+        b1 += h1 * (x[r, j + 1] - mu)
+        b2 += h2 * (x[r, j + 2] - mu)
+        b3 += h3 * (x[r, j + 3] - mu)
+        j += 4
+    while j < D:
+        h0 = g[r, j] * w[j]
+        a0 += h0
+        b0 += h0 * (x[r, j] - mu)
+        j += 1
+    return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
+
+
 @kernel(parallel=True)
 def _layer_norm_kernel(x, w, b, eps, y, mean, rstd):
     """Per row r of x (R, D): mean, rstd = 1 / sqrt(biased var + eps) (float64, saved), then
     y = (x - mean) rstd w + b. The row stays in cache across its three sweeps."""
     R, D = x.shape
     for r in prange(R):
-        s = 0.0
-        for j in range(D):
-            s += x[r, j]
+        s, _ = _row_moments(x, r, 0.0)
         mu = s / D
-        v = 0.0
-        for j in range(D):
-            d = x[r, j] - mu
-            v += d * d
-        rs = 1.0 / math.sqrt(v / D + eps)
+        s1, q = _row_moments(x, r, mu)
+        var = (q - s1 * s1 / D) / D  # s1 ~ 0 corrects for the rounding of mu (corrected two-pass)
+        rs = 1.0 / math.sqrt(var + eps)
         mean[r] = mu
         rstd[r] = rs
         for j in range(D):
@@ -131,27 +181,21 @@ def _layer_norm_kernel(x, w, b, eps, y, mean, rstd):
 @kernel(parallel=True)
 def _layer_norm_grad_kernel(g, x, w, mean, rstd, chunk, need_x, gx, gw_part, gb_part):
     """Rows in chunks of `chunk` (fixed by the shape, so sums do not depend on the thread count):
-    gx[r] = rstd (g w - mean(g w) - xhat mean(g w xhat)) when need_x, and per chunk c
-    gw_part[c] = sum g xhat, gb_part[c] = sum g over its rows (float64, zero on entry)."""
+    per chunk c, gw_part[c] = sum g xhat and gb_part[c] = sum g over its rows (float64, zero on
+    entry); gx[r] = rstd (g w - mean(g w) - xhat mean(g w xhat)) when need_x."""
     R, D = x.shape
     for c in prange(gw_part.shape[0]):
         for r in range(c * chunk, min(R, (c + 1) * chunk)):
             mu, rs = mean[r], rstd[r]
-            sg = 0.0
-            sgx = 0.0
             for j in range(D):
-                xh = (x[r, j] - mu) * rs
-                gh = g[r, j] * w[j]
-                sg += gh
-                sgx += gh * xh
-                gw_part[c, j] += g[r, j] * xh
+                gw_part[c, j] += g[r, j] * ((x[r, j] - mu) * rs)
                 gb_part[c, j] += g[r, j]
             if need_x:
+                sg, sgx = _row_grad_sums(g, x, w, r, mu)
                 sg /= D
-                sgx /= D
+                sgx *= rs / D
                 for j in range(D):
-                    xh = (x[r, j] - mu) * rs
-                    gx[r, j] = rs * (g[r, j] * w[j] - sg - xh * sgx)
+                    gx[r, j] = rs * (g[r, j] * w[j] - sg - (x[r, j] - mu) * rs * sgx)
 
 
 class LayerNormFunction(Function):
