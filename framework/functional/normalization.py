@@ -199,11 +199,13 @@ def _layer_norm_grad_kernel(g, x, w, mean, rstd, chunk, need_x, gx, gw_part, gb_
 
 
 class LayerNormFunction(Function):
-    """x viewed as rows (R, D), D = the normalised trailing size; weight, bias (D,) or None."""
+    """x (..., *normalized_shape) viewed as rows (R, D), D = prod(normalized_shape); weight, bias
+    of normalized_shape or None."""
 
     @staticmethod
-    def forward(ctx, x, weight, bias, *, normalized_size, eps):
-        rows = (x.size // normalized_size, normalized_size)
+    def forward(ctx, x, weight, bias, *, normalized_shape, eps):
+        size = int(np.prod(normalized_shape))
+        rows = (x.size // size, size)
         x2 = np.ascontiguousarray(x).reshape(rows)
         w = np.ones(rows[1], x.dtype) if weight is None else weight.reshape(-1)
         b = np.zeros(rows[1], x.dtype) if bias is None else bias.reshape(-1)
@@ -211,11 +213,12 @@ class LayerNormFunction(Function):
         mean, rstd = np.empty(rows[0]), np.empty(rows[0])
         launch(_layer_norm_kernel, x.size < _SERIAL_ELEMS, x2, w, b, float(eps), y, mean, rstd)
         ctx.save_for_backward(x2, w, mean, rstd)
-        ctx.shapes = (x.shape, None if weight is None else weight.shape)
+        ctx.shapes = (x.shape, normalized_shape)
         return y.reshape(x.shape)
 
     @staticmethod
-    def backward(ctx, g):  # dL/dx = rstd (g w - mean(g w) - xhat mean(g w xhat)); dW = sum g xhat; dB = sum g
+    def backward(ctx, g):
+        # dL/dx = rstd (g w - mean(g w) - xhat mean(g w xhat)) per row; dL/dW = sum g xhat; dL/dB = sum g
         x2, w, mean, rstd = ctx.saved_tensors
         shape, wshape = ctx.shapes
         need_x, need_w, need_b = ctx.needs_input_grad
@@ -254,4 +257,4 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
         if ta.dtype != xa.dtype:
             raise TypeError(f"{name}: {arg} dtype {ta.dtype} differs from input dtype {xa.dtype}")
     eps = number(name, "eps", eps, low=0)
-    return LayerNormFunction.apply(x, weight, bias, normalized_size=int(np.prod(shape)), eps=eps)
+    return LayerNormFunction.apply(x, weight, bias, normalized_shape=shape, eps=eps)

@@ -112,13 +112,16 @@ LN_SHAPES = [((2, 3, 5), 5), ((2, 3, 4), (3, 4)), ((1, 1), 1), ((3,), [3]), ((4,
 
 
 @pytest.mark.parametrize("shape,ns", LN_SHAPES)
-@pytest.mark.parametrize("affine", ["both", "weight", "none"])
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
 def test_layer_norm_gradcheck(shape, ns, affine, rng):
     nshape = (ns,) if isinstance(ns, int) else tuple(ns)
     x = t64(rng, *shape)
-    params = {"both": (t64(rng, *nshape), t64(rng, *nshape)), "weight": (t64(rng, *nshape),),
-              "none": ()}[affine]
-    assert sg.gradcheck(lambda x, *p: F.layer_norm(x, ns, *p, eps=1e-3), (x, *params))
+    w, b = t64(rng, *nshape), t64(rng, *nshape)
+    fn, params = {"both": (lambda x, w, b: F.layer_norm(x, ns, w, b, eps=1e-3), (w, b)),
+                  "weight": (lambda x, w: F.layer_norm(x, ns, w, eps=1e-3), (w,)),
+                  "bias": (lambda x, b: F.layer_norm(x, ns, None, b, eps=1e-3), (b,)),
+                  "none": (lambda x: F.layer_norm(x, ns, eps=1e-3), ())}[affine]
+    assert sg.gradcheck(fn, (x, *params))
 
 
 def _layer_norm_pair(torch, shape, nshape, rng, dtype=np.float64, affine=True):
