@@ -93,7 +93,7 @@ def test_masked_entries_and_nan_as_torch(dtype):
         assert np.array_equal(np.isnan(ours), np.isnan(theirs))
 
 
-@numba.njit
+@numba.njit(cache=True)
 def _exp_each(t, out):
     for i in range(t.size):
         out[i] = softmax_module._exp(t[i])  # the overload: _exp32 for float32, math.exp for float64
