@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from .._check import float_array, int_list, is_int, number
 from .._jit import kernel, launch, prange
@@ -107,6 +109,19 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 _SERIAL_ELEMS = 1 << 15
 
 
+def _like(v, ref):
+    """v in ref's float type (inside kernels): a float32 row is normalised in float32 arithmetic,
+    which vectorises twice as wide, once its mean and rstd are known (in float64)."""
+    return v
+
+
+@overload(_like, inline="always")
+def _like_overload(v, ref):
+    if isinstance(ref, types.Float) and ref.bitwidth == 32:
+        return lambda v, ref: np.float32(v)
+    return lambda v, ref: v
+
+
 @kernel
 def _row_moments(x, r, mu):
     """sum_j (x[r, j] - mu) and sum_j (x[r, j] - mu)^2 in float64, with four accumulators each: a
@@ -174,8 +189,9 @@ def _layer_norm_kernel(x, w, b, eps, y, mean, rstd):
         rs = 1.0 / math.sqrt(var + eps)
         mean[r] = mu
         rstd[r] = rs
+        m, s = _like(mu, x[r, 0]), _like(rs, x[r, 0])
         for j in range(D):
-            y[r, j] = (x[r, j] - mu) * rs * w[j] + b[j]
+            y[r, j] = (x[r, j] - m) * s * w[j] + b[j]
 
 
 @kernel(parallel=True)
@@ -187,15 +203,15 @@ def _layer_norm_grad_kernel(g, x, w, mean, rstd, chunk, need_x, gx, gw_part, gb_
     for c in prange(gw_part.shape[0]):
         for r in range(c * chunk, min(R, (c + 1) * chunk)):
             mu, rs = mean[r], rstd[r]
+            m, s = _like(mu, x[r, 0]), _like(rs, x[r, 0])
             for j in range(D):
-                gw_part[c, j] += g[r, j] * ((x[r, j] - mu) * rs)
+                gw_part[c, j] += g[r, j] * ((x[r, j] - m) * s)
                 gb_part[c, j] += g[r, j]
             if need_x:
                 sg, sgx = _row_grad_sums(g, x, w, r, mu)
-                sg /= D
-                sgx *= rs / D
+                a, b = _like(sg / D, x[r, 0]), _like(sgx * rs / D, x[r, 0])
                 for j in range(D):
-                    gx[r, j] = rs * (g[r, j] * w[j] - sg - (x[r, j] - mu) * rs * sgx)
+                    gx[r, j] = s * (g[r, j] * w[j] - a - (x[r, j] - m) * s * b)
 
 
 class LayerNormFunction(Function):
