@@ -19,9 +19,10 @@ from ._util import unbroadcast
 
 __all__ = ["linear", "matmul"]
 
-# Below this many multiply-adds a batched product runs as one np.matmul call (the fork/join of the
-# worker threads costs more than it saves).
-_SERIAL_MACS = 1 << 21
+# Below this many multiply-adds a batched product runs as one np.matmul call: with a core busy
+# elsewhere a worker waits for its time slice, which for smaller products costs more than a free
+# second core saves.
+_SERIAL_MACS = 1 << 25
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
