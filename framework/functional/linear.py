@@ -22,7 +22,7 @@ __all__ = ["linear", "matmul"]
 # Below this many multiply-adds a batched product runs as one np.matmul call: with a core busy
 # elsewhere a worker waits for its time slice, which for smaller products costs more than a free
 # second core saves.
-_SERIAL_MACS = 1 << 25
+_SERIAL_MACS = 1 << 26
 
 
 def _rows(a: np.ndarray) -> np.ndarray:
