@@ -16,6 +16,7 @@ from numba.extending import overload
 from .._check import float_array, int_arg
 from .._jit import kernel, launch, prange
 from ..autograd import Function
+from .normalization import _like
 
 __all__ = ["softmax", "log_softmax"]
 
@@ -75,25 +76,42 @@ def _row_dot(a, b, r, use_b):
     return (s0 + s1) + (s2 + s3)
 
 
+@kernel
+def _row_max(x, r):
+    """max_j x[r, j] with four running maxima (NaN never wins here; it spreads through exp)."""
+    D = x.shape[1]
+    m0 = m1 = m2 = m3 = x[r, 0]
+    j = 1
+    while j + 4 <= D:
+        m0 = x[r, j] if x[r, j] > m0 else m0
+        m1 = x[r, j + 1] if x[r, j + 1] > m1 else m1
+        m2 = x[r, j + 2] if x[r, j + 2] > m2 else m2
+        m3 = x[r, j + 3] if x[r, j + 3] > m3 else m3
+        j += 4
+    while j < D:
+        m0 = x[r, j] if x[r, j] > m0 else m0
+        j += 1
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    return m2 if m2 > m0 else m0
+
+
 @kernel(parallel=True)
 def _softmax_kernel(x, y, log):
     """Rows of x (R, D): y = exp(x - m) / s, or with `log` y = x - m - log(s), where m is the row
     maximum and s = sum exp(x - m)."""
     R, D = x.shape
     for r in prange(R):
-        m = x[r, 0]
-        for j in range(1, D):
-            if x[r, j] > m:
-                m = x[r, j]
+        m = _row_max(x, r)
         for j in range(D):
             y[r, j] = _exp(x[r, j] - m)
         s = _row_dot(y, y, r, False)
         if log:
-            ls = math.log(s)
+            ls = _like(math.log(s), x[r, 0])
             for j in range(D):
                 y[r, j] = (x[r, j] - m) - ls  # not x - (m + ls): m may dwarf ls
         else:
-            inv = 1.0 / s
+            inv = _like(1.0 / s, x[r, 0])  # float32 rows scale in float32 (twice the lanes)
             for j in range(D):
                 y[r, j] = y[r, j] * inv
 
@@ -104,11 +122,11 @@ def _softmax_grad_kernel(g, y, gx, log):
     R, D = y.shape
     for r in prange(R):
         if log:
-            s = _row_dot(g, g, r, False)
+            s = _like(_row_dot(g, g, r, False), y[r, 0])
             for j in range(D):
                 gx[r, j] = g[r, j] - _exp(y[r, j]) * s
         else:
-            s = _row_dot(g, y, r, True)
+            s = _like(_row_dot(g, y, r, True), y[r, 0])
             for j in range(D):
                 gx[r, j] = y[r, j] * (g[r, j] - s)
 
