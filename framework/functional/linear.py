@@ -4,8 +4,8 @@ operands, batched broadcasting).
 Every product is BLAS. A product with a shared 2-D matrix (linear, or a batch times one matrix) folds
 the leading axes into rows: one large product instead of one small product per batch entry. A
 batched product (attention's q k^T and attn v: thousands of 64 x 30 matrices) is one small BLAS call
-per matrix; above a size it runs as a few slices of the batch on conv's worker threads, each with
-single-threaded BLAS (framework/functional/_tiles.py), which a 2-D BLAS cannot parallelise itself.
+per matrix, and BLAS runs matrices this small on one thread; above a size the batch runs as a few
+slices on conv's worker threads, each with single-threaded BLAS (framework/functional/_tiles.py).
 """
 from __future__ import annotations
 
@@ -13,15 +13,15 @@ import numpy as np
 
 from .._check import float_array
 from ..autograd import Function
-from . import _tiles
 from ..tensor import Tensor
+from . import _tiles
 from ._util import unbroadcast
 
 __all__ = ["linear", "matmul"]
 
-# Below this many multiply-adds a batched product runs as one np.matmul call: with a core busy
-# elsewhere a worker waits for its time slice, which for smaller products costs more than a free
-# second core saves.
+# Below this many multiply-adds a batched product runs as one np.matmul call: the worker pool's
+# fork/join (and, with a core busy elsewhere, a worker waiting for its time slice) costs more than
+# the second core saves.
 _SERIAL_MACS = 1 << 26
 
 
