@@ -4,10 +4,12 @@ from .autograd import Context, Function, enable_grad, is_grad_enabled, no_grad, 
 from .tensor import Tensor, from_numpy, ones, randn, tensor, zeros
 from . import functional
 from .gradcheck import GradcheckError, gradcheck
+from .random import manual_seed
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Context", "Function", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled", "Tensor",
     "from_numpy", "ones", "randn", "tensor", "zeros", "functional", "GradcheckError", "gradcheck",
+    "manual_seed",
 ]

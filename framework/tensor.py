@@ -175,6 +175,7 @@ Tensor.clamp, Tensor.pow, Tensor.matmul = F.clamp, F.pow, F.matmul
 Tensor.sum, Tensor.mean, Tensor.max = F.sum, F.mean, F.max
 Tensor.reshape, Tensor.view, Tensor.permute = F.reshape, F.reshape, F.permute
 Tensor.transpose, Tensor.flatten = F.transpose, F.flatten
+Tensor.roll, Tensor.chunk, Tensor.split = F.roll, F.chunk, F.split
 Tensor.T = property(lambda self: F.permute(self, tuple(range(self.ndim))[::-1]))
 Tensor.float = lambda self: self if self.dtype == np.float32 else F.cast(self, np.float32)
 Tensor.double = lambda self: self if self.dtype == np.float64 else F.cast(self, np.float64)

@@ -25,13 +25,11 @@ device) and srgrad Tensors all work.
 """
 from __future__ import annotations
 
-import contextlib
 import inspect
 import math
 
-import numpy as np
 
-from framework.nn import init
+from framework.random import fork_rng
 from framework.registry import MODELS
 
 __all__ = ["detect", "NoMatch", "Unknown", "need", "indices", "count", "split_shuffle"]
@@ -126,17 +124,6 @@ def _same(a, b) -> bool:
     return norm(a) == norm(b)
 
 
-@contextlib.contextmanager
-def _scratch_rng():
-    """Build candidates without drawing from (and so shifting) the caller's init stream."""
-    saved = init._rng
-    init._rng = np.random.default_rng(0)
-    try:
-        yield
-    finally:
-        init._rng = saved
-
-
 def _describe(spec: dict) -> str:
     kw = ", ".join(f"{k}={'?' if isinstance(v, Unknown) else repr(v)}" for k, v in spec.items()
                    if k != "type")
@@ -175,7 +162,7 @@ def _try(name: str, cls, shapes: dict, known: dict):
     unknowns = {k: v for k, v in spec.items() if isinstance(v, Unknown)}
     probe = {k: (v.probe if isinstance(v, Unknown) else v) for k, v in spec.items()}
     try:
-        with _scratch_rng():
+        with fork_rng():  # building draws init weights: not from the caller's stream
             model = MODELS.build(probe)
     except (ValueError, TypeError) as err:
         raise NoMatch(f"{_describe(spec)} does not build: {err}") from None

@@ -86,23 +86,18 @@ class RRDBNet(nn.Module):
         self.lrelu = nn.LeakyReLU(negative_slope=0.2)
 
     def forward(self, x):
-        h, w = x.shape[-2:]
-        pad_h, pad_w = -h % self.unshuffle, -w % self.unshuffle
-        if pad_h or pad_w:
-            # BasicSR's forward needs sides divisible by the unshuffle; Real-ESRGAN's inference pads
-            # by reflection (bottom, right) and crops the output: the same here, inside the model.
-            mode = "reflect" if pad_h < h and pad_w < w else "replicate"
-            x = F.pad(x, (0, pad_w, 0, pad_h), mode=mode)
+        image = x
         if self.unshuffle > 1:
-            x = F.pixel_unshuffle(x, self.unshuffle)
+            # BasicSR's forward needs sides divisible by the unshuffle; Real-ESRGAN's inference pads
+            # by reflection (bottom, right) and crops the output: the same here, inside the model
+            # (one op whatever the size, so an exported graph stays dynamic)
+            x = F.pixel_unshuffle(F.pad_to_multiple(x, self.unshuffle), self.unshuffle)
         feat = self.conv_first(x)
         feat = feat + self.conv_body(self.body(feat))
         feat = self.lrelu(self.conv_up1(F.interpolate(feat, scale_factor=2, mode="nearest")))
         feat = self.lrelu(self.conv_up2(F.interpolate(feat, scale_factor=2, mode="nearest")))
         out = self.conv_last(self.lrelu(self.conv_hr(feat)))
-        if pad_h or pad_w:
-            out = out[:, :, :h * self.scale, :w * self.scale]
-        return out
+        return F.crop_to(out, image, self.scale) if self.unshuffle > 1 else out
 
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:

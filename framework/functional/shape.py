@@ -1,8 +1,9 @@
-"""Shape ops: reshape, permute/transpose, flatten, getitem, cat, stack, pad."""
+"""Shape ops: reshape, permute/transpose, flatten, getitem, cat, stack, pad, roll, chunk/split."""
 from __future__ import annotations
 
 import numpy as np
 
+from .._check import ArgumentTypeError, choice, int_arg, is_int
 from ..autograd import Function
 from ..tensor import Tensor
 
@@ -100,6 +101,68 @@ class Pad(Function):
                     folded[src[p]] += g[p]
             g = np.moveaxis(folded, 0, ax)
         return np.ascontiguousarray(g)
+
+
+class RollFunction(Function):
+    """np.roll by `shifts` along `axes` (None: the flattened array, shape restored)."""
+
+    @staticmethod
+    def forward(ctx, a, *, shifts, axes):
+        ctx.meta = (shifts, axes)
+        return np.roll(a, shifts if axes is not None else shifts[0], axes)
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dx = g rolled back by -shifts
+        shifts, axes = ctx.meta
+        back = tuple(-s for s in shifts)
+        return np.roll(g, back if axes is not None else back[0], axes)
+
+
+class SplitFunction(Function):
+    """Pieces of `sizes` along `axis` (views of the input), one output each."""
+
+    @staticmethod
+    def forward(ctx, a, *, sizes, axis):
+        ctx.axis = axis
+        return tuple(np.split(a, np.cumsum(sizes)[:-1], axis=axis))
+
+    @staticmethod
+    def backward(ctx, *grads):  # dL/dx = each piece's gradient written into its slice
+        return np.concatenate(grads, axis=ctx.axis)
+
+
+class PadToMultipleFunction(Function):
+    """Pad the bottom and right of (..., H, W) up to multiples of `multiple`, by reflection (by
+    replication when the image is too small to reflect). One op whatever the size, unlike a Pad
+    whose widths depend on it, so an exported graph keeps dynamic sizes (framework/onnx)."""
+
+    @staticmethod
+    def forward(ctx, a, *, multiple, mode):
+        h, w = a.shape[-2:]
+        widths = ((0, -h % multiple), (0, -w % multiple))
+        if mode == "reflect" and (widths[0][1] >= max(h, 1) or widths[1][1] >= max(w, 1)):
+            mode = "replicate"
+        return Pad.forward(ctx, a, widths=widths, mode=mode, value=0.0)
+
+    backward = Pad.backward  # fold the padding back
+
+
+class CropToFunction(Function):
+    """y[..., :H scale, :W scale] for the (H, W) of `reference` (which gets no gradient): undoes
+    pad_to_multiple after a network that upscales by `scale`."""
+
+    @staticmethod
+    def forward(ctx, y, reference, *, scale):
+        h, w = reference.shape[-2] * scale, reference.shape[-1] * scale
+        ctx.meta = (y.shape, h, w)
+        return np.ascontiguousarray(y[..., :h, :w])
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dy = g in the kept corner, 0 elsewhere
+        shape, h, w = ctx.meta
+        gy = np.zeros(shape, g.dtype)
+        gy[..., :h, :w] = g
+        return gy, None
 
 
 _NUMPY_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
@@ -217,3 +280,99 @@ def pad(x, pad, mode="constant", value=0.0):
         if mode == "circular" and (lo > n or hi > n):
             raise ValueError(f"pad: circular padding {(lo, hi)} exceeds the axis size {n}")
     return Pad.apply(x, widths=tuple(widths), mode=mode, value=value)
+
+
+def _dim(owner, dim, ndim, name="dim"):
+    """dim as a non-negative axis of an ndim-dimensional tensor (negative counts from the end)."""
+    d = int_arg(owner, name, dim, minimum=None)
+    if not -ndim <= d < ndim:
+        raise ValueError(f"{owner}: {name} {d} is out of range for a tensor with {ndim} dimensions "
+                         f"(expected [{-ndim}, {ndim - 1}])")
+    return d % ndim
+
+
+def _ints(owner, name, value):
+    """An int or a non-empty sequence of ints, as a tuple."""
+    items = tuple(value) if isinstance(value, (tuple, list)) else (value,)
+    if not items or not all(is_int(v) for v in items):
+        raise ArgumentTypeError(f"{owner}: {name} must be an int or a sequence of ints, got {value!r}")
+    return tuple(int(v) for v in items)
+
+
+def roll(x, shifts, dims=None):
+    """torch.roll: shift x's elements by `shifts` along `dims` (ints, or sequences of equal length;
+    repeated dims add up), wrapping around. dims=None (default) rolls the flattened tensor by one
+    shift and restores the shape."""
+    shifts = _ints("roll", "shifts", shifts)
+    if dims is None or dims == () or dims == []:
+        if len(shifts) != 1:
+            raise ValueError(f"roll: without dims, shifts must be one int, got {shifts}")
+        return RollFunction.apply(x, shifts=shifts, axes=None)
+    dims = _ints("roll", "dims", dims)
+    if len(dims) != len(shifts):
+        raise ValueError(f"roll: shifts {shifts} and dims {dims} must have the same length")
+    axes = tuple(_dim("roll", d, max(x.ndim, 1), "dims") for d in dims)
+    if x.ndim == 0:
+        return RollFunction.apply(x, shifts=shifts[:1], axes=None)
+    return RollFunction.apply(x, shifts=shifts, axes=axes)
+
+
+def _split(x, sizes, axis):
+    return SplitFunction.apply(x, sizes=tuple(sizes), axis=axis)
+
+
+def split(x, split_size_or_sections, dim=0):
+    """torch.split: a tuple of pieces of x along `dim` (default 0). An int gives pieces of that size
+    (the last one smaller when the size does not divide); a list of sizes (summing to the axis
+    size) gives one piece per entry. The backward writes each piece's gradient into its slice."""
+    if x.ndim == 0:
+        raise ValueError("split: a scalar has no dimension to split")
+    axis = _dim("split", dim, x.ndim)
+    n = x.shape[axis]
+    if isinstance(split_size_or_sections, (list, tuple)):
+        sizes = tuple(int_arg("split", "split_size_or_sections", s, minimum=0)
+                      for s in split_size_or_sections)
+        if sum(sizes) != n:
+            raise ValueError(f"split: sections {list(sizes)} must sum to the size {n} of dim {dim} "
+                             f"(shape {x.shape})")
+        return _split(x, sizes, axis)
+    size = int_arg("split", "split_size_or_sections", split_size_or_sections, minimum=0)
+    if size == 0 and n != 0:
+        raise ValueError(f"split: split size 0 needs an empty dimension, dim {dim} has size {n}")
+    count = max(-(-n // size), 1) if size else 1
+    return _split(x, [min(size, n - i * size) for i in range(count)], axis)
+
+
+def chunk(x, chunks, dim=0):
+    """torch.chunk: split x along `dim` (default 0) into at most `chunks` pieces of ceil(size /
+    chunks) (the last one smaller; fewer pieces when that size leaves none over). A tuple."""
+    chunks = int_arg("chunk", "chunks", chunks)
+    if x.ndim == 0:
+        raise ValueError("chunk: a scalar has no dimension to chunk")
+    axis = _dim("chunk", dim, x.ndim)
+    n = x.shape[axis]
+    if n == 0:
+        return _split(x, [0] * chunks, axis)
+    return split(x, -(-n // chunks), axis)
+
+
+def pad_to_multiple(x, multiple: int, mode: str = "reflect"):
+    """Pad (..., H, W) at the bottom and right so H and W become multiples of `multiple` (what
+    SwinIR's and RRDBNet's inference do): mode "reflect" (falls back to "replicate" for an image
+    smaller than the padding) or "replicate". Undo with crop_to."""
+    multiple = int_arg("pad_to_multiple", "multiple", multiple)
+    choice("pad_to_multiple", "mode", mode, ("reflect", "replicate"))
+    if x.ndim < 2:
+        raise ValueError(f"pad_to_multiple: expected (..., H, W), got shape {x.shape}")
+    return PadToMultipleFunction.apply(x, multiple=multiple, mode=mode)
+
+
+def crop_to(y, reference, scale: int = 1):
+    """y[..., :H scale, :W scale] with (H, W) the last two sizes of `reference` (a Tensor, no
+    gradient through it): the output of a network that saw pad_to_multiple(reference, ...)."""
+    scale = int_arg("crop_to", "scale", scale)
+    h, w = reference.shape[-2] * scale, reference.shape[-1] * scale
+    if y.shape[-2] < h or y.shape[-1] < w:
+        raise ValueError(f"crop_to: {tuple(y.shape)} is smaller than reference {tuple(reference.shape)} "
+                         f"times scale {scale}")
+    return CropToFunction.apply(y, reference, scale=scale)

@@ -1,11 +1,12 @@
 """Modules: containers (module.py) and thin layers over framework.functional, one file per op family
 (no math here). Every layer registers in LAYERS under its class name (YAML `type: Conv2d`)."""
 from .module import IncompatibleKeys, Module, ModuleList, Parameter, Sequential
-from .activation import GELU, LeakyReLU, PReLU, ReLU, Sigmoid, Tanh
+from .activation import GELU, LeakyReLU, LogSoftmax, PReLU, ReLU, Sigmoid, Softmax, Tanh
 from .conv import Conv2d, ConvTranspose2d
-from .linear import Identity
+from .dropout import Dropout, DropPath
+from .linear import Identity, Linear
 from .loss import CharbonnierLoss, L1Loss, MSELoss
-from .normalization import BatchNorm2d
+from .normalization import BatchNorm2d, LayerNorm
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .upsample import Upsample
@@ -13,8 +14,9 @@ from .utils import clip_grad_norm_, clip_grad_value_
 from . import init, utils
 
 __all__ = [
-    "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU", "PReLU",
-    "ReLU", "Sigmoid", "Tanh", "Conv2d", "ConvTranspose2d", "Identity", "CharbonnierLoss", "L1Loss",
-    "MSELoss", "BatchNorm2d", "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d",
+    "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU",
+    "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d", "Dropout",
+    "DropPath", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss", "BatchNorm2d", "LayerNorm",
+    "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d",
     "MaxPool2d", "Upsample", "clip_grad_norm_", "clip_grad_value_", "init", "utils",
 ]

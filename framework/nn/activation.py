@@ -1,4 +1,5 @@
-"""Activation layers: ReLU, LeakyReLU, PReLU, Sigmoid, Tanh, GELU over framework.functional."""
+"""Activation layers: ReLU, LeakyReLU, PReLU, Sigmoid, Tanh, GELU, Softmax, LogSoftmax over
+framework.functional."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,7 +9,7 @@ from .._check import choice, int_arg
 from ..registry import LAYERS
 from .module import Module, Parameter
 
-__all__ = ["ReLU", "LeakyReLU", "PReLU", "Sigmoid", "Tanh", "GELU"]
+__all__ = ["ReLU", "LeakyReLU", "PReLU", "Sigmoid", "Tanh", "GELU", "Softmax", "LogSoftmax"]
 
 
 class _Activation(Module):
@@ -92,3 +93,34 @@ class GELU(Module):
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
+
+
+class _SoftmaxLayer(Module):
+    """dim is required (torch's dim=None picks a legacy implicit axis, deprecated): checked here so
+    a config without it fails when the model is built."""
+
+    def __init__(self, dim=None):
+        super().__init__()
+        name = type(self).__name__
+        if dim is None:
+            raise ValueError(f"{name}: dim must be given (torch's implicit choice of dim is deprecated)")
+        self.dim = int_arg(name, "dim", dim, minimum=None)
+
+    def extra_repr(self):
+        return f"dim={self.dim}"
+
+
+@LAYERS.register()
+class Softmax(_SoftmaxLayer):
+    """exp(x) / sum(exp(x)) along dim (negative counts from the end), any shape."""
+
+    def forward(self, x):
+        return F.softmax(x, self.dim)
+
+
+@LAYERS.register()
+class LogSoftmax(_SoftmaxLayer):
+    """x - log(sum(exp(x))) along dim, any shape."""
+
+    def forward(self, x):
+        return F.log_softmax(x, self.dim)

@@ -1,31 +1,31 @@
 """Weight initialisation, as torch.nn.init: same names, same distributions, in place on a Tensor's
 `.data` (dtype kept), returning the tensor.
 
-Randomness comes from `rng` (a numpy Generator) when given, else from this module's generator, which
-`manual_seed(seed)` resets. It starts seeded with 0 (torch likewise starts from a fixed default seed),
-so building a model after `manual_seed(config_seed)` gives the same weights on every run."""
+Randomness comes from `rng` (a numpy Generator) when given, else from the framework's global generator
+(framework.random), which `manual_seed(seed)` here or `framework.manual_seed(seed)` resets. It starts
+seeded with 0 (torch likewise starts from a fixed default seed), so building a model after
+`manual_seed(config_seed)` gives the same weights on every run."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
+from .. import random
 from ..tensor import Tensor
 
 __all__ = ["manual_seed", "calculate_gain", "uniform_", "normal_", "constant_", "zeros_", "ones_",
            "xavier_uniform_", "xavier_normal_", "kaiming_uniform_", "kaiming_normal_"]
 
-_rng = np.random.default_rng(0)
 
-
-def manual_seed(seed: int) -> None:
-    """Reset the module generator that every initialiser (and every layer's default init) draws from."""
-    global _rng
-    _rng = np.random.default_rng(seed)
+def manual_seed(seed) -> None:
+    """Reseed the framework's global generator (framework.random.manual_seed), which every
+    initialiser (and every layer's default init) draws from."""
+    random.manual_seed(seed)
 
 
 def _generator(rng):
-    return _rng if rng is None else rng
+    return random.default_generator() if rng is None else rng
 
 
 def _fill(tensor, values):

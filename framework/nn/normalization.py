@@ -1,16 +1,17 @@
-"""Normalisation layers: BatchNorm2d (torch's state_dict keys and running-statistics rule)."""
+"""Normalisation layers: BatchNorm2d (torch's state_dict keys and running-statistics rule) and
+LayerNorm."""
 from __future__ import annotations
 
 import numpy as np
 
 from .. import functional as F
-from .._check import int_arg
+from .._check import flag, int_arg, int_list, is_int, number
 from ..registry import LAYERS
 from ..tensor import Tensor
 from ._util import check_4d
 from .module import Module, Parameter
 
-__all__ = ["BatchNorm2d"]
+__all__ = ["BatchNorm2d", "LayerNorm"]
 
 
 @LAYERS.register()
@@ -67,3 +68,41 @@ class BatchNorm2d(Module):
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
                 f"bias={self.bias is not None}, track_running_stats={self.track_running_stats}")
+
+
+@LAYERS.register()
+class LayerNorm(Module):
+    """Normalise each x (..., *normalized_shape) over its trailing normalized_shape axes (an int or
+    a sequence of ints), then scale by weight (ones) and shift by bias (zeros): both of shape
+    normalized_shape, present when elementwise_affine (default True; bias also needs bias=True).
+    eps default 1e-5. torch's state_dict keys."""
+
+    def __init__(self, normalized_shape, eps: float = 1e-5, elementwise_affine: bool = True,
+                 bias: bool = True, dtype=np.float32):
+        super().__init__()
+        shape = [normalized_shape] if is_int(normalized_shape) else normalized_shape
+        self.normalized_shape = int_list("LayerNorm", "normalized_shape",
+                                         list(shape) if isinstance(shape, tuple) else shape)
+        if not self.normalized_shape:
+            raise ValueError("LayerNorm: normalized_shape must hold at least one size, got ()")
+        self.eps = number("LayerNorm", "eps", eps, low=0)
+        self.elementwise_affine = flag("LayerNorm", "elementwise_affine", elementwise_affine)
+        if self.elementwise_affine:
+            self.weight = Parameter(np.ones(self.normalized_shape, dtype))
+        else:
+            self.register_parameter("weight", None)
+        if self.elementwise_affine and flag("LayerNorm", "bias", bias):
+            self.bias = Parameter(np.zeros(self.normalized_shape, dtype))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        n = len(self.normalized_shape)
+        if tuple(x.shape[max(x.ndim - n, 0):]) != self.normalized_shape or x.ndim < n:
+            raise ValueError(f"LayerNorm({self.normalized_shape}): expected input of shape "
+                             f"(..., {', '.join(map(str, self.normalized_shape))}), got {tuple(x.shape)}")
+        return F.layer_norm(x, self.normalized_shape, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")

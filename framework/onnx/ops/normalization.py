@@ -1,14 +1,15 @@
 """batch_norm: BatchNormalization with the running statistics (eval), named by their state_dict keys;
-with batch statistics (a BatchNorm2d without running statistics) the formula in elementary nodes."""
+with batch statistics (a BatchNorm2d without running statistics) the formula in elementary nodes.
+layer_norm: LayerNormalization (opset 17) over the trailing normalized_shape."""
 from __future__ import annotations
 
 import numpy as np
 
-from ...functional.normalization import BatchNorm
+from ...functional.normalization import BatchNormFunction, LayerNormFunction
 from ..graph import register_converter
 
 
-@register_converter(BatchNorm)
+@register_converter(BatchNormFunction)
 def batch_norm(g, call):  # x (N, C, ...), weight/bias (C,) or None
     o, shape = call.options, g.shape(0)
     c, rank = shape[1], len(shape)
@@ -25,3 +26,12 @@ def batch_norm(g, call):  # x (N, C, ...), weight/bias (C,) or None
     per_channel = g.const(np.asarray([c] + [1] * (rank - 2), np.int64))
     y = g.node("Mul", [y, g.node("Reshape", [w, per_channel])])
     return g.node("Add", [y, g.node("Reshape", [b, per_channel])])
+
+
+@register_converter(LayerNormFunction)
+def layer_norm(g, call):  # x (..., *normalized_shape), weight/bias normalized_shape or None
+    o, rank = call.options, len(g.shape(0))
+    shape = tuple(o["normalized_shape"])
+    w = g.input(1) if call.args[1] is not None else g.const(np.ones(shape))
+    ins = [g.input(0), w] + ([g.input(2)] if call.args[2] is not None else [])
+    return g.node("LayerNormalization", ins, axis=rank - len(shape), epsilon=float(o["eps"]))

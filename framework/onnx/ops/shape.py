@@ -136,3 +136,59 @@ def pad(g, call):
     if mode == "constant":
         ins.append(g.const(np.asarray(call.options["value"], g.call.args[0].array.dtype)))
     return g.node("Pad", ins, mode=_PAD_MODES[mode])
+
+
+@register_converter(S.RollFunction)
+def roll(g, call):  # roll(x, s) along an axis = concat(x[-s:], x[:-s]): Slice + Concat per axis
+    shifts, axes = call.options["shifts"], call.options["axes"]
+    shape, x = g.shape(0), g.input(0)
+    if axes is None:  # the flattened array: flatten, roll, restore the shape
+        flat = g.node("Reshape", [x, g.const([-1])])
+        rolled = _roll_axis(g, flat, shifts[0], 0, int(np.prod(shape)))
+        return g.node("Reshape", [rolled, g.const(list(shape))])
+    for s, axis in zip(shifts, axes):
+        x = _roll_axis(g, x, s, axis, shape[axis])
+    return x
+
+
+def _roll_axis(g, x, shift, axis, n):
+    s = shift % n if n else 0
+    if s == 0:
+        return x
+    # with a shift of 0 < s < n, the split points -s and n - s hold at any size >= s (dynamic axes)
+    tail = g.slice(x, [-s], [np.iinfo(np.int64).max], [axis])
+    head = g.slice(x, [0], [-s], [axis])
+    return g.node("Concat", [tail, head], axis=int(axis))
+
+
+@register_converter(S.SplitFunction)
+def split(g, call):  # -> one output per piece
+    sizes, axis = call.options["sizes"], call.options["axis"]
+    outs = g.node("Split", [g.input(0), g.const(np.asarray(sizes, np.int64))], outputs=len(sizes),
+                  axis=int(axis))
+    return outs if len(sizes) > 1 else (outs,)
+
+
+def _spatial(g, x):
+    """The (H, W) of x as an int64 tensor (Shape's last two entries)."""
+    return g.node("Shape", [x], start=-2)
+
+
+@register_converter(S.PadToMultipleFunction)
+def pad_to_multiple(g, call):  # pads (m - H % m) % m at the bottom, the same for W, from Shape
+    m, shape = call.options["multiple"], g.shape(0)
+    if any(-n % m >= max(n, 1) for n in shape[-2:]):
+        g.require_static("pad_to_multiple: the traced image is smaller than its padding (replicated "
+                         "instead of reflected)")
+    mm = g.const(np.asarray([m, m], np.int64))
+    pad = g.node("Mod", [g.node("Sub", [mm, g.node("Mod", [_spatial(g, g.input(0)), mm])]), mm])
+    pads = g.node("Concat", [g.const(np.zeros(2 * len(shape) - 2, np.int64)), pad], axis=0)
+    return g.node("Pad", [g.input(0), pads], mode="reflect")
+
+
+@register_converter(S.CropToFunction)
+def crop_to(g, call):  # y[..., :H s, :W s] with (H, W) from the reference's Shape
+    s = call.options["scale"]
+    ends = g.node("Mul", [_spatial(g, g.input(1)), g.const(np.asarray([s, s], np.int64))])
+    return g.node("Slice", [g.input(0), g.const(np.zeros(2, np.int64)), ends,
+                            g.const(np.asarray([-2, -1], np.int64))])

@@ -1,5 +1,5 @@
-"""batch_norm: gradcheck (train and eval, with and without affine), torch parity of outputs,
-gradients and running statistics, dtypes, errors."""
+"""batch_norm and layer_norm: gradcheck (train and eval, with and without affine), torch parity of
+outputs, gradients and running statistics, dtypes, errors."""
 import numpy as np
 import pytest
 
@@ -104,3 +104,123 @@ def test_errors():
         F.batch_norm(sg.tensor(np.ones(3)), rm, rv)
     with pytest.raises(TypeError, match="input must be float32 or float64, got dtype int64"):
         F.batch_norm(sg.Tensor(np.ones((2, 3), np.int64)), rm, rv)
+
+
+# -- layer_norm ----------------------------------------------------------------------------------------
+
+LN_SHAPES = [((2, 3, 5), 5), ((2, 3, 4), (3, 4)), ((1, 1), 1), ((3,), [3]), ((4, 1, 2), (1, 2))]
+
+
+@pytest.mark.parametrize("shape,ns", LN_SHAPES)
+@pytest.mark.parametrize("affine", ["both", "weight", "bias", "none"])
+def test_layer_norm_gradcheck(shape, ns, affine, rng):
+    nshape = (ns,) if isinstance(ns, int) else tuple(ns)
+    x = t64(rng, *shape)
+    w, b = t64(rng, *nshape), t64(rng, *nshape)
+    fn, params = {"both": (lambda x, w, b: F.layer_norm(x, ns, w, b, eps=1e-3), (w, b)),
+                  "weight": (lambda x, w: F.layer_norm(x, ns, w, eps=1e-3), (w,)),
+                  "bias": (lambda x, b: F.layer_norm(x, ns, None, b, eps=1e-3), (b,)),
+                  "none": (lambda x: F.layer_norm(x, ns, eps=1e-3), ())}[affine]
+    assert sg.gradcheck(fn, (x, *params))
+
+
+def _layer_norm_pair(torch, shape, nshape, rng, dtype=np.float64, affine=True):
+    """Our and torch's layer_norm output and gradients (x, weight, bias) on the same data."""
+    arrays = [rng.standard_normal(shape) * 2 + 1]
+    if affine:
+        arrays += [rng.standard_normal(nshape), rng.standard_normal(nshape)]
+    arrays = [a.astype(dtype) for a in arrays]
+    g = rng.standard_normal(shape).astype(dtype)
+    ours = [sg.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    y = F.layer_norm(ours[0], nshape, *ours[1:], eps=1e-4)
+    y.backward(g)
+    ty = torch.nn.functional.layer_norm(theirs[0], nshape, *theirs[1:], eps=1e-4)
+    ty.backward(torch.tensor(g))
+    return [y.data] + [t.grad.data for t in ours], [ty.detach().numpy()] + [t.grad.numpy() for t in theirs]
+
+
+@pytest.mark.parametrize("shape,nshape", [((2, 7, 5), (5,)), ((3, 4, 5), (4, 5)), ((1, 1), (1,)),
+                                          ((6,), (6,)), ((2, 3, 1), (1,)), ((1200, 7), (7,))])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_torch_parity(shape, nshape, affine, rng):
+    """Values, dx, dW, dB; (1200, 7) sums dW, dB over several row chunks."""
+    torch = pytest.importorskip("torch")
+    ours, theirs = _layer_norm_pair(torch, shape, nshape, rng, affine=affine)
+    for o, t in zip(ours, theirs):
+        # atol: a one-element row has xhat = 0 exactly here, ~1e-15 in torch's x rstd - mean rstd
+        np.testing.assert_allclose(o, t, rtol=1e-10, atol=1e-12)
+
+
+def test_layer_norm_float32_close_to_torch_and_stays_float32(rng):
+    """float32 rows accumulate in float64 here (float32 in torch): close, not equal."""
+    torch = pytest.importorskip("torch")
+    ours, theirs = _layer_norm_pair(torch, (2, 300, 60), (60,), rng, np.float32)
+    assert all(o.dtype == np.float32 for o in ours)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o, t, rtol=1e-4, atol=2e-5 * np.abs(t).max())
+
+
+def test_layer_norm_parallel_equals_serial(rng):
+    """Large enough for the parallel kernels: the same values as one thread, bit for bit."""
+    import numba
+    x = t64(rng, 64, 700)
+    w = t64(rng, 700)
+    g = rng.standard_normal((64, 700))
+    results = []
+    before = numba.get_num_threads()
+    for threads in (1, min(2, numba.config.NUMBA_NUM_THREADS)):
+        numba.set_num_threads(threads)
+        try:
+            x.grad = w.grad = None
+            y = F.layer_norm(x, 700, w)
+            y.backward(g)
+            results.append((y.data, x.grad.data, w.grad.data))
+        finally:
+            numba.set_num_threads(before)
+    for a, b in zip(*results):
+        np.testing.assert_array_equal(a, b)
+
+
+def test_layer_norm_hand_values():
+    x = sg.tensor(np.array([[1.0, 3.0], [2.0, 2.0]]), requires_grad=True)  # row 0: mean 2, var 1
+    w = sg.tensor(np.array([2.0, 1.0]), requires_grad=True)
+    b = sg.tensor(np.array([0.0, 10.0]), requires_grad=True)
+    np.testing.assert_allclose(F.layer_norm(x, 2, w, b, eps=0.0).data[0], [-2.0, 11.0], rtol=1e-15)
+    y = F.layer_norm(x, 2, w, b, eps=3.0)  # row 0: (x - 2) / sqrt(1 + 3) = [-0.5, 0.5]
+    np.testing.assert_allclose(y.data, [[-1.0, 10.5], [0.0, 10.0]], rtol=1e-15)
+    y.backward(np.array([[1.0, 0.0], [1.0, 1.0]]))
+    np.testing.assert_allclose(w.grad.data, [-0.5, 0.0], rtol=1e-15)  # sum g xhat
+    np.testing.assert_allclose(b.grad.data, [2.0, 1.0], rtol=1e-15)  # sum g
+
+
+def test_layer_norm_non_contiguous_input(rng):
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((2, 6, 4))
+    x = sg.tensor(a, requires_grad=True)
+    F.layer_norm(x.transpose(1, 2), 6).sum().backward()  # (2, 4, 6) view, as SwinIR's patch embed
+    tx = torch.tensor(a, requires_grad=True)
+    torch.nn.functional.layer_norm(tx.transpose(1, 2), (6,)).sum().backward()
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), atol=1e-13)
+
+
+def test_layer_norm_errors():
+    x = sg.tensor(np.ones((2, 3, 4)))
+    with pytest.raises(ValueError, match=r"layer_norm: input of shape \(2, 3, 4\) does not end in "
+                                         r"normalized_shape \(3,\)"):
+        F.layer_norm(x, 3)
+    with pytest.raises(ValueError, match=r"does not end in normalized_shape \(1, 2, 3, 4\)"):
+        F.layer_norm(x, (1, 2, 3, 4))
+    with pytest.raises(ValueError, match="layer_norm: normalized_shape must be a list of ints >= 1"):
+        F.layer_norm(x, (4, 0))
+    with pytest.raises(ValueError, match="layer_norm: normalized_shape must be a list of ints >= 1"):
+        F.layer_norm(x, "4")
+    with pytest.raises(ValueError, match=r"layer_norm: weight must have shape normalized_shape \(4,\), "
+                                         r"got \(3,\)"):
+        F.layer_norm(x, 4, sg.tensor(np.ones(3)))
+    with pytest.raises(TypeError, match="layer_norm: bias dtype float32 differs from input dtype float64"):
+        F.layer_norm(x, 4, None, sg.tensor(np.ones(4, np.float32)))
+    with pytest.raises(ValueError, match="layer_norm: eps must be >= 0, got -1"):
+        F.layer_norm(x, 4, eps=-1)
+    with pytest.raises(TypeError, match="layer_norm: input must be float32 or float64, got dtype int64"):
+        F.layer_norm(sg.Tensor(np.ones((2, 4), np.int64)), 4)

@@ -85,3 +85,133 @@ def test_pad_errors():
     # torch crops with negative constant padding; srgrad refuses it (docs/reliability.md)
     with pytest.raises(ValueError, match=r"pad: negative padding \(-1, 1\) is not supported"):
         F.pad(x, (-1, 1))
+
+
+# -- roll ------------------------------------------------------------------------------------------
+
+ROLLS = [(1, None), (-7, None), ((3,), None), ((2, -1), (0, 2)), ((1, 1), (1, 1)), (7, 1), (-3, -1),
+         ([1, 2], [2, 0]), (1, ())]
+
+
+@pytest.mark.parametrize("shifts,dims", ROLLS)
+def test_roll_torch_parity_and_gradcheck(shifts, dims, rng):
+    torch = pytest.importorskip("torch")
+    x = t64(rng, 2, 3, 4)
+    y = F.roll(x, shifts, dims)
+    np.testing.assert_array_equal(y.data, torch.roll(torch.tensor(x.data), shifts, dims).numpy())
+    assert sg.gradcheck(lambda a: F.roll(a, shifts, dims), (x,))
+
+
+def test_roll_backward_is_the_opposite_roll(rng):
+    x = t64(rng, 4, 5, 3)
+    g = rng.standard_normal((4, 5, 3))
+    x.roll((-2, 3), (0, 1)).backward(g)  # SwinIR's cyclic shift of (B, H, W, C) windows
+    np.testing.assert_array_equal(x.grad.data, np.roll(g, (2, -3), (0, 1)))
+    s = sg.tensor(np.float64(3.0), requires_grad=True)
+    assert F.roll(s, 5).item() == 3.0 and F.roll(s, 1, 0).shape == ()
+
+
+def test_roll_errors(rng):
+    x = t64(rng, 2, 3)
+    with pytest.raises(ValueError, match=r"roll: without dims, shifts must be one int, got \(1, 2\)"):
+        F.roll(x, (1, 2))
+    with pytest.raises(ValueError, match=r"roll: shifts \(1, 2\) and dims \(0,\) must have the same length"):
+        F.roll(x, (1, 2), 0)
+    with pytest.raises(ValueError, match=r"roll: dims 2 is out of range for a tensor with 2 dimensions"):
+        F.roll(x, 1, 2)
+    with pytest.raises(TypeError, match="roll: shifts must be an int or a sequence of ints, got 1.5"):
+        F.roll(x, 1.5, 1)
+
+
+# -- split / chunk ---------------------------------------------------------------------------------
+
+SPLITS = [(3, 0), (2, 1), (4, -1), (10, 0), ([1, 4], 0), ([0, 3, 0], 1), ([5], 0), (1, 2)]
+
+
+@pytest.mark.parametrize("size,dim", SPLITS)
+def test_split_matches_torch(size, dim, rng):
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((5, 3, 4))
+    x = sg.tensor(a, requires_grad=True)
+    pieces = F.split(x, size, dim)
+    theirs = torch.split(torch.tensor(a, requires_grad=True), size, dim)
+    assert isinstance(pieces, tuple) and len(pieces) == len(theirs)
+    grads = [rng.standard_normal(p.shape) for p in pieces]
+    for p, t in zip(pieces, theirs):
+        np.testing.assert_array_equal(p.data, t.detach().numpy())
+    # the gradient of every piece lands in its slice, in one backward through one Function
+    assert len({id(p._node) for p in pieces}) == 1
+    total = sum((p * sg.tensor(g)).sum() for p, g in zip(pieces, grads))
+    total.backward()
+    tx = torch.tensor(a, requires_grad=True)
+    sum((t * torch.tensor(g)).sum() for t, g in zip(torch.split(tx, size, dim), grads)).backward()
+    np.testing.assert_array_equal(x.grad.data, tx.grad.numpy())
+
+
+@pytest.mark.parametrize("chunks,dim", [(3, 0), (2, 0), (4, 1), (1, 2), (5, 0), (6, 0), (8, 2), (3, -1)])
+def test_chunk_matches_torch(chunks, dim, rng):
+    torch = pytest.importorskip("torch")
+    a = rng.standard_normal((6, 3, 5))
+    theirs = torch.chunk(torch.tensor(a), chunks, dim)
+    ours = sg.tensor(a).chunk(chunks, dim)
+    assert [p.shape for p in ours] == [tuple(t.shape) for t in theirs]
+    for p, t in zip(ours, theirs):
+        np.testing.assert_array_equal(p.data, t.numpy())
+    empty = torch.chunk(torch.zeros(0, 2), chunks)
+    assert [p.shape for p in F.chunk(sg.tensor(np.zeros((0, 2))), chunks)] == [tuple(t.shape) for t in empty]
+
+
+def test_split_gradcheck_with_unused_pieces(rng):
+    """qkv = x.chunk(3, -1) with only q and v used: k's gradient is zero in its slice."""
+    x = t64(rng, 2, 6)
+    assert sg.gradcheck(lambda a: F.chunk(a, 3, -1)[0] * F.chunk(a, 3, -1)[2], (x,))
+    q, k, v = x.chunk(3, -1)
+    (q * 2 + v).sum().backward()
+    np.testing.assert_array_equal(x.grad.data, np.tile([2.0, 2.0, 0.0, 0.0, 1.0, 1.0], (2, 1)))
+    y = t64(rng, 5)
+    assert sg.gradcheck(lambda a: y.split(2)[2] * 3 + 0 * y.split(2)[0].sum(), (y,))
+    assert [p.shape for p in F.split(sg.tensor(np.zeros(0)), 0)] == [(0,)]
+
+
+def test_split_chunk_errors(rng):
+    x = t64(rng, 4, 3)
+    with pytest.raises(ValueError, match=r"split: sections \[1, 2\] must sum to the size 4 of dim 0"):
+        F.split(x, [1, 2])
+    with pytest.raises(ValueError, match="split: split size 0 needs an empty dimension, dim 0 has size 4"):
+        F.split(x, 0)
+    with pytest.raises(ValueError, match="split: split_size_or_sections must be an int >= 0, got -1"):
+        F.split(x, [-1, 5])
+    with pytest.raises(TypeError, match="split: split_size_or_sections must be an int >= 0, got 1.5"):
+        F.split(x, 1.5)
+    with pytest.raises(ValueError, match="chunk: chunks must be a positive int, got 0"):
+        F.chunk(x, 0)
+    with pytest.raises(ValueError, match=r"chunk: dim 2 is out of range for a tensor with 2 dimensions"):
+        F.chunk(x, 2, 2)
+    with pytest.raises(ValueError, match="split: a scalar has no dimension to split"):
+        F.split(sg.tensor(np.float64(1.0)), 1)
+
+
+# -- pad_to_multiple / crop_to -------------------------------------------------------------------
+@pytest.mark.parametrize("hw,multiple", [((5, 7), 4), ((8, 8), 4), ((3, 9), 2), ((1, 2), 4)])
+def test_pad_to_multiple_values_and_gradcheck(hw, multiple, rng):
+    x = t64(rng, 1, 2, *hw)
+    y = F.pad_to_multiple(x, multiple)
+    ph, pw = -hw[0] % multiple, -hw[1] % multiple
+    mode = "reflect" if ph < hw[0] and pw < hw[1] else "edge"  # too small to reflect: replicate
+    np.testing.assert_array_equal(y.numpy(), np.pad(x.numpy(), ((0, 0), (0, 0), (0, ph), (0, pw)),
+                                                    mode=mode))
+    assert sg.gradcheck(lambda a: F.pad_to_multiple(a, multiple), (x,))
+
+
+def test_crop_to_undoes_the_padding_and_gradcheck(rng):
+    x = t64(rng, 1, 2, 5, 7)
+    y = t64(rng, 1, 2, 16, 16)
+    out = F.crop_to(y, x, 2)
+    np.testing.assert_array_equal(out.numpy(), y.numpy()[..., :10, :14])
+    assert sg.gradcheck(lambda a: F.crop_to(a, x, 2), (y,))
+    with pytest.raises(ValueError, match=r"crop_to: \(1, 2, 16, 16\) is smaller than reference "
+                                         r"\(1, 2, 5, 7\) times scale 4"):
+        F.crop_to(y, x, 4)
+    with pytest.raises(ValueError, match="pad_to_multiple: mode must be one of 'reflect', "
+                                         "'replicate', got 'circular'"):
+        F.pad_to_multiple(x, 2, mode="circular")

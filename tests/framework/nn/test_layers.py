@@ -45,6 +45,14 @@ CASES = [
     ("MaxPool2d", (3, 2, 1), {"dilation": 1, "ceil_mode": True}, (2, 2, 5, 6)),
     ("AdaptiveAvgPool2d", ((3, 2),), {}, (1, 2, 7, 5)),
     ("Identity", (), {}, (1, 2, 3, 3)),
+    ("Linear", (5, 3), {}, (2, 4, 5)),
+    ("Linear", (1, 2), {"bias": False}, (1,)),
+    ("LayerNorm", (6,), {}, (2, 3, 6)),
+    ("LayerNorm", ((3, 4),), {"eps": 1e-3, "elementwise_affine": False}, (2, 3, 4)),
+    ("LayerNorm", (5,), {"bias": False}, (1, 5)),
+    ("Softmax", (-1,), {}, (2, 3, 4)),
+    ("Softmax", (1,), {}, (2, 3, 1, 2)),
+    ("LogSoftmax", (0,), {}, (3, 2)),
 ]
 IDS = [f"{c[0]}-{i}" for i, c in enumerate(CASES)]
 

@@ -9,6 +9,7 @@ import pytest
 
 import framework.functional as F
 from framework import nn
+from framework.nn import init
 
 from ._util import Lambda, check, image, require_onnx
 
@@ -211,3 +212,51 @@ def test_batch_norm(tmp_path, training):
         bn.running_var.data[:] = [0.2, 1.5, 3.0]
     rep, ops = check(bn, image(2, 3, 5, 4), tmp_path, [image(3, 3, 6, 7)])
     assert ("BatchNormalization" in ops) != training and rep.dynamic
+
+
+# -- the ops of the attention models (SwinIR), and the size-independent pad/crop ---------------
+class _Attention(nn.Module):
+    """LayerNorm -> Linear (any leading dims) -> split into q, k, v -> softmax(q k^T) v -> a rolled,
+    log-softmaxed output: every new converter in one small graph."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm = nn.LayerNorm(4)
+        self.qkv = nn.Linear(4, 12)
+        self.proj = nn.Linear(4, 4, bias=False)
+
+    def forward(self, x):  # x (N, C=4, H, W) -> tokens (N, H W, 4)
+        t = F.permute(F.flatten(x, 2), (0, 2, 1))
+        q, k, v = F.chunk(self.qkv(self.norm(t)), 3, dim=-1)
+        attn = F.softmax(q @ F.transpose(k, -2, -1) * 0.5, dim=-1)
+        y = self.proj(F.roll(attn @ v, 2, 1))
+        return F.log_softmax(y, dim=-1)
+
+
+def test_layer_norm_linear_softmax_roll_split_dynamic(tmp_path):
+    init.manual_seed(3)
+    rep, ops = check(_Attention(), image(1, 4, 3, 5), tmp_path, [image(2, 4, 4, 4, seed=1)])
+    assert rep.dynamic
+    for op in ("LayerNormalization", "Split", "Softmax", "LogSoftmax", "MatMul", "Concat"):
+        assert op in ops, (op, ops)
+
+
+def test_linear_on_a_matrix_is_gemm(tmp_path):
+    init.manual_seed(4)
+    model = Lambda(lambda m, x: m.fc(F.flatten(x, 1)), fc=nn.Linear(12, 5))
+    rep, ops = check(model, image(2, 3, 2, 2), tmp_path, dynamic=False)  # features fix H and W
+    assert "Gemm" in ops and "MatMul" not in ops
+
+
+@pytest.mark.parametrize("multiple,scale", [(2, 1), (4, 2)])
+def test_pad_to_multiple_and_crop_to_stay_dynamic(tmp_path, multiple, scale):
+    """The size-independent pad/crop pair (RRDBNet x2/x1, SwinIR's window padding): one graph for
+    every size, odd sizes included."""
+    def fn(m, x):
+        y = F.pad_to_multiple(x, multiple) * 2.0
+        if scale > 1:
+            y = F.interpolate(y, scale_factor=scale, mode="nearest")
+        return F.crop_to(y, x, scale)
+    rep, ops = check(Lambda(fn), image(1, 2, 5, 7), tmp_path,
+                     [image(2, 2, 8, 9, seed=1), image(1, 2, 6, 4, seed=2)])
+    assert rep.dynamic and "Pad" in ops and "Slice" in ops

@@ -1,0 +1,156 @@
+"""Products: linear (x W^T + b, PyTorch's (out, in) weight layout) and matmul (numpy's rules: 1-D
+operands, batched broadcasting).
+
+Every product is BLAS. A product with a shared 2-D matrix (linear, or a batch times one matrix) folds
+the leading axes into rows: one large product instead of one small product per batch entry. A
+batched product (attention's q k^T and attn v: thousands of 64 x 30 matrices) is one small BLAS call
+per matrix, and BLAS runs matrices this small on one thread; above a size the batch runs as a few
+slices on conv's worker threads, each with single-threaded BLAS (framework/functional/_tiles.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .._check import float_array
+from ..autograd import Function
+from ..tensor import Tensor
+from . import _tiles
+from ._util import unbroadcast
+
+__all__ = ["linear", "matmul"]
+
+# Below this many multiply-adds a batched product runs as one np.matmul call: the worker pool's
+# fork/join (and, with a core busy elsewhere, a worker waiting for its time slice) costs more than
+# the second core saves.
+_SERIAL_MACS = 1 << 26
+
+
+def _rows(a: np.ndarray) -> np.ndarray:
+    """(..., k) -> (M, k): a view when a is contiguous."""
+    return a.reshape(-1, a.shape[-1])
+
+
+def _slice_product(p, q, out, lo, hi):
+    np.matmul(p[lo:hi], q[lo:hi], out=out[lo:hi])
+
+
+def _product(p: np.ndarray, q: np.ndarray) -> np.ndarray:
+    """np.matmul(p, q) for p (..., n, k) and q (..., k, m) (numpy's broadcasting, p's dtype)."""
+    if q.ndim == 2 and p.ndim > 2:  # one shared matrix: fold the batch into rows
+        return (_rows(p) @ q).reshape(p.shape[:-1] + (q.shape[-1],))
+    batch = np.broadcast_shapes(p.shape[:-2], q.shape[:-2])
+    workers = _tiles.default_workers()
+    macs = int(np.prod(batch, dtype=np.int64)) * p.shape[-2] * p.shape[-1] * q.shape[-1]
+    if not batch or batch[0] < 2 * workers or workers < 2 or macs < _SERIAL_MACS:
+        return np.matmul(p, q)
+    n, m = p.shape[-2], q.shape[-1]
+    p = np.broadcast_to(p, batch + p.shape[-2:])  # views: slicing axis 0 then needs no copy
+    q = np.broadcast_to(q, batch + q.shape[-2:])
+    out = np.empty(batch + (n, m), np.result_type(p, q))
+    step = -(-batch[0] // (2 * workers))  # two slices per worker: one late thread delays less
+    tasks = [(lo, min(batch[0], lo + step)) for lo in range(0, batch[0], step)]
+    _tiles.run(tasks, lambda t, _: _slice_product(p, q, out, *t), 0, out.dtype, workers)
+    return out
+
+
+class MatMulFunction(Function):
+    """a (..., n, k) or (k,), b (..., k, m) or (k,) -> numpy's matmul of the two."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        ctx.save_for_backward(a, b)
+        if a.ndim == 1 or b.ndim == 1:
+            return np.matmul(a, b)
+        return _product(a, b)
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dA = g B^T, dL/dB = A^T g (1-D operands promoted, broadcast axes summed)
+        a, b = ctx.saved_tensors
+        a2 = a[None, :] if a.ndim == 1 else a
+        b2 = b[:, None] if b.ndim == 1 else b
+        batch = np.broadcast_shapes(a2.shape[:-2], b2.shape[:-2])
+        g2 = g.reshape(batch + (a2.shape[-2], b2.shape[-1]))
+        need_a, need_b = ctx.needs_input_grad
+        ga = gb = None
+        if need_a:
+            ga = unbroadcast(_product(g2, np.swapaxes(b2, -1, -2)), a2.shape).reshape(a.shape)
+        if need_b:
+            if b2.ndim == 2 and a2.ndim > 2:  # shared b: sum over the batch inside one product
+                gb = _rows(a2).T @ _rows(g2)
+            else:
+                gb = unbroadcast(_product(np.swapaxes(a2, -1, -2), g2), b2.shape)
+            gb = gb.reshape(b.shape)
+        return ga, gb
+
+
+class LinearFunction(Function):
+    """x (..., in), weight (out, in), bias (out,) or None -> x W^T + b (..., out)."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias):
+        x2 = _rows(x)
+        out = x2 @ weight.T
+        if bias is not None:
+            out += bias
+        ctx.save_for_backward(x2, weight)
+        ctx.shape = x.shape
+        return out.reshape(x.shape[:-1] + (weight.shape[0],))
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dx = g W, dL/dW = g^T x, dL/db = sum g (over every leading axis)
+        x2, weight = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        g2 = _rows(g)
+        gx = (g2 @ weight).reshape(ctx.shape) if need_x else None
+        gw = g2.T @ x2 if need_w else None
+        gb = g2.sum(axis=0) if need_b else None
+        return gx, gw, gb
+
+
+def _same_dtype(op, name, arr, ref):
+    if arr.dtype != ref.dtype:
+        raise TypeError(f"{op}: {name} dtype {arr.dtype} differs from input dtype {ref.dtype}")
+
+
+def linear(x, weight, bias=None):
+    """torch.nn.functional.linear: x (..., in_features) @ weight^T + bias -> (..., out_features).
+    weight: (out_features, in_features); bias: (out_features,) or None (default). x may be 1-D."""
+    xa = float_array("linear", "input", x)
+    wa = float_array("linear", "weight", weight)
+    if xa.ndim < 1:
+        raise ValueError("linear: input must have at least 1 dimension (..., in_features), got a scalar")
+    if wa.ndim != 2 or wa.shape[1] != xa.shape[-1]:
+        raise ValueError(f"linear: weight must have shape (out_features, {xa.shape[-1]}) for input of "
+                         f"shape {xa.shape}, got {wa.shape}")
+    _same_dtype("linear", "weight", wa, xa)
+    if bias is not None:
+        ba = float_array("linear", "bias", bias)
+        if ba.shape != (wa.shape[0],):
+            raise ValueError(f"linear: bias must have shape ({wa.shape[0]},) for weight of shape "
+                             f"{wa.shape}, got {ba.shape}")
+        _same_dtype("linear", "bias", ba, xa)
+    return LinearFunction.apply(x, weight, bias)
+
+
+def matmul(a, b):
+    """Matrix product with numpy semantics: (..., n, k) @ (..., k, m) -> (..., n, m), the batch axes
+    broadcast; a 1-D operand is a row (left) or column (right) vector and its axis is dropped. Float
+    operands must share one dtype (float32 @ float64 is a TypeError, as in torch)."""
+    a = a if isinstance(a, Tensor) else np.asarray(a)
+    b = b if isinstance(b, Tensor) else np.asarray(b)
+    sa, sb = a.shape, b.shape
+    if len(sa) == 0 or len(sb) == 0:
+        raise ValueError(f"matmul: operands must have at least 1 dimension, got {sa} and {sb}")
+    ka = sa[-1]
+    kb = sb[0] if len(sb) == 1 else sb[-2]
+    if ka != kb:
+        raise ValueError(f"matmul: shapes {sa} and {sb} do not align ({ka} != {kb})")
+    try:
+        np.broadcast_shapes(sa[:-2], sb[:-2])
+    except ValueError:
+        raise ValueError(f"matmul: batch shapes of {sa} and {sb} cannot be broadcast") from None
+    da, db = a.dtype, b.dtype
+    if da.kind == "f" and db.kind == "f" and da != db:
+        raise TypeError(f"matmul: operand dtypes differ ({da} and {db}); cast one with .float() or "
+                        ".double()")
+    return MatMulFunction.apply(a, b)
