@@ -134,8 +134,14 @@ def _train(args, comm) -> int:
 
 
 # -- infer ----------------------------------------------------------------------------------------
-def model_args(p, tiles: bool = True):
-    p.add_argument("--weights", required=True, help="net_*.safetensors or a checkpoint")
+def model_args(p, tiles: bool = True, weights: bool = True):
+    """The options that say which model: --weights (unless the command takes it positionally),
+    --key, --config, --model/--model-arg/--scale, --import; and --tile/--tile-overlap."""
+    if weights:
+        p.add_argument("--weights", required=True, help="weights: srgrad's .safetensors (net_*, a "
+                       "checkpoint), a plain .safetensors, or a PyTorch .pth/.pt (read safely)")
+    p.add_argument("--key", help="which weights of the file: params or params_ema (default: "
+                   "params_ema when the file has one, as Real-ESRGAN), or another key of a .pth")
     p.add_argument("--config", help="the training config: its imports: are imported, and its "
                    "model: is used when the weights carry no model spec")
     p.add_argument("--model", help="model type, overriding the weights' spec (with --scale)")
@@ -171,7 +177,7 @@ def load_model_from_args(args):
             spec[key] = parse_scalar(value)
         if args.scale:
             spec["scale"] = args.scale
-    return load_model(args.weights, spec, args.scale, fallback)
+    return load_model(args.weights, spec, args.scale, fallback, key=getattr(args, "key", None))
 
 
 def infer_main(argv=None) -> int:

@@ -16,6 +16,8 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.cli import model_args
+
 __all__ = ["main"]
 
 
@@ -23,15 +25,7 @@ def _parser():
     p = argparse.ArgumentParser(
         prog="srgrad-export", description="Export a trained model to ONNX, run it once in ONNX "
         "Runtime and compare with srgrad's own output (docs/export.md).")
-    p.add_argument("--weights", required=True, help="net_*.safetensors or a checkpoint")
-    p.add_argument("--config", help="the training config: its imports: are imported, and its "
-                   "model: is used when the weights carry no model spec")
-    p.add_argument("--model", help="model type, overriding the weights' spec (with --scale)")
-    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="constructor keyword for --model (repeatable)")
-    p.add_argument("--scale", type=int, help="upscaling factor (default: from the weights)")
-    p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
-                   help="import a module that registers a custom model, layer or converter")
+    model_args(p, tiles=False)  # --weights, --key, --config, --model, --model-arg, --scale, --import
     p.add_argument("--output", required=True, help="the .onnx file to write")
     p.add_argument("--opset", type=int, default=18, help="ONNX opset (default 18, at least 17)")
     axes = p.add_mutually_exclusive_group()

@@ -1,0 +1,113 @@
+"""`srgrad-convert`: bring weights and option files in, hand weights out.
+
+    srgrad-convert weights IN OUT [--key params_ema] [--plain] [--model T --scale S --model-arg k=v]
+    srgrad-convert options train_EDSR_Mx2.yml -o edsr.yaml
+
+weights: IN is any file srgrad reads weights from (a PyTorch .pth/.pt, read safely; srgrad's or a
+plain safetensors file); OUT by its extension: `.safetensors`, srgrad's weights file carrying the
+model spec (detected when IN names none), so srgrad-infer needs no config; with --plain, the bare
+state_dict a torch user loads with `safetensors.torch.load_file` + `load_state_dict`; `.pth`/`.pt`,
+torch.save's format as BasicSR writes it, `{"params": ..., "params_ema": ...}` (bare with --plain),
+written without torch or pickle (framework/io/pth_write.py). The weights are loaded into the model
+they belong to first (strictly): a conversion that would not load is refused.
+
+options: a BasicSR option file -> an srgrad config (framework/io/basicsr_options.py): dropped keys
+are listed, untranslatable ones are an error, the result is validated.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from .cli import error, load_model_from_args, model_args, run_guarded
+from .outputs import OutputError
+
+__all__ = ["main"]
+
+
+def _check_output(src: Path, out: Path, overwrite: bool) -> None:
+    if out.exists() and src.exists() and os.path.samefile(src, out):
+        raise OutputError(f"refusing to write {out}: it is the input {src} (same file)")
+    if out.exists() and not overwrite:
+        raise OutputError(f"{out} exists; pass --overwrite to replace it")
+
+
+def _weights(args) -> int:
+    from ..io.checkpoint import CheckpointError, check_state_matches, load_weights, save_weights
+    from ..io.pth_write import write_pth
+    src, out = Path(args.weights), Path(args.output)
+    ext = out.suffix.lower()
+    if ext not in (".safetensors", ".pth", ".pt"):
+        raise OutputError(f"{out}: the output must end in .safetensors, .pth or .pt")
+    _check_output(src, out, args.overwrite)
+    model, info = load_model_from_args(args)  # strict: the weights fit the model they belong to
+    groups = {}
+    if args.key is None and not args.plain:  # both the weights and their EMA, when the file has both
+        for name in ("params", "params_ema"):
+            try:
+                state = load_weights(src, name)[0]
+            except CheckpointError:  # the file has no such entry
+                continue
+            check_state_matches(model, state, str(src))
+            groups[name] = state
+    if not groups:
+        groups = {"params": model.state_dict()}
+    spec = info["model"]
+    if ext == ".safetensors" and args.plain:
+        import safetensors.numpy
+        from ..io.atomic import write_atomic
+        write_atomic(out, safetensors.numpy.save({k: v.copy() for k, v in groups["params"].items()}))
+    elif ext == ".safetensors":
+        save_weights(out, groups["params"], ema_state=groups.get("params_ema"), model=spec,
+                     scale=spec["scale"], converted_from=str(src))
+    else:  # torch.save's format: BasicSR's {"params": ..., "params_ema": ...}, or bare with --plain
+        write_pth(out, groups["params"] if args.plain else groups)
+    what = " + params_ema" if "params_ema" in groups else ""
+    print(f"{src} -> {out}: {spec['type']} x{spec['scale']}, {len(groups['params'])} tensors{what}")
+    return 0
+
+
+def _options(args) -> int:
+    from ..io.atomic import write_atomic
+    from ..io.basicsr_options import translate_options
+    from ..io.config import dump_config, read_yaml
+    from .schema import validate
+    from .zoo import load_zoo
+    src, out = Path(args.input), Path(args.output)
+    if out.suffix.lower() not in (".yaml", ".yml"):
+        raise OutputError(f"{out}: the output must end in .yaml or .yml")
+    _check_output(src, out, args.overwrite)
+    cfg, notes = translate_options(read_yaml(src), str(src))
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+    load_zoo()
+    validate(cfg, str(out))  # the translation must be a valid config (paths are checked at run time)
+    header = (f"# Translated from the BasicSR option file {src} by srgrad-convert options.\n"
+              f"# Check the data paths; train with: srgrad-train {out}\n")
+    write_atomic(out, (header + dump_config(cfg)).encode())
+    print(f"{src} -> {out} ({len(notes)} note(s) above)")
+    return 0
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(prog="srgrad-convert", description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="what", required=True)
+    w = sub.add_parser("weights", help="convert weights (.pth <-> .safetensors)")
+    w.add_argument("weights", metavar="IN", help="a .pth/.pt or .safetensors weights file")
+    w.add_argument("output", metavar="OUT", help="a .safetensors, .pth or .pt file to write")
+    w.add_argument("--plain", action="store_true", help="bare keys, no srgrad metadata (for "
+                   "torch's load_state_dict)")
+    w.add_argument("--overwrite", action="store_true")
+    model_args(w, tiles=False, weights=False)  # --model etc.: when IN names no model
+    o = sub.add_parser("options", help="translate a BasicSR option file into an srgrad config")
+    o.add_argument("input", metavar="OPTIONS_YML")
+    o.add_argument("-o", "--output", required=True, metavar="CONFIG_YAML")
+    o.add_argument("--overwrite", action="store_true")
+    args = p.parse_args(argv)
+    return run_guarded(lambda: _weights(args) if args.what == "weights" else _options(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,100 @@
+"""Write PyTorch checkpoints (`torch.save`'s zip layout) without torch and without the pickle module:
+the object pickle is a few hand-written protocol-2 opcodes that build only what `torch.load(...,
+weights_only=True)` accepts (dicts, OrderedDicts of tensors rebuilt by _rebuild_tensor_v2 from typed
+storages). So srgrad's weights go back to BasicSR and PyTorch users as the file they already load:
+`torch.load(path)["params"]` (`srgrad-convert weights net.safetensors net_g.pth`)."""
+from __future__ import annotations
+
+import io
+import os
+import struct
+import zipfile
+
+import numpy as np
+
+from .atomic import atomic_open
+
+__all__ = ["write_pth"]
+
+# numpy dtype -> torch's typed storage class (what _rebuild_tensor_v2's storage names)
+_STORAGE = {"float32": "FloatStorage", "float64": "DoubleStorage", "float16": "HalfStorage",
+            "int64": "LongStorage", "int32": "IntStorage", "int16": "ShortStorage",
+            "int8": "CharStorage", "uint8": "ByteStorage", "bool": "BoolStorage"}
+
+_PROTO, _STOP, _MARK = b"\x80\x02", b".", b"("
+_EMPTY_DICT, _EMPTY_TUPLE, _TUPLE, _SETITEMS = b"}", b")", b"t", b"u"
+_REDUCE, _BINPERSID, _NEWFALSE = b"R", b"Q", b"\x89"
+
+
+def _str(s: str) -> bytes:
+    data = s.encode("utf-8")
+    return b"X" + struct.pack("<I", len(data)) + data
+
+
+def _int(n: int) -> bytes:
+    if 0 <= n < 256:
+        return b"K" + bytes([n])
+    if -2**31 <= n < 2**31:
+        return b"J" + struct.pack("<i", n)
+    data = n.to_bytes((n.bit_length() + 8) // 8, "little", signed=True)
+    return b"\x8a" + bytes([len(data)]) + data
+
+
+def _global(module: str, name: str) -> bytes:
+    return b"c" + f"{module}\n{name}\n".encode()
+
+
+def _tuple(items) -> bytes:
+    return _MARK + b"".join(items) + _TUPLE
+
+
+def _ordered_dict(items) -> bytes:
+    out = _global("collections", "OrderedDict") + _EMPTY_TUPLE + _REDUCE
+    if items:
+        out += _MARK + b"".join(k + v for k, v in items) + _SETITEMS
+    return out
+
+
+def _tensor(key: str, arr: np.ndarray) -> bytes:
+    storage = _tuple([_str("storage"), _global("torch", _STORAGE[arr.dtype.name]), _str(key),
+                      _str("cpu"), _int(arr.size)]) + _BINPERSID
+    stride = [s // arr.itemsize for s in arr.strides]
+    return (_global("torch._utils", "_rebuild_tensor_v2")
+            + _tuple([storage, _int(0), _tuple([_int(n) for n in arr.shape]),
+                      _tuple([_int(s) for s in stride]), _NEWFALSE, _ordered_dict([])])
+            + _REDUCE)
+
+
+def write_pth(path, obj: dict) -> None:
+    """Write `obj` as a torch.save file, atomically: a state_dict (name -> array, written as an
+    OrderedDict of tensors) or a dict of them (BasicSR's `{"params": sd, "params_ema": sd_ema}`).
+    Arrays are written little-endian and contiguous; dtypes float32/64/16, int8-64, uint8, bool."""
+    arrays = {}
+
+    def state(sd: dict) -> bytes:
+        items = []
+        for name, value in sd.items():
+            arr = np.require(np.asarray(value), requirements="C")  # 0-d stays 0-d
+            if arr.dtype.name not in _STORAGE:
+                raise ValueError(f"write_pth: {name} has dtype {arr.dtype}, which has no torch "
+                                 f"storage here (supported: {', '.join(_STORAGE)})")
+            key = str(len(arrays))
+            arrays[key] = arr.astype(arr.dtype.newbyteorder("<"), copy=False)
+            items.append((_str(str(name)), _tensor(key, arr)))
+        return _ordered_dict(items)
+
+    if obj and all(isinstance(v, dict) for v in obj.values()):
+        body = _EMPTY_DICT + _MARK + b"".join(_str(str(k)) + state(v) for k, v in obj.items()) \
+            + _SETITEMS
+    else:
+        body = state(obj)
+    top = os.path.splitext(os.path.basename(os.fspath(path)))[0] or "archive"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", zipfile.ZIP_STORED) as z:  # torch stores, never compresses
+        z.writestr(f"{top}/data.pkl", _PROTO + body + _STOP)
+        z.writestr(f"{top}/byteorder", "little")
+        for key, arr in arrays.items():
+            z.writestr(f"{top}/data/{key}", arr.tobytes())
+        z.writestr(f"{top}/version", "3\n")
+    with atomic_open(path) as fh:
+        fh.write(buf.getvalue())
