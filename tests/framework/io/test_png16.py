@@ -366,10 +366,10 @@ def test_bad_filter_type_and_bad_zlib_data(good):
     length = struct.unpack(">I", data[start:start + 4])[0]
     stream = bytearray(zlib.decompress(data[start + 8:start + 8 + length]))
     stream[31 * 2] = 7  # row 2's filter type (5 pixels * 6 bytes + 1 per row)
-    path.write_bytes(data[:start] + chunk(b"IDAT", zlib.compress(bytes(stream))) + data[start + 12 + length:])
+    rest = data[start + 12 + length:]
+    path.write_bytes(data[:start] + chunk(b"IDAT", zlib.compress(bytes(stream))) + rest)
     expect_error(path, "invalid filter type 7 in row 2")
-    path.write_bytes(data[:start] + chunk(b"IDAT", b"\x78\x9c\xff\xff" + bytes(20))
-                     + data[start + 12 + length:])
+    path.write_bytes(data[:start] + chunk(b"IDAT", b"\x78\x9c\xff\xff" + bytes(20)) + rest)
     expect_error(path, r"corrupt PNG pixel data \(zlib")
 
 

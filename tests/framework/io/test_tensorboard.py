@@ -35,7 +35,8 @@ def records(path):
     pos, out = 0, []
     while pos < len(data):
         header = data[pos:pos + 8]
-        (length,), (header_crc,) = struct.unpack("<Q", header), struct.unpack("<I", data[pos + 8:pos + 12])
+        (length,) = struct.unpack("<Q", header)
+        (header_crc,) = struct.unpack("<I", data[pos + 8:pos + 12])
         assert header_crc == masked(crc32c_bitwise(header))
         body = data[pos + 12:pos + 12 + length]
         assert len(body) == length
