@@ -229,22 +229,18 @@ def _alpha_fn(scale):
     return fn
 
 
-_SIXTEEN_BIT_FORMATS = (".png", ".tif", ".tiff")
-
-
 def upscale_file(model, info: dict, src, dst, tile=None, overlap=16) -> tuple:
     """Read `src`, super-resolve, write `dst` atomically (same mode family: RGB stays RGB, gray
     stays gray, alpha is upscaled with bicubic interpolation and clipped; 16-bit in -> 16-bit out
     where the output format allows). Tile by tile, each tile quantised straight into the output's
     8/16-bit buffer: memory is the LR image, that buffer and one tile. Returns the output
     (C, H, W) shape."""
-    from ..io.image import quantise_into, read_image, write_quantised
+    from ..io.image import quantise_into, read_image, supports_16bit, write_quantised
     img, meta = read_image(src)
     scale = int(info["scale"])
     alpha = meta.get("alpha")
-    bits = 16 if meta.get("bits") == 16 and Path(dst).suffix.lower() in _SIXTEEN_BIT_FORMATS \
-        and img.shape[0] == 1 and alpha is None else 8
     channels = img.shape[0] + (alpha is not None)
+    bits = 16 if meta.get("bits") == 16 and supports_16bit(dst, channels) else 8
     out = np.empty((img.shape[1] * scale, img.shape[2] * scale, channels),
                    np.uint16 if bits == 16 else np.uint8)
     for (y0, y1, x0, x1), s, res in sr_tiles(channel_fn(model, model_in_channels(info), scale),

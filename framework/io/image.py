@@ -1,4 +1,5 @@
-"""Image files <-> float arrays (C, H, W) in [0, 1], through Pillow.
+"""Image files <-> float arrays (C, H, W) in [0, 1], through Pillow and, for 16-bit colour PNG,
+through our own codec (framework.io.png16).
 
 Reading: PNG, JPEG, BMP, TIFF and WebP (only these decoders are enabled: fewer parsers, fewer ways
 in).
@@ -12,14 +13,20 @@ Pillow modes map to arrays as follows:
 | RGBA, RGBa                   | 3 channels (RGB)   | (1, H, W)| 8    |
 | P, PA (palette)              | RGB, or RGB + alpha when the palette has transparency | | 8 |
 | I;16, I;16L, I;16B, I;16N, I | 1 channel / 65535  | None     | 16   |
+| RGB;16, RGBA;16, LA;16 (PNG) | as RGB, RGBA, LA, / 65535 | (1, H, W) / 65535 | 16 |
+
+The last row is 16-bit-per-channel PNG (colour types 2, 6, 4), which Pillow would silently decode
+to 8 bits: framework.io.png16 reads it instead (16-bit gray PNG stays with Pillow's I;16). Pillow
+also reads 16-bit RGB/RGBA TIFF as 8 bits (keeping the high byte) and cannot write it: such TIFFs
+read as 8-bit.
 
 Alpha is returned separately so that SR runs on the colour channels and the caller upscales alpha on
-its own. EXIF orientation is applied, so arrays are upright as a viewer shows them. Pillow decodes
-16-bit-per-channel RGB PNGs to 8-bit RGB (it has no 48-bit mode), so such files read as 8-bit.
+its own. EXIF orientation is applied, so arrays are upright as a viewer shows them.
 
-Writing: 8-bit PNG/JPEG/BMP/TIFF with 1 or 3 channels and optional alpha (not JPEG); 16-bit PNG/TIFF
-for 1-channel images without alpha (Pillow's "I;16"). 16-bit colour or 16-bit with alpha raises a
-ValueError (Pillow cannot write them) rather than silently dropping precision.
+Writing: 8-bit PNG/JPEG/BMP/TIFF with 1 or 3 channels and optional alpha (not JPEG); 16-bit PNG
+with 1 or 3 channels and optional alpha (1 channel without alpha through Pillow's "I;16", the rest
+through framework.io.png16); 16-bit TIFF for 1 channel without alpha. Other 16-bit requests raise
+a ValueError rather than silently dropping precision (`supports_16bit` says beforehand).
 
 Decompression bombs: the pixel count in the header is checked against `MAX_PIXELS` before any pixel
 is decoded.
@@ -35,10 +42,11 @@ from pathlib import Path
 import numpy as np
 from PIL import Image, ImageOps
 
+from . import png16
 from .atomic import atomic_open
 
 __all__ = ["MAX_PIXELS", "IMAGE_EXTENSIONS", "read_image", "image_size", "write_image",
-           "write_quantised", "quantise_into", "list_images"]
+           "write_quantised", "quantise_into", "supports_16bit", "list_images"]
 
 # Largest width * height read_image decodes (Pillow's own default limit); a module constant so a
 # user with genuinely huge images can raise it, or pass max_pixels= per call.
@@ -52,6 +60,8 @@ WRITE_EXTENSIONS = tuple(_WRITE_FORMATS)
 _ALPHA_MODES = ("RGBA", "RGBa", "LA", "La", "PA")
 _ORIENTATION = 0x0112  # the EXIF tag
 _16BIT_MODES = ("I;16", "I;16L", "I;16B", "I;16N", "I")
+# PNG colour types framework.io.png16 reads (Pillow would drop them to 8 bits) -> our mode name
+_PNG16_MODES = {2: "RGB;16", 4: "LA;16", 6: "RGBA;16"}
 # Exceptions Pillow raises on corrupt or truncated data (zlib/struct errors escape some plugins).
 _DECODE_ERRORS = (OSError, SyntaxError, ValueError, EOFError, IndexError, struct.error, zlib.error)
 
@@ -68,12 +78,54 @@ def read_image(path, max_pixels: int | None = None):
     limit = MAX_PIXELS if max_pixels is None else int(max_pixels)
     if not path.is_file():
         raise FileNotFoundError(f"image file not found: {path}")
+    header = png16.probe(path)
+    if header is not None and header.bit_depth == 16 and header.color_type in _PNG16_MODES:
+        return _read_png16(path, limit)
     with _opened(path, "corrupt or truncated image") as im:
         _check_pixels(path, *im.size, limit)  # header only: nothing decoded yet
         mode = im.mode
         im.load()
         im = ImageOps.exif_transpose(im)
         return _to_array(im, mode, path)
+
+
+def _read_png16(path: Path, limit: int):
+    """A 16-bit RGB / RGBA / gray + alpha PNG through framework.io.png16, as read_image returns it."""
+    pixels, meta = png16.read_png16(path, limit)
+    pixels = _orient(pixels, _exif_orientation(meta["exif"]))
+    channels = 1 if meta["color_type"] == 4 else 3
+    planes = np.empty((pixels.shape[2],) + pixels.shape[:2], np.float32)
+    for c in range(pixels.shape[2]):  # a plane at a time: no float copy of the interleaved image
+        np.divide(pixels[:, :, c], np.float32(65535), out=planes[c], dtype=np.float32)
+    alpha = planes[channels:] if pixels.shape[2] > channels else None
+    info = {"mode": _PNG16_MODES[meta["color_type"]], "bits": 16, "alpha": alpha,
+            "channels": channels}
+    return planes[:channels], info
+
+
+def _exif_orientation(raw) -> int:
+    """The orientation tag of a raw EXIF block (1 when absent or unreadable: an ancillary chunk
+    never makes an image unreadable)."""
+    if not raw:
+        return 1
+    exif = Image.Exif()
+    try:
+        exif.load(raw)
+        orientation = exif.get(_ORIENTATION, 1)
+    except (*_DECODE_ERRORS, KeyError, TypeError):
+        return 1
+    return orientation if orientation in range(1, 9) else 1
+
+
+def _orient(pixels: np.ndarray, orientation: int) -> np.ndarray:
+    """(H, W, C) pixels turned upright for an EXIF orientation, as ImageOps.exif_transpose does."""
+    if orientation in (5, 6, 7, 8):  # a transpose, then the flips below
+        pixels = pixels.transpose(1, 0, 2)
+    if orientation in (3, 4, 7, 8):
+        pixels = pixels[::-1]
+    if orientation in (2, 3, 6, 7):
+        pixels = pixels[:, ::-1]
+    return pixels
 
 
 def has_alpha(path) -> bool:
@@ -191,9 +243,9 @@ def write_image(path, array, bits: int = 8, alpha=None, quality: int = 95) -> No
     """Write float (C, H, W) in [0, 1] (C = 1 or 3) to `path`; the format follows the extension.
 
     Values are clipped to [0, 1] and rounded to `bits` (8 or 16). `alpha` is (1, H, W) or (H, W) in
-    [0, 1]; not for JPEG. 16-bit is supported for 1-channel PNG/TIFF without alpha only (Pillow's
-    "I;16"); anything else at 16 bits raises ValueError. `quality` applies to JPEG. Parent folders
-    are created.
+    [0, 1]; not for JPEG. 16 bits: PNG with any channels and alpha, TIFF with 1 channel and no
+    alpha (`supports_16bit`); anything else at 16 bits raises ValueError. `quality` applies to
+    JPEG. Parent folders are created.
     """
     path = Path(path)
     fmt = _WRITE_FORMATS.get(path.suffix.lower())
@@ -213,11 +265,9 @@ def write_image(path, array, bits: int = 8, alpha=None, quality: int = 95) -> No
                              f"(1, {color.shape[1]}, {color.shape[2]}) for {path}")
         if fmt == "JPEG":
             raise ValueError(f"write_image: JPEG cannot store alpha ({path}); use .png or .tif")
-    if bits == 16 and (fmt not in ("PNG", "TIFF") or color.shape[0] != 1 or alpha is not None):
-        raise ValueError(f"write_image: 16-bit output is supported only for 1-channel PNG/TIFF "
-                         f"without alpha (Pillow cannot write 16-bit colour); got "
-                         f"{color.shape[0]} channel(s){' + alpha' if alpha is not None else ''} "
-                         f"as {fmt} for {path}; use bits=8")
+    nplanes = color.shape[0] + (alpha is not None)
+    if bits == 16 and not supports_16bit(path, nplanes):
+        raise ValueError(_no_16bit_message(path, nplanes))
     planes = color if alpha is None else np.concatenate([color, alpha], axis=0)
     out = np.empty(planes.shape[1:] + planes.shape[:1], np.uint16 if bits == 16 else np.uint8)
     quantise_into(out, planes, bits)
@@ -235,21 +285,48 @@ def quantise_into(out: np.ndarray, planes: np.ndarray, bits: int) -> None:
         out[r:r + rows] = np.round(band * peak).transpose(1, 2, 0)
 
 
+def supports_16bit(path, planes: int) -> bool:
+    """Whether `write_image` / `write_quantised` can write `planes` planes (colour channels plus
+    alpha: 1 gray, 2 gray + alpha, 3 RGB, 4 RGBA) at 16 bits to `path` (by its extension): PNG
+    any, TIFF only 1 (Pillow cannot write 16-bit colour or alpha TIFF)."""
+    fmt = _WRITE_FORMATS.get(Path(path).suffix.lower())
+    return (fmt == "PNG" and planes in (1, 2, 3, 4)) or (fmt == "TIFF" and planes == 1)
+
+
+def _no_16bit_message(path: Path, planes: int) -> str:
+    what = {1: "gray", 2: "gray + alpha", 3: "RGB", 4: "RGBA"}.get(planes, f"{planes} planes")
+    return (f"write_image: 16-bit output is supported only for PNG (gray, gray + alpha, RGB, "
+            f"RGBA) and for 1-channel TIFF without alpha; got {what} as "
+            f"{path.suffix.lstrip('.').upper() or 'no extension'} for {path}; use .png or bits=8")
+
+
 def write_quantised(path, q: np.ndarray, bits: int = 8, quality: int = 95) -> None:
-    """Write an (H, W, C) uint8 (or 1-channel uint16) array: C = 1 gray, 2 gray + alpha, 3 RGB,
-    4 RGBA; the format follows the extension. Written atomically (a temporary file, then renamed):
-    an interrupted write never leaves a truncated image. Parent folders are created."""
+    """Write an (H, W, C) uint8 array (bits=8), or uint16 (bits=16, see `supports_16bit`): C = 1
+    gray, 2 gray + alpha, 3 RGB, 4 RGBA; the format follows the extension. Written atomically (a
+    temporary file, then renamed): an interrupted write never leaves a truncated image. Parent
+    folders are created."""
     path = Path(path)
     fmt = _WRITE_FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise ValueError(f"write_image: cannot write {path}: extension {path.suffix!r} is not one of "
                          f"{', '.join(_WRITE_FORMATS)}")
+    if bits not in (8, 16):
+        raise ValueError(f"write_image: bits must be 8 or 16, got {bits!r}")
+    dtype = np.uint16 if bits == 16 else np.uint8
+    if q.dtype != dtype or q.ndim != 3 or q.shape[2] not in (1, 2, 3, 4):
+        raise ValueError(f"write_image: expected a {np.dtype(dtype)} (H, W, C) array with C = 1..4 "
+                         f"for bits={bits}, got {q.dtype} {q.shape} for {path}")
+    if bits == 16 and not supports_16bit(path, q.shape[2]):
+        raise ValueError(_no_16bit_message(path, q.shape[2]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if bits == 16 and q.shape[2] > 1:  # Pillow has no 16-bit colour or alpha mode
+        png16.write_png16(path, q)
+        return
     if bits == 16:
         im = Image.fromarray(np.ascontiguousarray(q[:, :, 0]))  # mode "I;16"
     else:
         mode = {1: "L", 2: "LA", 3: "RGB", 4: "RGBA"}[q.shape[2]]
         im = Image.fromarray(q[:, :, 0] if mode == "L" else q, mode=mode)
-    path.parent.mkdir(parents=True, exist_ok=True)
     options = {"quality": int(quality)} if fmt in ("JPEG", "WEBP") else {}
     with atomic_open(path) as fh:
         im.save(fh, format=fmt, **options)

@@ -83,6 +83,19 @@ def test_infer_16bit_gray_gives_16bit_gray(weights, tmp_path):
     assert values.max() > 255 and np.any(values % 257 != 0)  # real 16-bit values, not 8-bit * 257
 
 
+def test_infer_16bit_rgb_png_stays_16bit_and_jpg_falls_back_to_8(weights, tmp_path):
+    from framework.io.image import read_image, write_image
+    ramp = np.linspace(0, 1, 3 * 12 * 16).reshape(3, 12, 16)
+    write_image(tmp_path / "rgb16.png", ramp, bits=16)
+    for name, bits in (("o16.png", 16), ("o8.jpg", 8)):
+        assert infer_main(["--weights", str(weights), "--input", str(tmp_path / "rgb16.png"),
+                           "--output", str(tmp_path / name), "--no-progress"]) == 0
+        img, meta = read_image(tmp_path / name)
+        assert img.shape == (3, 24, 32) and meta["bits"] == bits
+    q = np.rint(read_image(tmp_path / "o16.png")[0] * 65535).astype(np.int64)
+    assert np.any(q % 257 != 0)  # real 16-bit values, not 8-bit * 257
+
+
 def test_infer_folder_of_mixed_modes(weights, tmp_path):
     rng = np.random.default_rng(3)
     src = tmp_path / "in"

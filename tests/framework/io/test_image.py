@@ -116,7 +116,7 @@ def test_write_jpeg_and_bmp(tmp_path):
     (dict(array=np.full((3, 4, 4), np.nan)), "NaN"),
     (dict(alpha=np.zeros((1, 3, 4))), r"alpha shape \(1, 3, 4\)"),
     (dict(path="x.jpg", alpha=np.zeros((1, 4, 4))), "JPEG cannot store alpha"),
-    (dict(bits=16), "16-bit output is supported only for 1-channel"),
+    (dict(path="x.tif", bits=16), "16-bit output is supported only for PNG"),
     (dict(path="x.bmp", array=np.zeros((1, 4, 4)), bits=16), "16-bit output"),
 ])
 def test_write_rejects(tmp_path, kwargs, match):
