@@ -57,6 +57,11 @@ class Block:
         return tuple(params[:1])
 
 
+def _pretrained():
+    return {"path": Field(str, None, nullable=True), "key": Field(str, None, nullable=True),
+            "strict": Field(bool, True)}
+
+
 SCHEMA = {
     "name": Field(str),
     "scale": Field(int, minimum=1),
@@ -65,6 +70,8 @@ SCHEMA = {
     "imports": Field("str_list", []),
     "run_root": Field(str, "runs"),
     "model": Block(MODELS, shared=("scale",)),
+    # a discriminator (BasicSR's network_d): its presence makes the run a GAN run
+    "model_d": Block(MODELS, None),
     "datasets": {
         "train": Block(DATASETS, shared=("scale",)),
         "val": Block(DATASETS, None, shared=("scale",)),
@@ -74,7 +81,31 @@ SCHEMA = {
         "batch_size": Field(int, minimum=1),
         "optimizer": Block(OPTIMIZERS, injected_first=True),
         "scheduler": Block(SCHEDULERS, None, injected_first=True),
-        "loss": Block(LOSSES, {"type": "L1Loss"}),
+        # the pixel loss (BasicSR's pixel_opt), short for losses.pixel; L1Loss when no loss is given
+        "loss": Block(LOSSES, None),
+        # several terms, each weighted by its loss_weight (BasicSR's pixel_opt, perceptual_opt,
+        # gan_opt); a `gan` term needs `model_d`
+        "losses": {
+            "pixel": Block(LOSSES, None),
+            "perceptual": Block(LOSSES, None),
+            "gan": Block(LOSSES, None),
+        },
+        # the terms whose target is the USM-sharpened GT (Real-ESRGAN's l1_gt_usm, percep_gt_usm,
+        # gan_gt_usm): the dataset must produce gt_usm
+        "gt_usm": Field("str_list", [], choices=("pixel", "perceptual", "gan")),
+        # weights to start from (BasicSR's path.pretrain_network_g, param_key_g, strict_load_g);
+        # ignored when a run resumes from its own checkpoint
+        "pretrained": _pretrained(),
+        # an exponential moving average of the weights (0: none); validation, net_best and the
+        # weights files' params_ema use it
+        "ema_decay": Field(float, 0.0, minimum=0),
+        # the discriminator's (with model_d): BasicSR's optim_d, scheduler (its own copy),
+        # pretrain_network_d, net_d_iters, net_d_init_iters
+        "optimizer_d": Block(OPTIMIZERS, None, injected_first=True),
+        "scheduler_d": Block(SCHEDULERS, None, injected_first=True),
+        "pretrained_d": _pretrained(),
+        "net_d_iters": Field(int, 1, minimum=1),
+        "net_d_init_iters": Field(int, 0, minimum=0),
         "grad_clip": Field(float, None, minimum=0, exclusive=True, nullable=True),
         # what a NaN/Inf loss does: stop (leaving the last checkpoint untouched) or skip the batch
         "nonfinite_loss": Field(str, "stop", choices=("stop", "skip")),
@@ -97,7 +128,8 @@ SCHEMA = {
     },
 }
 
-_OPTIONAL_SECTIONS = ("val", "checkpoint")
+_OPTIONAL_SECTIONS = ("val", "checkpoint", "train.losses", "train.pretrained",
+                      "train.pretrained_d")
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -143,7 +175,7 @@ def validate(cfg: dict, source="<config>") -> dict:
     """Check `cfg` against SCHEMA; return a deep copy with defaults filled in. All problems are
     reported together in one ConfigError."""
     errors: list[str] = []
-    out = _section(cfg, SCHEMA, "", source, errors, top=True)
+    out = _section(cfg, SCHEMA, "", source, errors)
     if not errors:
         _cross_checks(out, source, errors)
     if errors:
@@ -155,7 +187,7 @@ def _where(source, path):
     return f"{source}: {path}" if path else str(source)
 
 
-def _section(cfg, schema, prefix, source, errors, top=False):
+def _section(cfg, schema, prefix, source, errors):
     if not isinstance(cfg, dict):
         errors.append(f"{_where(source, prefix)}: expected a mapping, got "
                       f"{type(cfg).__name__} {show(cfg)}")
@@ -164,15 +196,17 @@ def _section(cfg, schema, prefix, source, errors, top=False):
     for key in cfg:
         if key not in schema:
             path = f"{prefix}.{key}" if prefix else str(key)
-            errors.append(f"{_where(source, path)}: unknown key{did_you_mean(key, schema)} "
+            errors.append(f"{_where(source, path)}: unknown key{_hint(key, schema)} "
                           f"Known keys: {', '.join(schema)}")
     for key, spec in schema.items():
         path = f"{prefix}.{key}" if prefix else key
         if isinstance(spec, dict):
-            if key not in cfg and not (top and key in _OPTIONAL_SECTIONS):
+            if key not in cfg and path not in _OPTIONAL_SECTIONS:
                 errors.append(f"{_where(source, path)}: missing section (keys: {', '.join(spec)})")
                 continue
-            out[key] = _section(cfg.get(key, {}), spec, path, source, errors)
+            given = cfg.get(key)
+            out[key] = _section({} if given is None and path in _OPTIONAL_SECTIONS else
+                                given if key in cfg else {}, spec, path, source, errors)
         elif isinstance(spec, Block):
             if cfg.get(key) is None:
                 if spec.default is _REQUIRED:
@@ -194,11 +228,30 @@ def _section(cfg, schema, prefix, source, errors, top=False):
     return out
 
 
+def _basicsr_key(key):
+    from ..io.basicsr_options import BASICSR_SPELLINGS
+    return BASICSR_SPELLINGS.get(key)
+
+
+def _hint(key, known) -> str:
+    """A did-you-mean, or for a BasicSR option name (network_g, total_iter, optim_g, ...) the
+    srgrad key that holds it."""
+    if _basicsr_key(key):
+        from ..io.basicsr_options import BASICSR_SPELLINGS
+        return (f"; {key!r} is BasicSR's spelling, srgrad's key is {BASICSR_SPELLINGS[key]!r} "
+                f"(srgrad-convert options translates a whole BasicSR option file).")
+    return did_you_mean(key, known)
+
+
 def _block(block, spec, path, source, errors):
     name = block.get("type") if isinstance(block, dict) else None
     problems = spec.registry.check(block, injected=spec.injected(name), shared=spec.shared,
                                    nested=LAYERS)
     for key, message in problems:
+        leaf = key.rsplit(".", 1)[-1]
+        if message.startswith("unknown keyword") and _basicsr_key(leaf):
+            message = f"unknown keyword for {name}{_hint(leaf, ())} {message.split(' Known ')[-1]}"
+            message = message.replace("keywords:", "Known keywords:", 1)
         errors.append(f"{_where(source, f'{path}.{key}' if key else path)}: {message}")
 
 
@@ -247,9 +300,65 @@ def _cross_checks(cfg, source, errors):
             errors.append(f"{_where(source, path + '.scale')}: {block['scale']!r} disagrees with "
                           f"the top-level scale {scale}")
     _check_channels(cfg, source, errors)
+    _check_training(cfg, source, errors)
     lr = cfg["train"]["optimizer"].get("lr")
     if isinstance(lr, numbers.Real) and not lr > 0:  # allowed by the optimizers; a mistake in a run
         errors.append(f"{_where(source, 'train.optimizer.lr')}: must be > 0, got {lr!r}")
+
+
+def _is_gan_loss(spec) -> bool:
+    """A GAN loss is called (prediction, target_is_real, is_disc), BasicSR's GANLoss signature."""
+    forward = getattr(LOSSES.get(spec["type"]), "forward", None)
+    return forward is not None and "target_is_real" in inspect.signature(forward).parameters
+
+
+def _check_training(cfg, source, errors):
+    """The loss terms, the discriminator and its optimizer, EMA and gt_usm fit together."""
+    t, where = cfg["train"], lambda key: _where(source, key)
+    if t["loss"] is not None and t["losses"]["pixel"] is not None:
+        errors.append(f"{where('train.loss')}: give the pixel loss once, as train.loss or as "
+                      f"train.losses.pixel, not both")
+    if t["loss"] is None and all(v is None for v in t["losses"].values()):
+        t["loss"] = {"type": "L1Loss"}
+    for term, spec in t["losses"].items():
+        if spec is not None and _is_gan_loss(spec) != (term == "gan"):
+            errors.append(f"{where(f'train.losses.{term}')}: {spec['type']} "
+                          + ("is not a GAN loss (type GANLoss)" if term == "gan" else
+                             "is a GAN loss: it belongs under train.losses.gan"))
+    if t["loss"] is not None and _is_gan_loss(t["loss"]):
+        errors.append(f"{where('train.loss')}: {t['loss']['type']} is a GAN loss: put it under "
+                      f"train.losses.gan, with model_d")
+    gan, d = t["losses"]["gan"] is not None, cfg["model_d"] is not None
+    if gan and not d:
+        errors.append(f"{where('train.losses.gan')}: a GAN loss needs a discriminator: add "
+                      f"model_d (e.g. {{type: UNetDiscriminatorSN, num_in_ch: 3}})")
+    if d and not gan:
+        errors.append(f"{where('model_d')}: a discriminator needs train.losses.gan (e.g. {{type: "
+                      f"GANLoss, gan_type: vanilla, loss_weight: 0.1}})")
+    if d and t["optimizer_d"] is None:
+        errors.append(f"{where('train.optimizer_d')}: missing: model_d is trained by its own "
+                      f"optimizer (e.g. {{type: Adam, lr: 1e-4, betas: [0.9, 0.99]}})")
+    if not d:
+        for key in ("optimizer_d", "scheduler_d"):
+            if t[key] is not None:
+                errors.append(f"{where(f'train.{key}')}: set, but there is no model_d to train")
+        if t["pretrained_d"]["path"] is not None:
+            errors.append(f"{where('train.pretrained_d.path')}: set, but there is no model_d")
+    if "gan" in t["gt_usm"] and not gan:
+        errors.append(f"{where('train.gt_usm')}: 'gan' is listed but there is no GAN loss")
+    if "perceptual" in t["gt_usm"] and t["losses"]["perceptual"] is None:
+        errors.append(f"{where('train.gt_usm')}: 'perceptual' is listed but there is no "
+                      f"train.losses.perceptual")
+    if t["gt_usm"] and not cfg["datasets"]["train"].get("gt_usm", False):
+        errors.append(f"{where('train.gt_usm')}: the targets {t['gt_usm']} are the sharpened GT, "
+                      f"which the training set must produce: set datasets.train.gt_usm: true "
+                      f"(RealESRGANDataset)")
+    if not t["ema_decay"] < 1:
+        errors.append(f"{where('train.ema_decay')}: must be < 1 (0 turns the EMA off), got "
+                      f"{t['ema_decay']!r}")
+    for key in ("pretrained", "pretrained_d"):
+        if t[key]["path"] is None and (t[key]["key"] is not None or not t[key]["strict"]):
+            errors.append(f"{where(f'train.{key}')}: key/strict are set but path is not")
 
 
 def _check_channels(cfg, source, errors):

@@ -128,30 +128,48 @@ def _info(meta: dict, source: str) -> dict:
 
 
 # -- checkpoints ----------------------------------------------------------------------------------
-def save_checkpoint(path, model_state: dict, optimizer_state=None, scheduler_state=None,
-                    **info) -> None:
-    """Atomically write a training checkpoint. `info` (iteration, rng, config_hash, model spec,
-    best metric, ...) must be JSON-serialisable."""
+def save_checkpoint(path, model_state: dict, optimizer_state=None, scheduler_state=None, *,
+                    nets: dict | None = None, states: dict | None = None, **info) -> None:
+    """Atomically write a training checkpoint. `nets`: further networks' state_dicts by name
+    (the weights' EMA "model_ema", a GAN's "net_d"), stored as `<name>.<key>` tensors; `states`:
+    further optimizer / scheduler states by name ("optimizer_d", "scheduler_d"). `info`
+    (iteration, config_hash, model spec, best metric, ...) must be JSON-serialisable."""
+    nets, states = dict(nets or {}), dict(states or {})
+    taken = {"model", "optimizer", "scheduler", "nets", "states", *info}
+    for name in (*nets, *states):
+        if name in taken or not name.isidentifier():
+            raise ValueError(f"save_checkpoint: state name {name!r} is taken or not an identifier")
+        taken.add(name)
     tensors = {f"model.{k}": np.asarray(v) for k, v in model_state.items()}
+    for name, state in nets.items():
+        tensors.update({f"{name}.{k}": np.asarray(v) for k, v in state.items()})
     arrays: dict = {}
-    doc = dict(info)
+    doc = dict(info, nets=sorted(nets), states=sorted(states))
     doc["optimizer"] = _flatten(optimizer_state, "optimizer", arrays) if optimizer_state else None
     doc["scheduler"] = _flatten(scheduler_state, "scheduler", arrays) if scheduler_state else None
+    for name, state in states.items():
+        doc[name] = _flatten(state, name, arrays) if state else None
     tensors.update(arrays)
     write_atomic(path, _serialize(tensors, doc, CHECKPOINT_FORMAT))
 
 
 def load_checkpoint(path) -> dict:
-    """{"model": state_dict, "optimizer": ..., "scheduler": ..., **info} from `save_checkpoint`."""
+    """{"model": state_dict, "optimizer": ..., "scheduler": ..., <each of nets and states>: ...,
+    **info} from `save_checkpoint`."""
     source = os.fspath(path)
     arrays, meta = read_safetensors(source)
     if meta.get("format") != CHECKPOINT_FORMAT:
         raise CheckpointError(f"{source} is not an srgrad training checkpoint (format "
                               f"{meta.get('format')!r}); a weights file cannot resume training")
     doc = _info(meta, source)
-    doc["optimizer"] = _unflatten(doc.get("optimizer"), arrays, source)
-    doc["scheduler"] = _unflatten(doc.get("scheduler"), arrays, source)
-    doc["model"] = {k[6:]: v for k, v in arrays.items() if k.startswith("model.")}
+    nets, states = doc.get("nets", []), doc.get("states", [])
+    if not (isinstance(nets, list) and isinstance(states, list)
+            and all(isinstance(n, str) for n in nets + states)):
+        raise CheckpointError(f"{source}: unreadable lists of networks / states")
+    for name in ("optimizer", "scheduler", *states):
+        doc[name] = _unflatten(doc.get(name), arrays, source)
+    for name in ("model", *nets):
+        doc[name] = {k[len(name) + 1:]: v for k, v in arrays.items() if k.startswith(name + ".")}
     return doc
 
 

@@ -311,3 +311,48 @@ def test_alias_expansion_does_not_blow_up_the_message(tmp_path, base):
     msg = str(exc.value)
     assert f"{path}: name: expected a str, got list [[[" in msg and len(msg) < 10_000, len(msg)
     assert f"{path}: a6: unknown key" in msg
+
+
+@pytest.mark.parametrize("dotted,value,match", [
+    ("train.losses.pixel", {"type": "MSELoss"},
+     "train.loss: give the pixel loss once, as train.loss or as train.losses.pixel, not both"),
+    ("train.gt_usm", ["pixel"], "train.gt_usm: the targets ['pixel'] are the sharpened GT, which "
+                                "the training set must produce: set datasets.train.gt_usm: true"),
+    ("train.gt_usm", ["perceptual"], "train.gt_usm: 'perceptual' is listed but there is no "
+                                     "train.losses.perceptual"),
+    ("train.optimizer_d", {"type": "Adam", "lr": 1e-4},
+     "train.optimizer_d: set, but there is no model_d to train"),
+    ("train.pretrained_d", {"path": "d.pth"}, "train.pretrained_d.path: set, but there is no model_d"),
+    ("train.pretrained", {"key": "params_ema"}, "train.pretrained: key/strict are set but path is not"),
+    ("train.ema_decay", 1.0, "train.ema_decay: must be < 1 (0 turns the EMA off), got 1.0"),
+    ("train.ema_decay", -0.5, "train.ema_decay: must be >= 0, got -0.5"),
+    ("train.net_d_iters", 0, "train.net_d_iters: must be >= 1, got 0"),
+    ("train.gt_usm", ["l1"], "train.gt_usm: unknown entries ['l1']"),
+])
+def test_training_terms_fit_together(tmp_path, base, dotted, value, match):
+    path, msg = errors_of(tmp_path, set_key(base, dotted, value))
+    assert f"{path}: {match}" in msg, msg
+
+
+@pytest.mark.parametrize("dotted,value,pointer", [
+    ("network_g", {"type": "EDSR"}, "'network_g' is BasicSR's spelling, srgrad's key is 'model'"),
+    ("train.total_iter", 10, "'total_iter' is BasicSR's spelling, srgrad's key is "
+                             "'train.total_iters'"),
+    ("train.optim_g", {"type": "Adam"}, "srgrad's key is 'train.optimizer'"),
+    ("val.val_freq", 5, "srgrad's key is 'val.every'"),
+    ("datasets.train.dataroot_gt", "x", "unknown keyword for HRImageDataset; 'dataroot_gt' is "
+                                        "BasicSR's spelling, srgrad's key is 'datasets.*.gt_root'"),
+])
+def test_basicsr_spellings_point_to_srgrads_key(tmp_path, base, dotted, value, pointer):
+    path, msg = errors_of(tmp_path, set_key(base, dotted, value))
+    assert f"{path}: {dotted}: " in msg and pointer in msg, msg
+    assert "srgrad-convert options" in msg and "Known " in msg, msg
+
+
+def test_a_null_optional_section_is_its_defaults(tmp_path, base):
+    cfg = load_config(write(tmp_path, set_key(base, "train.pretrained", None)))
+    assert cfg["train"]["pretrained"] == {"path": None, "key": None, "strict": True}
+    assert cfg["train"]["loss"] == {"type": "L1Loss"}  # given explicitly in `base`
+    cfg = load_config(write(tmp_path, set_key(base, "train.loss", None)))
+    assert cfg["train"]["loss"] == {"type": "L1Loss"}  # the default pixel loss
+    assert cfg["train"]["losses"] == {"pixel": None, "perceptual": None, "gan": None}
