@@ -85,7 +85,7 @@ def _train(args, comm) -> int:
     from ..io.config import ConfigError
     from .schema import load_config
     from .runlog import RunLockedError
-    from .trainer import Trainer, TrainingError, TrainingInterrupted, find_latest_checkpoint
+    from .trainer import TrainingError, TrainingInterrupted, find_latest_checkpoint, make_trainer
 
     run_dir, resume, config = None, args.resume, args.config
     if resume and resume != "auto":
@@ -104,8 +104,8 @@ def _train(args, comm) -> int:
         shown = " ".join(shlex.quote(str(a)) for a in [config, *(
             x for o in args.overrides for x in ("--set", o))])
         try:
-            trainer = Trainer(cfg, run_dir=run_dir, resume=resume, progress=not args.no_progress,
-                              config_path=shown, comm=comm)
+            trainer = make_trainer(cfg, run_dir=run_dir, resume=resume,
+                                   progress=not args.no_progress, config_path=shown, comm=comm)
         except ConfigError as exc:  # a constructor's check, named by its config key
             raise ConfigError(f"{config}: {exc}") from None
         result = trainer.fit()

@@ -141,40 +141,43 @@ def _limit_blas_threads(threads: int) -> None:
 
 # -- the flat gradient buffer -------------------------------------------------------------------
 class FlatGradients:
-    """Every parameter's gradient packed into one preallocated contiguous buffer, plus one trailing
-    slot for the loss, so one collective call moves them all. Parameters whose `.grad` is None pack
-    as zeros and stay None (every rank runs the same graph: unused here means unused everywhere).
+    """Every parameter's gradient packed into one preallocated contiguous buffer, plus trailing
+    slots for the loss values, so one collective call moves them all. Parameters whose `.grad` is
+    None pack as zeros and stay None (every rank runs the same graph: unused here means unused
+    everywhere).
 
     Args:
         params: the trainable parameters, in the same order on every rank (model order).
+        slots: how many loss values travel with them.
     """
 
-    def __init__(self, params):
+    def __init__(self, params, slots: int = 1):
         self.params = [p for p in params if p.requires_grad]
         dtypes = sorted({p.dtype.name for p in self.params})
         if len(dtypes) != 1:
             raise DistributedError(f"data-parallel training needs parameters of one dtype to pack "
                                    f"them into one buffer, got {dtypes or 'no parameters'}")
-        self.offsets = np.cumsum([0] + [p.size for p in self.params])
-        self.buffer = np.zeros(int(self.offsets[-1]) + 1, dtype=dtypes[0])
+        self.offsets = np.cumsum([0] + [p.data.size for p in self.params])
+        self.slots = slots
+        self.buffer = np.zeros(int(self.offsets[-1]) + slots, dtype=dtypes[0])
 
-    def pack(self, loss: float = 0.0) -> np.ndarray:
+    def pack(self, losses=(0.0,)) -> np.ndarray:
         for p, lo, hi in zip(self.params, self.offsets[:-1], self.offsets[1:]):
             if p.grad is None:
                 self.buffer[lo:hi] = 0
             else:
                 self.buffer[lo:hi] = p.grad.data.reshape(-1)
-        self.buffer[-1] = loss
+        self.buffer[len(self.buffer) - self.slots:] = losses
         return self.buffer
 
-    def unpack(self) -> float:
-        """Point every gradient at its slice of the buffer; return the loss slot."""
+    def unpack(self) -> list[float]:
+        """Point every gradient at its slice of the buffer; return the loss slots."""
         # Views into the buffer, not copies: a backward may have left a read-only broadcast view as
         # a gradient, and pack() copies each gradient in again before the next reduction.
         for p, lo, hi in zip(self.params, self.offsets[:-1], self.offsets[1:]):
             if p.grad is not None:
                 p.grad.data = self.buffer[lo:hi].reshape(p.shape)
-        return float(self.buffer[-1])
+        return [float(v) for v in self.buffer[len(self.buffer) - self.slots:]]
 
 
 # -- communicators ------------------------------------------------------------------------------
@@ -222,7 +225,7 @@ class MPICommunicator:
         self.world_size = self.comm.Get_size()
         self.is_root = self.rank == 0
         self.allreduce_seconds = 0.0
-        self._flat = None
+        self._flats: dict = {}  # one packed buffer per (parameter set, number of loss slots)
 
     def allreduce_mean_(self, buffer: np.ndarray) -> np.ndarray:
         """Average a contiguous float array over the ranks, in place: ONE Allreduce(SUM), / K."""
@@ -235,17 +238,21 @@ class MPICommunicator:
         buffer /= buffer.dtype.type(self.world_size)
         return buffer
 
-    def average_gradients_(self, params, loss: float = 0.0) -> float:
+    def average_gradients_(self, params, loss=0.0):
         """Replace every parameter's `.grad` by its mean over the ranks, and return the mean of
-        `loss`, with ONE Allreduce (pack, reduce, unpack). The loss travels with the gradients so
-        that every rank sees the same (global-batch) loss and takes the same decisions on it. The
-        flat buffer is allocated on the first call and reused while the parameters stay the same."""
-        params = list(params)
-        if self._flat is None or [id(p) for p in self._flat.params] != \
-                [id(p) for p in params if p.requires_grad]:
-            self._flat = FlatGradients(params)
-        self.allreduce_mean_(self._flat.pack(loss))
-        return self._flat.unpack()
+        `loss` (a float, or a sequence of floats: one per loss term), with ONE Allreduce (pack,
+        reduce, unpack). The loss travels with the gradients so that every rank sees the same
+        (global-batch) loss and takes the same decisions on it. The flat buffer is allocated on the
+        first call for a parameter set (a GAN has two) and reused."""
+        params = [p for p in params if p.requires_grad]
+        values = [float(v) for v in loss] if isinstance(loss, (list, tuple)) else [float(loss)]
+        key = (tuple(id(p) for p in params), len(values))
+        flat = self._flats.get(key)
+        if flat is None:
+            flat = self._flats[key] = FlatGradients(params, len(values))
+        self.allreduce_mean_(flat.pack(values))
+        out = flat.unpack()
+        return out if isinstance(loss, (list, tuple)) else out[0]
 
     def broadcast_params(self, model) -> None:
         """Copy rank 0's parameters and buffers to every rank (once, at start: the same seed

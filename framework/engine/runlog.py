@@ -1,5 +1,5 @@
 """What a run folder holds besides checkpoints: the lock file, metrics.csv, the curve PNG and the
-per-image comparison PNGs."""
+per-image comparison PNGs; and what a run prints while it goes (Progress)."""
 from __future__ import annotations
 
 import csv
@@ -7,6 +7,8 @@ import io
 import math
 import os
 import socket
+import sys
+import time
 from pathlib import Path
 
 try:
@@ -18,7 +20,8 @@ import numpy as np
 
 from ..io.atomic import write_atomic
 
-__all__ = ["RunLockedError", "RunLock", "MetricsLog", "plot_curves", "comparison_strip"]
+__all__ = ["RunLockedError", "RunLock", "MetricsLog", "plot_curves", "comparison_strip",
+           "labelled_strip", "detail_box", "Progress", "duration"]
 
 
 class RunLockedError(RuntimeError):
@@ -189,3 +192,97 @@ def comparison_strip(*images, gap: int = 4) -> np.ndarray:
         if i < len(images) - 1:
             parts.append(np.ones((c, h, gap), im.dtype))
     return np.clip(np.concatenate(parts, axis=2), 0.0, 1.0)
+
+
+def labelled_strip(panels, gap: int = 4, max_side: int = 512) -> np.ndarray:
+    """[(label, image (C, H, W) in [0, 1])] side by side (comparison_strip) under a white band
+    with each panel's label (e.g. "bicubic 27.31 dB | SR 29.02 dB | HR"). Returns (C, 16 + H, W')."""
+    from PIL import Image, ImageDraw, ImageFont
+    strip = comparison_strip(*(im for _, im in panels), gap=gap)
+    band = 16
+    canvas = Image.new("L", (strip.shape[2], band), 255)
+    draw, font = ImageDraw.Draw(canvas), ImageFont.load_default()
+    x = 0
+    for label, im in panels:
+        draw.text((x + 3, 2), label, fill=0, font=font)
+        x += im.shape[2] + gap
+    text = np.asarray(canvas, np.float32)[None] / 255
+    return np.concatenate([np.repeat(text, strip.shape[0], axis=0).astype(strip.dtype), strip], 1)
+
+
+def detail_box(image: np.ndarray, size: int = 384) -> tuple[int, int, int, int]:
+    """(y0, y1, x0, x1) of the size x size window of `image` (C, H, W) with the most detail (the
+    largest sum of absolute horizontal and vertical differences), searched on a half-window grid;
+    the whole image when it is no larger."""
+    _, h, w = image.shape
+    if h <= size and w <= size:
+        return 0, h, 0, w
+    sh, sw = min(h, size), min(w, size)
+    gray = image.mean(axis=0)
+    energy = np.zeros((h, w))
+    energy[:, 1:] += np.abs(np.diff(gray, axis=1))
+    energy[1:, :] += np.abs(np.diff(gray, axis=0))
+    table = np.pad(energy.cumsum(0).cumsum(1), ((1, 0), (1, 0)))  # summed-area table
+    best, box = -1.0, (0, sh, 0, sw)
+    for y0 in sorted({*range(0, h - sh + 1, max(1, sh // 2)), h - sh}):
+        for x0 in sorted({*range(0, w - sw + 1, max(1, sw // 2)), w - sw}):
+            total = (table[y0 + sh, x0 + sw] - table[y0, x0 + sw] - table[y0 + sh, x0]
+                     + table[y0, x0])
+            if total > best:
+                best, box = total, (y0, y0 + sh, x0, x0 + sw)
+    return box
+
+
+def duration(seconds: float) -> str:
+    """'42s', '3m05s', '2h07m', '3d04h'."""
+    s = max(0, int(round(seconds)))
+    if s < 60:
+        return f"{s}s"
+    if s < 3600:
+        return f"{s // 60}m{s % 60:02d}s"
+    if s < 86400:
+        return f"{s // 3600}h{s % 3600 // 60:02d}m"
+    return f"{s // 86400}d{s % 86400 // 3600:02d}h"
+
+
+class Progress:
+    """What a training run prints as it goes. On a terminal: a tqdm bar with loss and lr. With
+    `bar=False` (--no-progress) or when stderr is not a terminal (a log file, a batch job): one
+    plain line every `every` iterations (iteration, loss, lr, it/s, ETA) instead of carriage-return
+    soup. `enabled=False` (ranks other than 0): nothing."""
+
+    def __init__(self, total: int, initial: int, desc: str, every: int, bar: bool = True,
+                 enabled: bool = True, stream=None):
+        from tqdm.auto import tqdm
+        self.total, self.every, self.desc, self.enabled = total, every, desc, enabled
+        self.stream = stream or sys.stderr
+        self.bar = bar and enabled and getattr(self.stream, "isatty", lambda: False)()
+        self._tqdm = tqdm(total=total, initial=initial, desc=desc, unit="it", dynamic_ncols=True,
+                          disable=not self.bar, file=self.stream)
+        self._mark = (initial, time.perf_counter())
+
+    def update(self, iteration: int, loss, lr: float) -> None:
+        shown = "nan" if loss is None else f"{loss:.4g}"
+        if self.bar:
+            self._tqdm.update(1)
+            self._tqdm.set_postfix(loss=shown, lr=f"{lr:.3g}", refresh=False)
+            return
+        if not self.enabled or (iteration % self.every and iteration != self.total):
+            return
+        it0, t0 = self._mark
+        now = time.perf_counter()
+        rate = (iteration - it0) / max(now - t0, 1e-9)
+        self._mark = (iteration, now)
+        self.write(f"[{self.desc}] iter {iteration}/{self.total}  loss {shown}  lr {lr:.3g}  "
+                   f"{rate:.3g} it/s  ETA {duration((self.total - iteration) / max(rate, 1e-9))}")
+
+    def write(self, msg: str) -> None:
+        if not self.enabled:
+            return
+        if self.bar:
+            self._tqdm.write(msg, file=self.stream)
+        else:
+            print(msg, file=self.stream, flush=True)
+
+    def close(self) -> None:
+        self._tqdm.close()

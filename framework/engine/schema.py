@@ -110,6 +110,8 @@ SCHEMA = {
         # what a NaN/Inf loss does: stop (leaving the last checkpoint untouched) or skip the batch
         "nonfinite_loss": Field(str, "stop", choices=("stop", "skip")),
         "log_every": Field(int, 10, minimum=1),
+        # TensorBoard event files in <run>/tensorboard (scalars and validation images)
+        "tensorboard": Field(bool, False),
     },
     "val": {
         "every": Field(int, 500, minimum=1),

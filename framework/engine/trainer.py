@@ -1,9 +1,13 @@
 """The training loop behind `srgrad-train`: build everything from a validated config, train with a
-progress bar, validate against the bicubic baseline, checkpoint atomically, resume exactly.
+progress bar (or plain log lines), validate against the bicubic baseline, checkpoint atomically,
+resume exactly. `make_trainer(cfg)` picks the trainer: this one (a generator and its losses: pixel,
+and optionally perceptual), or framework.engine.gan.GANTrainer when the config has `model_d`.
 
-Exact resume: a run's state after iteration i is (weights, optimizer state, scheduler state, i); the
-batch loader is a pure function of (seed, iteration), so a run resumed from the checkpoint of
-iteration i computes bit-identical weights to one that never stopped.
+Exact resume: a run's state after iteration i is (every network's weights, the weights' EMA, every
+optimizer's and scheduler's state, i); the batch loader is a pure function of (seed, iteration) and
+the framework's random stream (dropout) is reseeded from (seed, iteration) before each step, so a
+run resumed from the checkpoint of iteration i computes bit-identical weights to one that never
+stopped.
 
 Data parallelism (over MPI, framework.engine.distributed) hooks in at one place: `_reduce_gradients()`,
 called when every gradient is ready and before the optimizer step; each rank loads its rows of the
@@ -19,23 +23,27 @@ import time
 from pathlib import Path
 
 import numpy as np
-from tqdm.auto import tqdm
 
-from .. import nn
+from .. import nn, random
 from . import distributed
-from ..autograd import no_grad
 from ..io import checkpoint as ckpt
 from ..io.config import ConfigError, dump_config
-from ..metrics import higher_is_better, measure
+from ..metrics import higher_is_better
+from ..optim import EMA
 from ..registry import DATASETS, LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
 from ..tensor import Tensor
-from .inference import bicubic, upscale
-from .runlog import MetricsLog, RunLock, comparison_strip, plot_curves
+from .pretrained import load_pretrained
+from .runlog import MetricsLog, Progress, RunLock, duration, plot_curves
 from .schema import config_hash
+from .validation import ValidationStopped, Validator
 
-__all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint"]
+__all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint",
+           "make_trainer"]
 
 CKPT_GLOB = "iter_*.safetensors"
+# the framework's random stream for step i is seeded (seed, i, _STEP_STREAM, 1): four words, so it
+# never coincides with the data's three-word (seed, epoch, k) streams
+_STEP_STREAM = 0x5EED
 
 
 class TrainingError(RuntimeError):
@@ -49,10 +57,6 @@ class TrainingInterrupted(KeyboardInterrupt):
     def __init__(self, message, resume_hint="", signum=signal.SIGINT):
         super().__init__(message)
         self.resume_hint, self.signum = resume_hint, int(signum)
-
-
-class _StopInValidation(Exception):
-    """Internal: a stop signal arrived during a validation (the caller saves and interrupts)."""
 
 
 _SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
@@ -74,12 +78,23 @@ def find_latest_checkpoint(run_dir):
     return files[-1] if files else None
 
 
+def make_trainer(cfg: dict, **kwargs) -> "Trainer":
+    """The trainer the config asks for: GANTrainer with `model_d`, else Trainer."""
+    if cfg.get("model_d") is not None:
+        from .gan import GANTrainer
+        return GANTrainer(cfg, **kwargs)
+    return Trainer(cfg, **kwargs)
+
+
 class Trainer:
     """Train `cfg` (a dict from framework.engine.schema.load_config) in `run_dir` (default
     `<run_root>/<name>`). `resume`: None (fresh; refuses a folder that already holds checkpoints),
     "auto" (latest checkpoint of the run folder, fresh when there is none) or a checkpoint path.
     `config_path` is only used in printed hints. `comm`: a framework.engine.distributed communicator
-    (default: one process)."""
+    (default: one process). `progress`: a bar on a terminal (False: plain log lines)."""
+
+    # metrics.csv's loss-term columns (BasicSR's names); a trainer with one loss logs only "loss"
+    TERMS = ("l_g_pix", "l_g_percep", "l_g_style")
 
     def __init__(self, cfg: dict, run_dir=None, resume=None, progress: bool = True,
                  config_path=None, comm=None):
@@ -94,9 +109,10 @@ class Trainer:
         self.best = {"value": None, "iteration": None}
         self.elapsed = 0.0
         self._stop_signal = None  # the first SIGINT/SIGTERM received: stop after this iteration
-        self._losses: list[float] = []  # losses since the last metrics.csv loss row
+        self._terms: dict[str, list[float]] = {}  # loss terms since the last metrics.csv row
         self._pending = None  # the metrics row of an iteration whose validation is unfinished
-        self._baselines: dict = {}
+        self._pretrained = False  # a new run that starts from train.pretrained weights
+        self._out = Progress(1, 0, cfg["name"], 1, bar=False, enabled=self.is_main)
         self._build()
 
     @property
@@ -111,17 +127,15 @@ class Trainer:
         self.model_spec = {**cfg["model"], "scale": self.scale}
         with _section("model"):
             self.model = MODELS.build(self.model_spec).to(self.dtype)
-        self.comm.broadcast_params(self.model)  # same seed, same weights; this makes it certain
-        self.model.train()
-        with _section("train.optimizer"):
-            self.optimizer = OPTIMIZERS.build(tcfg["optimizer"],
-                                              params=list(self.model.parameters()))
-        self.scheduler = None
-        if tcfg["scheduler"] is not None:
-            with _section("train.scheduler"):
-                self.scheduler = SCHEDULERS.build(tcfg["scheduler"], optimizer=self.optimizer)
-        with _section("train.loss"):
-            self.loss_fn = LOSSES.build(tcfg["loss"])
+        self._build_discriminator()
+        for net in self._trained().values():
+            self.comm.broadcast_params(net)  # same seed, same weights; this makes it certain
+            net.train()
+        self.ema = EMA(self.model, tcfg["ema_decay"]) if tcfg["ema_decay"] > 0 else None
+        self.optimizer, self.scheduler = self._optimizer(self.model, "optimizer", "scheduler")
+        self._build_discriminator_optimizer()
+        self.criteria = self._build_losses()
+        self.loss_fn = self.criteria.get("pixel")  # the pixel loss, (sr, target) -> loss
         with _section("datasets.train"):
             self.train_set = DATASETS.build(cfg["datasets"]["train"], scale=self.scale)
         val_spec = cfg["datasets"]["val"]
@@ -131,6 +145,47 @@ class Trainer:
         with _section("train.batch_size"):
             self.loader = BatchLoader(self.train_set, tcfg["batch_size"], seed=cfg["seed"],
                                       shuffle=True, rank=self.rank, world_size=self.world_size)
+        self.validator = Validator(self.val_set, cfg["val"], self.scale, self.run_dir,
+                                   self.progress and self.is_main, self.is_main) \
+            if self.val_set is not None else None
+
+    def _build_discriminator(self):
+        """GANTrainer builds model_d here, right after the generator (under the same seed)."""
+
+    def _build_discriminator_optimizer(self):
+        """GANTrainer builds optimizer_d / scheduler_d here."""
+
+    def _optimizer(self, net, opt_key: str, sched_key: str):
+        tcfg = self.cfg["train"]
+        with _section(f"train.{opt_key}"):
+            optimizer = OPTIMIZERS.build(tcfg[opt_key], params=list(net.parameters()))
+        scheduler = None
+        if tcfg[sched_key] is not None:
+            with _section(f"train.{sched_key}"):
+                scheduler = SCHEDULERS.build(tcfg[sched_key], optimizer=optimizer)
+            why = scheduler.horizon_mismatch(tcfg["total_iters"])
+            if why:
+                self._say(f"warning: train.{sched_key}: {why} (set it to fit train.total_iters)")
+        return optimizer, scheduler
+
+    def _build_losses(self) -> dict:
+        """The loss terms by name (pixel, perceptual, gan), each cast to the run's dtype."""
+        tcfg = self.cfg["train"]
+        specs = {"pixel": tcfg["loss"], **{k: v for k, v in tcfg["losses"].items()
+                                           if v is not None and not (k == "pixel" and tcfg["loss"])}}
+        criteria = {}
+        for term, spec in specs.items():
+            if spec is None:
+                continue
+            key = "train.loss" if term == "pixel" and tcfg["loss"] else f"train.losses.{term}"
+            with _section(key):
+                fn = LOSSES.build(spec)
+            criteria[term] = fn.to(self.dtype) if isinstance(fn, nn.Module) else fn
+        return criteria
+
+    def _trained(self) -> dict:
+        """The networks an optimizer trains, by checkpoint name."""
+        return {"model": self.model}
 
     # -- public entry -----------------------------------------------------------------------------
     def fit(self) -> dict:
@@ -169,18 +224,41 @@ class Trainer:
             raise TrainingError(
                 f"run folder {self.run_dir} already holds checkpoints: continue it with "
                 f"--resume auto, or start another run with --set name=NEW_NAME")
+        if ckpt_path is None:
+            self._load_pretrained()
         if self.is_main:
             (self.run_dir / "checkpoints").mkdir(exist_ok=True)
             ckpt.write_atomic(self.run_dir / "config.yaml", dump_config(self.cfg).encode())
             self.log = MetricsLog(self.run_dir / "metrics.csv", self._columns(),
                                   resume_iteration=self.iteration if ckpt_path else None)
+            self._tensorboard = self._open_tensorboard()
+            self._summary()
         return self.iteration
 
+    def _load_pretrained(self):
+        """train.pretrained (and pretrained_d): a new run starts from these weights (and validates
+        them first, as iteration 0); a resumed run has its own. The EMA starts from the loaded
+        weights."""
+        for key, net in (("pretrained", self.model), ("pretrained_d", self._trained().get("net_d"))):
+            spec = self.cfg["train"][key]
+            if net is None or spec["path"] is None:
+                continue
+            info = load_pretrained(net, spec["path"], spec["key"], spec["strict"],
+                                   f"train.{key}", say=self._say,
+                                   scale=self.scale if key == "pretrained" else None)
+            self._pretrained = True
+            self._say(f"train.{key}: starting from {spec['path']} ({info.get('key') or 'weights'})")
+            self.comm.broadcast_params(net)
+        if self.ema is not None:
+            self.ema.load_state_dict(self.model.state_dict())
+
     def _columns(self):
-        cols = ["iteration", "time_s", "loss", "lr"]
-        for m in self.cfg["val"]["metrics"]:
-            cols += [self._key(m), "bicubic_" + self._key(m)]
-        return cols
+        terms = list(self.TERMS) if self._logs_terms() else []
+        return ["iteration", "time_s", "loss", "lr", *terms,
+                *(self.validator.columns() if self.validator else [])]
+
+    def _logs_terms(self) -> bool:
+        return len(self.criteria) > 1
 
     def _key(self, metric):
         return f"{metric}_{'y' if self.cfg['val']['y_channel'] else 'rgb'}"
@@ -202,79 +280,159 @@ class Trainer:
                                 f"named above); start another run with --set name=NEW_NAME")
         return None
 
+    def _parts(self) -> tuple[dict, dict]:
+        """(networks, optimizer/scheduler states) a checkpoint holds beyond model, optimizer and
+        scheduler, by name."""
+        nets = {name: net.state_dict() for name, net in self._trained().items() if name != "model"}
+        if self.ema is not None:
+            nets["model_ema"] = self.ema.state_dict()
+        return nets, {}
+
+    def _load_parts(self, state: dict, path) -> dict:
+        """Check everything `_parts` saved against the networks (before anything is loaded);
+        returns {name: network} to load. A checkpoint from before train.ema_decay was set has no
+        EMA: it starts from the loaded weights."""
+        nets = {name: net for name, net in self._trained().items() if name != "model"}
+        if self.ema is not None:
+            if state.get("model_ema"):
+                nets["model_ema"] = self.ema.module
+            else:
+                state["model_ema"] = state["model"]
+                self._say(f"note: {path} holds no EMA weights: the EMA starts from its weights")
+                nets["model_ema"] = self.ema.module
+        for name, net in nets.items():
+            if not state.get(name):
+                raise ckpt.CheckpointError(f"{path} holds no {name} weights (a checkpoint of a "
+                                           f"run without {name}?)")
+            ckpt.check_state_matches(net, state[name], f"{path} ({name})")
+        return nets
+
     def _load_checkpoint(self, path):
         state = ckpt.load_checkpoint(path)
         ckpt.check_state_matches(self.model, state["model"], str(path))
+        nets = self._load_parts(state, path)
         logs = state.get("log") or {}
-        if not isinstance(logs, dict) or not all(isinstance(v, (int, float))
-                                                  for v in logs.get("losses", [])):
+        terms = logs.get("terms", {"loss": logs.get("losses", [])}) if isinstance(logs, dict) else None
+        if not isinstance(terms, dict) or not all(
+                isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
+                for v in terms.values()):
             raise ckpt.CheckpointError(f"{path}: unreadable log state {logs!r}")
         self.model.load_state_dict(state["model"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        if self.scheduler is not None and state.get("scheduler") is not None:
-            self.scheduler.load_state_dict(state["scheduler"])
+        for name, net in nets.items():
+            net.load_state_dict(state[name])
+        self._load_optimizers(state)
         self.iteration = int(state["iteration"])
         self.best = state.get("best") or self.best
         self.elapsed = float(state.get("elapsed", 0.0))
-        self._losses = [float(v) for v in logs.get("losses", [])]
+        self._terms = {k: [float(x) for x in v] for k, v in terms.items() if v}
         self._pending = logs.get("pending")
         if state.get("config_hash") != config_hash(self._hashed_config()):
             self._say("note: the config differs from the one that wrote the checkpoint")
         self._say(f"resumed from {path} at iteration {self.iteration}")
 
+    def _load_optimizers(self, state):
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.scheduler is not None and state.get("scheduler") is not None:
+            self.scheduler.load_state_dict(state["scheduler"])
+
     def _hashed_config(self):
         # total_iters may grow on resume (train longer) without being a different run
         return {**self.cfg, "train": {**self.cfg["train"], "total_iters": None}}
+
+    def _summary(self):
+        """What is about to run, in a few lines (rank 0)."""
+        import numba
+        tcfg = self.cfg["train"]
+        for name, net in self._trained().items():
+            count = sum(p.data.size for p in net.parameters())
+            spec = self.model_spec if name == "model" else self.cfg["model_d"]
+            extra = " + EMA" if name == "model" and self.ema is not None else ""
+            self._say(f"{name}: {spec['type']}, {count:,} parameters ({self.dtype}){extra}")
+        sample = self.train_set.get(0, np.random.default_rng(0))
+        lq, gt = np.shape(sample["lq"]), np.shape(sample["gt"])
+        val = f", {len(self.val_set)} validation images" if self.val_set is not None else ""
+        self._say(f"data: {len(self.train_set)} training images ({type(self.train_set).__name__}, "
+                  f"patches gt {gt[1]}x{gt[2]} -> lq {lq[1]}x{lq[2]}, batch {tcfg['batch_size']})"
+                  f"{val}")
+        self._say(f"threads: {numba.get_num_threads()}, ranks: {self.world_size}; iterations "
+                  f"{self.iteration} -> {tcfg['total_iters']}; run folder {self.run_dir}")
+
+    def _open_tensorboard(self):
+        if not self.cfg["train"].get("tensorboard"):
+            return None
+        from ..io.tensorboard import SummaryWriter
+        return SummaryWriter(self.run_dir / "tensorboard")
 
     # -- the loop ---------------------------------------------------------------------------------
     def _loop(self, start: int) -> dict:
         total = self.cfg["train"]["total_iters"]
         tcfg, ccfg = self.cfg["train"], self.cfg["checkpoint"]
-        bar = tqdm(total=total, initial=start, desc=self.cfg["name"], unit="it", dynamic_ncols=True,
-                   disable=not (self.progress and self.is_main))
+        self._out = Progress(total, start, self.cfg["name"], tcfg["log_every"], bar=self.progress,
+                             enabled=self.is_main)
+        if self.validator is not None:  # no validation bar where the run prints plain lines
+            self.validator.progress = self._out.bar
         last_val, last_ckpt = None, None
         t0 = time.perf_counter() - self.elapsed
+        timing = None  # (iteration, clock) after this process's first step (JIT compiles)
         try:
             if self._pending is not None:  # resumed where a validation was interrupted: redo it
-                last_val = self._log_row(self._pending, validate=True, bar=bar)
+                last_val = self._log_row(self._pending, validate=True)
+            elif start == 0 and self._pretrained and self.val_set is not None:
+                last_val = self._log_row({}, validate=True)  # where the fine-tuning starts from
             while self.iteration < total:
                 if self.comm.any_(self._stop_signal is not None):
-                    self._interrupt(bar)
+                    self._interrupt()
                 with self._data_errors("the training batch"):
                     batch = self.loader.get_batch(self.iteration)
-                loss = self._train_step(batch)
+                random.manual_seed([self.cfg["seed"], self.iteration, _STEP_STREAM, 1])
+                values = self._train_step(batch)
+                if values is not None and not isinstance(values, dict):
+                    values = {"loss": values}
                 self.iteration += 1
                 self.elapsed = time.perf_counter() - t0
-                if loss is not None:
-                    self._losses.append(loss)
+                for k, v in (values or {}).items():
+                    self._terms.setdefault(k, []).append(v)
                 lr = self.optimizer.param_groups[0]["lr"]
-                bar.update(1)
-                bar.set_postfix(loss=f"{loss if loss is not None else math.nan:.4g}",
-                                lr=f"{lr:.3g}", refresh=False)
+                self._out.update(self.iteration, (values or {}).get("loss"), lr)
+                timing = self._estimate(timing, start, total)
                 row = {}
                 if (self.iteration % tcfg["log_every"] == 0 or self.iteration == total) \
-                        and self._losses:
-                    row.update(loss=float(np.mean(self._losses)), lr=lr)
-                    self._losses = []
-                last_val = self._log_row(row, validate=self._validation_due(total), bar=bar) \
-                    or last_val
+                        and any(self._terms.values()):
+                    row.update({k: float(np.mean(v)) for k, v in self._terms.items() if v}, lr=lr)
+                    self._terms = {}
+                last_val = self._log_row(row, validate=self._validation_due(total)) or last_val
                 if self.iteration % ccfg["every"] == 0 or self.iteration == total:
                     self.save()
                     last_ckpt = self.iteration
             if last_ckpt != self.iteration:  # resumed at the end: still leave net_latest
                 self.save()
         finally:
-            bar.close()
+            self._out.close()
+            if getattr(self, "_tensorboard", None) is not None:
+                self._tensorboard.close()
         if self.is_main:
             self._plot()
         return {"iteration": self.iteration, "best": self.best, "run_dir": str(self.run_dir),
                 "val": last_val}
 
+    def _estimate(self, timing, start, total):
+        """After this process's third step, one line: seconds per iteration (the first step,
+        which compiles kernels, left out) and the time to the end."""
+        now = time.perf_counter()
+        done = self.iteration - start
+        if done == 1:
+            return (self.iteration, now)
+        if done == 3 and timing is not None and self.iteration < total:
+            per = (now - timing[1]) / (self.iteration - timing[0])
+            self._say(f"timing: {per:.3g} s/iteration; about {duration(per * (total - self.iteration))} "
+                      f"to iteration {total} (validation and checkpoints not included)")
+        return timing
+
     def _validation_due(self, total) -> bool:
         every = self.cfg["val"]["every"]
         return self.val_set is not None and (self.iteration % every == 0 or self.iteration == total)
 
-    def _log_row(self, row: dict, validate: bool, bar):
+    def _log_row(self, row: dict, validate: bool):
         """Validate when due, then write this iteration's metrics.csv row (loss and validation in
         one row). A stop signal during the validation saves a checkpoint holding the row, so a
         resume redoes the validation and writes the same row. Returns the validation means."""
@@ -283,52 +441,101 @@ class Trainer:
             self._pending = dict(row)
             try:
                 means = self.validate()
-            except _StopInValidation:
-                self._interrupt(bar, during="validation")
+            except ValidationStopped:
+                self._interrupt(during="validation")
             self._pending = None
             row = {**row, **means}
         if row and self.is_main:
             self.log.write(iteration=self.iteration, time_s=round(self.elapsed, 3), **row)
+            tb = getattr(self, "_tensorboard", None)
+            if tb is not None:
+                for k, v in row.items():
+                    tb.add_scalar(k, v, self.iteration)
         return means
 
-    def _train_step(self, batch):
-        """One optimisation step; returns the loss, or None for a skipped non-finite batch."""
+    def _tensors(self, batch):
+        """(lq, {term: target}) as Tensors of the run's dtype; a term listed in train.gt_usm gets
+        the sharpened GT."""
         lq = Tensor(np.asarray(batch["lq"], dtype=self.dtype))
         gt = Tensor(np.asarray(batch["gt"], dtype=self.dtype))
+        usm = self.cfg["train"]["gt_usm"]
+        sharp = Tensor(np.asarray(batch["gt_usm"], dtype=self.dtype)) if usm else None
+        return lq, {term: sharp if term in usm else gt for term in ("pixel", "perceptual", "gan")}
+
+    def _generator_terms(self, sr, targets) -> dict:
+        """The generator's loss terms (Tensors) by metrics.csv name: pixel, perceptual and style."""
+        terms = {}
+        if "pixel" in self.criteria:
+            terms["l_g_pix"] = self.loss_fn(sr, targets["pixel"])
+        if "perceptual" in self.criteria:
+            out = self.criteria["perceptual"](sr, targets["perceptual"])
+            percep, style = out if isinstance(out, tuple) else (out, None)
+            if percep is not None:
+                terms["l_g_percep"] = percep
+            if style is not None:
+                terms["l_g_style"] = style
+        return terms
+
+    def _train_step(self, batch):
+        """One optimisation step; returns {"loss": total, and each term when there are several},
+        or None for a skipped non-finite batch."""
+        lq, targets = self._tensors(batch)
         self.optimizer.zero_grad()
-        loss = self.loss_fn(self.model(lq), gt)
+        terms = self._generator_terms(self.model(lq), targets)
+        loss = _total(terms)
         loss.backward()
-        # averaged over the ranks with the gradients, so that every rank takes the same decision
-        value = self._reduce_gradients(float(loss.item()))
+        if len(terms) == 1:
+            # averaged over the ranks with the gradients, so that every rank takes the same decision
+            values = {"loss": self._reduce_gradients(float(loss.item()))}
+        else:
+            reduced = self._reduce_gradients([float(loss.item())] + [float(t.item())
+                                                                     for t in terms.values()])
+            values = {"loss": reduced[0], **dict(zip(terms, reduced[1:]))}
+        if not self._finite(values, self.model, "batch skipped"):
+            return None
+        self._step(self.model, self.optimizer, self.scheduler, values["loss"])
+        if self.ema is not None:
+            self.ema.update()
+        return values
+
+    def _finite(self, values: dict, net, skipped: str) -> bool:
+        """False (after a warning) when a loss value or a gradient of `net` is NaN/Inf and
+        train.nonfinite_loss is skip; raises TrainingError when it is stop."""
         # a NaN gradient with a finite loss would turn the weights NaN just the same
-        bad = f"loss is {value}" if not math.isfinite(value) else self._nonfinite("grad")
-        if bad:
-            if self.cfg["train"]["nonfinite_loss"] == "skip":
-                self._say(f"warning: {bad} at iteration {self.iteration + 1}: batch skipped")
-                return None
-            raise TrainingError(
-                f"{bad} at iteration {self.iteration + 1}: training stopped. The last good "
-                f"checkpoint ({self._last_checkpoint()}) is untouched. Lower "
-                f"train.optimizer.lr, set train.grad_clip, or set train.nonfinite_loss: skip")
+        bad = next((f"{'loss' if k == 'loss' else f'the loss term {k}'} is {v}"
+                    for k, v in values.items() if not math.isfinite(v)), None) \
+            or self._nonfinite(net, "grad")
+        if not bad:
+            return True
+        if self.cfg["train"]["nonfinite_loss"] == "skip":
+            self._say(f"warning: {bad} at iteration {self.iteration + 1}: {skipped}")
+            return False
+        raise TrainingError(
+            f"{bad} at iteration {self.iteration + 1}: training stopped. The last good "
+            f"checkpoint ({self._last_checkpoint()}) is untouched. Lower "
+            f"train.optimizer.lr, set train.grad_clip, or set train.nonfinite_loss: skip")
+
+    def _step(self, net, optimizer, scheduler, loss: float):
+        """Clip, step, check the weights stayed finite, advance the schedule."""
         if self.cfg["train"]["grad_clip"] is not None:
-            nn.utils.clip_grad_norm_(self.model.parameters(), self.cfg["train"]["grad_clip"])
-        self.optimizer.step()
+            nn.utils.clip_grad_norm_(net.parameters(), self.cfg["train"]["grad_clip"])
+        optimizer.step()
         # a finite gradient can still overflow the update (huge lr): never checkpoint such weights
-        bad = self._nonfinite("data")
+        bad = self._nonfinite(net, "data")
         if bad:
             raise TrainingError(
-                f"the optimizer step made the weights non-finite ({bad}, loss {value:.4g}) at "
+                f"the optimizer step made the weights non-finite ({bad}, loss {loss:.4g}) at "
                 f"iteration {self.iteration + 1}: training stopped. The last good checkpoint "
                 f"({self._last_checkpoint()}) is untouched. Lower train.optimizer.lr or set "
                 f"train.grad_clip")
-        if self.scheduler is not None:
-            self.scheduler.step()
-        return value
+        if scheduler is not None:
+            scheduler.step()
 
-    def _nonfinite(self, attr: str):
-        """A phrase naming the first parameter whose `.grad` (attr "grad") or `.data` holds a NaN
-        or Inf, else None."""
-        for name, p in self.model.named_parameters():
+    @staticmethod
+    def _nonfinite(net, attr: str):
+        """A phrase naming the first parameter of `net` whose `.grad` (attr "grad") or `.data`
+        holds a NaN or Inf, else None."""
+        for name, p in net.named_parameters():
             values = p.data if attr == "data" else None if p.grad is None else p.grad.data
             if values is not None and not np.isfinite(values).all():
                 return f"the {'gradient' if attr == 'grad' else 'value'} of {name} is not finite"
@@ -349,11 +556,13 @@ class Trainer:
     def _last_checkpoint(self):
         return find_latest_checkpoint(self.run_dir) or "none yet"
 
-    def _reduce_gradients(self, loss: float) -> float:
+    def _reduce_gradients(self, loss, params=None):
         """Every parameter's .grad is ready here, before clipping and the optimizer step. A
-        data-parallel run averages the gradients and the loss over the ranks (one Allreduce);
-        one process: nothing to do. Returns the (averaged) loss."""
-        return self.comm.average_gradients_(self.model.parameters(), loss)
+        data-parallel run averages the gradients of `params` (default: the model's) and the loss
+        value(s) over the ranks (one Allreduce); one process: nothing to do. Returns the
+        (averaged) loss value(s)."""
+        return self.comm.average_gradients_(
+            self.model.parameters() if params is None else params, loss)
 
     # -- Ctrl-C and SIGTERM ----------------------------------------------------------------------
     def _install_signals(self) -> dict:
@@ -378,9 +587,9 @@ class Trainer:
         cfg = self.config_path or self.run_dir / "config.yaml"
         return f"srgrad-train {cfg} --resume auto"
 
-    def _interrupt(self, bar, during=None):
+    def _interrupt(self, during=None):
         self.save()
-        bar.close()
+        self._out.close()
         hint, signum = self._resume_hint(), self._stop_signal or signal.SIGINT
         where = f" during the validation of iteration {self.iteration} (it runs again on resume)" \
             if during else ""
@@ -419,67 +628,60 @@ class Trainer:
                 "iteration": self.iteration, "name": self.cfg["name"],
                 "imports": self.cfg["imports"]}
 
+    def _optimizer_states(self) -> dict:
+        """Optimizer and scheduler states beyond the generator's, by name (GANTrainer: _d)."""
+        return {}
+
     def save(self) -> None:
-        """Checkpoint of this iteration (atomic), net_latest, and pruning to `checkpoint.keep`."""
+        """Checkpoint of this iteration (atomic), net_latest (the weights, and their EMA as
+        params_ema), and pruning to `checkpoint.keep`."""
         if not self.is_main:
             return
         folder = self.run_dir / "checkpoints"
         path = folder / f"iter_{self.iteration:08d}.safetensors"
+        nets, _ = self._parts()
         ckpt.save_checkpoint(
             path, self.model.state_dict(), self.optimizer.state_dict(),
             self.scheduler.state_dict() if self.scheduler is not None else None,
+            nets=nets, states=self._optimizer_states(),
             iteration=self.iteration, best=self.best, elapsed=self.elapsed,
             config_hash=config_hash(self._hashed_config()), rng=None,
-            log={"losses": list(self._losses), "pending": self._pending}, **{
-                k: v for k, v in self._weights_info().items() if k != "iteration"})
-        ckpt.save_weights(self.run_dir / "net_latest.safetensors", self.model.state_dict(),
-                          **self._weights_info())
+            log={"terms": {k: list(v) for k, v in self._terms.items()}, "pending": self._pending},
+            **{k: v for k, v in self._weights_info().items() if k != "iteration"})
+        self._save_weights(self.run_dir / "net_latest.safetensors")
         for old in sorted(folder.glob(CKPT_GLOB))[:-self.cfg["checkpoint"]["keep"]]:
             old.unlink()
 
+    def _save_weights(self, path, **info):
+        ckpt.save_weights(path, self.model.state_dict(),
+                          ema_state=self.ema.state_dict() if self.ema is not None else None,
+                          **self._weights_info(), **info)
+
     # -- validation -------------------------------------------------------------------------------
     def validate(self) -> dict:
-        """PSNR/SSIM of the model and of the bicubic baseline over the full validation images;
-        updates net_best, writes comparison PNGs. Returns the means (metric name -> value)."""
-        from ..io.image import write_image
-        vcfg = self.cfg["val"]
-        crop = self.scale if vcfg["crop_border"] is None else vcfg["crop_border"]
-        y = vcfg["y_channel"]
-        scores = {k: [] for m in vcfg["metrics"] for k in (self._key(m), "bicubic_" + self._key(m))}
-        self.model.eval()
-        bar = tqdm(range(len(self.val_set)), desc="validate", leave=False, unit="img",
-                   disable=not (self.progress and self.is_main))
-        for i in bar:
-            if self._stop_signal is not None:
-                self.model.train()
-                raise _StopInValidation
-            with self._data_errors("a validation image"):
-                item = self.val_set.get(i)
-            sr = np.clip(upscale(self.model, item["lq"], vcfg["tile"], vcfg["tile_overlap"]), 0, 1)
-            if i not in self._baselines:
-                self._baselines[i] = bicubic(item["lq"], self.scale, vcfg["baseline"])
-            bic, gt = self._baselines[i], item["gt"]
-            for prefix, image in (("", sr), ("bicubic_", bic)):
-                for m, value in measure(image, gt, vcfg["metrics"], crop, y).items():
-                    scores[prefix + self._key(m)].append(value)
-            if vcfg["save_images"] and self.is_main:
-                out = self.run_dir / "images" / f"{Path(str(item['name'])).stem}.png"
-                out.parent.mkdir(exist_ok=True)
-                write_image(out, comparison_strip(bic, sr, gt))
-        self.model.train()
-        means = {k: float(np.mean(v)) for k, v in scores.items() if v}
+        """PSNR/SSIM of the model (its EMA when train.ema_decay is set) and of the bicubic
+        baseline over the full validation images; updates net_best, writes the comparison PNGs.
+        Returns the means (metric name -> value)."""
+        model = self.ema.module if self.ema is not None else self.model
+        means = self.validator(model, self.iteration, stop=lambda: self._stop_signal is not None)
         if not self.is_main or not means:
             return means
+        vcfg = self.cfg["val"]
         metric = "psnr" if "psnr" in vcfg["metrics"] else vcfg["metrics"][0]
         key = self._key(metric)
         better = (lambda a, b: a > b) if higher_is_better(metric) else (lambda a, b: a < b)
         if key in means and (self.best["value"] is None or better(means[key], self.best["value"])):
             self.best = {"value": means[key], "iteration": self.iteration, "metric": key}
-            ckpt.save_weights(self.run_dir / "net_best.safetensors", self.model.state_dict(),
-                              **self._weights_info(), best=self.best)
+            self._save_weights(self.run_dir / "net_best.safetensors", best=self.best)
+        tb = getattr(self, "_tensorboard", None)
+        if tb is not None:
+            for stem, strip in self.validator.last_images.items():
+                tb.add_image(f"val/{stem}", strip, self.iteration)
+        crop = self.validator.crop
         text = ", ".join(f"{k} {v:.4f}" for k, v in means.items())
-        self._say(f"[iter {self.iteration}] val ({'Y' if y else 'RGB'}, crop {crop}; bicubic = "
-                  f"{vcfg['baseline']}): {text}")
+        which = " (EMA weights)" if self.ema is not None else ""
+        self._say(f"[iter {self.iteration}] val{which} ({'Y' if vcfg['y_channel'] else 'RGB'}, crop "
+                  f"{crop}; bicubic = {vcfg['baseline']}): {text}")
         return means
 
     def _plot(self):
@@ -488,4 +690,13 @@ class Trainer:
 
     def _say(self, msg: str) -> None:
         if self.is_main:
-            tqdm.write(msg, file=sys.stderr)
+            self._out.write(msg)
+
+
+def _total(terms: dict):
+    """The sum of the loss terms (Tensors), in order."""
+    values = list(terms.values())
+    total = values[0]
+    for t in values[1:]:
+        total = total + t
+    return total

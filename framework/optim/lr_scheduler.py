@@ -54,6 +54,14 @@ class LRScheduler:
         self.last_epoch = last_epoch
         self.step()
 
+    def horizon_mismatch(self, total_iters: int) -> str | None:
+        """Why this schedule does not fit a run of `total_iters` iterations (e.g. after
+        `--set train.total_iters=20`), or None. Base: warm-up longer than the run."""
+        if self.warmup_iters >= total_iters:
+            return (f"warmup_iters {self.warmup_iters} >= total_iters {total_iters}: the run ends "
+                    f"before the warm-up does")
+        return None
+
     @classmethod
     def check_kwargs(cls, kwargs: dict) -> None:
         """The constructor's own checks, on a throwaway optimizer (see Optimizer.check_kwargs)."""
@@ -124,6 +132,12 @@ class StepLR(LRScheduler):
     def _schedule(self, base_lr, epoch):
         return base_lr * self.gamma ** (epoch // self.step_size)
 
+    def horizon_mismatch(self, total_iters):
+        if self.step_size >= total_iters:
+            return (f"step_size {self.step_size} >= total_iters {total_iters}: the lr never "
+                    f"decays")
+        return super().horizon_mismatch(total_iters)
+
 
 @SCHEDULERS.register()
 class MultiStepLR(LRScheduler):
@@ -140,6 +154,13 @@ class MultiStepLR(LRScheduler):
     def _schedule(self, base_lr, epoch):
         return base_lr * self.gamma ** bisect_right(self.milestones, epoch)
 
+    def horizon_mismatch(self, total_iters):
+        late = [m for m in self.milestones if m >= total_iters]
+        if late:
+            return (f"milestones {late} are at or past total_iters {total_iters}: they never "
+                    f"take effect")
+        return super().horizon_mismatch(total_iters)
+
 
 @SCHEDULERS.register()
 class CosineAnnealingLR(LRScheduler):
@@ -155,6 +176,13 @@ class CosineAnnealingLR(LRScheduler):
     def _schedule(self, base_lr, epoch):
         cosine = 1 + math.cos(math.pi * epoch / self.T_max)
         return self.eta_min + (base_lr - self.eta_min) * cosine / 2
+
+    def horizon_mismatch(self, total_iters):
+        if self.T_max != total_iters:
+            return (f"T_max {self.T_max} differs from total_iters {total_iters}: the cosine "
+                    + ("rises again after T_max" if self.T_max < total_iters else
+                       f"is cut off at {total_iters / self.T_max:.0%} of its descent"))
+        return super().horizon_mismatch(total_iters)
 
 
 @SCHEDULERS.register()
@@ -191,6 +219,14 @@ class CosineAnnealingRestartLR(LRScheduler):
         phase = math.pi * ((epoch - start) / self.periods[idx])
         return self.eta_min + self.restart_weights[idx] * 0.5 * (base_lr - self.eta_min) * (
             1 + math.cos(phase))
+
+    def horizon_mismatch(self, total_iters):
+        end = self.cumulative_period[-1]
+        if end != total_iters:
+            return (f"periods {self.periods} add up to {end}, not total_iters {total_iters}: "
+                    + ("the lr sits at eta_min after them" if end < total_iters else
+                       "the last cycle is cut off"))
+        return super().horizon_mismatch(total_iters)
 
 
 @SCHEDULERS.register()

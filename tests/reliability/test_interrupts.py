@@ -175,7 +175,7 @@ def test_ctrl_c_in_a_validation_is_saved_and_redone_on_resume(make_tiny_config, 
     run = tmp_path / "runs" / "tiny"
     # each comparison image waits 1 s before its rename: the signal lands inside the validation
     proc = start_train([cfg], SRGRAD_TEST_REPLACE_DELAY=1.0, SRGRAD_TEST_REPLACE_ONLY="images")
-    wait_until(lambda: any(p.suffix == ".tmp" for p in (run / "images").glob("*"))
+    wait_until(lambda: any(p.suffix == ".tmp" for p in (run / "images").rglob("*"))
                if (run / "images").exists() else False, proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)

@@ -161,9 +161,9 @@ def test_flat_gradients_pack_and_unpack():
     assert flat.buffer.dtype == np.float64
     expected = np.concatenate([np.zeros(p.size) if p.grad is None else p.grad.data.ravel()
                                for p in params] + [[0.5]])
-    assert np.array_equal(flat.pack(0.5), expected)
+    assert np.array_equal(flat.pack([0.5]), expected)
     flat.buffer *= 3
-    assert flat.unpack() == 1.5
+    assert flat.unpack() == [1.5]
     assert params[1].grad is None
     got = np.concatenate([np.zeros(p.size) if p.grad is None else p.grad.data.ravel()
                           for p in params])
@@ -205,14 +205,17 @@ def test_average_gradients_is_one_allreduce_per_step(dtype):
     fake = _FakeMPI(size=3)
     comm = MPICommunicator(fake)
     assert comm.average_gradients_(model.parameters(), 0.75) == 0.75
-    buffer = comm._flat.buffer
+    (buffer,) = [f.buffer for f in comm._flats.values()]
     comm.average_gradients_(model.parameters())  # the buffer is reused, not reallocated
-    assert comm._flat.buffer is buffer
+    assert [f.buffer for f in comm._flats.values()] == [buffer]
     # one call per step carries every parameter's gradient and the loss
     assert fake.calls == [sum(p.size for p in params) + 1] * 2
     for p, g in zip(params, local):
         assert p.grad.data.dtype == dtype
         np.testing.assert_allclose(p.grad.data, g, rtol=1e-6)
+    # several loss terms (a GAN's) travel in the same call, as a list back
+    assert comm.average_gradients_(params[:2], [0.25, 2.0]) == [0.25, 2.0]
+    assert fake.calls[-1] == params[0].data.size + params[1].data.size + 2
     assert comm.allreduce_seconds > 0
 
 

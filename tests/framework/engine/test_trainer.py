@@ -22,11 +22,12 @@ def trainer(path, overrides=(), **kw):
     return Trainer(load_config(path, overrides), progress=False, **kw)
 
 
-def test_five_iterations_write_every_artefact(make_config, tmp_path, capsys):
+def test_five_iterations_write_every_artefact(make_config, tmp_path, capsys, tiny_data):
     path = make_config(iters=5, every=5)
     assert train_main([str(path), "--no-progress"]) == 0
     run = tmp_path / "runs" / "tiny"
-    out = capsys.readouterr().out
+    captured = capsys.readouterr()
+    out = captured.out
     assert f"Run folder: {run}" in out and "net_best.safetensors" in out
     resolved = load_config(run / "config.yaml")  # the resolved config is itself a valid config
     assert resolved["train"]["total_iters"] == 5 and resolved["val"]["y_channel"] is True
@@ -44,9 +45,19 @@ def test_five_iterations_write_every_artefact(make_config, tmp_path, capsys):
         model, info = load_model(run / name)  # loadable without the config
         assert info["model"]["type"] == "FSRCNN" and info["scale"] == 2
     from framework.io.image import read_image
-    strip, _ = read_image(run / "images" / "v_rgb.png")
-    assert strip.shape == (3, 32, 3 * 32 + 2 * 4)  # bicubic | SR | HR with two 4 px gaps
-    assert (run / "images" / "v_gray.png").is_file()
+    # one labelled strip per image and validation: images/<name>/<name>_<iter>.png (BasicSR's)
+    strip, _ = read_image(run / "images" / "v_rgb" / "v_rgb_5.png")
+    assert strip.shape == (3, 16 + 32, 3 * 32 + 2 * 4)  # labels over bicubic | SR | HR, 4 px gaps
+    assert strip[:, :16].min() < 0.3 and np.median(strip[:, :16]) == 1.0  # dark text on white
+    hr, _ = read_image(tiny_data / "val" / "v_rgb.png")
+    np.testing.assert_array_equal(strip[:, 16:, 72:], hr)
+    assert (run / "images" / "v_gray" / "v_gray_5.png").is_file()
+    err = captured.err
+    assert "warning: train.scheduler: T_max 6 differs from total_iters 5" in err
+    assert "model: FSRCNN, " in err and " parameters (float32)" in err  # the start-up summary
+    assert "data: 3 training images (HRImageDataset, patches gt 16x16 -> lq 8x8, batch 2), 2 " \
+        "validation images" in err
+    assert "[tiny] iter 5/5  loss " in err and "it/s  ETA 0s" in err  # plain lines, not a bar
     pytest.importorskip("matplotlib")
     assert (run / "curves.png").stat().st_size > 1000
     assert not (run / ".lock").exists()
