@@ -21,7 +21,7 @@ import os
 import sys
 from pathlib import Path
 
-from .cli import error, load_model_from_args, model_args, run_guarded
+from .cli import load_model_from_args, model_args, run_guarded
 from .outputs import OutputError
 
 __all__ = ["main"]
