@@ -123,6 +123,8 @@ def prepare_image(path, out, crop: int, step: int, thresh: int, scales, level: i
         result["skipped"] = (len(boxes) - len(todo)) * (1 + len(scales))
         if not todo:
             return result
+        for folder in {todo[0][1].parent, *(p.parent for _, p in todo[0][2])}:
+            folder.mkdir(parents=True, exist_ok=True)
         img, info = read_image(path)  # float32 (C, H, W), levels / 255 (or / 65535)
         peak = np.float32(65535 if info["bits"] == 16 else 255)
         dtype = np.uint16 if info["bits"] == 16 else np.uint8
@@ -321,8 +323,6 @@ def main(argv=None) -> int:
         return 2
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
-    for folder in ["HR"] + [f"LR_bicubic/X{s}" for s in scales]:
-        (out / folder).mkdir(parents=True, exist_ok=True)
     tasks = [(p, out, args.crop_size, args.step, args.thresh_size, scales, args.compression_level)
              for p in images]
     workers = min(args.workers or _default_workers(), len(tasks))
