@@ -12,7 +12,10 @@ Run through the harness: `python scripts/benchmark.py --only data --threads 2`; 
 after the harness's own:
     --data-dir DIR      where the set and the sub-images go (default: a temporary folder, removed
                         at the end; an existing DIR is reused and kept)
-    --steps 5           timed EDSR iterations per loading mode (after one warm-up)
+    --rounds 3          rounds of EDSR iterations: each round runs every loading mode in turn
+                        (so that the machine's drift hits all modes), --per-round timed
+    --per-round 2       iterations per mode, after one warm-up (the prefetcher's first batch);
+                        the full-image rows run 2 rounds of 1
     --rss-batches 200   batches the peak-RSS child produces from the sub-images
 
 No torch column: PyTorch has no counterpart here. The EDSR rows' ms is the whole iteration (waiting
@@ -49,7 +52,8 @@ RSS_TARGET_MB = 2048.0
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_data")
     ap.add_argument("--data-dir", default=None)
-    ap.add_argument("--steps", type=int, default=5)
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--per-round", type=int, default=2)
     ap.add_argument("--rss-batches", type=int, default=200)
     return ap.parse_known_args(rest)[0]
 
@@ -116,36 +120,47 @@ def _edsr_step():
     return step
 
 
-def _iterations(loader, step, workers: int, steps: int):
-    """Run 1 + steps iterations through Prefetcher(workers); per timed iteration (wait, compute) s."""
+def _iterations(loader, step, workers: int, start: int, count: int):
+    """Batches start .. start + count through Prefetcher(workers); the first warms up (kernels,
+    buffers, the prefetcher's first batch); (wait, compute) seconds of the others."""
     from framework.data import Prefetcher
     waits, computes = [], []
-    with Prefetcher(loader, 0, steps + 1, workers=workers, depth=2) as batches:
-        for i in range(steps + 1):
+    with Prefetcher(loader, start, start + count + 1, workers=workers, depth=2) as batches:
+        for i in range(count + 1):
             t0 = time.perf_counter()
             batch = next(batches)
             t1 = time.perf_counter()
             step(batch)
             t2 = time.perf_counter()
-            if i:  # the first iteration warms up (kernels, buffers, the prefetcher's first batch)
+            if i:
                 waits.append(t1 - t0)
                 computes.append(t2 - t1)
     return waits, computes
 
 
-def _step_rows(label, loader, step, modes, steps):
+def _step_rows(label, loader, step, modes, rounds, per_round):
+    """One row per loading mode (0 = synchronous); the modes take turns, round by round."""
     from benchmark import Row
+    waits = {m: [] for m in modes}
+    computes = {m: [] for m in modes}
+    start = 0
+    for _ in range(rounds):
+        for workers in modes:
+            w, c = _iterations(loader, step, workers, start, per_round)
+            waits[workers] += w
+            computes[workers] += c
+            start += per_round + 1
     rows = []
     for workers in modes:
-        waits, computes = _iterations(loader, step, workers, steps)
-        iteration = statistics.fmean(w + c for w, c in zip(waits, computes))
-        wait = statistics.fmean(waits)
-        share = wait / iteration
+        wait, compute = sum(waits[workers]), sum(computes[workers])
+        share = wait / (wait + compute)
+        n = len(waits[workers])
         how = "synchronous" if workers == 0 else f"Prefetcher(workers={workers}, depth=2)"
         verdict = "met" if share < WAIT_TARGET else "MISSED"
-        rows.append(Row(f"EDSR x2 iteration, {label}, {how}", 1e3 * iteration, None,
-                        note=f"waits {1e3 * wait:.0f} ms = {100 * share:.1f}% (< 10% {verdict}), "
-                             f"step {1e3 * statistics.fmean(computes):.0f} ms; {_load_note()}"))
+        rows.append(Row(f"EDSR x2 iteration, {label}, {how}", 1e3 * (wait + compute) / n, None,
+                        note=f"waits {1e3 * wait / n:.0f} ms = {100 * share:.1f}% (< 10% "
+                             f"{verdict}), step {1e3 * compute / n:.0f} ms; mean of {n}; "
+                             f"{_load_note()}"))
     return rows
 
 
@@ -216,9 +231,8 @@ def run(args) -> list:
 
         step = _edsr_step()
         rows += _step_rows("sub-images", BatchLoader(paired, BATCH, seed=0), step, (0, 1, 2),
-                           opts.steps)
-        rows += _step_rows("full images", BatchLoader(full, BATCH, seed=0), step, (0, 2),
-                           max(2, opts.steps // 2))
+                           opts.rounds, opts.per_round)
+        rows += _step_rows("full images", BatchLoader(full, BATCH, seed=0), step, (0, 2), 2, 1)
         rows.append(_rss_row(root, "sub", opts.rss_batches, args.threads))
         rows.append(_rss_row(root, "full", max(1, opts.rss_batches // 10), args.threads))
     finally:

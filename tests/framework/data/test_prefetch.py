@@ -202,6 +202,35 @@ def test_loader_threads_run_numba_on_one_thread_and_leave_the_main_thread_alone(
     assert numba.get_num_threads() == main_threads
 
 
+@numba.njit(parallel=True, nogil=True)  # not @kernel: no cache files from a test module
+def _team_ids(n):
+    """The numba thread id that ran each of n prange iterations (each iteration long enough that
+    a team of two threads splits them)."""
+    out = np.empty(n, np.int64)
+    for i in numba.prange(n):
+        s = 0.0
+        for j in range(20000):
+            s += np.sin(j * 1e-3)
+        out[i] = numba.get_thread_id() + (s > 1e9)
+    return out
+
+
+class _TeamLoader:
+    def get_batch(self, i):
+        return {"ids": np.unique(_team_ids(32))}
+
+
+def test_parallel_kernels_run_serially_in_loader_threads_beside_the_main_threads_team():
+    if numba.get_num_threads() < 2:
+        pytest.skip("needs two numba threads")
+    team = list(range(min(32, numba.get_num_threads())))  # prange's static schedule uses them all
+    assert list(np.unique(_team_ids(32))) == team
+    with Prefetcher(_TeamLoader(), 0, 6, workers=2, depth=3) as p:
+        for batch in p:
+            assert list(batch["ids"]) == [0]  # a team of one: the loader thread itself
+            assert list(np.unique(_team_ids(32))) == team  # the main thread's team is whole
+
+
 def test_the_threading_layer_allows_concurrent_regions_here():
     """The docs/benchmarks.md machine runs OpenMP; workqueue would make the Prefetcher fall back."""
     assert prefetch_module.threads_are_safe() == (numba.threading_layer() != "workqueue")
