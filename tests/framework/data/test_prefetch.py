@@ -2,6 +2,7 @@
 thread timing, with a bound on batches in flight, errors raised at the batch that failed, a
 prompt close, and loader threads that run numba serially next to a training step."""
 import itertools
+import sys
 import threading
 import time
 import warnings
@@ -295,3 +296,31 @@ def test_loading_alongside_a_training_step(hr_loader):
             np.testing.assert_array_equal(gw, alone[1])
     assert len(steps) == 12
     assert any(a0 < b1 and b0 < a1 for a0, a1 in loads for b0, b1 in steps)  # they overlapped
+
+
+class _Tiny:
+    """Three one-pixel samples: a batch of 8 spans three epochs, so BatchLoader.order is called
+    for new epochs all the time."""
+
+    def __len__(self):
+        return 3
+
+    def get(self, index, rng):
+        x = np.full((1, 1, 1), index + rng.random(), np.float32)
+        return {"lq": x, "gt": x, "name": str(index)}
+
+
+@pytest.mark.xfail(strict=True, raises=KeyError, reason="BatchLoader.order's epoch cache is not "
+                   "thread-safe (check-then-pop); the fix belongs in framework/data/loader.py")
+def test_batchloader_epoch_orders_from_several_threads():
+    """Many epoch changes in flight at once, with a tiny GIL switch interval to make the threads
+    interleave inside BatchLoader.order: every batch still equals the synchronous one."""
+    reference = [BatchLoader(_Tiny(), 8, seed=1).get_batch(i)["lq"] for i in range(400)]
+    old = sys.getswitchinterval()
+    try:
+        sys.setswitchinterval(1e-6)
+        for _ in range(20):
+            with Prefetcher(BatchLoader(_Tiny(), 8, seed=1), 0, 400, workers=4, depth=8) as p:
+                assert all(np.array_equal(b["lq"], reference[i]) for i, b in enumerate(p))
+    finally:
+        sys.setswitchinterval(old)
