@@ -130,51 +130,66 @@ def _processes_with(marker):
     return found
 
 
-@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
-@pytest.mark.parametrize("how", ["SIGKILL", "SIGINT"])
-def test_a_killed_run_finishes_when_run_again(tmp_path, capsys, how):
-    """A run of two workers is killed (the parent only, no cleanup at all: its workers must notice)
-    or Ctrl-C'd (the whole process group, as a terminal does) after its first files: no worker
-    outlives it, and the same command run again completes the set, identical to an uninterrupted
-    run."""
-    big = tmp_path / "big"
-    big.mkdir()
-    rng = np.random.default_rng(5)
-    for i in range(6):
-        Image.fromarray(smooth_image(rng, 64, 64)).save(big / f"{i}.png")
-    args = ["--input", big, "--crop-size", 16, "--step", 8, "--scales", 2, 4]
-    reference = tmp_path / "reference"
-    assert _run(capsys, *args, "--output", reference, "--workers", 1)[0] == 0
-    out = tmp_path / "out"
-    marker = f"SRGRAD_PREPARE_TEST={tmp_path.name}"
+def _start(args, out, marker):
+    """srgrad-prepare with two workers in a child process (its own session), its environment
+    holding `marker`; returns once its first sub-image is written."""
     proc = subprocess.Popen([sys.executable, "-c", "import sys; from framework.data.prepare "
                              "import main; sys.exit(main(sys.argv[1:]))",
                              *map(str, args), "--output", str(out), "--workers", "2",
                              "--no-progress"],
-                            env={**os.environ, "PYTHONPATH": str(REPO),
-                                 marker.split("=")[0]: marker.split("=")[1]},
+                            env={**os.environ, "PYTHONPATH": str(REPO), marker: "1"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
-    deadline = time.time() + 60  # stop it as soon as the first sub-image is there
-    while time.time() < deadline and not list(out.glob("HR/*.png")):
+    deadline = time.time() + 60
+    before = set(out.glob("HR/*.png"))
+    while time.time() < deadline and not set(out.glob("HR/*.png")) - before:
         time.sleep(0.002)
-    t = time.perf_counter()
-    if how == "SIGKILL":
-        proc.kill()
-    else:
-        os.killpg(proc.pid, signal.SIGINT)
-    code = proc.wait(timeout=30)
-    err = proc.stderr.read().decode()
-    if how == "SIGINT":
-        assert code == 130 and "interrupted after" in err and "run the same command" in err
-        assert time.perf_counter() - t < 5  # the workers stop before their next file
+    return proc
+
+
+def _none_left(marker):
     for _ in range(50):  # killed workers are gone at once, orphans within 0.1 s
         if not _processes_with(marker):
-            break
+            return True
         time.sleep(0.05)
-    assert not _processes_with(marker)
-    done = [k for k in _tree(out) if k.endswith(".png")]
-    assert 0 < len(done) < len(_tree(reference)) - 1  # stopped mid-way
+    return False
+
+
+@pytest.mark.skipif(not Path("/proc/self/environ").exists(), reason="needs Linux /proc")
+def test_interrupted_and_killed_runs_finish_when_run_again(tmp_path, capsys):
+    """A run of two workers is Ctrl-C'd (the whole process group, as a terminal does), a second
+    one killed (the parent only, no cleanup at all: its workers must notice), each after its
+    first new files: no worker outlives them, and the same command run again completes the set,
+    identical to an uninterrupted run."""
+    big = tmp_path / "big"
+    big.mkdir()
+    rng = np.random.default_rng(5)
+    for i in range(4):
+        Image.fromarray(smooth_image(rng, 64, 64)).save(big / f"{i}.png")
+    args = ["--input", big, "--crop-size", 16, "--step", 8, "--scales", 2, 4]
+    reference = tmp_path / "reference"
+    assert _run(capsys, *args, "--output", reference, "--workers", 1)[0] == 0
+    total = len(list(reference.rglob("*.png")))
+    out = tmp_path / "out"
+    marker = f"SRGRAD_PREPARE_TEST_{tmp_path.name}".replace("-", "_")
+
+    proc = _start(args, out, marker)
+    t = time.perf_counter()
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(timeout=30) == 130
+    assert time.perf_counter() - t < 5  # the workers stop before their next file
+    err = proc.stderr.read().decode()
+    assert "interrupted after" in err and "run the same command again" in err
+    assert _none_left(marker)
+    first = len(list(out.rglob("*.png")))
+    assert 0 < first < total
+
+    proc = _start(args, out, marker)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert _none_left(marker)
+    assert first < len(list(out.rglob("*.png"))) < total
+
     code, stdout, err = _run(capsys, *args, "--output", out, "--workers", 1)
     assert code == 0, err
     assert "skipped 0 " not in stdout
