@@ -56,9 +56,10 @@ class Prefetcher:
 
     An exception in a worker is raised in the consumer when it asks for that batch (batches before
     it arrive normally), the same exception object with its message intact and a note naming the
-    batch; the Prefetcher is then closed. `close()` (or leaving a `with` block, or dropping the
-    object) cancels every batch not yet started and waits for those being built (at most one per
-    thread); `close(wait=False)` does not wait.
+    batch; the Prefetcher is then closed. `close()` (also on leaving a `with` block) cancels every
+    batch not yet started and waits for those being built (at most one per thread);
+    `close(wait=False)` does not wait, and is what a Ctrl-C in the consumer, or dropping the
+    object, does (the threads then end after their current batch).
     """
 
     def __init__(self, loader, start: int = 0, stop: int | None = None, workers: int = 2,
