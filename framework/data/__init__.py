@@ -1,5 +1,5 @@
 """SR data: datasets (registered in DATASETS), paired crop / augmentation, Real-ESRGAN's
-degradations, the seeded loader."""
+degradations, the seeded loader and its background prefetcher."""
 from .augment import apply_flags, augment, paired_random_crop, random_flags
 from .datasets import HRImageDataset, PairedImageDataset, mod_crop
 from .degradations import (add_jpg_compression, bessel_j1, bivariate_Gaussian,
@@ -11,9 +11,11 @@ from .degradations import (add_jpg_compression, bessel_j1, bivariate_Gaussian,
                            random_bivariate_generalized_Gaussian, random_bivariate_plateau,
                            random_mixed_kernels, sigma_matrix2, usm_sharp)
 from .loader import BatchLoader
+from .prefetch import Prefetcher
 from .realesrgan import DegradationOptions, RealESRGANDataset, degrade
 
-__all__ = ["HRImageDataset", "PairedImageDataset", "RealESRGANDataset", "BatchLoader", "mod_crop",
+__all__ = ["HRImageDataset", "PairedImageDataset", "RealESRGANDataset", "BatchLoader",
+           "Prefetcher", "mod_crop",
            "augment", "paired_random_crop", "random_flags", "apply_flags", "DegradationOptions",
            "degrade", "sigma_matrix2", "mesh_grid", "pdf2", "bivariate_Gaussian",
            "bivariate_generalized_Gaussian", "bivariate_plateau", "random_bivariate_Gaussian",

@@ -9,6 +9,8 @@ and any number of ranks can each build only their own rows of a global batch.
 """
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 
 from .._check import int_arg
@@ -44,17 +46,21 @@ class BatchLoader:
             raise ValueError("BatchLoader: the dataset is empty")
         self.local_batch_size = self.batch_size // self.world_size
         self._orders: dict[int, np.ndarray] = {}
+        self._orders_lock = threading.Lock()
 
     def order(self, epoch: int) -> np.ndarray:
-        """Dataset indices in the order epoch `epoch` visits them."""
-        if epoch not in self._orders:
+        """Dataset indices in the order epoch `epoch` visits them (safe from several threads: a
+        Prefetcher's workers call it at once)."""
+        perm = self._orders.get(epoch)
+        if perm is None:
             n = len(self.dataset)
             perm = (np.random.default_rng([self.seed, epoch]).permutation(n) if self.shuffle
                     else np.arange(n))
-            if len(self._orders) >= 2:  # a batch spans at most two epochs' worth of lookups
-                self._orders.pop(min(self._orders))
-            self._orders[epoch] = perm
-        return self._orders[epoch]
+            with self._orders_lock:
+                self._orders[epoch] = perm
+                while len(self._orders) > 4:  # a few epochs in flight at most; older ones recompute
+                    self._orders.pop(min(self._orders))
+        return perm  # the local one: another thread may have evicted it from the dict already
 
     def sample(self, position: int) -> dict:
         """The sample at global stream position `position` (see the module docstring)."""

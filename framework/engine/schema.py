@@ -110,6 +110,9 @@ SCHEMA = {
         # what a NaN/Inf loss does: stop (leaving the last checkpoint untouched) or skip the batch
         "nonfinite_loss": Field(str, "stop", choices=("stop", "skip")),
         "log_every": Field(int, 10, minimum=1),
+        # background batch loading (framework.data.Prefetcher): threads that decode, crop and
+        # degrade the next `prefetch` batches while a step runs; 0 workers = load in the step
+        "loader": {"workers": Field(int, 1, minimum=0), "prefetch": Field(int, 2, minimum=1)},
         # TensorBoard event files in <run>/tensorboard (scalars and validation images)
         "tensorboard": Field(bool, False),
     },
@@ -131,7 +134,7 @@ SCHEMA = {
 }
 
 _OPTIONAL_SECTIONS = ("val", "checkpoint", "train.losses", "train.pretrained",
-                      "train.pretrained_d")
+                      "train.pretrained_d", "train.loader")
 
 
 # -- loading -------------------------------------------------------------------------------------

@@ -249,6 +249,9 @@ class Trainer(RunState):
         last_val, last_ckpt = None, None
         t0 = time.perf_counter() - self.elapsed
         timing = None  # (iteration, clock) after this process's first step (JIT compiles)
+        from ..data import Prefetcher
+        batches = Prefetcher(self.loader, start, max(start, total), tcfg["loader"]["workers"],
+                             tcfg["loader"]["prefetch"])
         try:
             if self._pending is not None:  # resumed where a validation was interrupted: redo it
                 last_val = self._log_row(self._pending, validate=True)
@@ -258,7 +261,7 @@ class Trainer(RunState):
                 if self.comm.any_(self._stop_signal is not None):
                     self._interrupt()
                 with self._data_errors("the training batch"):
-                    batch = self.loader.get_batch(self.iteration)
+                    batch = next(batches)
                 random.manual_seed([self.cfg["seed"], self.iteration, _STEP_STREAM, 1])
                 values = self._train_step(batch)
                 if values is not None and not isinstance(values, dict):
@@ -282,6 +285,7 @@ class Trainer(RunState):
             if last_ckpt != self.iteration:  # resumed at the end: still leave net_latest
                 self.save()
         finally:
+            batches.close(wait=False)
             self._out.close()
             if getattr(self, "_tensorboard", None) is not None:
                 self._tensorboard.close()
