@@ -207,7 +207,7 @@ class Module:
         return self.to(np.float64)
 
     def num_parameters(self) -> int:
-        return sum(p.size for p in self.parameters())
+        return sum(p.numel() for p in self.parameters())
 
     # -- calling -------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):
