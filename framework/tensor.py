@@ -361,6 +361,14 @@ def _check_operand(owner, t, other):
     if not t.data.flags.writeable:
         raise ValueError(f"{owner}: this tensor's memory is read-only (an expand() result shows one "
                          f"element in many places); clone() it first")
+    if type(other) is float or type(other) is int:  # the common cases, cheaply
+        if type(other) is float and t.data.dtype.kind in "iub" and owner != "copy_":
+            raise TypeError(f"{owner}: the result has dtype float64, which cannot be written in "
+                            f"place into a {t.dtype} tensor")
+        return
+    if isinstance(other, Tensor) and other.data.shape == t.data.shape and \
+            other.data.dtype == t.data.dtype:
+        return
     arr = other.data if isinstance(other, Tensor) else other
     if not (is_number(arr) or isinstance(arr, np.ndarray)):
         arr = np.asarray(arr)

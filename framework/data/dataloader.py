@@ -91,7 +91,9 @@ class DataLoader:
         generator: numpy Generator for shuffle.
         pin_memory: accepted for torch scripts; nothing to pin on the CPU.
 
-    Iterating makes one pass (an epoch); `len(loader)` is the number of batches in it.
+    Iterating makes one pass (an epoch); `len(loader)` is the number of batches in it. The
+    trainer does not use this class: its BatchLoader makes every batch a pure function of (seed,
+    iteration), which exact resume and data-parallel ranks need.
     """
 
     def __init__(self, dataset, batch_size=1, shuffle=False, drop_last=False, num_workers=0,
