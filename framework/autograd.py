@@ -65,13 +65,28 @@ class Context:
 
 
 class Node:
-    """One recorded Function call: its class, context, inputs (Tensor or None per positional arg) and
-    the shapes/dtypes of its outputs (to zero-fill the gradient of an unused output)."""
+    """One recorded Function call: its class, context, inputs (Tensor or None per positional arg),
+    the shapes/dtypes of its outputs (to zero-fill the gradient of an unused output) and, per Tensor
+    input, (position, version counter, version at the call): backward refuses to run on an input
+    that an in-place op has changed since."""
 
-    __slots__ = ("fn", "ctx", "inputs", "out_meta", "__weakref__")
+    __slots__ = ("fn", "ctx", "inputs", "out_meta", "versions", "__weakref__")
 
-    def __init__(self, fn, ctx, inputs, out_meta):
+    def __init__(self, fn, ctx, inputs, out_meta, versions=()):
         self.fn, self.ctx, self.inputs, self.out_meta = fn, ctx, inputs, out_meta
+        self.versions = versions
+
+    def check_versions(self):
+        for i, counter, seen in self.versions:
+            if counter[0] != seen:
+                t = self.inputs[i]
+                what = f" (a {t.dtype} tensor of shape {t.shape})" if t is not None else ""
+                raise RuntimeError(
+                    f"{self.fn.__name__}.backward: one of the variables needed for gradient "
+                    f"computation has been modified by an inplace operation: input {i} of "
+                    f"{self.fn.__name__}{what} is at version {counter[0]}; expected version {seen} "
+                    f"instead. Make the in-place change after backward(), or use the out-of-place "
+                    f"op (y = y * 2 rather than y.mul_(2)).")
 
 
 class Function:
@@ -98,9 +113,19 @@ class Function:
         multi = isinstance(out, tuple)
         outs = out if multi else (out,)
         tensors = tuple(Tensor._wrap(np.asarray(o)) for o in outs)
+        for t in tensors:
+            if t.data.base is not None:  # a view (or the very array) of an input shares its version
+                _link_view(t, args, Tensor)
         if record:
-            inputs = tuple(a if isinstance(a, Tensor) and a.requires_grad else None for a in args)
-            node = Node(cls, ctx, inputs, tuple((t.shape, t.dtype) for t in tensors))
+            inputs, versions = [], []
+            for i, a in enumerate(args):
+                if isinstance(a, Tensor):
+                    c = a._vc if a._vc is not None else a._counter()
+                    versions.append((i, c, c[0]))
+                    inputs.append(a if a._requires_grad else None)
+                else:
+                    inputs.append(None)
+            node = Node(cls, ctx, inputs, tuple((t.shape, t.dtype) for t in tensors), versions)
             for i, t in enumerate(tensors):
                 if np.issubdtype(t.dtype, np.floating):
                     t.requires_grad = True
@@ -108,6 +133,17 @@ class Function:
         if _tracer is not None:
             _tracer(cls, args, kwargs, tensors)
         return tensors if multi else tensors[0]
+
+
+def _link_view(t, args, Tensor):
+    """`t` (a Function output whose array is a view) shares the version counter of the input whose
+    memory it may overlap (np.may_share_memory compares bounds only: cheap, and never misses), and
+    remembers that input's base, so an in-place op on either is seen by the other's graph."""
+    for a in args:
+        if isinstance(a, Tensor) and np.may_share_memory(t.data, a.data):
+            t._vc = a._counter()
+            t._base = a if a._base is None else a._base
+            return
 
 
 def _topological(root):
@@ -151,6 +187,7 @@ def run_backward(tensor, grad: np.ndarray, retain_graph: bool = False) -> None:
             raise RuntimeError(
                 f"{node.fn.__name__}: trying to backward through the graph a second time; its saved "
                 "arrays were freed. Pass retain_graph=True to the first backward call.")
+        node.check_versions()
         gouts = [np.zeros(s, d) if g is None else g for g, (s, d) in zip(gouts, node.out_meta)]
         gins = node.fn.backward(node.ctx, *gouts)
         if not isinstance(gins, tuple):

@@ -36,25 +36,25 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     for i in checked:  # the numeric loop perturbs a flat view, so the data must be contiguous
         inputs[i].data = np.ascontiguousarray(inputs[i].data)
     outs = _outputs(fn, inputs)
-    sizes = [o.size for o in outs]
+    sizes = [o.numel() for o in outs]
     # Analytic Jacobian: one backward per output element, with a one-hot upstream gradient.
-    analytic = {i: np.zeros((sum(sizes), inputs[i].size)) for i in checked}
+    analytic = {i: np.zeros((sum(sizes), inputs[i].numel())) for i in checked}
     row = 0
     for k, o in enumerate(outs):
         if not o.requires_grad:
-            row += o.size
+            row += o.numel()
             continue
-        for j in range(o.size):
+        for j in range(o.numel()):
             for i in checked:
                 inputs[i].grad = None
-            onehot = np.zeros(o.size, o.dtype)
+            onehot = np.zeros(o.numel(), o.dtype)
             onehot[j] = 1
             o.backward(onehot.reshape(o.shape), retain_graph=True)
             for i in checked:
                 g = inputs[i].grad
                 if g is not None:
                     analytic[i][row + j] = g.data.ravel()
-        row += o.size
+        row += o.numel()
     for i in checked:
         inputs[i].grad = None
     # Numeric Jacobian: perturb one input element at a time.

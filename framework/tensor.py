@@ -1,10 +1,14 @@
 """Tensor: a numpy array, its gradient and its place in the graph. Every operator delegates to
-`framework.functional`; no math lives here."""
+`framework.functional`; no math lives here. The in-place methods (mul_, add_, ...) write into the
+array and bump the tensor's version counter, which autograd checks before a backward uses it."""
 from __future__ import annotations
+
+import re
 
 import numpy as np
 
 from . import autograd
+from ._check import ArgumentTypeError, did_you_mean, int_arg, is_number, number
 
 _FLOATS = (np.float32, np.float64)
 
@@ -26,9 +30,13 @@ def _as_array(data, dtype=None) -> np.ndarray:
 class Tensor:
     """A numpy array with autograd. `requires_grad` only for float32/float64 data.
 
-    Attributes: `data` (np.ndarray), `grad` (Tensor or None), `requires_grad` (bool)."""
+    Attributes: `data` (np.ndarray; assign to it, or write `x.data *= 2`, to change the values
+    outside autograd's view), `grad` (Tensor or None), `requires_grad` (bool). `size()` and `shape`
+    are the shape (torch), `numel()` the element count."""
 
-    __slots__ = ("data", "grad", "_requires_grad", "_node", "_index", "__weakref__")
+    # _vc: the version counter, a one-element list shared with views (None until first needed);
+    # _base: for a view made by an op, the tensor whose memory it shows
+    __slots__ = ("data", "grad", "_requires_grad", "_node", "_index", "_vc", "_base", "__weakref__")
     __array_priority__ = 100  # so `ndarray * Tensor` defers to Tensor.__rmul__
 
     def __init__(self, data, requires_grad: bool = False, dtype=None):
@@ -36,6 +44,7 @@ class Tensor:
         self.grad = None
         self._node = None
         self._index = 0
+        self._vc = self._base = None
         self._requires_grad = False
         self.requires_grad = requires_grad
 
@@ -43,6 +52,7 @@ class Tensor:
     def _wrap(cls, arr: np.ndarray) -> "Tensor":
         t = cls.__new__(cls)
         t.data, t.grad, t._node, t._index, t._requires_grad = arr, None, None, 0, False
+        t._vc = t._base = None
         return t
 
     # -- autograd ------------------------------------------------------------------------------
@@ -56,6 +66,15 @@ class Tensor:
             raise TypeError(
                 f"only float32/float64 tensors can require gradients, got dtype {self.data.dtype}")
         self._requires_grad = bool(value)
+
+    def requires_grad_(self, requires_grad: bool = True) -> "Tensor":
+        """Set requires_grad in place and return self (a graph output cannot be switched off:
+        detach() it)."""
+        if not requires_grad and self._node is not None:
+            raise RuntimeError("requires_grad_: you can only change requires_grad flags of leaf "
+                               "tensors; this one is an op's output (use detach())")
+        self.requires_grad = requires_grad
+        return self
 
     @property
     def is_leaf(self) -> bool:
@@ -80,7 +99,20 @@ class Tensor:
         autograd.run_backward(self, g, retain_graph)
 
     def detach(self) -> "Tensor":
-        return Tensor._wrap(self.data)
+        """The same memory outside the graph (shares the version counter, as torch's)."""
+        t = Tensor._wrap(self.data)
+        t._vc = self._counter()
+        return t
+
+    def _counter(self) -> list:
+        if self._vc is None:
+            self._vc = [0]
+        return self._vc
+
+    @property
+    def _version(self) -> int:
+        """How many in-place ops changed this memory (counted with its views), as torch's."""
+        return 0 if self._vc is None else self._vc[0]
 
     def zero_grad(self) -> None:
         self.grad = None
@@ -89,10 +121,41 @@ class Tensor:
     shape = property(lambda self: self.data.shape)
     dtype = property(lambda self: self.data.dtype)
     ndim = property(lambda self: self.data.ndim)
-    size = property(lambda self: self.data.size)
+    device = property(lambda self: "cpu", doc="Always 'cpu': srgrad runs on the CPU.")
+
+    def size(self, dim=None):
+        """torch's size: the shape (a tuple), or with `dim` that axis's length (an int)."""
+        if dim is None:
+            return self.data.shape
+        d = int_arg("size", "dim", dim, minimum=None)
+        if not -self.ndim <= d < self.ndim:
+            raise IndexError(f"size: dim {d} is out of range for a tensor with {self.ndim} "
+                             f"dimensions")
+        return self.data.shape[d]
 
     def numel(self) -> int:
+        """The number of elements (numpy's `size`)."""
         return self.data.size
+
+    dim = lambda self: self.data.ndim  # noqa: E731 (torch's x.dim())
+
+    def to(self, *args, **kwargs) -> "Tensor":
+        """x.to(dtype), x.to("cpu"), x.to(device="cpu"), x.to("cpu", dtype), x.to(other) (other's
+        dtype), with copy=True for new memory even when nothing changes; non_blocking is accepted.
+        A dtype change is differentiable (F.cast); otherwise x itself comes back, as in torch.
+        srgrad runs on the CPU: any other device is an error."""
+        dtype, copy = parse_to("to", args, kwargs)
+        if dtype is not None and dtype != self.dtype:
+            return F.cast(self, dtype)
+        return F.clone(self) if copy else self
+
+    def cpu(self) -> "Tensor":
+        """self: srgrad's tensors live on the CPU."""
+        return self
+
+    def contiguous(self) -> "Tensor":
+        """self when C-contiguous, else a differentiable C-ordered copy."""
+        return self if self.data.flags.c_contiguous else F.clone(self)
 
     def numpy(self) -> np.ndarray:
         return self.data
@@ -117,6 +180,101 @@ class Tensor:
         return float(self.item())
 
     __hash__ = object.__hash__
+
+    # -- in place ------------------------------------------------------------------------------
+    def _inplace(self, name, update, build, *operands) -> "Tensor":
+        """The body of every in-place method. Outside the graph (no_grad, or nothing requires grad)
+        `update(array, *operands)` writes the result with numpy. In the graph,
+        `build(prev, *operands)` computes it out of place through Functions from a copy `prev` of
+        the old values (so the graph keeps them; `prev` also stands for self among the operands);
+        the result is written into this tensor's memory and the tensor takes its place in the
+        graph. Either way the version counter goes up, so a backward through an op that used the
+        old values refuses to run."""
+        if autograd._tracer is not None:
+            raise RuntimeError(f"{name}: an in-place op cannot be traced for export; use the "
+                               f"out-of-place op")
+        for o in operands:
+            _check_operand(name, self, o)
+        if autograd.is_grad_enabled() and (self._requires_grad or any(
+                isinstance(o, Tensor) and o._requires_grad for o in operands)):
+            self._check_graph_inplace(name)
+            prev = Tensor._wrap(self.data.copy())
+            prev._node, prev._index, prev._requires_grad = self._node, self._index, self._requires_grad
+            out = build(prev, *(prev if o is self else o for o in operands))
+            if out.dtype != self.dtype:
+                out = F.cast(out, self.dtype)
+            np.copyto(self.data, out.data)
+            self._node, self._index, self._requires_grad = out._node, out._index, out._requires_grad
+        else:
+            update(self.data, *(o.data if isinstance(o, Tensor) else o for o in operands))
+        self._counter()[0] += 1
+        return self
+
+    def _check_graph_inplace(self, name):
+        if self._requires_grad and self._node is None:
+            raise RuntimeError(f"{name}: a leaf Variable that requires grad is being used in an "
+                               f"in-place operation; do it under `with no_grad():` (an optimizer "
+                               f"step, an initialisation) or use the out-of-place op")
+        base = self._base
+        if base is not None and base._requires_grad and base._node is None:
+            raise RuntimeError(f"{name}: a view of a leaf Variable that requires grad is being used "
+                               f"in an in-place operation; do it under `with no_grad():`")
+        if base is not None:
+            raise RuntimeError(f"{name}: an in-place op on a view of another tensor (of shape "
+                               f"{base.shape}) cannot be recorded for backward in srgrad; use the "
+                               f"out-of-place op")
+
+    def mul_(self, other) -> "Tensor":
+        """self *= other (broadcast to self's shape), in place; returns self."""
+        return self._inplace("mul_", lambda a, o: np.multiply(a, o, out=a), F.mul, other)
+
+    def div_(self, other) -> "Tensor":
+        """self /= other, in place; returns self."""
+        return self._inplace("div_", lambda a, o: np.divide(a, o, out=a), F.div, other)
+
+    def add_(self, other, alpha=1) -> "Tensor":
+        """self += alpha * other, in place; returns self."""
+        alpha = number("add_", "alpha", alpha)
+        return self._inplace("add_", lambda a, o: np.add(a, _times(o, alpha), out=a),
+                             lambda p, o: F.add(p, _times(o, alpha)), other)
+
+    def sub_(self, other, alpha=1) -> "Tensor":
+        """self -= alpha * other, in place; returns self."""
+        alpha = number("sub_", "alpha", alpha)
+        return self._inplace("sub_", lambda a, o: np.subtract(a, _times(o, alpha), out=a),
+                             lambda p, o: F.sub(p, _times(o, alpha)), other)
+
+    def clamp_(self, min=None, max=None) -> "Tensor":
+        """Clip self into [min, max] (either may be None) in place; returns self."""
+        if min is None and max is None:
+            raise ValueError("clamp_: at least one of min and max must be given")
+        lo = None if min is None else number("clamp_", "min", min)
+        hi = None if max is None else number("clamp_", "max", max)
+        return self._inplace("clamp_", lambda a: np.clip(a, lo, hi, out=a),
+                             lambda p: F.clamp(p, lo, hi))
+
+    def fill_(self, value) -> "Tensor":
+        """Every element set to the number `value`, in place; returns self."""
+        if not (is_number(value) or isinstance(value, (bool, np.bool_))):
+            raise ArgumentTypeError(f"fill_: value must be a number, got {value!r}")
+        return self._inplace("fill_", lambda a: a.fill(value),
+                             lambda p: F.where(np.zeros(p.shape, bool), p, value))
+
+    def zero_(self) -> "Tensor":
+        """Every element set to 0, in place; returns self."""
+        return self.fill_(0)
+
+    def copy_(self, src) -> "Tensor":
+        """Copy `src` (broadcast to self's shape, cast to self's dtype) into self; returns self. The
+        gradient flows to src."""
+        return self._inplace("copy_", lambda a, s: np.copyto(a, s, casting="unsafe"),
+                             lambda p, s: F.where(np.zeros(p.shape, bool), p, s), src)
+
+    # torch's `x += y` is in place (so `p -= lr * p.grad` under no_grad updates the parameter)
+    __iadd__ = add_
+    __isub__ = sub_
+    __imul__ = mul_
+    __itruediv__ = div_
 
 
 def tensor(data, requires_grad: bool = False, dtype=None) -> Tensor:
@@ -146,6 +304,87 @@ def randn(*shape, dtype=np.float32, requires_grad: bool = False, rng=None) -> Te
     return Tensor(rng.standard_normal(_shape(shape)).astype(dtype), requires_grad=requires_grad)
 
 
+_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hip|hpu|ipu|mtia|vulkan|privateuseone)(:\d+)?")
+_TO_DTYPES = ("f", "i", "u", "b")
+
+
+def parse_to(owner: str, args: tuple, kwargs: dict):
+    """(dtype or None, copy) from torch's `.to(...)` arguments: a device ("cpu", "cpu:0", or an
+    object with `.type`, as torch.device), a dtype (numpy dtype or its name), a Tensor (its dtype),
+    and keywords device=, dtype=, copy=, non_blocking=. Only the CPU exists here: another device is a
+    ValueError. Also for Module.to."""
+    extra = set(kwargs) - {"device", "dtype", "copy", "non_blocking"}
+    if extra:
+        key = sorted(extra)[0]
+        raise ArgumentTypeError(f"{owner}: unexpected keyword argument {key!r}"
+                                f"{did_you_mean(key, ['device', 'dtype', 'copy', 'non_blocking'])}")
+    if len(args) > 2:
+        raise ArgumentTypeError(f"{owner}: expected at most a device and a dtype, got {len(args)} "
+                                f"positional arguments")
+    dtype = None
+    items = list(args) + [kwargs.get("device"), kwargs.get("dtype")]
+    for item in items:
+        if item is None:
+            continue
+        if isinstance(item, Tensor):
+            item = item.dtype
+        name = item if isinstance(item, str) else getattr(item, "type", None)
+        if isinstance(name, str) and _DEVICE.fullmatch(name):
+            if not name.startswith("cpu"):
+                raise ValueError(f"{owner}: srgrad runs on the CPU only; device {name!r} is not "
+                                 f"available (use 'cpu', or leave the device out)")
+            continue
+        try:
+            new = np.dtype(item)
+        except TypeError:
+            raise ArgumentTypeError(f"{owner}: {item!r} is neither a device nor a dtype") from None
+        if new.kind not in _TO_DTYPES or (new.kind == "f" and new not in _FLOATS):
+            raise ValueError(f"{owner}: dtype {new} is not supported (srgrad computes in float32 "
+                             f"or float64; ints and bool are kept)")
+        if dtype is not None and new != dtype:
+            raise ArgumentTypeError(f"{owner}: two dtypes given, {dtype} and {new}")
+        dtype = new
+    copy = kwargs.get("copy", False)
+    if not isinstance(copy, (bool, np.bool_)):
+        raise ArgumentTypeError(f"{owner}: copy must be a bool, got {copy!r}")
+    return dtype, bool(copy)
+
+
+def _times(x, alpha: float):
+    """alpha * x for add_/sub_ (x itself when alpha is 1; x's dtype kept)."""
+    return x if alpha == 1 else x * alpha
+
+
+def _check_operand(owner, t, other):
+    """An in-place op keeps t's shape and dtype: `other` must broadcast to t's shape, its values
+    must cast to t's dtype (float into int does not, as torch), and t must be writable."""
+    if not t.data.flags.writeable:
+        raise ValueError(f"{owner}: this tensor's memory is read-only (an expand() result shows one "
+                         f"element in many places); clone() it first")
+    if type(other) is float or type(other) is int:  # the common cases, cheaply
+        if type(other) is float and t.data.dtype.kind in "iub" and owner != "copy_":
+            raise TypeError(f"{owner}: the result has dtype float64, which cannot be written in "
+                            f"place into a {t.dtype} tensor")
+        return
+    if isinstance(other, Tensor) and other.data.shape == t.data.shape and \
+            other.data.dtype == t.data.dtype:
+        return
+    arr = other.data if isinstance(other, Tensor) else other
+    if not (is_number(arr) or isinstance(arr, np.ndarray)):
+        arr = np.asarray(arr)
+    shape = np.shape(arr)
+    try:
+        fits = np.broadcast_shapes(t.shape, shape) == t.shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"{owner}: an operand of shape {shape} does not broadcast to this "
+                         f"tensor's shape {t.shape}")
+    if owner != "copy_" and not np.can_cast(np.result_type(t.data, arr), t.dtype, "same_kind"):
+        raise TypeError(f"{owner}: the result has dtype {np.result_type(t.data, arr)}, which "
+                        f"cannot be written in place into a {t.dtype} tensor")
+
+
 def _shape(shape):
     return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
 
@@ -172,7 +411,12 @@ Tensor.__gt__ = lambda self, o: Tensor._wrap(self.data > F._util.data_of(o))
 Tensor.__ge__ = lambda self, o: Tensor._wrap(self.data >= F._util.data_of(o))
 Tensor.exp, Tensor.log, Tensor.sqrt, Tensor.abs = F.exp, F.log, F.sqrt, F.abs
 Tensor.clamp, Tensor.pow, Tensor.matmul = F.clamp, F.pow, F.matmul
-Tensor.sum, Tensor.mean, Tensor.max = F.sum, F.mean, F.max
+Tensor.sum, Tensor.mean, Tensor.max, Tensor.min = F.sum, F.mean, F.max, F.min
+Tensor.argmax, Tensor.argmin, Tensor.var, Tensor.std = F.argmax, F.argmin, F.var, F.std
+Tensor.softmax, Tensor.log_softmax = F.softmax, F.log_softmax
+Tensor.clone, Tensor.unsqueeze, Tensor.squeeze = F.clone, F.unsqueeze, F.squeeze
+Tensor.expand = F.expand
+Tensor.expand_as = lambda self, other: F.expand(self, other.shape)
 Tensor.reshape, Tensor.view, Tensor.permute = F.reshape, F.reshape, F.permute
 Tensor.transpose, Tensor.flatten = F.transpose, F.flatten
 Tensor.roll, Tensor.chunk, Tensor.split = F.roll, F.chunk, F.split

@@ -88,7 +88,7 @@ def worker(steps: int, warmup: int) -> None:
             "allreduce_share": in_allreduce / sum(timed),
             "transport_ms": 1e3 * statistics.median(transport) if transport else 0.0,
             "transport_min_ms": 1e3 * min(transport) if transport else 0.0,
-            "params": sum(p.size for p in trainer.model.parameters())}), flush=True)
+            "params": sum(p.numel() for p in trainer.model.parameters())}), flush=True)
 
 
 def run(args) -> list:

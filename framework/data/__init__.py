@@ -1,6 +1,8 @@
 """SR data: datasets (registered in DATASETS), paired crop / augmentation, Real-ESRGAN's
-degradations, the seeded loader and its background prefetcher."""
+degradations, the seeded loader (BatchLoader, the trainer's) with its background Prefetcher, and
+torch's DataLoader."""
 from .augment import apply_flags, augment, paired_random_crop, random_flags
+from .dataloader import DataLoader, default_collate
 from .datasets import HRImageDataset, PairedImageDataset, mod_crop
 from .degradations import (add_jpg_compression, bessel_j1, bivariate_Gaussian,
                            bivariate_generalized_Gaussian, bivariate_plateau,
@@ -15,7 +17,7 @@ from .prefetch import Prefetcher
 from .realesrgan import DegradationOptions, RealESRGANDataset, degrade
 
 __all__ = ["HRImageDataset", "PairedImageDataset", "RealESRGANDataset", "BatchLoader",
-           "Prefetcher", "mod_crop",
+           "Prefetcher", "DataLoader", "default_collate", "mod_crop",
            "augment", "paired_random_crop", "random_flags", "apply_flags", "DegradationOptions",
            "degrade", "sigma_matrix2", "mesh_grid", "pdf2", "bivariate_Gaussian",
            "bivariate_generalized_Gaussian", "bivariate_plateau", "random_bivariate_Gaussian",

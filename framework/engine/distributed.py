@@ -157,7 +157,7 @@ class FlatGradients:
         if len(dtypes) != 1:
             raise DistributedError(f"data-parallel training needs parameters of one dtype to pack "
                                    f"them into one buffer, got {dtypes or 'no parameters'}")
-        self.offsets = np.cumsum([0] + [p.data.size for p in self.params])
+        self.offsets = np.cumsum([0] + [p.numel() for p in self.params])
         self.slots = slots
         self.buffer = np.zeros(int(self.offsets[-1]) + slots, dtype=dtypes[0])
 

@@ -223,12 +223,12 @@ class Trainer(RunState):
             spec = self.model_spec if name == "model" else self.cfg["model_d"]
             extra = " + EMA" if name == "model" and self.ema is not None else ""
             self._say(f"{name}: {spec['type']}, {count:,} parameters ({self.dtype}){extra}")
-        sample = self.train_set.get(0, np.random.default_rng(0))
-        lq, gt = np.shape(sample["lq"]), np.shape(sample["gt"])
+        gt = getattr(self.train_set, "gt_size", None)  # read no image here: errors belong to the loop
+        crops = f"patches gt {gt}x{gt} -> lq {gt // self.scale}x{gt // self.scale}" if gt else \
+            "whole images"
         val = f", {len(self.val_set)} validation images" if self.val_set is not None else ""
         self._say(f"data: {len(self.train_set)} training images ({type(self.train_set).__name__}, "
-                  f"patches gt {gt[1]}x{gt[2]} -> lq {lq[1]}x{lq[2]}, batch {tcfg['batch_size']})"
-                  f"{val}")
+                  f"{crops}, batch {tcfg['batch_size']}){val}")
         self._say(f"threads: {numba.get_num_threads()}, ranks: {self.world_size}; iterations "
                   f"{self.iteration} -> {tcfg['total_iters']}; run folder {self.run_dir}")
 

@@ -1,8 +1,12 @@
 """Helpers shared by the functional op families."""
 from __future__ import annotations
 
+import functools
+import inspect
+
 import numpy as np
 
+from .._check import ArgumentTypeError, did_you_mean
 from ..tensor import Tensor
 
 
@@ -65,3 +69,41 @@ def expand_to(g: np.ndarray, shape: tuple, axes: tuple, keepdims: bool) -> np.nd
     if not keepdims:
         g = np.expand_dims(g, axes)
     return np.broadcast_to(g, shape)
+
+
+# torch's spelling <-> numpy's: a function declares one of each pair, the other is its alias
+_SPELLINGS = (("axis", "dim"), ("keepdims", "keepdim"), ("ddof", "correction"))
+
+
+def dims(fn):
+    """Decorator: the one rule by which ops take both numpy's `axis=`/`keepdims=` (and `ddof=`) and
+    torch's `dim=`/`keepdim=` (and `correction=`). `fn` declares one spelling of each pair (sum
+    declares axis/keepdims, softmax dim, var correction); the other is accepted as an alias and
+    renamed before `fn` runs. Both spellings at once, or a keyword `fn` does not take, is a
+    TypeError naming the op ("sum: unexpected keyword argument 'keepdm'; did you mean 'keepdim'?").
+    Positional arguments pass through as they are."""
+    params = list(inspect.signature(fn).parameters)
+    declared = frozenset(params)
+    alias_of = {}  # alias -> the declared name
+    for a, b in _SPELLINGS:
+        if a in params:
+            alias_of[b] = a
+        elif b in params:
+            alias_of[a] = b
+    known = set(params) | set(alias_of)
+    owner = fn.__name__
+
+    @functools.wraps(fn)
+    def wrapper(*args, **kwargs):
+        for key in [k for k in kwargs if k not in declared]:
+            own = alias_of.get(key)
+            if own is None:
+                raise ArgumentTypeError(f"{owner}: unexpected keyword argument {key!r}"
+                                        f"{did_you_mean(key, sorted(known))}")
+            if own in kwargs or params.index(own) < len(args):
+                raise ArgumentTypeError(f"{owner}: got both {own} and {key} (the same argument in "
+                                        f"numpy's and torch's spelling); give one")
+            kwargs[own] = kwargs.pop(key)
+        return fn(*args, **kwargs)
+
+    return wrapper

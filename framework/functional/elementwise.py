@@ -1,5 +1,5 @@
 """Elementwise ops with numpy broadcasting: + - * / ** neg exp log sqrt abs clamp maximum minimum where,
-and dtype casts. Every binary op's backward sums the gradient back to each operand's shape."""
+and dtype casts, clone. Every binary op's backward sums the gradient back to each operand's shape."""
 from __future__ import annotations
 
 import numpy as np
@@ -223,6 +223,16 @@ class Cast(Function):
         return g.astype(ctx.dtype)
 
 
+class Clone(Function):
+    @staticmethod
+    def forward(ctx, a):
+        return a.copy()
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dx = g
+        return g
+
+
 def _binary(fn, name):
     def op(a, b):
         check_broadcast(name, a, b)
@@ -279,3 +289,8 @@ def where(cond, a, b):
 def cast(x, dtype):
     """Differentiable dtype conversion (the gradient is cast back)."""
     return Cast.apply(x, dtype=np.dtype(dtype))
+
+
+def clone(x):
+    """A differentiable copy of x (new memory, same dtype; the gradient passes through)."""
+    return Clone.apply(x)

@@ -1,4 +1,5 @@
-"""Shape ops: reshape, permute/transpose, flatten, getitem, cat, stack, pad, roll, chunk/split."""
+"""Shape ops: reshape, unsqueeze/squeeze, expand, permute/transpose, flatten, getitem, cat, stack,
+pad, roll, chunk/split."""
 from __future__ import annotations
 
 import numpy as np
@@ -6,6 +7,7 @@ import numpy as np
 from .._check import ArgumentTypeError, choice, int_arg, is_int
 from ..autograd import Function
 from ..tensor import Tensor
+from ._util import dims, unbroadcast
 
 
 class Reshape(Function):
@@ -17,6 +19,19 @@ class Reshape(Function):
     @staticmethod
     def backward(ctx, g):
         return g.reshape(ctx.shape)
+
+
+class Expand(Function):
+    """np.broadcast_to: a read-only view, no copy (as torch.expand)."""
+
+    @staticmethod
+    def forward(ctx, a, *, shape):
+        ctx.shape = a.shape
+        return np.broadcast_to(a, shape)
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dx = g summed over the broadcast axes
+        return np.require(unbroadcast(g, ctx.shape), requirements="C")
 
 
 class Permute(Function):
@@ -194,6 +209,54 @@ def reshape(x, *shape):
     return Reshape.apply(x, shape=shape)
 
 
+@dims
+def unsqueeze(x, dim):
+    """torch.unsqueeze: a size-1 axis inserted at `dim` (alias axis) in [-ndim - 1, ndim]; a view."""
+    d = _dim("unsqueeze", dim, x.ndim + 1)
+    return Reshape.apply(x, shape=x.shape[:d] + (1,) + x.shape[d:])
+
+
+@dims
+def squeeze(x, dim=None):
+    """torch.squeeze: drop the size-1 axes among `dim` (alias axis; an int, a tuple, or None for
+    all); a listed axis of another size stays, as in torch. A view."""
+    if dim is None:
+        axes = range(x.ndim)
+    else:
+        axes = {_dim("squeeze", d, max(x.ndim, 1)) for d in _ints("squeeze", "dim", dim)}
+    shape = tuple(n for i, n in enumerate(x.shape) if not (i in axes and n == 1))
+    return Reshape.apply(x, shape=shape)
+
+
+def expand(x, *sizes):
+    """torch.expand: x broadcast to `sizes` (ints or one tuple) without copying: a size-1 axis
+    grows to any size, -1 keeps an axis's size, new axes go in front. The result is a read-only
+    view (clone() it to write). The gradient sums over the broadcast axes."""
+    if len(sizes) == 1 and isinstance(sizes[0], (tuple, list)):
+        sizes = tuple(sizes[0])
+    sizes = _ints("expand", "sizes", sizes) if sizes else ()
+    lead = len(sizes) - x.ndim
+    if lead < 0:
+        raise ValueError(f"expand: {len(sizes)} sizes {sizes} for a tensor of {x.ndim} dimensions "
+                         f"(shape {x.shape}): give at least one size per dimension")
+    shape = []
+    for i, n in enumerate(sizes):
+        if i < lead:
+            if n < 0:
+                raise ValueError(f"expand: size {n} is not allowed for the new leading dimension {i} "
+                                 f"(sizes {sizes})")
+        else:
+            old = x.shape[i - lead]
+            n = old if n == -1 else n
+            if n != old and old != 1:
+                raise ValueError(f"expand: size {n} must match the existing size {old} at "
+                                 f"non-singleton dimension {i} (sizes {sizes}, shape {x.shape})")
+            if n < 0:
+                raise ValueError(f"expand: negative size {n} at dimension {i} (sizes {sizes})")
+        shape.append(n)
+    return Expand.apply(x, shape=tuple(shape))
+
+
 def permute(x, *dims):
     dims = tuple(dims[0]) if len(dims) == 1 and isinstance(dims[0], (tuple, list)) else dims
     if sorted(d % max(x.ndim, 1) for d in dims) != list(range(x.ndim)):
@@ -234,8 +297,9 @@ def getitem(x, index):
     return GetItem.apply(x, index=index)
 
 
+@dims
 def cat(tensors, axis=0):
-    """Concatenate along an existing axis; every other axis must match."""
+    """Concatenate along an existing `axis` (alias dim, default 0); every other axis must match."""
     tensors = list(tensors)
     if not tensors:
         raise ValueError("cat: expected at least one tensor")
@@ -247,8 +311,9 @@ def cat(tensors, axis=0):
     return Cat.apply(*tensors, axis=ax)
 
 
+@dims
 def stack(tensors, axis=0):
-    """Stack equal-shaped tensors along a new axis."""
+    """Stack equal-shaped tensors along a new `axis` (alias dim, default 0)."""
     tensors = list(tensors)
     if not tensors:
         raise ValueError("stack: expected at least one tensor")

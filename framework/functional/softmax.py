@@ -16,6 +16,7 @@ from numba.extending import overload
 from .._check import float_array, int_arg
 from .._jit import kernel, launch, prange
 from ..autograd import Function
+from ._util import dims
 from .normalization import _like
 
 __all__ = ["softmax", "log_softmax"]
@@ -205,12 +206,14 @@ def _axis(name, x, dim):
     return dim % nd
 
 
+@dims
 def softmax(x, dim):
     """torch.nn.functional.softmax: exp(x) / sum(exp(x)) along axis `dim` (negative counts from the
     end), computed stably; any shape, output of x's shape and dtype."""
     return SoftmaxFunction.apply(x, axis=_axis("softmax", x, dim))
 
 
+@dims
 def log_softmax(x, dim):
     """torch.nn.functional.log_softmax: x - log(sum(exp(x))) along axis `dim`, computed stably."""
     return LogSoftmaxFunction.apply(x, axis=_axis("log_softmax", x, dim))

@@ -191,13 +191,23 @@ class Module:
             fn(m)
         return self
 
-    def to(self, dtype):
-        """Convert every parameter and float buffer to `dtype` in place (objects kept)."""
+    def to(self, *args, **kwargs):
+        """torch's Module.to: `to(dtype)`, `to("cpu")`, `to(device="cpu", dtype=...)`. Converts
+        every parameter and float buffer to the dtype in place (objects kept); a device is only
+        checked (the CPU is the one there is)."""
+        from ..tensor import parse_to
+        dtype, _ = parse_to(f"{type(self).__name__}.to", args, kwargs)
+        if dtype is None:
+            return self
         dtype = np.dtype(dtype)
         for t in list(self.parameters()) + list(self.buffers()):
             if t.data.dtype.kind == "f":
                 t.data = t.data.astype(dtype)
                 t.grad = None
+        return self
+
+    def cpu(self):
+        """torch's Module.cpu(): everything already is."""
         return self
 
     def float(self):
@@ -207,7 +217,7 @@ class Module:
         return self.to(np.float64)
 
     def num_parameters(self) -> int:
-        return sum(p.size for p in self.parameters())
+        return sum(p.numel() for p in self.parameters())
 
     # -- calling -------------------------------------------------------------------------------
     def forward(self, *args, **kwargs):

@@ -152,3 +152,67 @@ def test_needs_input_grad_and_non_tensor_arguments():
     a, b = sg.tensor([1.0], requires_grad=True), sg.tensor([2.0])
     out = Scale.apply(a, b, 3.0)
     assert seen["needs"] == (True, False, False) and out.item() == 6.0
+
+
+# -- version counters: a backward refuses inputs changed in place since the op used them ------------
+def test_backward_through_an_input_modified_in_place_is_refused_with_torchs_message():
+    a = sg.tensor([1.0, 2.0, 3.0], requires_grad=True)
+    b = a * 2.0
+    c = b * b  # saved b at version 0
+    b.mul_(3)
+    with pytest.raises(RuntimeError, match=r"Mul.backward: one of the variables needed for gradient "
+                                           r"computation has been modified by an inplace operation: "
+                                           r"input 0 of Mul \(a float32 tensor of shape \(3,\)\) is at "
+                                           r"version 1; expected version 0 instead"):
+        c.sum().backward()
+
+
+def test_a_parameter_changed_under_no_grad_before_backward_is_caught():
+    w = sg.tensor([1.0, 2.0], requires_grad=True)
+    x = sg.tensor([3.0, 4.0])
+    loss = (w * x).sum()
+    with sg.no_grad():
+        w.mul_(0.5)  # an optimizer step before backward
+    with pytest.raises(RuntimeError, match="is at version 1; expected version 0"):
+        loss.backward()
+
+
+def test_an_input_that_needs_no_grad_is_checked_too():
+    w = sg.tensor([1.0, 2.0], requires_grad=True)
+    buf = sg.tensor([3.0, 4.0])  # a buffer: no grad, but Mul's gradient for w is made of it
+    loss = (w * buf).sum()
+    buf.add_(1.0)
+    with pytest.raises(RuntimeError, match="input 1 of Mul is at version 1; expected version 0"):
+        loss.backward()
+
+
+def test_views_and_detach_share_the_version_counter():
+    x = sg.tensor(np.arange(6.0).reshape(2, 3), requires_grad=True)
+    v = x.reshape(6)
+    d = x.detach()
+    y = (v * v).sum()
+    with sg.no_grad():
+        d[0].zero_()  # through a view of a detached alias: the same memory, one counter
+    assert x._version == v._version == d._version == 1 and x.numpy()[0].tolist() == [0.0] * 3
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.backward()
+
+
+def test_in_place_after_backward_and_between_steps_is_fine():
+    w = sg.tensor([1.0, 2.0], requires_grad=True)
+    for step in range(3):  # the training loop: forward, backward, in-place update, repeat
+        loss = (w * w).sum()
+        loss.backward()
+        with sg.no_grad():
+            w.sub_(w.grad, alpha=0.25)
+        w.grad = None
+    np.testing.assert_allclose(w.numpy(), [0.125, 0.25])
+    assert w._version == 3
+
+
+def test_a_recorded_in_place_op_keeps_earlier_values_for_its_own_backward():
+    x = sg.tensor([1.0, -2.0], requires_grad=True, dtype=np.float64)
+    y = x * 1.0
+    y.clamp_(min=0.0)  # clamp's backward needs the values before the clamp
+    y.sum().backward()
+    assert x.grad.numpy().tolist() == [1.0, 0.0]

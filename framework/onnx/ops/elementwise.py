@@ -47,3 +47,8 @@ def cast(g, call):  # a float target means the graph's float type (float16 in an
 def _onnx_type(dtype) -> int:
     from onnx import helper
     return helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
+
+
+@register_converter(E.Clone)
+def clone(g, call):
+    return g.node("Identity", [g.input(0)])

@@ -192,3 +192,13 @@ def crop_to(g, call):  # y[..., :H s, :W s] with (H, W) from the reference's Sha
     ends = g.node("Mul", [_spatial(g, g.input(1)), g.const(np.asarray([s, s], np.int64))])
     return g.node("Slice", [g.input(0), g.const(np.zeros(2, np.int64)), ends,
                             g.const(np.asarray([-2, -1], np.int64))])
+
+
+@register_converter(S.Expand)
+def expand(g, call):
+    """A 1 where the output keeps the input's size (ONNX's Expand broadcasts like numpy), so a
+    dimension that follows the image stays dynamic."""
+    src, out = g.shape(0), g.out_shape()
+    lead = len(out) - len(src)
+    spec = [1 if i >= lead and src[i - lead] == d else d for i, d in enumerate(out)]
+    return g.node("Expand", [g.input(0), g.const(np.asarray(spec, np.int64))])

@@ -157,15 +157,15 @@ def test_flat_gradients_pack_and_unpack():
     params[1].grad = None  # an unused parameter: packs as zeros, stays None
     flat = FlatGradients(params)
     # every gradient, then one slot for the loss
-    assert flat.buffer.shape == (sum(p.size for p in params) + 1,)
+    assert flat.buffer.shape == (sum(p.numel() for p in params) + 1,)
     assert flat.buffer.dtype == np.float64
-    expected = np.concatenate([np.zeros(p.size) if p.grad is None else p.grad.data.ravel()
+    expected = np.concatenate([np.zeros(p.numel()) if p.grad is None else p.grad.data.ravel()
                                for p in params] + [[0.5]])
     assert np.array_equal(flat.pack([0.5]), expected)
     flat.buffer *= 3
     assert flat.unpack() == [1.5]
     assert params[1].grad is None
-    got = np.concatenate([np.zeros(p.size) if p.grad is None else p.grad.data.ravel()
+    got = np.concatenate([np.zeros(p.numel()) if p.grad is None else p.grad.data.ravel()
                           for p in params])
     assert np.array_equal(got, 3 * expected[:-1])
 
@@ -209,7 +209,7 @@ def test_average_gradients_is_one_allreduce_per_step(dtype):
     comm.average_gradients_(model.parameters())  # the buffer is reused, not reallocated
     assert [f.buffer for f in comm._flats.values()] == [buffer]
     # one call per step carries every parameter's gradient and the loss
-    assert fake.calls == [sum(p.size for p in params) + 1] * 2
+    assert fake.calls == [sum(p.numel() for p in params) + 1] * 2
     for p, g in zip(params, local):
         assert p.grad.data.dtype == dtype
         np.testing.assert_allclose(p.grad.data, g, rtol=1e-6)

@@ -226,7 +226,7 @@ def test_tiny_column_buffer_gives_the_same_results(transpose, x_shape, w_shape, 
         monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
         x, w, b = _operands(np.random.default_rng(3), x_shape, w_shape, out_channels)
         y = fn(x, w, b, **options)
-        y.backward(np.cos(np.arange(y.size)).reshape(y.shape))
+        y.backward(np.cos(np.arange(y.numel())).reshape(y.shape))
         results.append([y.numpy(), x.grad.numpy(), w.grad.numpy(), b.grad.numpy()])
     for other in results[1:]:
         for a, ref in zip(other, results[0]):
@@ -261,7 +261,7 @@ def test_worker_threads_match_one_thread_and_restore_blas_threads(rng, monkeypat
     def grads():
         X, W = (sg.tensor(a, requires_grad=True, dtype=np.float64) for a in (x, w))
         y = F.conv2d(X, W, padding=1, stride=(1, 2))
-        y.backward(np.cos(np.arange(y.size)).reshape(y.shape))
+        y.backward(np.cos(np.arange(y.numel())).reshape(y.shape))
         return [y.numpy(), X.grad.numpy(), W.grad.numpy()]
 
     blas = _tiles.BLAS_THREADS

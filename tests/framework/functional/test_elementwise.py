@@ -95,3 +95,24 @@ def test_unary_parity_with_torch(name, rng):
     tout.sum().backward()
     assert np.allclose(out.numpy(), tout.detach().numpy(), rtol=1e-13)
     assert np.allclose(a.grad.numpy(), ta.grad.numpy(), rtol=1e-13)
+
+
+@pytest.mark.parametrize("shape", [(), (1,), (3, 5)])
+def test_clone_is_a_differentiable_copy(shape, rng):
+    x = t64(rng, *shape)
+    y = F.clone(x)
+    assert not np.shares_memory(y.numpy(), x.numpy()) and np.array_equal(y.numpy(), x.numpy())
+    assert sg.gradcheck(lambda a: F.clone(a) * a, (x,))
+    z = x.clone()
+    (z * 3.0).sum().backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(shape, 3.0))
+    t = sg.tensor(np.ones(4, np.float32)).permute(0)
+    assert t.clone().dtype == np.float32
+
+
+def test_clone_of_a_transposed_view_is_contiguous(rng):
+    x = t64(rng, 3, 4)
+    y = x.T
+    assert not y.numpy().flags.c_contiguous
+    assert y.clone().numpy().flags.c_contiguous and y.contiguous().numpy().flags.c_contiguous
+    assert x.contiguous() is x

@@ -215,3 +215,77 @@ def test_crop_to_undoes_the_padding_and_gradcheck(rng):
     with pytest.raises(ValueError, match="pad_to_multiple: mode must be one of 'reflect', "
                                          "'replicate', got 'circular'"):
         F.pad_to_multiple(x, 2, mode="circular")
+
+
+def test_cat_stack_take_torch_dim(rng):
+    a, b = t64(rng, 2, 3), t64(rng, 2, 3)
+    np.testing.assert_array_equal(F.cat([a, b], dim=1).numpy(), np.concatenate([a.numpy(), b.numpy()], 1))
+    np.testing.assert_array_equal(F.stack((a, b), dim=-1).numpy(), np.stack([a.numpy(), b.numpy()], -1))
+    with pytest.raises(TypeError, match="cat: got both axis and dim"):
+        F.cat([a, b], 1, dim=1)
+
+
+@pytest.mark.parametrize("shape,dim", [((3,), 0), ((3,), -1), ((2, 3), 1), ((2, 3), -3), ((), 0),
+                                       ((1, 5), 2)])
+def test_unsqueeze_matches_torch_and_gradcheck(shape, dim, rng):
+    torch = pytest.importorskip("torch")
+    x = t64(rng, *shape)
+    y = x.unsqueeze(dim)
+    assert y.shape == tuple(torch.zeros(shape).unsqueeze(dim).shape)
+    np.testing.assert_array_equal(y.numpy().ravel(), x.numpy().ravel())
+    assert F.unsqueeze(x, axis=dim).shape == y.shape  # numpy's spelling
+    assert sg.gradcheck(lambda a: F.unsqueeze(a, dim) * 2.0, (x,))
+
+
+@pytest.mark.parametrize("shape,dim", [((1, 3, 1), None), ((1, 3, 1), 0), ((1, 3, 1), 1),
+                                       ((1, 3, 1), -1), ((1, 3, 1), (0, 2)), ((1,), 0), ((2, 1), None)])
+def test_squeeze_matches_torch_and_gradcheck(shape, dim, rng):
+    torch = pytest.importorskip("torch")
+    x = t64(rng, *shape)
+    y = x.squeeze() if dim is None else x.squeeze(dim)
+    want = torch.zeros(shape)
+    want = want.squeeze() if dim is None else want.squeeze(dim)
+    assert y.shape == tuple(want.shape)  # a listed axis of size != 1 stays, as torch
+    assert sg.gradcheck(lambda a: F.squeeze(a, dim) * 3.0, (x,))
+
+
+def test_unsqueeze_squeeze_errors(rng):
+    x = t64(rng, 2, 3)
+    with pytest.raises(ValueError, match=r"unsqueeze: dim 3 is out of range for a tensor with 3 "
+                                         r"dimensions \(expected \[-3, 2\]\)"):
+        x.unsqueeze(3)
+    with pytest.raises(ValueError, match="squeeze: dim -3 is out of range"):
+        x.squeeze(-3)
+    with pytest.raises(TypeError, match="squeeze: dim must be an int or a sequence of ints, got 0.5"):
+        x.squeeze(0.5)
+
+
+@pytest.mark.parametrize("shape,sizes", [((3, 1), (3, 4)), ((3, 1), (-1, 4)), ((1,), (5,)),
+                                         ((2, 1, 3), (4, 2, 5, -1)), ((1, 1), (1, 1)), ((), (2, 3))])
+def test_expand_matches_torch_values_and_gradients(shape, sizes, rng):
+    torch = pytest.importorskip("torch")
+    x = t64(rng, *shape)
+    y = x.expand(*sizes)
+    assert np.array_equal(x.expand(sizes).numpy(), y.numpy())  # one tuple or several ints
+    tx = torch.tensor(x.numpy(), requires_grad=True)
+    ty = tx.expand(*sizes)
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    w = np.cos(np.arange(y.numel())).reshape(y.shape)
+    (y * sg.tensor(w)).sum().backward()
+    (ty * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12)
+    assert sg.gradcheck(lambda a: F.expand(a, sizes), (t64(rng, *shape),))
+    assert not y.numpy().flags.writeable and np.shares_memory(y.numpy(), x.numpy())  # a view
+
+
+def test_expand_as_and_errors(rng):
+    x = t64(rng, 3, 1)
+    assert x.expand_as(sg.zeros(2, 3, 4)).shape == (2, 3, 4)
+    with pytest.raises(ValueError, match=r"expand: size 2 must match the existing size 3 at "
+                                         r"non-singleton dimension 0"):
+        x.expand(2, 4)
+    with pytest.raises(ValueError, match="expand: size -1 is not allowed for the new leading "
+                                         "dimension 0"):
+        x.expand(-1, 3, 4)
+    with pytest.raises(ValueError, match="expand: 1 sizes"):
+        x.expand(3)

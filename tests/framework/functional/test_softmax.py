@@ -165,3 +165,13 @@ def test_errors():
             fn(x, 1.0)
         with pytest.raises(TypeError, match=f"{name}: input must be float32 or float64, got dtype int64"):
             fn(sg.Tensor(np.ones(3, np.int64)), 0)
+
+
+def test_softmax_takes_numpy_axis_and_the_tensor_methods(rng):
+    x = t64(rng, 2, 5)
+    want = F.softmax(x, dim=1).numpy()
+    np.testing.assert_array_equal(F.softmax(x, axis=1).numpy(), want)
+    np.testing.assert_array_equal(x.softmax(-1).numpy(), want)
+    np.testing.assert_array_equal(x.log_softmax(dim=1).numpy(), F.log_softmax(x, 1).numpy())
+    with pytest.raises(TypeError, match="softmax: got both dim and axis"):
+        F.softmax(x, 1, axis=1)

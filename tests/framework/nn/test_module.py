@@ -175,3 +175,13 @@ def test_assigning_none_keeps_a_parameter_registered():
     c = nn.Conv2d(2, 2, 1)
     c.bias = None
     assert "bias" in c._parameters and c.bias is None and list(c.state_dict()) == ["weight"]
+
+
+def test_module_to_speaks_torch():
+    import framework.nn as nn_
+    m = nn_.Conv2d(1, 2, 3)
+    assert m.to("cpu") is m and m.cpu() is m and m.weight.dtype == np.float32
+    assert m.to(device="cpu", dtype="float64").weight.dtype == np.float64
+    assert m.to(np.float32).bias.dtype == np.float32
+    with pytest.raises(ValueError, match="Conv2d.to: srgrad runs on the CPU only; device 'cuda'"):
+        m.to("cuda")

@@ -195,6 +195,22 @@ def test_reductions(tmp_path, fn):
     assert rep.dynamic
 
 
+@pytest.mark.parametrize("fn,want", [
+    (lambda m, x: x.min(dim=1, keepdim=True) + x, "ReduceMin"),
+    (lambda m, x: x.var(dim=(2, 3), keepdim=True) + x, "ReduceMean"),  # unbiased: count - 1
+    (lambda m, x: x.std(dim=1) * 2, "Sqrt"),
+    (lambda m, x: F.var(x, axis=3, ddof=0), "ReduceMean"),
+    (lambda m, x: (x.argmax(dim=1, keepdim=True) + x.argmin(dim=3).unsqueeze(3)).to(np.float32),
+     "ArgMax"),
+    (lambda m, x: x.argmax().to(np.float32) + x.sum(), "ArgMax"),
+    (lambda m, x: m.s.expand(-1, -1, 1, 1) * x + x.clone(), "Expand"),
+], ids=["min", "var", "std", "var_ddof0", "argmax_argmin", "argmax_flat", "expand_clone"])
+def test_torch_habit_reductions_and_views(tmp_path, fn, want):
+    model = Lambda(fn, s=P(1, 2, 1, 1))
+    rep, ops = check(model, image(1, 2, 3, 5), tmp_path, [image(2, 2, 4, 4)])
+    assert want in ops and rep.dynamic, ops
+
+
 def test_matmul_gemm_and_batched(tmp_path):
     model = Lambda(lambda m, x: F.matmul(F.matmul(x, m.a), m.b) + F.matmul(F.reshape(x, (15, 4)), m.c)
                    .reshape((1, 3, 5, 2)), a=P(4, 6), b=P(6, 2), c=P(4, 2))

@@ -1,0 +1,120 @@
+"""torch.save / torch.load for state_dicts, without pickle: `framework.save(obj, path)` and
+`framework.load(path)`.
+
+`obj` is a state_dict or anything like one: nested dicts (str or int keys), lists and tuples of
+numpy arrays, Tensors, numpy scalars, Python numbers, str, bool and None (a model's state_dict, an
+optimizer's, or a dict holding both). The arrays go in the tensor section of one safetensors file,
+the rest in its JSON metadata (framework/io/checkpoint's flatten/unflatten); the file is written
+atomically. The top level's keys name the arrays as they are, so a model's state_dict saved here is
+also a plain safetensors file any tool reads (`conv.weight`, `body.0.bias`, ...).
+
+`load` gives back numpy arrays (load_state_dict takes them), int keys as ints, tuples as lists (as
+JSON has them). It reads any weights file too: a `.pth`/`.pt` from torch.save through the safe
+reader (framework.io.checkpoint.load_weights: no code from the file runs), a plain safetensors file
+as its dict of arrays, srgrad's weights files as their state_dict and training checkpoints as
+load_checkpoint's dict.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+
+from .io.checkpoint import (CHECKPOINT_FORMAT, WEIGHTS_FORMAT, CheckpointError, _flatten,
+                            _serialize, _unflatten, is_pytorch_file, load_checkpoint, load_weights,
+                            read_safetensors, write_atomic)
+from .tensor import Tensor
+
+__all__ = ["save", "load"]
+
+SAVE_FORMAT = "srgrad.save/1"
+
+
+def _plain(obj, path: tuple, int_keys: list):
+    """obj with Tensors as their arrays, and the path of every dict with int keys noted (JSON keys
+    are strings: load turns these back). Returns (plain object, number of arrays in it)."""
+    if isinstance(obj, Tensor):
+        return obj.data, 1
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return obj, 1
+    if isinstance(obj, dict):
+        out, count = {}, 0
+        if len({str(k) for k in obj}) != len(obj):
+            raise ValueError(f"save: the dict at {'.'.join(map(str, path)) or 'the top'} has keys "
+                             f"that differ only in type (1 and '1'); rename one")
+        ints = [k for k in obj if isinstance(k, (int, np.integer)) and not isinstance(k, bool)]
+        if ints:
+            int_keys.append([list(path), [str(k) for k in ints]])
+        for k, v in obj.items():
+            out[k], n = _plain(v, path + (str(k),), int_keys)
+            count += n
+        return out, count
+    if isinstance(obj, (list, tuple)):
+        items = [_plain(v, path + (i,), int_keys) for i, v in enumerate(obj)]
+        return [v for v, _ in items], sum(n for _, n in items)
+    return obj, 0
+
+
+def save(obj, path) -> None:
+    """Write `obj` (a state_dict: see the module docstring) to `path`, atomically (the previous
+    file stays intact on any error). Any file name works (".pth" too: load reads the content, not
+    the extension). TypeError for a value that is not state (a Module, a function, ...)."""
+    int_keys: list = []
+    plain, count = _plain(obj, (), int_keys)
+    arrays: dict = {}
+    if isinstance(plain, dict):  # top-level keys name their arrays as they are: "conv.weight"
+        doc = {}
+        for k, v in plain.items():
+            if not isinstance(k, (str, int, np.integer)) or isinstance(k, bool):
+                raise TypeError(f"save: key {k!r} is not a str or int")
+            doc[str(k)] = _flatten(v, str(k), arrays)
+    else:
+        doc = _flatten(plain, "object", arrays)
+    if len(arrays) != count:
+        raise ValueError(f"save: {count} arrays but only {len(arrays)} distinct names: two entries "
+                         f"flatten to the same dotted name (e.g. key 'a.b' beside key 'a' holding "
+                         f"'b'); rename one")
+    info = {"object": doc, "int_keys": int_keys}
+    write_atomic(path, _serialize(arrays, info, SAVE_FORMAT))
+
+
+def _restore_int_keys(obj, int_keys):
+    # innermost first: a path steps through its parents while their keys are still strings
+    for path, keys in reversed(int_keys):
+        parent, node = None, obj
+        for step in path:
+            parent, node = node, node[step]
+        fixed = {int(k) if k in keys else k: v for k, v in node.items()}
+        if parent is None:
+            obj = fixed
+        else:
+            parent[path[-1]] = fixed
+    return obj
+
+
+def load(path):
+    """What `save` wrote (arrays as numpy arrays). A file from elsewhere: a `.pth`/`.pt` gives its
+    weights state_dict (framework.io.checkpoint.load_weights, pickle-free: BasicSR's params_ema
+    when present), a plain safetensors file its dict of arrays, an srgrad weights file its
+    state_dict, an srgrad training checkpoint load_checkpoint's dict. CheckpointError names the
+    file when it cannot be read."""
+    source = os.fspath(path)
+    if is_pytorch_file(source):
+        return load_weights(source)[0]
+    arrays, meta = read_safetensors(source)
+    fmt = meta.get("format")
+    if fmt == CHECKPOINT_FORMAT:
+        return load_checkpoint(source)
+    if fmt == WEIGHTS_FORMAT:
+        return load_weights(source)[0]
+    if fmt != SAVE_FORMAT:
+        return dict(arrays)
+    try:
+        info = json.loads(meta.get("srgrad", "{}"))
+        obj = _unflatten(info["object"], arrays, source)
+        return _restore_int_keys(obj, info.get("int_keys", []))
+    except CheckpointError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError, RecursionError):
+        raise CheckpointError(f"{source}: unreadable srgrad.save metadata") from None

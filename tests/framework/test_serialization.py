@@ -1,0 +1,95 @@
+"""framework.save / framework.load: state_dicts through safetensors + JSON, no pickle."""
+import numpy as np
+import pytest
+import safetensors.numpy
+
+import framework as sg
+from framework import nn
+from framework.io.checkpoint import CheckpointError, save_weights
+from framework.optim import Adam
+
+
+def _model():
+    sg.manual_seed(3)
+    return nn.Sequential(nn.Conv2d(3, 4, 3, padding=1), nn.ReLU(), nn.Conv2d(4, 3, 3, padding=1))
+
+
+def _step(model, opt):
+    x = sg.tensor(np.random.default_rng(0).standard_normal((1, 3, 5, 5)).astype(np.float32))
+    loss = (model(x) * model(x)).mean()
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+
+
+def test_model_and_optimizer_round_trip_and_training_resumes_identically(tmp_path):
+    model, twin = _model(), _model()
+    opt = Adam(model.parameters(), lr=1e-2)
+    _step(model, opt)
+    sg.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "iter": 1}, tmp_path / "ck.pth")
+    ck = sg.load(tmp_path / "ck.pth")
+    assert ck["iter"] == 1 and set(ck) == {"model", "optimizer", "iter"}
+    assert all(isinstance(v, np.ndarray) for v in ck["model"].values())
+    assert sorted(ck["optimizer"]["state"]) == list(range(4))  # int keys come back as ints
+    assert ck["optimizer"]["state"][0]["exp_avg"].dtype == np.float32
+    twin.load_state_dict(ck["model"])
+    opt2 = Adam(twin.parameters(), lr=1e-2)
+    opt2.load_state_dict(ck["optimizer"])
+    _step(model, opt)
+    _step(twin, opt2)
+    for (k, a), b in zip(model.state_dict().items(), twin.state_dict().values()):
+        np.testing.assert_array_equal(a, b, err_msg=k)
+
+
+def test_a_state_dict_file_is_plain_safetensors_named_by_its_keys(tmp_path):
+    model = _model()
+    sg.save(model.state_dict(), tmp_path / "m.safetensors")
+    raw = safetensors.numpy.load_file(str(tmp_path / "m.safetensors"))
+    assert sorted(raw) == sorted(model.state_dict())
+    back = sg.load(tmp_path / "m.safetensors")
+    assert list(back) == list(model.state_dict())  # order kept
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(back[k], v)
+
+
+def test_values_of_every_kind(tmp_path):
+    obj = {"a": [np.arange(3), (1.5, "s", None, True)], "n": {0: np.float32(2.5), "x": float("inf")},
+           "t": sg.tensor([1.0, 2.0]), "e": np.zeros((0, 2)), "z": np.array(7, np.int64)}
+    sg.save(obj, tmp_path / "o")
+    back = sg.load(tmp_path / "o")
+    np.testing.assert_array_equal(back["a"][0], np.arange(3))
+    assert back["a"][1] == [1.5, "s", None, True]  # a tuple comes back a list (JSON)
+    assert back["n"][0] == np.float32(2.5) and back["n"][0].dtype == np.float32
+    assert back["n"]["x"] == float("inf")
+    assert isinstance(back["t"], np.ndarray) and back["t"].tolist() == [1.0, 2.0]
+    assert back["e"].shape == (0, 2) and back["z"].shape == () and back["z"] == 7
+    sg.save([np.ones(2), 3], tmp_path / "l")
+    out = sg.load(tmp_path / "l")
+    assert out[0].tolist() == [1.0, 1.0] and out[1] == 3
+
+
+def test_bad_objects_are_refused_and_the_old_file_survives(tmp_path):
+    path = tmp_path / "f.pth"
+    sg.save({"w": np.ones(2)}, path)
+    with pytest.raises(TypeError, match="has type Linear"):
+        sg.save({"w": nn.Linear(2, 2)}, path)
+    with pytest.raises(ValueError, match="flatten to the same dotted name"):
+        sg.save({"a.b": np.ones(1), "a": {"b": np.zeros(1)}}, path)
+    with pytest.raises(ValueError, match="keys that differ only in type"):
+        sg.save({"d": {1: 1, "1": 2}}, path)
+    assert sg.load(path)["w"].tolist() == [1.0, 1.0]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_load_reads_pytorch_and_other_weights_files_safely(tmp_path):
+    torch = pytest.importorskip("torch")
+    sd = {"conv.weight": torch.arange(6.0).reshape(2, 3), "conv.bias": torch.zeros(2)}
+    torch.save({"params_ema": sd, "params": sd}, tmp_path / "w.pth")
+    got = sg.load(tmp_path / "w.pth")
+    assert sorted(got) == ["conv.bias", "conv.weight"]
+    np.testing.assert_array_equal(got["conv.weight"], np.arange(6.0).reshape(2, 3))
+    save_weights(tmp_path / "w.safetensors", {"k": np.ones(2, np.float32)}, model={"type": "X"})
+    assert list(sg.load(tmp_path / "w.safetensors")) == ["k"]
+    (tmp_path / "bad").write_bytes(b"\x80\x04not really a pickle")
+    with pytest.raises(CheckpointError):
+        sg.load(tmp_path / "bad")
