@@ -5,6 +5,9 @@ Tiling: the LR image is cut into `tile` x `tile` blocks; each block is run with 
 pixels of context on every side (clamped at the image border) and only its centre is written. When
 `overlap` covers the network's receptive-field radius the result equals untiled inference (to float
 rounding) while memory is bounded by one tile, so a 4000x3000 image runs on a small machine.
+
+Self-ensemble (`self_ensemble=True`, srgrad-infer/-eval --tta) wraps the patch -> SR function once
+(engine/tta.py), so it runs per tile.
 """
 from __future__ import annotations
 
@@ -19,6 +22,7 @@ from ..autograd import no_grad
 from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
 from ..registry import BASELINES, MODELS
 from ..tensor import Tensor
+from .tta import self_ensemble as ensemble
 
 __all__ = ["build_model", "load_model", "upscale", "bicubic", "upscale_file", "model_in_channels"]
 
@@ -143,14 +147,15 @@ def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16):
         yield (y0, y1, x0, x1), s, res[:, (y0 - ey0) * s:(y1 - ey0) * s, (x0 - ex0) * s:(x1 - ex0) * s]
 
 
-def model_fn(model):
-    """patch (C, h, w) -> the model's output (C', h s, w s), under no_grad, in the model's dtype."""
+def model_fn(model, self_ensemble: bool = False):
+    """patch (C, h, w) -> the model's output (C', h s, w s), under no_grad, in the model's dtype;
+    with `self_ensemble` the mean of the 8 flipped/transposed runs (engine/tta.py), unclipped."""
     dtype = _model_dtype(model)
 
     def fn(patch):
         with no_grad():
             return model(Tensor(patch[None].astype(dtype, copy=False))).data[0]
-    return fn
+    return ensemble(fn) if self_ensemble else fn
 
 
 def assemble(tiles, lq_hw) -> np.ndarray:
@@ -163,11 +168,13 @@ def assemble(tiles, lq_hw) -> np.ndarray:
     return out
 
 
-def upscale(model, lq: np.ndarray, tile: int | None = None, overlap: int = 16) -> np.ndarray:
+def upscale(model, lq: np.ndarray, tile: int | None = None, overlap: int = 16,
+            self_ensemble: bool = False) -> np.ndarray:
     """SR of one LR image `lq` (C, H, W) -> (C', H*s, W*s) with the model in eval mode, under
     no_grad. `tile` (LR pixels) bounds the network's memory; `overlap` LR pixels of context per
-    side. The whole HR image is assembled in memory (upscale_file writes tile by tile instead)."""
-    return assemble(sr_tiles(model_fn(model), lq, tile, overlap), lq.shape[1:])
+    side; `self_ensemble` (default False): average the 8 flips/transposes of each tile (x8 time).
+    The whole HR image is assembled in memory (upscale_file writes tile by tile instead)."""
+    return assemble(sr_tiles(model_fn(model, self_ensemble), lq, tile, overlap), lq.shape[1:])
 
 
 @BASELINES.register("imresize")
@@ -194,11 +201,12 @@ def bicubic(lq: np.ndarray, scale: int, method: str = "imresize") -> np.ndarray:
     return np.clip(y.data[0], 0.0, 1.0)
 
 
-def channel_fn(model, in_ch: int, scale: int):
+def channel_fn(model, in_ch: int, scale: int, self_ensemble: bool = False):
     """patch (c, h, w) -> SR (c, h s, w s) clipped to [0, 1], whatever c vs the model's channels:
     a 1-channel model on RGB runs on Y (Cb, Cr bicubic), a 3-channel model on gray runs on the gray
-    replicated and averages back. Per patch, so tiles stay tiles."""
-    net = model_fn(model)
+    replicated and averages back. Per patch, so tiles stay tiles; `self_ensemble` averages the
+    network's 8 runs before clipping."""
+    net = model_fn(model, self_ensemble)
 
     def fn(patch):
         c = patch.shape[0]
@@ -218,9 +226,11 @@ def channel_fn(model, in_ch: int, scale: int):
     return fn
 
 
-def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, overlap=16):
+def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, overlap=16,
+                  self_ensemble: bool = False):
     """SR (float, whole image, clipped to [0, 1]) of an image whatever its channels (channel_fn)."""
-    return assemble(sr_tiles(channel_fn(model, in_ch, scale), img, tile, overlap), img.shape[1:])
+    fn = channel_fn(model, in_ch, scale, self_ensemble)
+    return assemble(sr_tiles(fn, img, tile, overlap), img.shape[1:])
 
 
 def _alpha_fn(scale):
@@ -229,12 +239,13 @@ def _alpha_fn(scale):
     return fn
 
 
-def upscale_file(model, info: dict, src, dst, tile=None, overlap=16) -> tuple:
+def upscale_file(model, info: dict, src, dst, tile=None, overlap=16,
+                 self_ensemble: bool = False) -> tuple:
     """Read `src`, super-resolve, write `dst` atomically (same mode family: RGB stays RGB, gray
     stays gray, alpha is upscaled with bicubic interpolation and clipped; 16-bit in -> 16-bit out
     where the output format allows). Tile by tile, each tile quantised straight into the output's
-    8/16-bit buffer: memory is the LR image, that buffer and one tile. Returns the output
-    (C, H, W) shape."""
+    8/16-bit buffer: memory is the LR image, that buffer and one tile. `self_ensemble`: x8 TTA per
+    tile. Returns the output (C, H, W) shape."""
     from ..io.image import quantise_into, read_image, supports_16bit, write_quantised
     img, meta = read_image(src)
     scale = int(info["scale"])
@@ -243,8 +254,8 @@ def upscale_file(model, info: dict, src, dst, tile=None, overlap=16) -> tuple:
     bits = 16 if meta.get("bits") == 16 and supports_16bit(dst, channels) else 8
     out = np.empty((img.shape[1] * scale, img.shape[2] * scale, channels),
                    np.uint16 if bits == 16 else np.uint8)
-    for (y0, y1, x0, x1), s, res in sr_tiles(channel_fn(model, model_in_channels(info), scale),
-                                             img, tile, overlap):
+    fn = channel_fn(model, model_in_channels(info), scale, self_ensemble)
+    for (y0, y1, x0, x1), s, res in sr_tiles(fn, img, tile, overlap):
         if s != scale:
             raise ValueError(f"the model upscales x{s}, its weights say x{scale}")
         quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, :img.shape[0]], res, bits)
