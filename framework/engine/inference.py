@@ -7,24 +7,30 @@ pixels of context on every side (clamped at the image border) and only its centr
 rounding) while memory is bounded by one tile, so a 4000x3000 image runs on a small machine.
 
 Self-ensemble (`self_ensemble=True`, srgrad-infer/-eval --tta) wraps the patch -> SR function once
-(engine/tta.py), so it runs per tile.
+(engine/tta.py), so it runs per tile. `outscale` (Real-ESRGAN's option) resizes the quantised SR
+image to outscale x the input size, band by band (`resize_quantised`).
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
+from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 
 from .. import functional as F
+from .._check import choice, number
 from ..autograd import no_grad
+from ..functional.resample import _NEAREST_LARGE, MODES, Table, axis_table, resample
 from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
 from ..registry import BASELINES, MODELS
 from ..tensor import Tensor
 from .tta import self_ensemble as ensemble
 
-__all__ = ["build_model", "load_model", "upscale", "bicubic", "upscale_file", "model_in_channels"]
+__all__ = ["build_model", "load_model", "upscale", "bicubic", "upscale_file", "model_in_channels",
+           "outscale_size", "resize_quantised", "OUTSCALE_MODES"]
 
 
 def build_model(spec: dict, scale: int | None = None):
@@ -239,15 +245,21 @@ def _alpha_fn(scale):
     return fn
 
 
-def upscale_file(model, info: dict, src, dst, tile=None, overlap=16,
-                 self_ensemble: bool = False) -> tuple:
+def upscale_file(model, info: dict, src, dst, tile=None, overlap=16, self_ensemble: bool = False,
+                 outscale: float | None = None, outscale_mode: str = "bicubic") -> tuple:
     """Read `src`, super-resolve, write `dst` atomically (same mode family: RGB stays RGB, gray
     stays gray, alpha is upscaled with bicubic interpolation and clipped; 16-bit in -> 16-bit out
     where the output format allows). Tile by tile, each tile quantised straight into the output's
     8/16-bit buffer: memory is the LR image, that buffer and one tile. `self_ensemble`: x8 TTA per
-    tile. Returns the output (C, H, W) shape."""
+    tile. `outscale` (default None: the model's scale) resizes that buffer, alpha included, to
+    `outscale_size` with `outscale_mode` (resize_quantised: band by band, bounded memory). Returns
+    the output (C, H, W) shape."""
     from ..io.image import quantise_into, read_image, supports_16bit, write_quantised
+    if outscale is not None:
+        choice("upscale_file", "outscale_mode", outscale_mode, OUTSCALE_MODES)
     img, meta = read_image(src)
+    size = None if outscale is None else \
+        checked_outscale_size(img.shape[1:], outscale, "upscale_file: outscale", src)
     scale = int(info["scale"])
     alpha = meta.get("alpha")
     channels = img.shape[0] + (alpha is not None)
@@ -262,6 +274,88 @@ def upscale_file(model, info: dict, src, dst, tile=None, overlap=16,
     if alpha is not None:
         for (y0, y1, x0, x1), s, res in sr_tiles(_alpha_fn(scale), alpha, tile, overlap):
             quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, img.shape[0]:], res, bits)
+    colour = img.shape[0]
+    del img, alpha, meta  # the LR image is not needed for the resize
+    if size is not None and size != out.shape[:2]:
+        out = resize_quantised(out, size, outscale_mode)  # then the SR buffer is freed
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
     write_quantised(dst, out, bits)
-    return (img.shape[0], out.shape[0], out.shape[1])
+    return (colour, out.shape[0], out.shape[1])
+
+
+# -- outscale: a final resize of the quantised SR image --------------------------------------------
+# The interpolate modes that make sense for a final resize; bicubic first (the default).
+OUTSCALE_MODES = ("bicubic", "bilinear", "area", "lanczos", "nearest")
+
+
+def outscale_size(hw, outscale) -> tuple[int, int]:
+    """(floor(F h), floor(F w)) for an input of `hw` = (h, w) LR pixels: Real-ESRGAN's
+    int(h * outscale), with F the decimal the float prints as, multiplied exactly (100 * 0.29 is
+    28.999999999999996 in floating point; 29 here)."""
+    exact = Fraction(repr(float(outscale)))
+    return tuple(math.floor(exact * n) for n in hw)
+
+
+def check_outscale(outscale, name: str = "outscale") -> float:
+    """`outscale` as a finite float > 0, else a ValueError naming `name`."""
+    value = number("", name, outscale, low=0, low_open=True)  # NaN and <= 0 fail here
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number > 0, got {outscale!r}")
+    return value
+
+
+def checked_outscale_size(hw, outscale, name: str = "outscale", what="the image") -> tuple:
+    """outscale_size after check_outscale, and the output at least 1x1 and within the pixel
+    limit read_image uses (framework.io.image.MAX_PIXELS): else a ValueError naming `name`."""
+    from ..io import image as image_io
+    check_outscale(outscale, name)
+    ho, wo = outscale_size(hw, outscale)
+    h, w = hw
+    if min(ho, wo) < 1:
+        raise ValueError(f"{name} {outscale:g}: {what} ({w}x{h}) would become {wo}x{ho} pixels; "
+                         f"the output must be at least 1x1")
+    if ho * wo > image_io.MAX_PIXELS:
+        raise ValueError(f"{name} {outscale:g}: {what} ({w}x{h}) would become {wo}x{ho} = "
+                         f"{wo * ho} pixels, over the limit of {image_io.MAX_PIXELS} "
+                         f"(framework.io.image.MAX_PIXELS)")
+    return ho, wo
+
+
+def _identity_table(n: int) -> Table:
+    return Table(np.arange(n, dtype=np.int64)[:, None], np.ones((n, 1)), n)
+
+
+def resize_quantised(q: np.ndarray, size, mode: str = "bicubic", band: int = 1 << 20) -> np.ndarray:
+    """(H, W, C) uint8/uint16 -> (Ho, Wo, C) of the same dtype: F.interpolate(size=(Ho, Wo), mode)
+    of the pixel values (antialiased along an axis that shrinks, for bicubic, bilinear, lanczos),
+    clipped and rounded half to even. Band by band: a band of output rows needs only the input
+    rows under its filter taps, so the float memory is about `band` output values (x (1 +
+    H / Ho)), never the whole image. Each axis is one resample() pass in a fixed order (H first
+    when shrinking, W first otherwise; the other axis an exact identity), so the result does not
+    depend on `band`."""
+    choice("resize_quantised", "mode", mode, OUTSCALE_MODES)
+    if q.ndim != 3 or q.dtype not in (np.uint8, np.uint16):
+        raise ValueError(f"resize_quantised: q must be a uint8/uint16 (H, W, C) array, got "
+                         f"{q.dtype} {q.shape}")
+    (h, w, c), (ho, wo) = q.shape, size
+    peak, work = (255, np.float32) if q.dtype == np.uint8 else (65535, np.float64)
+    large = mode == "nearest" and ho + wo > _NEAREST_LARGE  # as interpolate picks the rule
+    aa = MODES[mode].antialias is not None
+    th = axis_table(mode, h, ho, None, False, aa and ho < h, large)
+    tw = axis_table(mode, w, wo, None, False, aa and wo < w, large)
+    h_first = ho < h
+    out = np.empty((ho, wo, c), q.dtype)
+    rows = max(1, int(band / (c * max(w, wo) * max(1.0, h / ho))))
+    for o0 in range(0, ho, rows):
+        o1 = min(o0 + rows, ho)
+        index = th.index[o0:o1]
+        r0, r1 = int(index.min()), int(index.max()) + 1
+        sub = Table(index - r0, th.weight[o0:o1], r1 - r0)  # the band's rows of the H table
+        x = np.ascontiguousarray(q[r0:r1].transpose(2, 0, 1), dtype=work)  # (C, r1 - r0, W)
+        if h_first:
+            y = resample(resample(x, sub, _identity_table(w)), _identity_table(o1 - o0), tw)
+        else:
+            y = resample(resample(x, _identity_table(r1 - r0), tw), sub, _identity_table(wo))
+        np.rint(np.clip(y, 0, peak, out=y), out=y)
+        out[o0:o1] = y.transpose(1, 2, 0)
+    return out
