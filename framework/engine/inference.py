@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import functional as F
-from .._check import choice, number
+from .._check import choice, number, pair
 from ..autograd import no_grad
 from ..functional.resample import _NEAREST_LARGE, MODES, Table, axis_table, resample
 from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
@@ -337,7 +337,7 @@ def resize_quantised(q: np.ndarray, size, mode: str = "bicubic", band: int = 1 <
     if q.ndim != 3 or q.dtype not in (np.uint8, np.uint16):
         raise ValueError(f"resize_quantised: q must be a uint8/uint16 (H, W, C) array, got "
                          f"{q.dtype} {q.shape}")
-    (h, w, c), (ho, wo) = q.shape, size
+    (h, w, c), (ho, wo) = q.shape, pair("resize_quantised", "size", size, int, positive=True)
     peak, work = (255, np.float32) if q.dtype == np.uint8 else (65535, np.float64)
     large = mode == "nearest" and ho + wo > _NEAREST_LARGE  # as interpolate picks the rule
     aa = MODES[mode].antialias is not None

@@ -2,8 +2,8 @@
 the 8 flips/transposes of an LR patch, undo each on its output, and average.
 
 The 8 transforms are the dihedral group of the square, numbered as BasicSR builds them: bit 0 a
-vertical flip (rows reversed), bit 1 a horizontal flip (columns reversed), bit 2 a transpose (H and W
-swapped), applied in that order. A transposed patch has H and W swapped: non-square patches work.
+vertical flip (rows reversed), bit 1 a horizontal flip (columns reversed), bit 2 a transpose (H and
+W swapped), applied in that order. A transposed patch has H and W swapped: non-square patches work.
 The ensemble wraps the function that maps one LR patch to its SR patch, so tiled inference applies
 it per tile (each tile's ensemble is local: tiles still assemble seamlessly).
 """

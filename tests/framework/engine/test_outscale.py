@@ -1,6 +1,7 @@
 """--outscale's pieces: the output size (Real-ESRGAN's floor, without binary rounding), the checks,
-and resize_quantised: band by band == one band exactly, == F.interpolate of the whole buffer within
-one quantisation step, antialiased when shrinking, 8/16 bits kept, float memory bounded by a band."""
+and resize_quantised: band by band == one band exactly, == F.interpolate of the whole buffer
+within one quantisation step, antialiased when shrinking, 8/16 bits kept, float memory bounded by
+a band."""
 import tracemalloc
 
 import numpy as np
@@ -35,8 +36,8 @@ def test_bad_outscale_values_are_errors_naming_it(value, match):
 
 
 def test_outputs_below_one_pixel_or_over_the_pixel_limit_are_refused(monkeypatch):
-    with pytest.raises(ValueError, match=r"^--outscale 0.1: a.png \(12x5\) would become 1x0 pixels; "
-                       r"the output must be at least 1x1$"):
+    with pytest.raises(ValueError, match=r"^--outscale 0.1: a.png \(12x5\) would become 1x0 "
+                       r"pixels; the output must be at least 1x1$"):
         checked_outscale_size((5, 12), 0.1, "--outscale", "a.png")
     monkeypatch.setattr(image_io, "MAX_PIXELS", 600)
     assert checked_outscale_size((10, 20), 1.7, "--outscale") == (17, 34)  # 578 pixels: fine
@@ -103,6 +104,8 @@ def test_bad_arguments():
         resize_quantised(q, (2, 2), "cubic")
     with pytest.raises(ValueError, match="q must be a uint8/uint16 .* got float32"):
         resize_quantised(q.astype(np.float32), (2, 2))
+    with pytest.raises(ValueError, match=r"resize_quantised: size must be positive, got \(0, 2\)"):
+        resize_quantised(q, (0, 2))
 
 
 def test_float_memory_is_one_band():
