@@ -338,6 +338,7 @@ def resize_quantised(q: np.ndarray, size, mode: str = "bicubic", band: int = 1 <
         raise ValueError(f"resize_quantised: q must be a uint8/uint16 (H, W, C) array, got "
                          f"{q.dtype} {q.shape}")
     (h, w, c), (ho, wo) = q.shape, pair("resize_quantised", "size", size, int, positive=True)
+    # float32 rounding is far below an 8-bit step; at 65535 levels it would reach ~1/200 of one
     peak, work = (255, np.float32) if q.dtype == np.uint8 else (65535, np.float64)
     large = mode == "nearest" and ho + wo > _NEAREST_LARGE  # as interpolate picks the rule
     aa = MODES[mode].antialias is not None
