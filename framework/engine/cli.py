@@ -181,6 +181,7 @@ def load_model_from_args(args):
 
 
 def infer_main(argv=None) -> int:
+    from .inference import OUTSCALE_MODES
     p = argparse.ArgumentParser(prog="srgrad-infer", description="Upscale an image or a folder "
                                 "of images (PNG, JPEG, BMP, TIFF; RGB, gray, RGBA; 8/16-bit).")
     model_args(p)
@@ -192,9 +193,49 @@ def infer_main(argv=None) -> int:
                    help="output format (default auto: the input's)")
     p.add_argument("--overwrite", action="store_true", help="replace outputs that exist (an "
                    "input is never replaced); without it a folder run skips them, a file run stops")
+    tta_arg(p)
+    p.add_argument("--outscale", metavar="F", help="final size F x the input's, floor(F*h) x "
+                   "floor(F*w) as Real-ESRGAN (default: the model's scale, no resize); {scale} in "
+                   "--suffix becomes F")
+    p.add_argument("--outscale-mode", default="bicubic", choices=OUTSCALE_MODES,
+                   help="resampling for --outscale (default bicubic; bicubic, bilinear and lanczos "
+                   "are antialiased when shrinking)")
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     return run_guarded(lambda: _infer(args))
+
+
+def tta_arg(p):
+    p.add_argument("--tta", action="store_true", help="self-ensemble x8 (EDSR+/RCAN+): average "
+                   "the model's outputs on the 8 flips/transposes of each tile (8x the time)")
+
+
+def _outscale(args):
+    """--outscale as a finite float > 0 (None when absent), else a one-line error naming it."""
+    from .inference import check_outscale
+    if args.outscale is None:
+        return None
+    try:
+        value = float(args.outscale)
+    except ValueError:
+        raise OutputError(f"--outscale must be a number > 0, got {args.outscale!r}") from None
+    try:
+        return check_outscale(value, "--outscale")
+    except ValueError as exc:
+        raise OutputError(str(exc)) from None
+
+
+def _check_outscale_sizes(files, outscale) -> None:
+    """Every output within the pixel limit and at least 1x1, from the image headers, before any
+    work (a one-line error naming --outscale)."""
+    from ..io.image import image_size
+    from .inference import checked_outscale_size
+    for f in files:
+        w, h = image_size(f)
+        try:
+            checked_outscale_size((h, w), outscale, "--outscale", f)
+        except ValueError as exc:
+            raise OutputError(str(exc)) from None
 
 
 def _infer(args) -> int:
@@ -209,13 +250,20 @@ def _infer(args) -> int:
         files = [src]
     else:
         return error(f"--input {src}: no such file or folder", 2)
+    outscale = _outscale(args)
     model, info = load_model_from_args(args)
+    # {scale} in --suffix names the output's scale: 3 for --outscale 3, 1.5 for --outscale 1.5
+    shown = int(info["scale"]) if outscale is None else \
+        (int(outscale) if outscale.is_integer() else outscale)
     todo, skipped = plan_outputs(files, args.output, src.is_dir(), args.suffix, args.ext,
-                                 args.overwrite, int(info["scale"]))
+                                 args.overwrite, shown)
     for f, dst in skipped:
         print(f"skipped {f}: {dst} exists (--overwrite replaces it)", file=sys.stderr)
+    if outscale is not None:
+        _check_outscale_sizes([f for f, _ in todo], outscale)
     for f, dst in tqdm(todo, desc="upscale", unit="img", disable=args.no_progress):
-        shape = upscale_file(model, info, f, dst, args.tile, args.tile_overlap)
+        shape = upscale_file(model, info, f, dst, args.tile, args.tile_overlap, args.tta,
+                             outscale, args.outscale_mode)
         tqdm.write(f"{f} -> {dst} ({shape[2]}x{shape[1]})")
     return 0
 
@@ -238,6 +286,7 @@ def eval_main(argv=None) -> int:
                    "weights; an existing one is never overwritten: _2, _3, ... are added)")
     p.add_argument("--rgb", action="store_true", help="measure on RGB instead of Y")
     p.add_argument("--crop-border", type=int, default=None, help="default: the scale")
+    tta_arg(p)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     return run_guarded(lambda: _evaluate(args))
@@ -257,12 +306,13 @@ def _eval_data(args, scale, in_ch):
 
 
 def _csv_path(args) -> Path:
-    """--csv, else eval_<weights stem>_<input name>.csv beside the weights, made unique: a default
-    name never replaces another evaluation's file."""
+    """--csv, else eval_<weights stem>_<input name>[_tta].csv beside the weights, made unique: a
+    default name never replaces another evaluation's file."""
     if args.csv:
         return Path(args.csv)
     folder = Path(args.weights).resolve().parent
     base = f"eval_{Path(args.weights).stem}_{Path(args.input).resolve().stem}"
+    base += "_tta" if args.tta else ""
     path, n = folder / f"{base}.csv", 1
     while path.exists():
         n += 1
@@ -286,7 +336,7 @@ def _evaluate(args) -> int:
     for i in tqdm(range(len(data)), desc="evaluate", unit="img", disable=args.no_progress):
         item = data.get(i)
         lq, hr = item["lq"], item["gt"]
-        sr = super_resolve(model, lq, scale, in_ch, args.tile, args.tile_overlap)
+        sr = super_resolve(model, lq, scale, in_ch, args.tile, args.tile_overlap, args.tta)
         bic = bicubic(lq, scale, "imresize")
         row = {"image": item["name"]}
         for prefix, image in (("", sr), ("bicubic_", bic)):
@@ -297,13 +347,15 @@ def _evaluate(args) -> int:
     cols = list(rows[0])
     mean = {"image": "mean", **{c: float(np.mean([r[c] for r in rows])) for c in cols[1:]}}
     lr_from = f"LR from {args.lq}" if args.lq else "LR made by MATLAB imresize"
+    tta = "self-ensemble x8 (--tta)" if args.tta else "no self-ensemble"
     _print_table(rows + [mean], cols, f"x{scale}, {tag} channel, crop_border={crop}, {lr_from}, "
-                 f"bicubic = MATLAB imresize of the LR")
+                 f"bicubic = MATLAB imresize of the LR, {tta}")
     text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, cols)
+    writer = csv.DictWriter(text, cols + ["tta"])  # tta: 1 when the SR columns are x8 ensembles
     writer.writeheader()
     for r in rows + [mean]:
-        writer.writerow({k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()})
+        writer.writerow({**{k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()},
+                         "tta": int(args.tta)})
     with atomic_open(out) as fh:
         fh.write(text.getvalue().encode())
     print(f"written: {out}")

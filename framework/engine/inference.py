@@ -5,22 +5,31 @@ Tiling: the LR image is cut into `tile` x `tile` blocks; each block is run with 
 pixels of context on every side (clamped at the image border) and only its centre is written. When
 `overlap` covers the network's receptive-field radius the result equals untiled inference (to float
 rounding) while memory is bounded by one tile, so a 4000x3000 image runs on a small machine.
+
+Self-ensemble (`self_ensemble=True`, srgrad-infer/-eval --tta) wraps the patch -> SR function once
+(engine/tta.py), so it runs per tile. `outscale` (Real-ESRGAN's option) resizes the quantised SR
+image to outscale x the input size, band by band (`resize_quantised`).
 """
 from __future__ import annotations
 
+import math
 import os
 import sys
-from pathlib import Path
+from fractions import Fraction
 
 import numpy as np
 
 from .. import functional as F
+from .._check import choice, number, pair
 from ..autograd import no_grad
+from ..functional.resample import _NEAREST_LARGE, MODES, Table, axis_table, resample
 from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
 from ..registry import BASELINES, MODELS
 from ..tensor import Tensor
+from .tta import self_ensemble as ensemble
 
-__all__ = ["build_model", "load_model", "upscale", "bicubic", "upscale_file", "model_in_channels"]
+__all__ = ["build_model", "load_model", "upscale", "bicubic", "upscale_file", "model_in_channels",
+           "outscale_size", "resize_quantised", "OUTSCALE_MODES"]
 
 
 def build_model(spec: dict, scale: int | None = None):
@@ -143,14 +152,15 @@ def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16):
         yield (y0, y1, x0, x1), s, res[:, (y0 - ey0) * s:(y1 - ey0) * s, (x0 - ex0) * s:(x1 - ex0) * s]
 
 
-def model_fn(model):
-    """patch (C, h, w) -> the model's output (C', h s, w s), under no_grad, in the model's dtype."""
+def model_fn(model, self_ensemble: bool = False):
+    """patch (C, h, w) -> the model's output (C', h s, w s), under no_grad, in the model's dtype;
+    with `self_ensemble` the mean of the 8 flipped/transposed runs (engine/tta.py), unclipped."""
     dtype = _model_dtype(model)
 
     def fn(patch):
         with no_grad():
             return model(Tensor(patch[None].astype(dtype, copy=False))).data[0]
-    return fn
+    return ensemble(fn) if self_ensemble else fn
 
 
 def assemble(tiles, lq_hw) -> np.ndarray:
@@ -163,11 +173,13 @@ def assemble(tiles, lq_hw) -> np.ndarray:
     return out
 
 
-def upscale(model, lq: np.ndarray, tile: int | None = None, overlap: int = 16) -> np.ndarray:
+def upscale(model, lq: np.ndarray, tile: int | None = None, overlap: int = 16,
+            self_ensemble: bool = False) -> np.ndarray:
     """SR of one LR image `lq` (C, H, W) -> (C', H*s, W*s) with the model in eval mode, under
     no_grad. `tile` (LR pixels) bounds the network's memory; `overlap` LR pixels of context per
-    side. The whole HR image is assembled in memory (upscale_file writes tile by tile instead)."""
-    return assemble(sr_tiles(model_fn(model), lq, tile, overlap), lq.shape[1:])
+    side; `self_ensemble` (default False): average the 8 flips/transposes of each tile (x8 time).
+    The whole HR image is assembled in memory (upscale_file writes tile by tile instead)."""
+    return assemble(sr_tiles(model_fn(model, self_ensemble), lq, tile, overlap), lq.shape[1:])
 
 
 @BASELINES.register("imresize")
@@ -194,11 +206,12 @@ def bicubic(lq: np.ndarray, scale: int, method: str = "imresize") -> np.ndarray:
     return np.clip(y.data[0], 0.0, 1.0)
 
 
-def channel_fn(model, in_ch: int, scale: int):
+def channel_fn(model, in_ch: int, scale: int, self_ensemble: bool = False):
     """patch (c, h, w) -> SR (c, h s, w s) clipped to [0, 1], whatever c vs the model's channels:
     a 1-channel model on RGB runs on Y (Cb, Cr bicubic), a 3-channel model on gray runs on the gray
-    replicated and averages back. Per patch, so tiles stay tiles."""
-    net = model_fn(model)
+    replicated and averages back. Per patch, so tiles stay tiles; `self_ensemble` averages the
+    network's 8 runs before clipping."""
+    net = model_fn(model, self_ensemble)
 
     def fn(patch):
         c = patch.shape[0]
@@ -218,9 +231,11 @@ def channel_fn(model, in_ch: int, scale: int):
     return fn
 
 
-def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, overlap=16):
+def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, overlap=16,
+                  self_ensemble: bool = False):
     """SR (float, whole image, clipped to [0, 1]) of an image whatever its channels (channel_fn)."""
-    return assemble(sr_tiles(channel_fn(model, in_ch, scale), img, tile, overlap), img.shape[1:])
+    fn = channel_fn(model, in_ch, scale, self_ensemble)
+    return assemble(sr_tiles(fn, img, tile, overlap), img.shape[1:])
 
 
 def _alpha_fn(scale):
@@ -229,28 +244,118 @@ def _alpha_fn(scale):
     return fn
 
 
-def upscale_file(model, info: dict, src, dst, tile=None, overlap=16) -> tuple:
+def upscale_file(model, info: dict, src, dst, tile=None, overlap=16, self_ensemble: bool = False,
+                 outscale: float | None = None, outscale_mode: str = "bicubic") -> tuple:
     """Read `src`, super-resolve, write `dst` atomically (same mode family: RGB stays RGB, gray
     stays gray, alpha is upscaled with bicubic interpolation and clipped; 16-bit in -> 16-bit out
     where the output format allows). Tile by tile, each tile quantised straight into the output's
-    8/16-bit buffer: memory is the LR image, that buffer and one tile. Returns the output
-    (C, H, W) shape."""
+    8/16-bit buffer: memory is the LR image, that buffer and one tile. `self_ensemble`: x8 TTA per
+    tile. `outscale` (default None: the model's scale) resizes that buffer, alpha included, to
+    `outscale_size` with `outscale_mode` (resize_quantised: band by band, bounded memory). Returns
+    the output (C, H, W) shape."""
     from ..io.image import quantise_into, read_image, supports_16bit, write_quantised
+    if outscale is not None:
+        choice("upscale_file", "outscale_mode", outscale_mode, OUTSCALE_MODES)
     img, meta = read_image(src)
+    size = None if outscale is None else \
+        checked_outscale_size(img.shape[1:], outscale, "upscale_file: outscale", src)
     scale = int(info["scale"])
     alpha = meta.get("alpha")
     channels = img.shape[0] + (alpha is not None)
     bits = 16 if meta.get("bits") == 16 and supports_16bit(dst, channels) else 8
     out = np.empty((img.shape[1] * scale, img.shape[2] * scale, channels),
                    np.uint16 if bits == 16 else np.uint8)
-    for (y0, y1, x0, x1), s, res in sr_tiles(channel_fn(model, model_in_channels(info), scale),
-                                             img, tile, overlap):
+    fn = channel_fn(model, model_in_channels(info), scale, self_ensemble)
+    for (y0, y1, x0, x1), s, res in sr_tiles(fn, img, tile, overlap):
         if s != scale:
             raise ValueError(f"the model upscales x{s}, its weights say x{scale}")
         quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, :img.shape[0]], res, bits)
     if alpha is not None:
         for (y0, y1, x0, x1), s, res in sr_tiles(_alpha_fn(scale), alpha, tile, overlap):
             quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, img.shape[0]:], res, bits)
+    colour = img.shape[0]
+    del img, alpha, meta  # the LR image is not needed for the resize
+    if size is not None and size != out.shape[:2]:
+        out = resize_quantised(out, size, outscale_mode)  # then the SR buffer is freed
     os.makedirs(os.path.dirname(os.path.abspath(dst)), exist_ok=True)
     write_quantised(dst, out, bits)
-    return (img.shape[0], out.shape[0], out.shape[1])
+    return (colour, out.shape[0], out.shape[1])
+
+
+# -- outscale: a final resize of the quantised SR image --------------------------------------------
+# The interpolate modes that make sense for a final resize; bicubic first (the default).
+OUTSCALE_MODES = ("bicubic", "bilinear", "area", "lanczos", "nearest")
+
+
+def outscale_size(hw, outscale) -> tuple[int, int]:
+    """(floor(F h), floor(F w)) for an input of `hw` = (h, w) LR pixels: Real-ESRGAN's
+    int(h * outscale), with F the decimal the float prints as, multiplied exactly (100 * 0.29 is
+    28.999999999999996 in floating point; 29 here)."""
+    exact = Fraction(repr(float(outscale)))
+    return tuple(math.floor(exact * n) for n in hw)
+
+
+def check_outscale(outscale, name: str = "outscale") -> float:
+    """`outscale` as a finite float > 0, else a ValueError naming `name`."""
+    value = number("", name, outscale, low=0, low_open=True)  # NaN and <= 0 fail here
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite number > 0, got {outscale!r}")
+    return value
+
+
+def checked_outscale_size(hw, outscale, name: str = "outscale", what="the image") -> tuple:
+    """outscale_size after check_outscale, and the output at least 1x1 and within the pixel
+    limit read_image uses (framework.io.image.MAX_PIXELS): else a ValueError naming `name`."""
+    from ..io import image as image_io
+    check_outscale(outscale, name)
+    ho, wo = outscale_size(hw, outscale)
+    h, w = hw
+    if min(ho, wo) < 1:
+        raise ValueError(f"{name} {outscale:g}: {what} ({w}x{h}) would become {wo}x{ho} pixels; "
+                         f"the output must be at least 1x1")
+    if ho * wo > image_io.MAX_PIXELS:
+        raise ValueError(f"{name} {outscale:g}: {what} ({w}x{h}) would become {wo}x{ho} = "
+                         f"{wo * ho} pixels, over the limit of {image_io.MAX_PIXELS} "
+                         f"(framework.io.image.MAX_PIXELS)")
+    return ho, wo
+
+
+def _identity_table(n: int) -> Table:
+    return Table(np.arange(n, dtype=np.int64)[:, None], np.ones((n, 1)), n)
+
+
+def resize_quantised(q: np.ndarray, size, mode: str = "bicubic", band: int = 1 << 20) -> np.ndarray:
+    """(H, W, C) uint8/uint16 -> (Ho, Wo, C) of the same dtype: F.interpolate(size=(Ho, Wo), mode)
+    of the pixel values (antialiased along an axis that shrinks, for bicubic, bilinear, lanczos),
+    clipped and rounded half to even. Band by band: a band of output rows needs only the input
+    rows under its filter taps, so the float memory is about `band` output values (x (1 +
+    H / Ho)), never the whole image. Each axis is one resample() pass in a fixed order (H first
+    when shrinking, W first otherwise; the other axis an exact identity), so the result does not
+    depend on `band`."""
+    choice("resize_quantised", "mode", mode, OUTSCALE_MODES)
+    if q.ndim != 3 or q.dtype not in (np.uint8, np.uint16):
+        raise ValueError(f"resize_quantised: q must be a uint8/uint16 (H, W, C) array, got "
+                         f"{q.dtype} {q.shape}")
+    (h, w, c), (ho, wo) = q.shape, pair("resize_quantised", "size", size, int, positive=True)
+    # float32 rounding is far below an 8-bit step; at 65535 levels it would reach ~1/200 of one
+    peak, work = (255, np.float32) if q.dtype == np.uint8 else (65535, np.float64)
+    large = mode == "nearest" and ho + wo > _NEAREST_LARGE  # as interpolate picks the rule
+    aa = MODES[mode].antialias is not None
+    th = axis_table(mode, h, ho, None, False, aa and ho < h, large)
+    tw = axis_table(mode, w, wo, None, False, aa and wo < w, large)
+    h_first = ho < h
+    out = np.empty((ho, wo, c), q.dtype)
+    rows = max(1, int(band / (c * max(w, wo) * max(1.0, h / ho))))
+    for o0 in range(0, ho, rows):
+        o1 = min(o0 + rows, ho)
+        index = th.index[o0:o1]
+        r0, r1 = int(index.min()), int(index.max()) + 1
+        sub = Table(index - r0, th.weight[o0:o1], r1 - r0)  # the band's rows of the H table
+        x = np.ascontiguousarray(q[r0:r1].transpose(2, 0, 1), dtype=work)  # (C, r1 - r0, W)
+        if h_first:
+            y = resample(resample(x, sub, _identity_table(w)), _identity_table(o1 - o0), tw)
+        else:
+            y = resample(resample(x, _identity_table(r1 - r0), tw), sub, _identity_table(wo))
+        np.rint(np.clip(y, 0, peak, out=y), out=y)
+        out[o0:o1] = y.transpose(1, 2, 0)
+    return out

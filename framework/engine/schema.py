@@ -126,6 +126,8 @@ SCHEMA = {
         "save_images": Field(bool, True),
         "tile": Field(int, None, minimum=8, nullable=True),
         "tile_overlap": Field(int, 16, minimum=0),
+        # test-time self-ensemble x8 (flips and transposes averaged: EDSR+, RCAN+): 8x the time
+        "self_ensemble": Field(bool, False),
     },
     "checkpoint": {
         "every": Field(int, 500, minimum=1),

@@ -52,7 +52,8 @@ class Validator:
                 if stop():
                     raise ValidationStopped
                 item = self.dataset.get(i)
-                sr = np.clip(upscale(model, item["lq"], vcfg["tile"], vcfg["tile_overlap"]), 0, 1)
+                sr = np.clip(upscale(model, item["lq"], vcfg["tile"], vcfg["tile_overlap"],
+                                     self_ensemble=vcfg["self_ensemble"]), 0, 1)
                 if i not in self._baselines:
                     self._baselines[i] = bicubic(item["lq"], self.scale, vcfg["baseline"])
                 bic, gt = self._baselines[i], item["gt"]

@@ -224,3 +224,97 @@ def test_eval_single_image_paired_lr_and_csv_never_replaced(weights, tmp_path, c
     assert [r["image"] for r in paired] == ["0001.png", "0002.png", "mean"]
     # paired LR differ from imresize LR: the bicubic baseline differs too
     assert paired[0]["bicubic_psnr_Y"] != rows[0]["bicubic_psnr_Y"]
+
+
+# -- --tta and --outscale -------------------------------------------------------------------------
+def _quantised(path):
+    """An output file as its (H, W, C) uint8/uint16 buffer (what write_quantised was given)."""
+    img, meta = image_io.read_image(path)
+    planes = img if meta["alpha"] is None else np.concatenate([img, meta["alpha"]])
+    peak = 65535 if meta["bits"] == 16 else 255
+    dtype = np.uint16 if meta["bits"] == 16 else np.uint8
+    return np.rint(planes.astype(np.float64) * peak).astype(dtype).transpose(1, 2, 0)
+
+
+@pytest.mark.parametrize("kind,outscale,mode,size", [
+    ("rgba", "3", "bicubic", (30, 36)),      # enlarge past the model's x2; alpha follows
+    ("rgb", "1.5", "lanczos", (15, 18)),     # shrink the x2 output, antialiased
+    ("gray16", "2.6", "bilinear", (26, 31)),  # 16-bit stays 16-bit; floor(2.6 * 12) = 31
+])
+def test_outscale_resizes_the_quantised_sr_image(weights, tmp_path, kind, outscale, mode, size):
+    src = tmp_path / f"{kind}.png"
+    if kind == "gray16":
+        ramp = np.linspace(0, 65535, 10 * 12).reshape(10, 12).astype(np.uint16)
+        Image.fromarray(ramp).save(src)
+    else:
+        _png(src, channels=4 if kind == "rgba" else 3)
+    assert infer(weights, "--input", src, "--output", tmp_path / "plain.png") == 0
+    out = tmp_path / "out"
+    out.mkdir()
+    assert infer(weights, "--input", src, "--output", out, "--outscale", outscale,
+                 "--outscale-mode", mode) == 0
+    result = out / f"{kind}_x{outscale}.png"  # {scale} in the default suffix is the outscale
+    got = _quantised(result)
+    assert got.shape[:2] == size
+    np.testing.assert_array_equal(got, inference.resize_quantised(
+        _quantised(tmp_path / "plain.png"), size, mode))
+    if kind == "gray16":
+        assert Image.open(result).mode.startswith("I;16") and np.any(got % 257 != 0)
+    if kind == "rgba":
+        assert Image.open(result).mode == "RGBA"
+    # the model's own scale is no resize at all
+    assert infer(weights, "--input", src, "--output", tmp_path / "same.png", "--outscale", "2") == 0
+    assert (tmp_path / "same.png").read_bytes() == (tmp_path / "plain.png").read_bytes()
+
+
+@pytest.mark.parametrize("value,match", [
+    ("0", "--outscale must be > 0, got 0.0"), ("-2", "--outscale must be > 0, got -2.0"),
+    ("nan", "--outscale must be > 0, got nan"), ("inf", "--outscale must be a finite number > 0"),
+    ("x3", "--outscale must be a number > 0, got 'x3'"),
+    ("0.05", r"--outscale 0.05: .*a.png \(12x10\) would become 0x0 pixels"),
+    ("3", r"--outscale 3: .*a.png \(12x10\) would become 36x30 = 1080 pixels, over the limit "
+          r"of 1000 \(framework.io.image.MAX_PIXELS\)"),
+])
+def test_bad_outscale_is_a_one_line_error_before_any_work(weights, tmp_path, capsys, monkeypatch,
+                                                          value, match):
+    src = tmp_path / "in"
+    src.mkdir()
+    _png(src / "a.png")
+    monkeypatch.setattr(image_io, "MAX_PIXELS", 1000)
+    ran = []
+    monkeypatch.setattr(inference, "upscale_file", lambda *a, **k: ran.append(a))
+    assert infer(weights, "--input", src, "--output", tmp_path / "out", "--outscale", value) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    import re
+    assert re.search("^error: " + match, err), err
+    assert not ran and not list(tmp_path.glob("out/*"))
+
+
+def test_tta_output_is_the_quantised_ensemble(weights, tmp_path):
+    src = _png(tmp_path / "a.png", h=11, w=14)
+    assert infer(weights, "--input", src, "--output", tmp_path / "tta.png", "--tta") == 0
+    assert infer(weights, "--input", src, "--output", tmp_path / "tiled.png", "--tta", "--tile",
+                 "6", "--tile-overlap", "10") == 0
+    assert infer(weights, "--input", src, "--output", tmp_path / "plain.png") == 0
+    model, info = inference.load_model(weights)
+    sr = inference.super_resolve(model, image_io.read_image(src)[0], 2, 3, self_ensemble=True)
+    expected = np.rint(sr.astype(np.float64) * 255).transpose(1, 2, 0)
+    got = _quantised(tmp_path / "tta.png")
+    np.testing.assert_array_equal(got, expected)
+    assert np.abs(_quantised(tmp_path / "tiled.png").astype(int) - got).max() <= 1
+    assert np.abs(_quantised(tmp_path / "plain.png").astype(int) - got).max() > 2
+
+
+def test_eval_tta_says_so_in_the_table_and_the_csv(weights, tmp_path, capsys):
+    hr = _png(tmp_path / "0001.png", h=32, w=28, seed=3)
+    for extra in ([], ["--tta"]):
+        assert eval_main(["--weights", str(weights), "--input", str(hr), "--no-progress",
+                          *extra]) == 0
+    out = capsys.readouterr().out
+    assert "no self-ensemble" in out and "self-ensemble x8 (--tta)" in out
+    plain = list(csv.DictReader(open(weights.parent / "eval_net_0001.csv")))
+    tta = list(csv.DictReader(open(weights.parent / "eval_net_0001_tta.csv")))
+    assert [r["tta"] for r in plain] == ["0", "0"] and [r["tta"] for r in tta] == ["1", "1"]
+    assert tta[0]["psnr_Y"] != plain[0]["psnr_Y"]
+    assert tta[0]["bicubic_psnr_Y"] == plain[0]["bicubic_psnr_Y"]

@@ -271,3 +271,24 @@ def test_y_channel_training_and_rgb_inference(tiny_data, tmp_path):
     src = np.asarray(Image.open(tiny_data / "val" / "v_rgb.png"), float).mean(axis=(0, 1))
     got = np.asarray(out, float).mean(axis=(0, 1))
     assert np.abs((got - got.mean()) - (src - src.mean())).max() < 8
+
+
+def test_validation_with_self_ensemble_scores_the_ensemble(make_config, tmp_path, tiny_data):
+    from framework.data import HRImageDataset
+    from framework.engine import upscale
+    from framework.metrics import measure
+    path = make_config(iters=2, every=2)
+    trainer(path, ["val.self_ensemble=true"]).fit()
+    run = tmp_path / "runs" / "tiny"
+    with open(run / "metrics.csv") as fh:
+        last = list(csv.DictReader(fh))[-1]
+    model, _ = load_model(run / "net_latest.safetensors")
+    val = HRImageDataset(tiny_data / "val", scale=2)
+    scores = {}
+    for ensemble in (True, False):
+        scores[ensemble] = np.mean([measure(np.clip(upscale(model, val.get(i)["lq"],
+                                                            self_ensemble=ensemble), 0, 1),
+                                            val.get(i)["gt"], ["psnr"], 2, True)["psnr"]
+                                    for i in range(len(val))])
+    assert float(last["psnr_y"]) == pytest.approx(scores[True], abs=5e-5)  # csv: 6 digits
+    assert abs(scores[True] - scores[False]) > 1e-3
