@@ -1,6 +1,8 @@
 """BasicSR option files -> srgrad configs: BasicSR's own train_EDSR_Mx2.yml translated, validated
 and trained; every dropped key noted; untranslatable keys refused together; the semantics that
-differ (filename templates, Y-channel default, Charbonnier eps, warm-up) carried over."""
+differ (filename templates, Y-channel default, Charbonnier eps, warm-up) carried over. Then GAN, EMA
+and Real-ESRGAN's degradations: BasicSR's train_ESRGAN_x4.yml and train_SwinIR_SRx4_scratch.yml,
+Real-ESRGAN's train_realesrnet_x4plus.yml and train_realesrgan_x4plus.yml, key by key."""
 import copy
 import csv
 
@@ -116,7 +118,7 @@ dist_params:
   port: 29500
 """
 
-DROPPED = ["num_gpu", "dist_params", "model_type", "train.ema_decay", "datasets.train.name",
+DROPPED = ["num_gpu", "dist_params", "model_type", "datasets.train.name",
            "datasets.train.num_worker_per_gpu", "datasets.train.dataset_enlarge_ratio",
            "datasets.train.prefetch_mode", "datasets.train.io_backend", "datasets.val.name",
            "datasets.val.io_backend", "logger.use_tb_logger", "logger.wandb",
@@ -148,7 +150,8 @@ def test_edsr_mx2_values():
     assert train["total_iters"] == 300000 and type(train["total_iters"]) is int
     assert train["loss"] == {"type": "L1Loss", "loss_weight": 1.0, "reduction": "mean"}
     assert train["batch_size"] == 16 and train["log_every"] == 100
-    assert "pretrained" not in train
+    assert train["ema_decay"] == 0.999 and type(train["ema_decay"]) is float
+    assert "pretrained" not in train and "model_d" not in cfg
     assert cfg["datasets"]["train"] == {
         "type": "PairedImageDataset", "gt_root": "datasets/DIV2K/DIV2K_train_HR_sub",
         "lq_root": "datasets/DIV2K/DIV2K_train_LR_bicubic/X2_sub", "filename_tmpl": "{name}",
@@ -204,22 +207,24 @@ def test_edsr_mx2_trains(tmp_path):
 
 
 def test_untranslatable_keys_are_refused_together():
-    def gan(opts):
-        opts["network_d"] = {"type": "VGGStyleDiscriminator", "num_in_ch": 3, "num_feat": 64}
-        opts["train"]["perceptual_opt"] = {"type": "PerceptualLoss", "perceptual_weight": 1.0}
+    def bad(opts):
+        opts["train"]["ldl_opt"] = {"type": "L1Loss", "loss_weight": 1.0}
+        opts["train"]["perceptual_opt"] = {"type": "LPIPSLoss", "loss_weight": 1.0}
         opts["train"]["pixel_opt"]["type"] = "WeightedTVLoss"
         opts["datasets"]["train"]["io_backend"] = {"type": "lmdb"}
+        opts["datasets"]["val"]["type"] = "RealESRGANDataset"
         opts["train"]["total_iter"] = 2.5e5 + 0.5
         opts["val"]["metrics"]["niqe"] = {"type": "calculate_niqe", "crop_border": 2}
         opts["frobnicate"] = 1
 
     with pytest.raises(ConfigError) as info:
-        translated(gan)
+        translated(bad)
     lines = str(info.value).splitlines()
     assert lines[0] == "train_EDSR_Mx2.yml: cannot translate these BasicSR options:"
-    expected = {"network_d": "GAN", "train.perceptual_opt": "perceptual",
-                "train.pixel_opt.type": "'WeightedTVLoss'",
+    expected = {"train.ldl_opt": "LDL", "train.perceptual_opt.type": "'LPIPSLoss': srgrad's are "
+                "PerceptualLoss", "train.pixel_opt.type": "'WeightedTVLoss'",
                 "datasets.train.io_backend": "lmdb", "train.total_iter": "whole number",
+                "datasets.val.type": "validation needs LR images",
                 "val.metrics.niqe.type": "calculate_niqe", "frobnicate": "not a BasicSR option"}
     assert len(lines) == 1 + len(expected)
     for key, why in expected.items():
@@ -341,10 +346,19 @@ def test_spellings_point_at_srgrad_keys():
     assert BASICSR_SPELLINGS["total_iter"] == "train.total_iters"
     assert BASICSR_SPELLINGS["network_g"] == "model"
     assert BASICSR_SPELLINGS["dataroot_gt"] == "datasets.*.gt_root"
+    assert BASICSR_SPELLINGS["network_d"] == "model_d"
+    assert BASICSR_SPELLINGS["optim_d"] == "train.optimizer_d"
+    assert BASICSR_SPELLINGS["gan_opt"] == "train.losses.gan"
+    assert BASICSR_SPELLINGS["perceptual_opt"] == "train.losses.perceptual"
+    assert BASICSR_SPELLINGS["pretrain_network_d"] == "train.pretrained_d.path"
+    assert BASICSR_SPELLINGS["param_key_d"] == "train.pretrained_d.key"
+    assert BASICSR_SPELLINGS["strict_load_d"] == "train.pretrained_d.strict"
+    assert {BASICSR_SPELLINGS[k] for k in ("l1_gt_usm", "percep_gt_usm", "gan_gt_usm")} == \
+        {"train.gt_usm"}
     for dotted in BASICSR_SPELLINGS.values():
         node = SCHEMA
         for part in dotted.replace("*", "train").split("."):
-            if not isinstance(node, dict) or part == "pretrained":  # keywords of a type: block;
-                break                                              # the key the lead is adding
+            if not isinstance(node, dict):  # keywords of a type: block
+                break
             assert part in node, dotted
             node = node[part]
