@@ -86,7 +86,8 @@ _REFUSE = {"train": {"ldl_opt": "LDL's artifact loss, which srgrad does not have
 _MODEL_TYPES = {"SRModel": (False, False), "SwinIRModel": (False, False),
                 "SRGANModel": (True, False), "ESRGANModel": (True, False),
                 "RealESRNetModel": (False, True), "RealESRGANModel": (True, True)}
-_REAL = ("RealESRNetModel", "RealESRGANModel")
+_GAN_READERS = "SRGANModel, ESRGANModel and RealESRGANModel"
+_REAL_READERS = "RealESRNetModel and RealESRGANModel"
 # Real-ESRGAN's degradation keys: its dataset draws the kernels (keys in datasets.train), its model
 # applies the rest on the GPU (keys at the top level); srgrad's RealESRGANDataset takes them all
 _DATASET_DEGRADATION = tuple(f"{key}{order}" for order in ("", "2") for key in (
@@ -185,25 +186,14 @@ def translate_options(options: dict, source: str = "<options>"):
     for key, target in (("name", "name"), ("scale", "scale"), ("manual_seed", "seed")):
         if key in opts:
             cfg[target] = opts.pop(key)
-    model_type = opts.pop("model_type", None)
-    gan, real = _MODEL_TYPES.get(model_type, (False, False))
-    if model_type in _MODEL_TYPES:
-        t.model_type = model_type
-        t.drop("model_type", f"{model_type}: srgrad trains " +
-               ("a generator against model_d" if gan else "one network") +
-               (" on Real-ESRGAN's degradations (RealESRGANDataset)" if real else ""))
-    elif model_type is not None:
-        t.refuse("model_type", f"{model_type!r}: srgrad translates BasicSR's "
-                               f"{', '.join(_MODEL_TYPES)}")
-    if gan and model_type == "ESRGANModel":
-        t.notes.append("model_type: ESRGANModel trains a relativistic average GAN (each prediction "
-                       "judged against the mean of the other side's); srgrad's schema has no "
-                       "such option, so the run uses the standard GAN loss of SRGANModel and "
-                       "RealESRGANModel")
+    gan, real = _model_type(t, opts.pop("model_type", None))
     top = {key: opts.pop(key) for key in _REAL_TOP if key in opts}
-    if real and top.pop("high_order_degradation", True) is False:
-        real = False  # paired fine-tuning: the model takes the dataset's LR as it is
-        _paired_real(t, top, gan)
+    if real and "high_order_degradation" in top:
+        if top.pop("high_order_degradation") is False:
+            real = False  # paired fine-tuning: the model takes the dataset's LR as it is
+            _paired_real(t, top, gan)
+        else:
+            t.drop("high_order_degradation", "true is what srgrad's RealESRGANDataset does")
     network = t.section(opts.pop("network_g", None), "network_g")
     if "upscale" in network:
         network["scale"] = network.pop("upscale")
@@ -212,10 +202,10 @@ def translate_options(options: dict, source: str = "<options>"):
     if gan:
         cfg["model_d"] = t.section(network_d, "network_d")
         if network_d is None:
-            t.refuse("network_d", f"missing: {model_type} trains a discriminator (BasicSR fails "
-                                  f"without it)")
+            t.refuse("network_d", f"missing: {t.model_type} trains a discriminator (BasicSR "
+                                  f"fails without it)")
     elif network_d is not None:
-        t.ignored("network_d", "SRGANModel, ESRGANModel and RealESRGANModel")
+        t.ignored("network_d", _GAN_READERS)
     cfg["datasets"] = {}  # before train, for the key order of the written config
     cfg["train"] = _train(t, t.section(opts.pop("train", None), "train"), gan)
     cfg["datasets"] = _datasets(t, t.section(opts.pop("datasets", None), "datasets"), cfg["train"],
@@ -223,7 +213,7 @@ def translate_options(options: dict, source: str = "<options>"):
     if real:
         _real(t, top, cfg)
     for key in top:
-        t.ignored(key, "RealESRNetModel and RealESRGANModel")
+        t.ignored(key, _REAL_READERS)
     val = opts.pop("val", None)
     if val is not None:
         cfg["val"] = _val(t, t.section(val, "val"))
@@ -240,6 +230,27 @@ def translate_options(options: dict, source: str = "<options>"):
         t.notes.append("paths used as written (relative to the current folder, edit them to your "
                        "data): " + ", ".join(f"{k}={v}" for k, v in t.paths))
     return cfg, t.notes
+
+
+def _model_type(t, model_type):
+    """(trains a discriminator, degrades on the fly) for BasicSR's model_type, with its notes."""
+    if model_type is None:
+        return False, False
+    if model_type not in _MODEL_TYPES:
+        t.refuse("model_type", f"{model_type!r}: srgrad translates BasicSR's "
+                               f"{', '.join(_MODEL_TYPES)}")
+        return False, False
+    t.model_type = model_type
+    gan, real = _MODEL_TYPES[model_type]
+    t.drop("model_type", f"{model_type}: srgrad trains " +
+           ("a generator against model_d" if gan else "one network") +
+           (" on Real-ESRGAN's degradations (RealESRGANDataset)" if real else ""))
+    if model_type == "ESRGANModel":
+        t.notes.append("model_type: ESRGANModel trains a relativistic average GAN (each prediction "
+                       "judged against the mean of the other side's); srgrad's schema has no "
+                       "such option, so the run uses the standard GAN loss of SRGANModel and "
+                       "RealESRGANModel")
+    return gan, real
 
 
 def _template(t, tmpl, path):
@@ -423,11 +434,11 @@ def _real(t, top, cfg):
                                f"BasicSR's code uses unless the flag is false")
             if top.pop(flag, None) is not False:  # BasicSR tests `is False`
                 terms.append(term)
-    for term in list(terms):
-        if not _has_term(cfg["train"], term):
+    for flag, term in _USM_FLAGS:  # a target for a term that is not there
+        if term in terms and not _has_term(cfg["train"], term):
             terms.remove(term)
             if t.model_type == "RealESRGANModel":
-                t.drop(dict((v, k) for k, v in _USM_FLAGS)[term], f"there is no {term} loss")
+                t.drop(flag, f"there is no {term} loss")
     block["gt_usm"] = sharp
     if terms:
         cfg["train"]["gt_usm"] = terms
@@ -435,15 +446,18 @@ def _real(t, top, cfg):
 
 def _paired_real(t, top, gan):
     """high_order_degradation: false: Real-ESRGAN's model trains on the dataset's LR images; its
-    sharpened targets would come from paired data, which srgrad cannot sharpen."""
-    for key in list(top):
-        value = top.pop(key)
-        if key in dict(_USM_FLAGS) and gan and value is not False:
-            t.refuse(key, "a sharpened target with paired data (high_order_degradation: false): "
-                          "srgrad's sharpened GT comes from RealESRGANDataset only")
+    sharpened targets (RealESRGANModel: unless a flag is false) would be the paired GT sharpened,
+    which srgrad does not do."""
+    for flag, _ in _USM_FLAGS if gan else ():
+        if top.pop(flag, None) is not False:
+            t.refuse(flag, "a sharpened target with paired data (high_order_degradation: false): "
+                           "srgrad's sharpened GT comes from RealESRGANDataset only")
         else:
-            t.drop(key, "unused with high_order_degradation: false (the dataset's LR images are "
-                        "used as they are)")
+            t.drop(flag, "false: the target is the dataset's GT, as srgrad's is")
+    for key in list(top):
+        del top[key]
+        t.drop(key, "unused with high_order_degradation: false (the dataset's LR images are used "
+                    "as they are)")
 
 
 def _train(t, opts, gan):
@@ -490,7 +504,7 @@ def _train(t, opts, gan):
         for key in ("optim_d", "net_d_iters", "net_d_init_iters"):
             if key in opts:
                 if t.take(opts, key, f"train.{key}") is not None:
-                    t.ignored(f"train.{key}", "SRGANModel, ESRGANModel and RealESRGANModel")
+                    t.ignored(f"train.{key}", _GAN_READERS)
     t.unknown(opts, "train.")
     return out
 
@@ -501,7 +515,7 @@ def _losses(t, opts, out, gan):
     perceptual = t.take(opts, "perceptual_opt", "train.perceptual_opt")
     gan_opt = t.take(opts, "gan_opt", "train.gan_opt")
     if gan_opt is not None and not gan:
-        t.ignored("train.gan_opt", "SRGANModel, ESRGANModel and RealESRGANModel")
+        t.ignored("train.gan_opt", _GAN_READERS)
         gan_opt = None
     elif gan_opt is None and gan:
         t.refuse("train.gan_opt", f"missing: {t.model_type} trains with a GAN loss (BasicSR fails "
@@ -622,7 +636,7 @@ def _path(t, opts, train_cfg, gan):
         weights = values.get(keys[0], values.get("pretrain_model_g"))
         if net == "d" and not gan:
             for name in values:
-                t.ignored(f"path.{name}", "SRGANModel, ESRGANModel and RealESRGANModel")
+                t.ignored(f"path.{name}", _GAN_READERS)
         elif weights is None:
             for name in values:
                 t.drop(f"path.{name}", "no pretrained weights: training starts from scratch")

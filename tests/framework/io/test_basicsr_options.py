@@ -1120,8 +1120,16 @@ def test_paired_finetuning_without_high_order_degradation():
     cfg, notes = translate(REALESRGAN_X4PLUS, change=lambda o: pairdata(o, False, False, False))
     assert cfg["datasets"]["train"]["type"] == "PairedImageDataset"
     assert "gt_usm" not in cfg["train"] and cfg["model_d"]["type"] == "UNetDiscriminatorSN"
-    for key in ("resize_prob", "jpeg_range2", "gt_size", "queue_size", "gan_gt_usm"):
+    for key in ("resize_prob", "jpeg_range2", "gt_size", "queue_size"):
         assert "unused with high_order_degradation: false" in dropped(notes, key)
+    for key in ("l1_gt_usm", "percep_gt_usm", "gan_gt_usm"):
+        assert "false: the target is the dataset's GT" in dropped(notes, key)
+    with pytest.raises(ConfigError, match="gan_gt_usm: a sharpened target"):  # missing: sharpened
+        translate(REALESRGAN_X4PLUS, change=lambda o: (pairdata(o, False, False, False),
+                                                       o.pop("gan_gt_usm")))
+    cfg, notes = translate(REALESRNET_X4PLUS, change=lambda o: o.update(
+        high_order_degradation=True))
+    assert "true is what srgrad's RealESRGANDataset does" in dropped(notes, "high_order_degradation")
 
 
 def test_misplaced_degradation_keys_follow_basicsr():
