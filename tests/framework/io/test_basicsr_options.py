@@ -5,6 +5,7 @@ and Real-ESRGAN's degradations: BasicSR's train_ESRGAN_x4.yml and train_SwinIR_S
 Real-ESRGAN's train_realesrnet_x4plus.yml and train_realesrgan_x4plus.yml, key by key."""
 import copy
 import csv
+import dataclasses
 
 import numpy as np
 import pytest
@@ -889,17 +890,19 @@ def test_realesrnet_x4plus():
     from framework.engine.schema import parse_config
     from framework.io.config import dump_config
     resolved = parse_config(dump_config(cfg), "written.yaml", do_imports=False)
-    assert resolved["datasets"]["train"] == REAL_DATASET and resolved["train"]["gt_usm"] == ["pixel"]
+    assert resolved["datasets"]["train"] == REAL_DATASET
+    assert resolved["train"]["gt_usm"] == ["pixel"]
 
 
 def test_every_degradation_key_reaches_the_dataset(tmp_path):
-    """Each of Real-ESRGAN's keys lands in datasets.train with its value, wherever Real-ESRGAN's file
-    keeps it, and srgrad's RealESRGANDataset built from the block holds exactly those values."""
+    """Each of Real-ESRGAN's keys lands in datasets.train with its value, wherever Real-ESRGAN's
+    file keeps it, and srgrad's RealESRGANDataset built from the block holds exactly those
+    values."""
     from framework.data.realesrgan import DegradationOptions
     from framework.registry import DATASETS
     opts = options(REALESRNET_X4PLUS)
     block = translate(REALESRNET_X4PLUS)[0]["datasets"]["train"]
-    fields = [f.name for f in __import__("dataclasses").fields(DegradationOptions)]
+    fields = [f.name for f in dataclasses.fields(DegradationOptions)]
     in_dataset = [k for k in fields if k in opts["datasets"]["train"]]
     at_top = [k for k in fields if k in opts]
     assert len(in_dataset) == 15 and len(at_top) == 15 and not set(in_dataset) & set(at_top)
@@ -945,7 +948,8 @@ def test_realesrgan_x4plus():
     assert train["scheduler_d"] is not train["scheduler"]
     assert "pretrained_d" not in train
     assert any(n.startswith(VGG_NOTE) and "SRGRAD_VGG19_WEIGHTS" in n for n in notes)
-    assert any(n.startswith("train.scheduler -> train.scheduler and train.scheduler_d") for n in notes)
+    assert any(n.startswith("train.scheduler -> train.scheduler and train.scheduler_d")
+               for n in notes)
     assert not any("relativistic" in n for n in notes)  # RealESRGANModel is an SRGANModel
     dropped(notes, "queue_size")
 
@@ -1085,7 +1089,8 @@ def test_realesrgan_usm_flags_without_their_term_or_missing():
 
     cfg, notes = translate(REALESRGAN_X4PLUS, change=change)
     assert cfg["train"]["gt_usm"] == ["pixel"]  # BasicSR: the sharpened GT unless `is False`
-    assert any(n.startswith("l1_gt_usm: missing (BasicSR needs it): the sharpened GT") for n in notes)
+    assert any(n.startswith("l1_gt_usm: missing (BasicSR needs it): the sharpened GT")
+               for n in notes)
     assert "there is no perceptual loss" in dropped(notes, "percep_gt_usm")
     assert "always degrades the sharpened GT" in dropped(notes, "gt_usm")
     assert cfg["train"]["losses"].keys() == {"pixel", "gan"}
@@ -1129,7 +1134,8 @@ def test_paired_finetuning_without_high_order_degradation():
                                                        o.pop("gan_gt_usm")))
     cfg, notes = translate(REALESRNET_X4PLUS, change=lambda o: o.update(
         high_order_degradation=True))
-    assert "true is what srgrad's RealESRGANDataset does" in dropped(notes, "high_order_degradation")
+    assert "true is what srgrad's RealESRGANDataset does" in dropped(notes,
+                                                                     "high_order_degradation")
 
 
 def test_misplaced_degradation_keys_follow_basicsr():
