@@ -1,16 +1,29 @@
-"""BasicSR option files (`options/train/*/*.yml`) -> srgrad configs.
+"""BasicSR / Real-ESRGAN option files (`options/train/*/*.yml`) -> srgrad configs.
 
-`translate_options(options, source)` maps a parsed BasicSR option dict to an srgrad config dict (to
-validate with framework.engine.schema.validate) plus notes. Every BasicSR key is translated, or dropped
-with one note line saying why (it has no meaning here: GPUs, loaders, loggers), or refused: keys
-srgrad cannot honour (a GAN's discriminator, perceptual losses, online degradations, datasets and
-losses it lacks) are collected and raised together in one ConfigError, each with its dotted key.
+`translate_options(options, source)` maps a parsed option dict to an srgrad config dict (to validate
+with framework.engine.schema.validate) plus notes. Every key is translated, or dropped with one note
+line saying why (it has no meaning here: GPUs, loaders, loggers; or BasicSR's model_type ignores
+it), or refused: keys srgrad cannot honour (LDL's loss, LMDB, datasets, losses and schedulers it
+lacks, restarts) are collected and raised together in one ConfigError, each with its dotted key.
 
-Semantics carried over, not only names: BasicSR's default filename template '{}' (LR named as
-HR) becomes an explicit '{name}' (srgrad's default is '{name}x{scale}'); metrics default to RGB in
+model_type decides what is read, as in BasicSR: SRModel / SwinIRModel train one network with
+pixel_opt and/or perceptual_opt; SRGANModel / ESRGANModel add network_d -> model_d, optim_d ->
+train.optimizer_d, gan_opt (-> train.losses with the other terms), net_d_iters, net_d_init_iters,
+path.pretrain_network_d -> train.pretrained_d; RealESRNetModel / RealESRGANModel (Real-ESRGAN)
+train on RealESRGANDataset: the kernel keys of Real-ESRGAN's datasets.train block and the
+resize/noise/JPEG keys of its top level (its model degrades on the GPU) all become keywords of
+srgrad's datasets.train, the top-level gt_size is the crop, and gt_usm / l1_gt_usm / percep_gt_usm /
+gan_gt_usm become `datasets.train.gt_usm: true` plus the list train.gt_usm. Keys a model_type does
+not read (network_d under SRModel, degradation keys outside Real-ESRGAN) are dropped with a note.
+
+Semantics carried over, not only names: BasicSR's default filename template '{}' (LR named as HR)
+becomes an explicit '{name}' (srgrad's default is '{name}x{scale}'); metrics default to RGB in
 BasicSR and to Y in srgrad, so y_channel is always written; BasicSR's Charbonnier eps sits inside
-the square root, srgrad's is squared, so the value is converted. BASICSR_SPELLINGS maps BasicSR key
-names to srgrad's dotted keys, for error messages about configs written the BasicSR way.
+the square root, srgrad's is squared, so the value is converted; BasicSR's one scheduler block
+drives every optimizer, so a GAN run gets it as scheduler and scheduler_d. Differences that remain
+are noted (ESRGANModel's relativistic GAN, where the EMA copy starts, the VGG19 weights file).
+BASICSR_SPELLINGS maps BasicSR key names to srgrad's dotted keys, for error messages about configs
+written the BasicSR way.
 """
 from __future__ import annotations
 
@@ -35,6 +48,11 @@ BASICSR_SPELLINGS: dict[str, str] = {
     "save_checkpoint_freq": "checkpoint.every", "pretrain_network_g": "train.pretrained.path",
     "pretrain_model_g": "train.pretrained.path", "param_key_g": "train.pretrained.key",
     "strict_load_g": "train.pretrained.strict", "strict_load": "train.pretrained.strict",
+    "network_d": "model_d", "optim_d": "train.optimizer_d", "gan_opt": "train.losses.gan",
+    "perceptual_opt": "train.losses.perceptual", "pretrain_network_d": "train.pretrained_d.path",
+    "param_key_d": "train.pretrained_d.key", "strict_load_d": "train.pretrained_d.strict",
+    "l1_gt_usm": "train.gt_usm", "percep_gt_usm": "train.gt_usm", "gan_gt_usm": "train.gt_usm",
+    "gt_size": "datasets.train.gt_size",
 }
 
 # keys without meaning in srgrad: dropped, one note each
@@ -59,38 +77,56 @@ _DROP = {
              "results_root": _RUNTIME, "models": _RUNTIME, "training_states": _RUNTIME,
              "log": _RUNTIME, "visualization": _RUNTIME,
              "ignore_resume_networks": "use srgrad-train --resume"},
-    "train": {"ema_decay": "srgrad keeps no EMA copy of the weights: it trains, validates and "
-                           "saves the weights themselves (BasicSR validates net_g_ema)"},
     "val": {"pbar": "srgrad-train has its own progress bar", "suffix": "file names are fixed"},
-    "logger": {"use_tb_logger": "srgrad writes metrics.csv", "wandb": "srgrad writes metrics.csv"},
+    "logger": {"wandb": "srgrad writes metrics.csv (and TensorBoard files with train.tensorboard)"},
 }
-_GAN = "GAN training, which srgrad does not do (it trains with a pixel loss)"
-_DEGRADATION = "a Real-ESRGAN degradation setting (srgrad has no on-the-fly degradation)"
-_REFUSE = {
-    "": {"network_d": _GAN, **{k: _DEGRADATION for k in (
-        "gt_usm resize_prob resize_range gaussian_noise_prob noise_range poisson_scale_range "
-        "gray_noise_prob jpeg_range second_blur_prob resize_prob2 resize_range2 "
-        "gaussian_noise_prob2 noise_range2 poisson_scale_range2 gray_noise_prob2 jpeg_range2 "
-        "gt_size queue_size l1_gt_usm percep_gt_usm gan_gt_usm").split()}},
-    "train": {"perceptual_opt": "a perceptual (VGG) loss, which srgrad does not have",
-              "gan_opt": _GAN, "optim_d": _GAN, "net_d_iters": _GAN, "net_d_init_iters": _GAN,
-              "ldl_opt": "LDL's artifact loss, which srgrad does not have"},
-    "path": {"pretrain_network_d": _GAN, "param_key_d": _GAN, "strict_load_d": _GAN},
-}
-_MODEL_TYPES = ("SRModel", "SwinIRModel")  # single-image SR with a pixel loss
+_REFUSE = {"train": {"ldl_opt": "LDL's artifact loss, which srgrad does not have"}}
+
+# model_type -> (trains a discriminator, degrades HR images on the fly: Real-ESRGAN)
+_MODEL_TYPES = {"SRModel": (False, False), "SwinIRModel": (False, False),
+                "SRGANModel": (True, False), "ESRGANModel": (True, False),
+                "RealESRNetModel": (False, True), "RealESRGANModel": (True, True)}
+_GAN_READERS = "SRGANModel, ESRGANModel and RealESRGANModel"
+_REAL_READERS = "RealESRNetModel and RealESRGANModel"
+# Real-ESRGAN's degradation keys: its dataset draws the kernels (keys in datasets.train), its model
+# applies the rest on the GPU (keys at the top level); srgrad's RealESRGANDataset takes them all
+_DATASET_DEGRADATION = tuple(f"{key}{order}" for order in ("", "2") for key in (
+    "blur_kernel_size", "kernel_list", "kernel_prob", "blur_sigma", "betag_range", "betap_range",
+    "sinc_prob")) + ("final_sinc_prob",)
+_MODEL_DEGRADATION = ("resize_prob", "resize_range", "gaussian_noise_prob", "noise_range",
+                      "poisson_scale_range", "gray_noise_prob", "jpeg_range", "second_blur_prob",
+                      "resize_prob2", "resize_range2", "gaussian_noise_prob2", "noise_range2",
+                      "poisson_scale_range2", "gray_noise_prob2", "jpeg_range2")
+_USM_FLAGS = (("l1_gt_usm", "pixel"), ("percep_gt_usm", "perceptual"), ("gan_gt_usm", "gan"))
+# Real-ESRGAN's top-level keys, read by its two models only
+_REAL_TOP = _MODEL_DEGRADATION + ("gt_size", "queue_size", "gt_usm", "high_order_degradation") + \
+    tuple(flag for flag, _ in _USM_FLAGS)
 _LOSSES = ("L1Loss", "MSELoss", "CharbonnierLoss")
+# BasicSR's PerceptualLoss and GANLoss keywords (srgrad's take the same)
+_PERCEPTUAL = ("layer_weights", "vgg_type", "use_input_norm", "range_norm", "perceptual_weight",
+               "style_weight", "criterion")
+_GAN = ("gan_type", "real_label_val", "fake_label_val", "loss_weight")
 _METRICS = {"calculate_psnr": "psnr", "calculate_ssim": "ssim"}
+_VGG_NOTE = ("srgrad's PerceptualLoss reads torchvision's VGG19 weights (vgg19-dcbb9e9d.pth) from "
+             "a file, where BasicSR downloads them: set train.losses.perceptual.weights or the "
+             "SRGRAD_VGG19_WEIGHTS environment variable to its path")
 
 
 class _Translation:
     def __init__(self, source):
         self.source, self.notes, self.errors, self.paths = source, [], [], []
+        self.model_type = "SRModel"
 
     def drop(self, path, why):
         self.notes.append(f"{path}: dropped, {why}")
 
     def refuse(self, path, why):
         self.errors.append(f"{path}: {why}")
+
+    def ignored(self, path, readers):
+        """A key BasicSR reads only under other model types."""
+        self.drop(path, f"{self.model_type} does not read it (only {readers} do): BasicSR "
+                        f"ignores it")
 
     def section(self, opts, path):
         """The mapping at `path` (a copy), or {} after an error when it is not a mapping."""
@@ -100,6 +136,12 @@ class _Translation:
             self.refuse(path, f"expected a mapping, got {type(opts).__name__}")
         return {}
 
+    def take(self, opts, key, path):
+        """opts.pop(key), noting an explicit `key: ~` (nothing asked for)."""
+        if key in opts and opts[key] is None:
+            self.drop(path, "empty")
+        return opts.pop(key, None)
+
     def common(self, opts, kind, prefix):
         """Drop and refuse `opts`' keys listed for `kind`; the rest is left for the caller."""
         for key in list(opts):
@@ -108,7 +150,7 @@ class _Translation:
                 self.drop(path, _DROP[kind][key])
                 del opts[key]
             elif key in _REFUSE.get(kind, {}):
-                if opts[key] is None:  # `perceptual_opt: ~`: nothing asked for
+                if opts[key] is None:  # `ldl_opt: ~`: nothing asked for
                     self.drop(path, "empty")
                 else:
                     self.refuse(path, _REFUSE[kind][key])
@@ -131,8 +173,9 @@ def translate_options(options: dict, source: str = "<options>"):
     """(srgrad config dict, notes) from a BasicSR option dict (as yaml.safe_load gives it).
 
     Pure: `options` is not modified and nothing is read. The config still needs
-    framework.engine.schema.validate (model and optimizer types and their keywords are checked there).
-    Raises ConfigError listing every key that cannot be translated, with its dotted path and why.
+    framework.engine.schema.validate (model, loss and optimizer types and their keywords are checked
+    there). Raises ConfigError listing every key that cannot be translated, with its dotted path and
+    why.
     """
     if not isinstance(options, dict):
         raise ConfigError(f"{source}: BasicSR options are a mapping, got {type(options).__name__}")
@@ -143,19 +186,34 @@ def translate_options(options: dict, source: str = "<options>"):
     for key, target in (("name", "name"), ("scale", "scale"), ("manual_seed", "seed")):
         if key in opts:
             cfg[target] = opts.pop(key)
-    model_type = opts.pop("model_type", None)
-    if model_type in _MODEL_TYPES:
-        t.drop("model_type", f"{model_type}: srgrad trains single-image SR models this way")
-    elif model_type is not None:
-        t.refuse("model_type", f"{model_type!r}: srgrad trains single-image SR with a pixel loss "
-                               f"(BasicSR's {' / '.join(_MODEL_TYPES)})")
+    gan, real = _model_type(t, opts.pop("model_type", None))
+    top = {key: opts.pop(key) for key in _REAL_TOP if key in opts}
+    if real and "high_order_degradation" in top:
+        if top.pop("high_order_degradation") is False:
+            real = False  # paired fine-tuning: the model takes the dataset's LR as it is
+            _paired_real(t, top, gan)
+        else:
+            t.drop("high_order_degradation", "true is what srgrad's RealESRGANDataset does")
     network = t.section(opts.pop("network_g", None), "network_g")
     if "upscale" in network:
         network["scale"] = network.pop("upscale")
     cfg["model"] = network
-    train = t.section(opts.pop("train", None), "train")
-    cfg["train"] = _train(t, train)
-    cfg["datasets"] = _datasets(t, t.section(opts.pop("datasets", None), "datasets"), cfg["train"])
+    network_d = t.take(opts, "network_d", "network_d")
+    if gan:
+        cfg["model_d"] = t.section(network_d, "network_d")
+        if network_d is None:
+            t.refuse("network_d", f"missing: {t.model_type} trains a discriminator (BasicSR "
+                                  f"fails without it)")
+    elif network_d is not None:
+        t.ignored("network_d", _GAN_READERS)
+    cfg["datasets"] = {}  # before train, for the key order of the written config
+    cfg["train"] = _train(t, t.section(opts.pop("train", None), "train"), gan)
+    cfg["datasets"] = _datasets(t, t.section(opts.pop("datasets", None), "datasets"), cfg["train"],
+                                real)
+    if real:
+        _real(t, top, cfg)
+    for key in top:
+        t.ignored(key, _REAL_READERS)
     val = opts.pop("val", None)
     if val is not None:
         cfg["val"] = _val(t, t.section(val, "val"))
@@ -163,7 +221,7 @@ def translate_options(options: dict, source: str = "<options>"):
         t.drop("datasets.val", "the options have no val section, so BasicSR never validates")
         cfg["datasets"]["val"] = None
     _logger(t, t.section(opts.pop("logger", None), "logger"), cfg)
-    _path(t, t.section(opts.pop("path", None), "path"), cfg["train"])
+    _path(t, t.section(opts.pop("path", None), "path"), cfg["train"], gan)
     t.unknown(opts, "")
     if t.errors:
         raise ConfigError(f"{source}: cannot translate these BasicSR options:\n  " +
@@ -172,6 +230,27 @@ def translate_options(options: dict, source: str = "<options>"):
         t.notes.append("paths used as written (relative to the current folder, edit them to your "
                        "data): " + ", ".join(f"{k}={v}" for k, v in t.paths))
     return cfg, t.notes
+
+
+def _model_type(t, model_type):
+    """(trains a discriminator, degrades on the fly) for BasicSR's model_type, with its notes."""
+    if model_type is None:
+        return False, False
+    if model_type not in _MODEL_TYPES:
+        t.refuse("model_type", f"{model_type!r}: srgrad translates BasicSR's "
+                               f"{', '.join(_MODEL_TYPES)}")
+        return False, False
+    t.model_type = model_type
+    gan, real = _MODEL_TYPES[model_type]
+    t.drop("model_type", f"{model_type}: srgrad trains " +
+           ("a generator against model_d" if gan else "one network") +
+           (" on Real-ESRGAN's degradations (RealESRGANDataset)" if real else ""))
+    if model_type == "ESRGANModel":
+        t.notes.append("model_type: ESRGANModel trains a relativistic average GAN (each prediction "
+                       "judged against the mean of the other side's); srgrad's schema has no "
+                       "such option, so the run uses the standard GAN loss of SRGANModel and "
+                       "RealESRGANModel")
+    return gan, real
 
 
 def _template(t, tmpl, path):
@@ -191,58 +270,116 @@ def _template(t, tmpl, path):
     return "".join(out)
 
 
-def _dataset(t, opts, prefix, train):
-    """(srgrad dataset block or None, batch_size_per_gpu or None)."""
+def _dataset(t, opts, prefix, train, real):
+    """(srgrad dataset block or None, batch_size_per_gpu or None). `real`: the training set of a
+    Real-ESRGAN model, which must be a RealESRGANDataset."""
     t.common(opts, "dataset", prefix)
     batch = opts.pop("batch_size_per_gpu", None)
     if batch is not None and not train:
         t.drop(f"{prefix}batch_size_per_gpu", "validation runs image by image")
     kind = opts.pop("type", None)
-    if kind != "PairedImageDataset":
-        t.refuse(f"{prefix}type", f"{kind!r}: srgrad has PairedImageDataset (HR + LR folders) and "
-                                  f"HRImageDataset (LR made by imresize), nothing else BasicSR has")
-        return None, batch
-    out = {"type": "PairedImageDataset"}
-    for key, target in (("dataroot_gt", "gt_root"), ("dataroot_lq", "lq_root")):
-        if key in opts:
-            out[target] = opts.pop(key)
-            t.paths.append((f"{prefix}{target}", out[target]))
-    out["filename_tmpl"] = _template(t, opts.pop("filename_tmpl", "{}"), f"{prefix}filename_tmpl")
+    if kind == "RealESRGANDataset" and real:
+        return _realesrgan_dataset(t, opts, prefix), batch
+    if kind == "PairedImageDataset" and not real:
+        return _paired_dataset(t, opts, prefix, train), batch
+    if kind == "RealESRGANDataset":
+        why = ("validation needs LR images: PairedImageDataset" if not train else
+               f"it gives HR images only, which BasicSR degrades in RealESRNetModel / "
+               f"RealESRGANModel, not in {t.model_type}")
+    elif kind == "PairedImageDataset":
+        why = (f"{t.model_type} degrades HR images on the fly: its training set is "
+               f"RealESRGANDataset (BasicSR fails without the kernels it draws)")
+    else:
+        why = ("srgrad translates BasicSR's PairedImageDataset (HR + LR folders) and, for "
+               "RealESRNetModel / RealESRGANModel, RealESRGANDataset (HR folder)")
+    t.refuse(f"{prefix}type", f"{kind!r}: {why}")
+    return None, batch
+
+
+def _io_backend(t, opts, prefix):
     backend = t.section(opts.pop("io_backend", None), f"{prefix}io_backend")
     if backend.get("type", "disk") == "disk":
         t.drop(f"{prefix}io_backend", "srgrad reads image files from disk")
     else:
         t.refuse(f"{prefix}io_backend", f"type {backend.get('type')!r}: srgrad reads image "
                                         f"folders, not LMDB")
+
+
+def _augment(t, opts, prefix, out, train, keys):
+    for key, target in keys:
+        if key in opts and train:
+            out[target] = opts.pop(key)
+        elif key in opts:
+            t.drop(f"{prefix}{key}", "validation uses whole images, unaugmented")
+            del opts[key]
+
+
+def _paired_dataset(t, opts, prefix, train):
+    out = {"type": "PairedImageDataset"}
+    for key, target in (("dataroot_gt", "gt_root"), ("dataroot_lq", "lq_root")):
+        if key in opts:
+            out[target] = opts.pop(key)
+            t.paths.append((f"{prefix}{target}", out[target]))
+    out["filename_tmpl"] = _template(t, opts.pop("filename_tmpl", "{}"), f"{prefix}filename_tmpl")
+    _io_backend(t, opts, prefix)
     for key in ("mean", "std"):
         if opts.pop(key, None) is not None:
             t.refuse(f"{prefix}{key}", "srgrad feeds images in [0, 1]; models normalise inside "
                                        "(EDSR's rgb_mean / img_range)")
     if "color" in opts:  # BasicSR converts to Y for 'y' and reads RGB otherwise
         out["color"] = "y" if opts.pop("color") == "y" else "rgb"
-    for key, target in (("gt_size", "gt_size"), ("use_hflip", "use_flip"), ("use_flip", "use_flip"),
-                        ("use_rot", "use_rot")):
-        if key in opts and train:
-            out[target] = opts.pop(key)
-        elif key in opts:
-            t.drop(f"{prefix}{key}", "validation uses whole images, unaugmented")
-            del opts[key]
+    _augment(t, opts, prefix, out, train, (("gt_size", "gt_size"), ("use_hflip", "use_flip"),
+                                           ("use_flip", "use_flip"), ("use_rot", "use_rot")))
     t.unknown(opts, prefix)
-    return out, batch
+    return out
 
 
-def _datasets(t, opts, train_cfg):
+def _realesrgan_dataset(t, opts, prefix):
+    """Real-ESRGAN's datasets.train block: HR root, kernel keys, augmentation; the model-side keys
+    and the crop size come from the top level (`_real`)."""
+    out = {"type": "RealESRGANDataset"}
+    if "dataroot_gt" in opts:
+        out["root"] = opts.pop("dataroot_gt")
+        t.paths.append((f"{prefix}root", out["root"]))
+    if "meta_info" in opts:
+        t.drop(f"{prefix}meta_info", "srgrad reads every image directly inside root (not in "
+                                     "subfolders: Real-ESRGAN's DF2K+OST list spans several, so "
+                                     "gather the images it lists into one folder)")
+        del opts["meta_info"]
+    _io_backend(t, opts, prefix)
+    for key in _DATASET_DEGRADATION:
+        if key in opts:
+            out[key] = opts.pop(key)
+    for key in [k for k in opts if k in _MODEL_DEGRADATION]:
+        t.drop(f"{prefix}{key}", "Real-ESRGAN's model reads it from the top level of the options "
+                                 "and ignores this copy")
+        del opts[key]
+    if "gt_size" in opts:
+        t.drop(f"{prefix}gt_size", "BasicSR's RealESRGANDataset does not read it (the model crops "
+                                   "to the top-level gt_size)")
+        del opts["gt_size"]
+    for key in ("dataroot_lq", "filename_tmpl", "color"):
+        if key in opts:
+            t.drop(f"{prefix}{key}", "BasicSR's RealESRGANDataset reads HR images only, in RGB")
+            del opts[key]
+    _augment(t, opts, prefix, out, True, (("use_hflip", "use_flip"), ("use_flip", "use_flip"),
+                                          ("use_rot", "use_rot")))
+    t.unknown(opts, prefix)
+    return out
+
+
+def _datasets(t, opts, train_cfg, real):
     out = {}
     if "train" in opts:
         train = t.section(opts.pop("train"), "datasets.train")
-        out["train"], batch = _dataset(t, train, "datasets.train.", True)
+        out["train"], batch = _dataset(t, train, "datasets.train.", True, real)
         if batch is not None:
             train_cfg["batch_size"] = batch
     vals = [k for k in opts if str(k).startswith("val")]
     if vals:
         first = "val" if "val" in vals else vals[0]
         out["val"] = _dataset(t, t.section(opts.pop(first), f"datasets.{first}"),
-                              f"datasets.{first}.", False)[0]
+                              f"datasets.{first}.", False, False)[0]
         for other in vals:
             if other != first:
                 t.drop(f"datasets.{other}", "srgrad validates on one set during training; "
@@ -252,7 +389,78 @@ def _datasets(t, opts, train_cfg):
     return out
 
 
-def _train(t, opts):
+def _has_term(train_cfg, term):
+    return (term == "pixel" and "loss" in train_cfg) or term in train_cfg.get("losses", {})
+
+
+def _real(t, top, cfg):
+    """Real-ESRGAN's top-level keys into datasets.train (a RealESRGANDataset) and train.gt_usm."""
+    block = cfg["datasets"].get("train")
+    block = block if isinstance(block, dict) else {}  # refused already: keep collecting errors
+    for key in _MODEL_DEGRADATION:
+        if key in top:
+            block[key] = top.pop(key)
+    if "gt_size" in top:
+        block["gt_size"] = t.integer(top.pop("gt_size"), "gt_size")
+    else:
+        t.refuse("gt_size", f"missing: {t.model_type} crops its training pairs to the top-level "
+                            f"gt_size (BasicSR fails without it)")
+    if "queue_size" in top:
+        t.drop("queue_size", "Real-ESRGAN's training-pair pool: srgrad draws each batch as a pure "
+                             "function of (seed, iteration), with every degradation drawn per "
+                             "sample, so no pool is needed")
+        del top["queue_size"]
+    terms = []
+    if t.model_type == "RealESRNetModel":
+        sharp = top.pop("gt_usm", None)
+        if sharp is None:
+            t.notes.append("gt_usm: missing (BasicSR needs it): taken as false")
+        elif sharp is not True:  # BasicSR tests `is True`
+            sharp = False
+        terms = ["pixel", "perceptual"] if sharp else []
+        for flag, _ in _USM_FLAGS:
+            if flag in top:
+                t.drop(flag, "RealESRNetModel reads gt_usm (the sharpened GT is every target)")
+                del top[flag]
+    else:  # RealESRGANModel degrades the sharpened GT always; the flags pick each term's target
+        sharp = True
+        if "gt_usm" in top:
+            t.drop("gt_usm", "RealESRGANModel always degrades the sharpened GT; l1_gt_usm, "
+                             "percep_gt_usm and gan_gt_usm pick each term's target")
+            del top["gt_usm"]
+        for flag, term in _USM_FLAGS:
+            if flag not in top:
+                t.notes.append(f"{flag}: missing (BasicSR needs it): the sharpened GT, as "
+                               f"BasicSR's code uses unless the flag is false")
+            if top.pop(flag, None) is not False:  # BasicSR tests `is False`
+                terms.append(term)
+    for flag, term in _USM_FLAGS:  # a target for a term that is not there
+        if term in terms and not _has_term(cfg["train"], term):
+            terms.remove(term)
+            if t.model_type == "RealESRGANModel":
+                t.drop(flag, f"there is no {term} loss")
+    block["gt_usm"] = sharp
+    if terms:
+        cfg["train"]["gt_usm"] = terms
+
+
+def _paired_real(t, top, gan):
+    """high_order_degradation: false: Real-ESRGAN's model trains on the dataset's LR images; its
+    sharpened targets (RealESRGANModel: unless a flag is false) would be the paired GT sharpened,
+    which srgrad does not do."""
+    for flag, _ in _USM_FLAGS if gan else ():
+        if top.pop(flag, None) is not False:
+            t.refuse(flag, "a sharpened target with paired data (high_order_degradation: false): "
+                           "srgrad's sharpened GT comes from RealESRGANDataset only")
+        else:
+            t.drop(flag, "false: the target is the dataset's GT, as srgrad's is")
+    for key in list(top):
+        del top[key]
+        t.drop(key, "unused with high_order_degradation: false (the dataset's LR images are used "
+                    "as they are)")
+
+
+def _train(t, opts, gan):
     t.common(opts, "train", "train.")
     out = {}
     if "total_iter" in opts:
@@ -272,10 +480,73 @@ def _train(t, opts):
         out["scheduler"] = scheduler
         t.notes.append("train.scheduler: BasicSR moves its scheduler before each iteration, "
                        "srgrad (as torch) after it, so each lr change comes one iteration later")
-    loss = opts.pop("pixel_opt", None)
-    if loss is not None:
-        out["loss"] = _loss(t, t.section(loss, "train.pixel_opt"))
+    _losses(t, opts, out, gan)
+    if "ema_decay" in opts:
+        decay = opts.pop("ema_decay")
+        if isinstance(decay, numbers.Real) and not isinstance(decay, bool):
+            out["ema_decay"] = float(decay)
+        else:
+            t.refuse("train.ema_decay", f"expected a number, got {decay!r}")
+    if gan:
+        optim_d = t.take(opts, "optim_d", "train.optim_d")
+        if optim_d is None:
+            t.refuse("train.optim_d", f"missing: {t.model_type} trains its discriminator with it "
+                                      f"(BasicSR fails without it)")
+        out["optimizer_d"] = t.section(optim_d, "train.optim_d")
+        if scheduler:
+            out["scheduler_d"] = copy.deepcopy(scheduler)
+            t.notes.append("train.scheduler -> train.scheduler and train.scheduler_d: BasicSR "
+                           "gives each optimizer its own copy of the one scheduler block")
+        for key in ("net_d_iters", "net_d_init_iters"):
+            if key in opts:
+                out[key] = t.integer(opts.pop(key), f"train.{key}")
+    else:
+        for key in ("optim_d", "net_d_iters", "net_d_init_iters"):
+            if key in opts:
+                if t.take(opts, key, f"train.{key}") is not None:
+                    t.ignored(f"train.{key}", _GAN_READERS)
     t.unknown(opts, "train.")
+    return out
+
+
+def _losses(t, opts, out, gan):
+    """pixel_opt alone -> train.loss; with perceptual_opt or gan_opt, all under train.losses."""
+    pixel = t.take(opts, "pixel_opt", "train.pixel_opt")
+    perceptual = t.take(opts, "perceptual_opt", "train.perceptual_opt")
+    gan_opt = t.take(opts, "gan_opt", "train.gan_opt")
+    if gan_opt is not None and not gan:
+        t.ignored("train.gan_opt", _GAN_READERS)
+        gan_opt = None
+    elif gan_opt is None and gan:
+        t.refuse("train.gan_opt", f"missing: {t.model_type} trains with a GAN loss (BasicSR fails "
+                                  f"without it)")
+    several = perceptual is not None or gan_opt is not None
+    losses = {}
+    if pixel is not None:
+        target = "train.losses.pixel" if several else "train.loss"
+        losses["pixel"] = _pixel_loss(t, t.section(pixel, "train.pixel_opt"), target)
+    if perceptual is not None:
+        losses["perceptual"] = _typed(t, t.section(perceptual, "train.perceptual_opt"),
+                                      "train.perceptual_opt", ("PerceptualLoss",), _PERCEPTUAL)
+        t.notes.append(f"train.perceptual_opt -> train.losses.perceptual: {_VGG_NOTE}")
+    if gan_opt is not None:
+        losses["gan"] = _typed(t, t.section(gan_opt, "train.gan_opt"), "train.gan_opt",
+                               ("GANLoss",), _GAN)
+    if several:
+        out["losses"] = losses
+    elif pixel is not None:
+        out["loss"] = losses["pixel"]
+
+
+def _typed(t, opts, path, kinds, keys):
+    """A `{type: ..., **keys}` block whose type is one of `kinds`, keywords passed as written."""
+    kind = opts.pop("type", None)
+    if kind not in kinds:
+        t.refuse(f"{path}.type", f"{kind!r}: srgrad's are {', '.join(kinds)}")
+        return None
+    out = {"type": kind}
+    out.update((k, opts.pop(k)) for k in keys if k in opts)
+    t.unknown(opts, f"{path}.")
     return out
 
 
@@ -301,20 +572,14 @@ def _scheduler(t, opts):
     return out
 
 
-def _loss(t, opts):
-    kind = opts.pop("type", None)
-    if kind not in _LOSSES:
-        t.refuse("train.pixel_opt.type", f"{kind!r}: srgrad's pixel losses are "
-                                         f"{', '.join(_LOSSES)}")
-        return None
-    out = {"type": kind}
-    out.update((k, opts.pop(k)) for k in ("loss_weight", "reduction") if k in opts)
-    if kind == "CharbonnierLoss":
-        eps = opts.pop("eps", 1e-12)  # BasicSR's default
+def _pixel_loss(t, opts, target):
+    charbonnier = opts.get("type") == "CharbonnierLoss"
+    eps = opts.pop("eps", 1e-12) if charbonnier else None  # BasicSR's default
+    out = _typed(t, opts, "train.pixel_opt", _LOSSES, ("loss_weight", "reduction"))
+    if charbonnier:
         out["eps"] = math.sqrt(eps) if isinstance(eps, numbers.Real) and eps > 0 else eps
-        t.notes.append(f"train.pixel_opt.eps: {eps} -> train.loss.eps {out['eps']}: BasicSR "
+        t.notes.append(f"train.pixel_opt.eps: {eps} -> {target}.eps {out['eps']}: BasicSR "
                        f"computes sqrt(d^2 + eps), srgrad sqrt(d^2 + eps^2); the loss is the same")
-    t.unknown(opts, "train.pixel_opt.")
     return out
 
 
@@ -358,22 +623,39 @@ def _logger(t, opts, cfg):
     if "save_checkpoint_freq" in opts:
         cfg["checkpoint"] = {"every": t.integer(opts.pop("save_checkpoint_freq"),
                                                 "logger.save_checkpoint_freq")}
+    if "use_tb_logger" in opts:
+        tb = opts.pop("use_tb_logger")
+        if not isinstance(tb, bool):
+            t.refuse("logger.use_tb_logger", f"expected true or false, got {tb!r}")
+        else:
+            cfg["train"]["tensorboard"] = tb
     t.unknown(opts, "logger.")
 
 
-def _path(t, opts, train_cfg):
+def _path(t, opts, train_cfg, gan):
+    """Pretrained weights of the generator (g) and, in a GAN run, the discriminator (d)."""
     t.common(opts, "path", "path.")
-    given = [k for k in ("pretrain_network_g", "pretrain_model_g", "param_key_g", "strict_load_g",
-                         "strict_load") if k in opts]
-    values = {k: opts.pop(k) for k in given}
-    weights = values.get("pretrain_network_g", values.get("pretrain_model_g"))
-    if weights is None:
-        for name in given:
-            t.drop(f"path.{name}", "no pretrained weights: training starts from scratch")
-    else:
-        # BasicSR loads "params" unless told otherwise (falling back to it when the key is missing)
-        strict = values.get("strict_load_g", values.get("strict_load", True))
-        train_cfg["pretrained"] = {"path": weights, "key": values.get("param_key_g") or "params",
-                                   "strict": bool(strict)}
-        t.paths.append(("train.pretrained.path", weights))
+    for net, target in (("g", "pretrained"), ("d", "pretrained_d")):
+        keys = (f"pretrain_network_{net}", f"param_key_{net}", f"strict_load_{net}")
+        keys += ("pretrain_model_g", "strict_load") if net == "g" else ()
+        values = {k: opts.pop(k) for k in keys if k in opts}
+        weights = values.get(keys[0], values.get("pretrain_model_g"))
+        if net == "d" and not gan:
+            for name in values:
+                t.ignored(f"path.{name}", _GAN_READERS)
+        elif weights is None:
+            for name in values:
+                t.drop(f"path.{name}", "no pretrained weights: training starts from scratch")
+        else:
+            # BasicSR loads "params" unless told otherwise (falling back to it when the key is
+            # missing)
+            strict = values.get(keys[2], values.get("strict_load", True))
+            train_cfg[target] = {"path": weights, "key": values.get(keys[1]) or "params",
+                                 "strict": bool(strict)}
+            t.paths.append((f"train.{target}.path", weights))
+    pretrained = train_cfg.get("pretrained")
+    if train_cfg.get("ema_decay", 0) > 0 and pretrained and pretrained["key"] != "params_ema":
+        t.notes.append(f"train.ema_decay: BasicSR starts its EMA copy from the pretrained file's "
+                       f"params_ema, srgrad from the weights it loads (train.pretrained.key: "
+                       f"{pretrained['key']})")
     t.unknown(opts, "path.")

@@ -137,8 +137,9 @@ def test_options_translate_validate_and_name_what_cannot_be_translated(tmp_path,
     assert cfg["model"]["type"] == "EDSR" and cfg["scale"] == 2 and cfg["seed"] == 10
     assert cfg["train"]["optimizer"]["lr"] == 1e-4 and cfg["train"]["total_iters"] == 300000
     assert cfg["val"]["y_channel"] is False and cfg["val"]["crop_border"] == 2
-    gan = tmp_path / "gan.yml"
-    gan.write_text(EDSR_OPTIONS + "network_d: {type: VGGStyleDiscriminator, num_in_ch: 3}\n")
+    gan = tmp_path / "gan.yml"  # a GAN model without its discriminator, optimizer and loss
+    gan.write_text(EDSR_OPTIONS.replace("model_type: SRModel", "model_type: ESRGANModel"))
     assert main(["options", str(gan), "-o", str(tmp_path / "gan.yaml")]) == 2
-    assert "network_d" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "network_d: missing" in err and "train.optim_d: missing" in err, err
     assert not (tmp_path / "gan.yaml").exists()
