@@ -1,5 +1,5 @@
-"""l1_loss, mse_loss, charbonnier_loss, frobenius_loss: gradcheck for every reduction (input and target), torch
-parity, sign(0) = 0, dtypes, errors."""
+"""l1_loss, mse_loss, charbonnier_loss, frobenius_loss: gradcheck for every reduction (input and
+target), torch parity, sign(0) = 0, dtypes, errors."""
 import numpy as np
 import pytest
 
