@@ -8,6 +8,7 @@ from .gan_loss import GANLoss
 from .linear import Identity, Linear
 from .loss import CharbonnierLoss, L1Loss, MSELoss
 from .normalization import BatchNorm2d, LayerNorm
+from .perceptual import PerceptualLoss, VGGFeatureExtractor
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .upsample import Upsample
@@ -17,7 +18,8 @@ from . import init, utils
 __all__ = [
     "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU",
     "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d", "Dropout",
-    "DropPath", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss", "BatchNorm2d", "LayerNorm",
-    "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d",
-    "MaxPool2d", "Upsample", "clip_grad_norm_", "clip_grad_value_", "init", "utils",
+    "DropPath", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss", "BatchNorm2d",
+    "LayerNorm", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle", "PixelUnshuffle",
+    "AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_", "clip_grad_value_",
+    "init", "utils",
 ]
