@@ -17,9 +17,9 @@ from . import init, utils
 
 __all__ = [
     "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU",
-    "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d", "Dropout",
-    "DropPath", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss", "BatchNorm2d",
-    "LayerNorm", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle", "PixelUnshuffle",
-    "AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_", "clip_grad_value_",
-    "init", "utils",
+    "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d",
+    "Dropout", "DropPath", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss",
+    "BatchNorm2d", "LayerNorm", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle",
+    "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_",
+    "clip_grad_value_", "init", "utils",
 ]
