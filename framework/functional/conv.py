@@ -123,13 +123,16 @@ def _flip(w, groups, c):
     return np.ascontiguousarray(wf).reshape(c, O // groups, kh, kw)
 
 
-# Below this many channels Winograd's transforms dominate its 2.25x fewer products (_winograd.py).
+# Below this many channels Winograd's transforms dominate its 2.25x fewer products (_winograd.py);
+# above the maximum its per-call weight transform and 16 plane GEMMs lose to im2col's one GEMM
+# (docs/benchmarks.md, "Where the code's thresholds come from").
 _WINOGRAD_MIN_CHANNELS = 16
+_WINOGRAD_MAX_CHANNELS = 64
 
 
 def _winograd_applies(geo, c, o):
     return (geo.kernel == (3, 3) and geo.stride == (1, 1) and geo.dilation == (1, 1) and geo.groups == 1
-            and min(c, o) >= _WINOGRAD_MIN_CHANNELS)
+            and _WINOGRAD_MIN_CHANNELS <= min(c, o) and max(c, o) <= _WINOGRAD_MAX_CHANNELS)
 
 
 def _winograd_tiles(n, c, o, geo, dtype):

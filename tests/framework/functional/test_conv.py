@@ -142,6 +142,9 @@ def test_winograd_float32_and_tiles(rng, monkeypatch):
     ref, ref_gx, ref_gw = y64.numpy(), X64.grad.numpy(), W64.grad.numpy()
     assert conv_module._winograd_applies(conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (9, 7),
                                                                (9, 7)), 16, 16)
+    geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (9, 7), (9, 7))
+    assert not conv_module._winograd_applies(geo, 128, 32)  # wide layers: im2col (thresholds doc)
+    assert not conv_module._winograd_applies(geo, 8, 64)
     for cap in (conv_module.COL_BUFFER_BYTES, 1):  # whole images, and one row of 2x2 tiles at a time
         monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
         X, W = sg.tensor(x, requires_grad=True), sg.tensor(w, requires_grad=True)
