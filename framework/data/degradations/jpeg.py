@@ -35,8 +35,12 @@ def add_jpg_compression(img, quality=90) -> np.ndarray:
     return out.astype(img.dtype) / img.dtype.type(255)
 
 
-def random_add_jpg_compression(img, quality_range=(90, 100), *, rng) -> np.ndarray:
+def random_add_jpg_compression(img, quality_range=(90, 100), *, rng,
+                               trace: dict | None = None) -> np.ndarray:
     """add_jpg_compression at quality round(U(quality_range)) (DiffJPEG's quality is continuous,
-    Pillow's an integer: the nearest one)."""
+    Pillow's an integer: the nearest one); `trace`, when given, receives that quality."""
     lo, hi = value_range("random_add_jpg_compression", "quality_range", quality_range, 1, 100)
-    return add_jpg_compression(img, int(round(rng.uniform(lo, hi))))
+    quality = int(round(rng.uniform(lo, hi)))
+    if trace is not None:
+        trace["quality"] = quality
+    return add_jpg_compression(img, quality)

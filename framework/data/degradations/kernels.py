@@ -81,10 +81,11 @@ def bivariate_plateau(kernel_size, sig_x, sig_y, theta, beta, grid=None,
 
 
 def _random_kernel(owner, make, kernel_size, sigma_x_range, sigma_y_range, rotation_range,
-                   beta_range, noise_range, isotropic, rng):
+                   beta_range, noise_range, isotropic, rng, trace):
     """BasicSR's draw order: sig_x, then (anisotropic only) sig_y and the rotation, then beta (a
     coin, then U(low, 1) or U(1, high): BasicSR assumes low < 1 < high), then the multiplicative
-    kernel noise U(noise_range) per tap; the kernel is renormalised."""
+    kernel noise U(noise_range) per tap; the kernel is renormalised. `trace` (a dict or None)
+    receives sigma_x, sigma_y, theta and beta (None without beta_range)."""
     k = _odd_size(owner, "kernel_size", kernel_size)
     sig_x = sig_y = rng.uniform(*value_range(owner, "sigma_x_range", sigma_x_range, 0.0))
     theta = 0.0
@@ -95,6 +96,8 @@ def _random_kernel(owner, make, kernel_size, sigma_x_range, sigma_y_range, rotat
     if beta_range is not None:
         lo, hi = value_range(owner, "beta_range", beta_range, 0.0)
         extra = (rng.uniform(lo, 1.0) if rng.uniform() < 0.5 else rng.uniform(1.0, hi),)
+    if trace is not None:
+        trace.update(sigma_x=sig_x, sigma_y=sig_y, theta=theta, beta=extra[0] if extra else None)
     kern = make(k, sig_x, sig_y, theta, *extra, isotropic=isotropic)
     if noise_range is not None:
         kern = kern * rng.uniform(*value_range(owner, "noise_range", noise_range), size=kern.shape)
@@ -102,28 +105,32 @@ def _random_kernel(owner, make, kernel_size, sigma_x_range, sigma_y_range, rotat
 
 
 def random_bivariate_Gaussian(kernel_size, sigma_x_range, sigma_y_range, rotation_range,
-                              noise_range=None, isotropic=True, *, rng) -> np.ndarray:
-    """A Gaussian kernel with sig_x ~ U(sigma_x_range) (and sig_y, theta when anisotropic)."""
+                              noise_range=None, isotropic=True, *, rng,
+                              trace: dict | None = None) -> np.ndarray:
+    """A Gaussian kernel with sig_x ~ U(sigma_x_range) (and sig_y, theta when anisotropic);
+    `trace`, when given, receives the draws (see `_random_kernel`)."""
     return _random_kernel("random_bivariate_Gaussian", bivariate_Gaussian, kernel_size,
                           sigma_x_range, sigma_y_range, rotation_range, None, noise_range,
-                          isotropic, rng)
+                          isotropic, rng, trace)
 
 
 def random_bivariate_generalized_Gaussian(kernel_size, sigma_x_range, sigma_y_range,
                                           rotation_range, beta_range, noise_range=None,
-                                          isotropic=True, *, rng) -> np.ndarray:
+                                          isotropic=True, *, rng,
+                                          trace: dict | None = None) -> np.ndarray:
     """A generalized Gaussian kernel with random shape and beta (see `_random_kernel`)."""
     return _random_kernel("random_bivariate_generalized_Gaussian", bivariate_generalized_Gaussian,
                           kernel_size, sigma_x_range, sigma_y_range, rotation_range, beta_range,
-                          noise_range, isotropic, rng)
+                          noise_range, isotropic, rng, trace)
 
 
 def random_bivariate_plateau(kernel_size, sigma_x_range, sigma_y_range, rotation_range,
-                             beta_range, noise_range=None, isotropic=True, *, rng) -> np.ndarray:
+                             beta_range, noise_range=None, isotropic=True, *, rng,
+                             trace: dict | None = None) -> np.ndarray:
     """A plateau kernel with random shape and beta (see `_random_kernel`)."""
     return _random_kernel("random_bivariate_plateau", bivariate_plateau, kernel_size,
                           sigma_x_range, sigma_y_range, rotation_range, beta_range, noise_range,
-                          isotropic, rng)
+                          isotropic, rng, trace)
 
 
 # Kernel types are data: name -> (sampler, isotropic, takes beta_range from betag or betap).
@@ -150,16 +157,21 @@ def check_kernel_list(owner: str, name: str, kernel_list) -> tuple[str, ...]:
 def random_mixed_kernels(kernel_list, kernel_prob, kernel_size=21, sigma_x_range=(0.6, 5),
                          sigma_y_range=(0.6, 5), rotation_range=(-math.pi, math.pi),
                          betag_range=(0.5, 8), betap_range=(0.5, 8), noise_range=None, *,
-                         rng) -> np.ndarray:
+                         rng, trace: dict | None = None) -> np.ndarray:
     """A (k, k) kernel of a type drawn from `kernel_list` with `kernel_prob` (which must sum to 1).
-    Plateau kernels never get multiplicative noise (as in BasicSR)."""
+    Plateau kernels never get multiplicative noise (as in BasicSR). `trace`, when given, receives
+    the draws: kernel (the type), sigma_x, sigma_y, theta, beta (None for a Gaussian)."""
     owner = "random_mixed_kernels"
     kernel_list = check_kernel_list(owner, "kernel_list", kernel_list)
     probs = probabilities(owner, "kernel_prob", kernel_prob, len(kernel_list))
-    sampler, isotropic, beta = KERNEL_TYPES[pick(rng, kernel_list, probs)]
+    kind = pick(rng, kernel_list, probs)
+    if trace is not None:
+        trace["kernel"] = kind
+    sampler, isotropic, beta = KERNEL_TYPES[kind]
     args = (kernel_size, sigma_x_range, sigma_y_range, rotation_range)
+    draws = dict(isotropic=isotropic, rng=rng, trace=trace)
     if beta is None:
-        return sampler(*args, noise_range=noise_range, isotropic=isotropic, rng=rng)
+        return sampler(*args, noise_range=noise_range, **draws)
     if beta == "betag":
-        return sampler(*args, betag_range, noise_range=noise_range, isotropic=isotropic, rng=rng)
-    return sampler(*args, betap_range, noise_range=None, isotropic=isotropic, rng=rng)
+        return sampler(*args, betag_range, noise_range=noise_range, **draws)
+    return sampler(*args, betap_range, noise_range=None, **draws)

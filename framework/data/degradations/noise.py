@@ -33,12 +33,15 @@ def generate_gaussian_noise(img, sigma=10, gray_noise=False, *, rng) -> np.ndarr
 
 
 def random_add_gaussian_noise(img, sigma_range=(0, 1.0), gray_prob=0, clip=True, rounds=False, *,
-                              rng) -> np.ndarray:
+                              rng, trace: dict | None = None) -> np.ndarray:
     """img + generate_gaussian_noise(sigma ~ U(sigma_range), gray with probability gray_prob), then
-    clip to [0, 1] (and round to 8-bit levels with rounds). Draws: sigma, the gray coin, noise."""
+    clip to [0, 1] (and round to 8-bit levels with rounds). Draws: sigma, the gray coin, noise;
+    `trace`, when given, receives sigma and gray."""
     owner = "random_add_gaussian_noise"
     sigma = rng.uniform(*value_range(owner, "sigma_range", sigma_range, 0.0))
     gray = rng.uniform() < number(owner, "gray_prob", gray_prob, 0.0, 1.0)
+    if trace is not None:
+        trace.update(sigma=sigma, gray=bool(gray))
     return _clip_round(img + generate_gaussian_noise(img, sigma, gray, rng=rng), clip, rounds)
 
 
@@ -114,10 +117,13 @@ def generate_poisson_noise(img, scale=1.0, gray_noise=False, *, rng) -> np.ndarr
 
 
 def random_add_poisson_noise(img, scale_range=(0, 1.0), gray_prob=0, clip=True, rounds=False, *,
-                             rng) -> np.ndarray:
+                             rng, trace: dict | None = None) -> np.ndarray:
     """img + generate_poisson_noise(scale ~ U(scale_range), gray with probability gray_prob), then
-    clip (and round). Draws: scale, the gray coin, the noise."""
+    clip (and round). Draws: scale, the gray coin, the noise; `trace`, when given, receives scale
+    and gray."""
     owner = "random_add_poisson_noise"
     scale = rng.uniform(*value_range(owner, "scale_range", scale_range, 0.0))
     gray = rng.uniform() < number(owner, "gray_prob", gray_prob, 0.0, 1.0)
+    if trace is not None:
+        trace.update(scale=scale, gray=bool(gray))
     return _clip_round(img + generate_poisson_noise(img, scale, gray, rng=rng), clip, rounds)

@@ -1,4 +1,5 @@
-"""JPEG (framework/data/degradations/jpeg.py): the round trip at two qualities, the rounded quality."""
+"""JPEG (framework/data/degradations/jpeg.py): the round trip at two qualities, the rounded
+quality, the trace."""
 import numpy as np
 import pytest
 
@@ -34,3 +35,11 @@ def test_jpeg_round_trip(channels):
 def test_bad_arguments_name_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+def test_random_add_jpg_compression_trace_is_the_quality():
+    img = _smooth(np.random.default_rng(1), 3, 16, 16)
+    trace = {}
+    out = D.random_add_jpg_compression(img, (30, 95), rng=np.random.default_rng(6), trace=trace)
+    assert trace == {"quality": int(round(np.random.default_rng(6).uniform(30, 95)))}
+    np.testing.assert_array_equal(out, D.add_jpg_compression(img, trace["quality"]))

@@ -102,3 +102,21 @@ def test_pick_follows_the_probabilities():
 def test_bad_arguments_name_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize("kind", ["iso", "aniso", "generalized_aniso", "plateau_iso"])
+def test_random_mixed_kernels_trace_is_the_draws(kind):
+    args = ([kind, "iso"], [1.0, 0.0], 9, (0.5, 3), (0.5, 3), (-1, 1), (0.5, 4), (1, 2))
+    trace = {}
+    kern = D.random_mixed_kernels(*args, rng=np.random.default_rng(4), trace=trace)
+    np.testing.assert_array_equal(kern, D.random_mixed_kernels(*args, rng=np.random.default_rng(4)))
+    r = np.random.default_rng(4)
+    r.random()  # the type
+    sx = r.uniform(0.5, 3)
+    isotropic = not kind.endswith("aniso")
+    sy, th = (sx, 0.0) if isotropic else (r.uniform(0.5, 3), r.uniform(-1, 1))
+    beta = None
+    if kind not in ("iso", "aniso"):  # betag_range (0.5, 4), betap_range (1, 2)
+        hi = 4 if kind.startswith("generalized") else 2
+        beta = r.uniform(0.5, 1) if r.uniform() < 0.5 else r.uniform(1, hi)
+    assert trace == dict(kernel=kind, sigma_x=sx, sigma_y=sy, theta=th, beta=beta)

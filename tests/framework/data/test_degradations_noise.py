@@ -72,3 +72,14 @@ def test_random_add_poisson_noise_draw_order():
     scale, gray = r.uniform(0.05, 3), r.uniform() < 0.4
     want = np.clip(img + D.generate_poisson_noise(img, scale, gray, rng=r), 0, 1)
     np.testing.assert_array_equal(out, want)
+
+
+def test_random_add_noise_trace_is_the_draws():
+    img = np.random.default_rng(0).random((3, 8, 8)).astype(np.float32)
+    for fn, level in ((D.random_add_gaussian_noise, "sigma"),
+                      (D.random_add_poisson_noise, "scale")):
+        trace = {}
+        out = fn(img, (0.5, 3), 0.5, rng=np.random.default_rng(2), trace=trace)
+        np.testing.assert_array_equal(out, fn(img, (0.5, 3), 0.5, rng=np.random.default_rng(2)))
+        r = np.random.default_rng(2)
+        assert trace == {level: r.uniform(0.5, 3), "gray": r.uniform() < 0.5}
