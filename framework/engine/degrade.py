@@ -10,9 +10,10 @@ one image. Sample k is position k of the training stream: BatchLoader's generato
 (seed: --seed, else the config's; shuffled epochs), i.e. row k % batch_size of iteration
 k // batch_size had datasets.train.root been HR. Default: one sample per image (the first epoch);
 --count N cycles through further epochs. Written to the folder OUT: <stem>_<k>_lq.png,
-<stem>_<k>_gt.png (and <stem>_<k>_gt_usm.png with gt_usm), 8-bit PNGs, and degradations.csv, one
-row of draws per sample (framework.data.realesrgan.TRACE_KEYS). Nothing is written until every
-output has been checked: never over an input, never over an existing file without --overwrite.
+<stem>_<k>_gt.png (and <stem>_<k>_gt_usm.png with gt_usm), 8-bit PNGs (lq is on 8-bit levels, so
+exact; gt_usm is rounded), and degradations.csv, one row of draws per sample
+(framework.data.realesrgan.TRACE_KEYS). Nothing is written until every output has been checked:
+never into the input folder or over an input, never over an existing file without --overwrite.
 """
 from __future__ import annotations
 
