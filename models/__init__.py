@@ -10,6 +10,7 @@ from .srvgg import SRVGGNetCompact
 from .msrresnet import MSRResNet
 from .rrdbnet import RRDBNet
 from .rcan import RCAN
+from .swinir import SwinIR
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN"]
+           "RRDBNet", "RCAN", "SwinIR"]
