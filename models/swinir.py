@@ -25,9 +25,10 @@ import numpy as np
 import framework.functional as F
 from framework import nn
 from framework._check import choice, flag, int_arg, int_list, number, pair
+from framework.autograd import Function
 from framework.nn import init
+from framework.onnx.graph import register_converter
 from framework.registry import MODELS
-from framework.tensor import Tensor
 
 from ._blocks import PixelShuffleUpsampler, upsampler_scale
 from .detect import NoMatch, Unknown, count, indices, need
@@ -39,18 +40,55 @@ _RGB_MEAN = (0.4488, 0.4371, 0.4040)
 
 
 # -- windows and masks ---------------------------------------------------------------------------
-def window_partition(x, ws: int):
-    """(B, H, W, C) -> (B * H/ws * W/ws, ws * ws, C): windows in raster order, tokens row-major."""
+def _partition(x: np.ndarray, ws: int) -> np.ndarray:
     b, h, w, c = x.shape
-    x = F.reshape(x, (b, h // ws, ws, w // ws, ws, c))
-    return F.reshape(F.permute(x, (0, 1, 3, 2, 4, 5)), (-1, ws * ws, c))
+    t = x.reshape(b, h // ws, ws, w // ws, ws, c).transpose(0, 1, 3, 2, 4, 5)
+    return np.ascontiguousarray(t).reshape(-1, ws * ws, c)
+
+
+def _reverse(windows: np.ndarray, ws: int, h: int, w: int) -> np.ndarray:
+    c = windows.shape[-1]
+    t = windows.reshape(-1, h // ws, w // ws, ws, ws, c).transpose(0, 1, 3, 2, 4, 5)
+    return np.ascontiguousarray(t).reshape(-1, h, w, c)
+
+
+class WindowPartition(Function):
+    """(B, H, W, C) <-> (B * H/ws * W/ws, ws * ws, C): windows in raster order, tokens row-major
+    (`reverse` goes back). One copy each way; each direction's backward is the other."""
+
+    @staticmethod
+    def forward(ctx, x, *, ws, reverse, hw):
+        ctx.meta = (ws, reverse, hw)
+        return _reverse(x, ws, *hw) if reverse else _partition(x, ws)
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dx = the inverse rearrangement of g
+        ws, reverse, hw = ctx.meta
+        return _partition(g, ws) if reverse else _reverse(g, ws, *hw)
+
+
+@register_converter(WindowPartition)
+def _window_partition_onnx(g, call):
+    # reshape -> transpose -> reshape with this size's window counts, like the mask: a fixed size
+    g.require_static("SwinIR's window partition and shifted-window attention mask are computed for "
+                     "the input size")
+    ws, reverse, (h, w) = call.options["ws"], call.options["reverse"], call.options["hw"]
+    c = g.shape(0)[-1]
+    split = (-1, h // ws, w // ws, ws, ws, c) if reverse else (-1, h // ws, ws, w // ws, ws, c)
+    y = g.node("Reshape", [g.input(0), g.const(np.asarray(split, np.int64))])
+    y = g.node("Transpose", [y], perm=[0, 1, 3, 2, 4, 5])
+    out = (-1, h, w, c) if reverse else (-1, ws * ws, c)
+    return g.node("Reshape", [y, g.const(np.asarray(out, np.int64))])
+
+
+def window_partition(x, ws: int):
+    """(B, H, W, C) -> (B * H/ws * W/ws, ws * ws, C)."""
+    return WindowPartition.apply(x, ws=ws, reverse=False, hw=tuple(x.shape[1:3]))
 
 
 def window_reverse(windows, ws: int, h: int, w: int):
     """window_partition's inverse: (B * nW, ws * ws, C) -> (B, H, W, C)."""
-    c = windows.shape[-1]
-    x = F.reshape(windows, (-1, h // ws, w // ws, ws, ws, c))
-    return F.reshape(F.permute(x, (0, 1, 3, 2, 4, 5)), (-1, h, w, c))
+    return WindowPartition.apply(windows, ws=ws, reverse=True, hw=(h, w))
 
 
 @functools.lru_cache(maxsize=16)
@@ -156,16 +194,20 @@ class SwinTransformerBlock(nn.Module):
         self.drop_path = nn.DropPath(drop_path) if drop_path > 0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
+        # The stored mask is for the input resolution padded to the window, what the model runs
+        # on at img_size (BasicSR cannot build a grid that is not a multiple of the window at all)
+        ws = self.window_size
+        self.mask_resolution = tuple(-(-n // ws) * ws for n in self.input_resolution)
         mask = None
         if self.shift_size > 0:
-            mask = shift_mask(*self.input_resolution, self.window_size, self.shift_size).copy()
+            mask = shift_mask(*self.mask_resolution, ws, self.shift_size).copy()
         self.register_buffer("attn_mask", mask)
 
     def mask(self, h: int, w: int, dtype):
         """The stored buffer at the input resolution (what a checkpoint holds), else the mask for (h, w)."""
         if self.shift_size == 0:
             return None  # BasicSR's mask for shift 0 is all zeros: adding it changes nothing
-        if (h, w) == self.input_resolution:
+        if (h, w) == self.mask_resolution:
             return self.attn_mask.data
         return shift_mask(h, w, self.window_size, self.shift_size, np.dtype(dtype))
 

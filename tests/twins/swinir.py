@@ -108,8 +108,12 @@ class SwinTransformerBlock(nn.Module):
         self.drop_path = DropPath(drop_path) if drop_path > 0.0 else nn.Identity()
         self.norm2 = nn.LayerNorm(dim)
         self.mlp = Mlp(dim, int(dim * mlp_ratio), drop)
-        self.register_buffer("attn_mask", self.calculate_mask(input_resolution) if self.shift_size > 0
-                             else None)
+        # srgrad's one departure from BasicSR (which cannot build such a model): the mask for a grid
+        # that is not a multiple of the window is the padded grid's
+        ws = self.window_size
+        self.mask_resolution = tuple(-(-n // ws) * ws for n in input_resolution)
+        self.register_buffer("attn_mask", self.calculate_mask(self.mask_resolution)
+                             if self.shift_size > 0 else None)
 
     def calculate_mask(self, x_size):
         h, w = x_size
@@ -133,7 +137,7 @@ class SwinTransformerBlock(nn.Module):
         if self.shift_size > 0:
             x = torch.roll(x, shifts=(-self.shift_size, -self.shift_size), dims=(1, 2))
         windows = window_partition(x, self.window_size).view(-1, self.window_size ** 2, c)
-        if self.input_resolution == x_size:
+        if self.mask_resolution == tuple(x_size):
             out = self.attn(windows, mask=self.attn_mask)
         else:
             out = self.attn(windows, mask=self.calculate_mask(x_size).to(x.device))
