@@ -399,8 +399,9 @@ class SwinIR(nn.Module):
         need_scale = {"nearest+conv": 4, "": 1}.get(self.upsampler)
         if need_scale is not None and scale != need_scale:
             what = "upsamples x4 only" if need_scale == 4 else "does not upsample (denoising, JPEG)"
+            hint = "" if need_scale == 4 else " (BasicSR ignores upscale there: pass scale 1, or an upsampler)"
             raise ValueError(f"{name}: upsampler {self.upsampler!r} {what}: scale must be "
-                             f"{need_scale}, got {scale}")
+                             f"{need_scale}, got {scale}{hint}")
         return scale
 
     def _reconstruction(self, embed_dim, out_ch):
