@@ -6,8 +6,9 @@ real-world x4, "" denoising at x1) -> mean shift back.
 
 A Swin block is windowed multi-head self-attention with a learnt relative-position bias (every
 other block on windows shifted by half a window, the wrapped-around tokens kept apart by an additive
--100 mask), then an MLP, each pre-normed and residual. Windows are made by reshape + permute
-(no loop over windows); the bias is gathered from its table once per block call.
+-100 mask), then an MLP, each pre-normed and residual. Windows are one reshape + transpose copy
+(no loop over windows), the bias is gathered from its table once per block call, and the scale,
+bias and mask are applied inside the softmax's pass (models/_swin.py).
 
 State_dict keys, order and shapes are BasicSR's, with its persistent buffers (each attention's
 `relative_position_index`, each shifted block's `attn_mask` for `img_size`), so a BasicSR
@@ -17,7 +18,6 @@ computed for that size (as BasicSR's forward), the stored buffer left alone.
 """
 from __future__ import annotations
 
-import functools
 import math
 
 import numpy as np
@@ -25,97 +25,18 @@ import numpy as np
 import framework.functional as F
 from framework import nn
 from framework._check import choice, flag, int_arg, int_list, number, pair
-from framework.autograd import Function
 from framework.nn import init
-from framework.onnx.graph import register_converter
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, upsampler_scale
+from ._swin import (attention_softmax, relative_position_index, shift_mask, window_partition,
+                    window_reverse)
 from .detect import NoMatch, Unknown, count, indices, need
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv")
 _RESI = ("1conv", "3conv")
 _NUM_FEAT = 64  # the reconstruction's features, fixed in BasicSR
 _RGB_MEAN = (0.4488, 0.4371, 0.4040)
-
-
-# -- windows and masks ---------------------------------------------------------------------------
-def _partition(x: np.ndarray, ws: int) -> np.ndarray:
-    b, h, w, c = x.shape
-    t = x.reshape(b, h // ws, ws, w // ws, ws, c).transpose(0, 1, 3, 2, 4, 5)
-    return np.ascontiguousarray(t).reshape(-1, ws * ws, c)
-
-
-def _reverse(windows: np.ndarray, ws: int, h: int, w: int) -> np.ndarray:
-    c = windows.shape[-1]
-    t = windows.reshape(-1, h // ws, w // ws, ws, ws, c).transpose(0, 1, 3, 2, 4, 5)
-    return np.ascontiguousarray(t).reshape(-1, h, w, c)
-
-
-class WindowPartition(Function):
-    """(B, H, W, C) <-> (B * H/ws * W/ws, ws * ws, C): windows in raster order, tokens row-major
-    (`reverse` goes back). One copy each way; each direction's backward is the other."""
-
-    @staticmethod
-    def forward(ctx, x, *, ws, reverse, hw):
-        ctx.meta = (ws, reverse, hw)
-        return _reverse(x, ws, *hw) if reverse else _partition(x, ws)
-
-    @staticmethod
-    def backward(ctx, g):  # dL/dx = the inverse rearrangement of g
-        ws, reverse, hw = ctx.meta
-        return _partition(g, ws) if reverse else _reverse(g, ws, *hw)
-
-
-@register_converter(WindowPartition)
-def _window_partition_onnx(g, call):
-    # reshape -> transpose -> reshape with this size's window counts, like the mask: a fixed size
-    g.require_static("SwinIR's window partition and shifted-window attention mask are computed for "
-                     "the input size")
-    ws, reverse, (h, w) = call.options["ws"], call.options["reverse"], call.options["hw"]
-    c = g.shape(0)[-1]
-    split = (-1, h // ws, w // ws, ws, ws, c) if reverse else (-1, h // ws, ws, w // ws, ws, c)
-    y = g.node("Reshape", [g.input(0), g.const(np.asarray(split, np.int64))])
-    y = g.node("Transpose", [y], perm=[0, 1, 3, 2, 4, 5])
-    out = (-1, h, w, c) if reverse else (-1, ws * ws, c)
-    return g.node("Reshape", [y, g.const(np.asarray(out, np.int64))])
-
-
-def window_partition(x, ws: int):
-    """(B, H, W, C) -> (B * H/ws * W/ws, ws * ws, C)."""
-    return WindowPartition.apply(x, ws=ws, reverse=False, hw=tuple(x.shape[1:3]))
-
-
-def window_reverse(windows, ws: int, h: int, w: int):
-    """window_partition's inverse: (B * nW, ws * ws, C) -> (B, H, W, C)."""
-    return WindowPartition.apply(windows, ws=ws, reverse=True, hw=(h, w))
-
-
-@functools.lru_cache(maxsize=16)
-def shift_mask(h: int, w: int, ws: int, shift: int, dtype=np.float32) -> np.ndarray:
-    """The (nW, ws^2, ws^2) mask of shifted-window attention on an (h, w) token grid (BasicSR's
-    calculate_mask): after the cyclic shift a window may hold tokens from up to 4 regions that were
-    not neighbours; a pair from different regions gets -100 (exp(-100) ~ 0 after the softmax),
-    others 0. Read-only and cached: every shifted block at this size shares it."""
-    region = np.zeros((h, w))
-    cuts = (slice(0, -ws), slice(-ws, -shift), slice(-shift, None))
-    for i, hs in enumerate(cuts):
-        for j, wsl in enumerate(cuts):
-            region[hs, wsl] = 3 * i + j
-    win = region.reshape(h // ws, ws, w // ws, ws).transpose(0, 2, 1, 3).reshape(-1, ws * ws)
-    mask = np.where(win[:, None, :] != win[:, :, None], -100.0, 0.0).astype(dtype)
-    mask.flags.writeable = False
-    return mask
-
-
-def relative_position_index(wh: int, ww: int) -> np.ndarray:
-    """(wh ww, wh ww) int64: for tokens p, q of a window, the row of the bias table for their offset
-    (dy + wh - 1) (2 ww - 1) + (dx + ww - 1)."""
-    ys, xs = np.meshgrid(np.arange(wh), np.arange(ww), indexing="ij")
-    ys, xs = ys.ravel(), xs.ravel()
-    dy = ys[:, None] - ys[None, :] + wh - 1
-    dx = xs[:, None] - xs[None, :] + ww - 1
-    return (dy * (2 * ww - 1) + dx).astype(np.int64)
 
 
 # -- blocks ----------------------------------------------------------------------------------------
@@ -151,13 +72,9 @@ class WindowAttention(nn.Module):
         qkv = F.reshape(self.qkv(x), (b_, n, 3, heads, c // heads))
         q, k, v = (F.reshape(t, (b_, heads, n, c // heads))
                    for t in F.split(F.permute(qkv, (2, 0, 3, 1, 4)), 1, 0))
-        attn = (q * self.scale) @ F.transpose(k, -2, -1)  # (B*nW, nH, N, N)
-        attn = attn + self.bias()
-        if mask is not None:
-            nw = mask.shape[0]
-            attn = F.reshape(attn, (b_ // nw, nw, heads, n, n)) + mask.astype(attn.dtype, copy=False)[:, None]
-            attn = F.reshape(attn, (b_, heads, n, n))
-        attn = self.attn_drop(F.softmax(attn, -1))
+        # softmax((q scale) k^T + bias + mask), the scale, bias and mask inside the softmax's pass
+        attn = attention_softmax(q @ F.transpose(k, -2, -1), self.bias(), self.scale, mask)
+        attn = self.attn_drop(attn)
         x = F.reshape(F.transpose(attn @ v, 1, 2), (b_, n, c))
         return self.proj_drop(self.proj(x))
 

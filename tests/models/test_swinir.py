@@ -10,7 +10,7 @@ import pytest
 import framework as sg
 from framework.registry import MODELS
 from models.detect import detect
-from models.swinir import relative_position_index, shift_mask
+from models._swin import relative_position_index, shift_mask
 
 from . import basicsr_checks as checks
 
@@ -276,3 +276,76 @@ def test_detect_reads_img_size_and_window_from_the_buffers():
     got = detect(checks.build(s).state_dict())
     assert (got["img_size"], got["window_size"], got["mlp_ratio"]) == (24, 6, 2.0)
     assert detect(checks.build(spec("", 1, depths=[1])).state_dict())["img_size"] == 64  # no mask: default
+
+
+# -- the window ops (models/_swin.py) -----------------------------------------------------------------
+def _attention_inputs(b_, heads, n, nw, seed=0):
+    rng = np.random.default_rng(seed)
+    s = sg.tensor(rng.standard_normal((b_, heads, n, n)), requires_grad=True)
+    bias = sg.tensor(rng.standard_normal((heads, n, n)) * 0.5, requires_grad=True)
+    mask = np.where(rng.uniform(size=(nw, n, n)) < 0.3, -100.0, 0.0) if nw else None
+    return s, bias, mask
+
+
+@pytest.mark.parametrize("b_,heads,n,nw", [(4, 2, 3, 2), (1, 1, 1, 1), (6, 3, 5, 0), (3, 1, 4, 3)])
+def test_attention_softmax_gradcheck(b_, heads, n, nw):
+    from framework.gradcheck import gradcheck
+    from models._swin import attention_softmax
+    s, bias, mask = _attention_inputs(b_, heads, n, nw)
+    w = np.random.default_rng(9).standard_normal((b_, heads, n, n))
+    assert gradcheck(lambda a, b: attention_softmax(a, b, 0.7, mask) * sg.tensor(w), (s, bias))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("nw", [0, 2])
+def test_attention_softmax_matches_torch(nw, dtype):
+    """softmax((q scale) k^T + bias + mask) as BasicSR writes it; float32 keeps float32."""
+    torch = pytest.importorskip("torch")
+    from models._swin import attention_softmax
+    b_, heads, n = 4, 3, 16
+    s, bias, mask = _attention_inputs(b_, heads, n, nw, seed=1)
+    s, bias = sg.tensor(s.data.astype(dtype), requires_grad=True), sg.tensor(bias.data.astype(dtype),
+                                                                               requires_grad=True)
+    g = np.random.default_rng(2).standard_normal((b_, heads, n, n)).astype(dtype)
+    y = attention_softmax(s, bias, 0.3, mask)
+    (y * sg.tensor(g)).sum().backward()
+    ts, tb = (torch.from_numpy(a.data.copy()).requires_grad_(True) for a in (s, bias))
+    t = ts * 0.3 + tb.unsqueeze(0)
+    if mask is not None:
+        t = (t.view(b_ // nw, nw, heads, n, n) + torch.from_numpy(mask.astype(dtype)).unsqueeze(1)).view(
+            b_, heads, n, n)
+    ty = torch.softmax(t, -1)
+    (ty * torch.from_numpy(g)).sum().backward()
+    for ours, theirs, what in ((y.data, ty.detach().numpy(), "output"), (s.grad.data, ts.grad.numpy(), "ds"),
+                               (bias.grad.data, tb.grad.numpy(), "dbias")):
+        checks.assert_close(ours, theirs, dtype, what)
+
+
+def test_attention_softmax_errors():
+    from models._swin import attention_softmax
+    s, bias, _ = _attention_inputs(2, 2, 3, 0)
+    with pytest.raises(ValueError, match=r"attention_softmax: scores \(2, 2, 3, 3\) and bias \(2, 3, 4\)"):
+        attention_softmax(s, sg.tensor(np.zeros((2, 3, 4))), 1.0)
+    with pytest.raises(ValueError, match=r"attention_softmax: mask \(3, 3, 3\) is not \(nW, 3, 3\)"):
+        attention_softmax(s, bias, 1.0, np.zeros((3, 3, 3)))
+    with pytest.raises(TypeError, match="bias dtype float32 differs"):
+        attention_softmax(s, sg.tensor(np.zeros((2, 3, 3), np.float32)), 1.0)
+
+
+@pytest.mark.parametrize("shape,ws", [((2, 4, 6, 3), 2), ((1, 3, 3, 1), 3), ((1, 1, 1, 2), 1)])
+def test_window_partition_round_trip_and_gradcheck(shape, ws):
+    from framework.gradcheck import gradcheck
+    from models._swin import window_partition, window_reverse
+    x = sg.tensor(np.random.default_rng(0).standard_normal(shape), requires_grad=True)
+    b, h, w, c = shape
+    win = window_partition(x, ws)
+    assert win.shape == (b * (h // ws) * (w // ws), ws * ws, c)
+    # window 0 holds the top-left ws x ws tokens, row-major; the last window the bottom-right ones
+    np.testing.assert_array_equal(win.data[0], x.data[0, :ws, :ws].reshape(-1, c))
+    np.testing.assert_array_equal(win.data[-1], x.data[-1, h - ws:, w - ws:].reshape(-1, c))
+    np.testing.assert_array_equal(window_reverse(win, ws, h, w).data, x.data)
+    assert gradcheck(lambda t: window_partition(t, ws) * 1.5, (x,))
+    assert gradcheck(lambda t: window_reverse(t, ws, h, w) * 1.5, (sg.tensor(win.data, requires_grad=True),))
+    with pytest.raises(ValueError, match="window_partition: expected"):
+        window_partition(sg.tensor(np.zeros((1, ws + 1, ws, 1))), ws) if ws > 1 else window_partition(
+            sg.tensor(np.zeros((1, 2, 2))), ws)
