@@ -14,7 +14,9 @@ State_dict keys, order and shapes are BasicSR's, with its persistent buffers (ea
 `relative_position_index`, each shifted block's `attn_mask` for `img_size`), so a BasicSR
 checkpoint loads with strict=True. Any input size runs: it is reflect-padded to a multiple of the
 window (SwinIR's test code) and the output cropped; at a size other than img_size the mask is
-computed for that size (as BasicSR's forward), the stored buffer left alone.
+computed for that size (as BasicSR's forward), the stored buffer left alone. One departure: an
+img_size that is not a multiple of the window (BasicSR's own defaults, 64 and 7, which BasicSR cannot
+build) stores the mask of img_size padded to the window, the size the model then runs at.
 """
 from __future__ import annotations
 
@@ -31,7 +33,7 @@ from framework.registry import MODELS
 from ._blocks import PixelShuffleUpsampler, upsampler_scale
 from ._swin import (attention_softmax, relative_position_index, shift_mask, window_partition,
                     window_reverse)
-from .detect import NoMatch, Unknown, count, indices, need
+from .detect import NoMatch, Unknown, count, need
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv")
 _RESI = ("1conv", "3conv")
@@ -316,7 +318,8 @@ class SwinIR(nn.Module):
         need_scale = {"nearest+conv": 4, "": 1}.get(self.upsampler)
         if need_scale is not None and scale != need_scale:
             what = "upsamples x4 only" if need_scale == 4 else "does not upsample (denoising, JPEG)"
-            hint = "" if need_scale == 4 else " (BasicSR ignores upscale there: pass scale 1, or an upsampler)"
+            hint = "" if need_scale == 4 else (" (BasicSR ignores upscale there: pass scale 1, or "
+                                               "an upsampler)")
             raise ValueError(f"{name}: upsampler {self.upsampler!r} {what}: scale must be "
                              f"{need_scale}, got {scale}{hint}")
         return scale

@@ -113,6 +113,7 @@ def _ours_step(model, lq, gt):
 def _ours_infer(model, lq):
     import framework as sg
     x = sg.tensor(lq)
+    model.eval()  # SwinIR's drop path (and any dropout) off, as in real inference
 
     def infer():
         with sg.no_grad():
@@ -135,6 +136,7 @@ def _torch_step(twin, lq, gt):
 def _torch_infer(twin, lq):
     import torch
     tx = torch.from_numpy(lq)
+    twin.eval()
 
     def infer():
         with torch.no_grad():

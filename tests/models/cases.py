@@ -14,7 +14,9 @@ SCALES = {  # the scales each design is tested at
     "EDSR": (2, 3, 4), "UpsampleNet": (2, 3, 4),
     # BasicSR's; RRDBNet (no x3, which test_models.py's round trip builds) is in test_rrdbnet.py.
     "SRVGGNetCompact": (2, 3, 4), "MSRResNet": (2, 3, 4), "RCAN": (2, 3, 4),
-    "SwinIR": (2, 4),  # pixel-shuffle upsampler (BASE), default size (slow to build); the rest in test_swinir.py
+    # SwinIR: the pixel-shuffle upsampler (BASE); its default-size torch twin takes seconds to build,
+    # so two scales here, the rest in test_swinir.py
+    "SwinIR": (2, 4),
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}}

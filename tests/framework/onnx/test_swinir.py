@@ -4,7 +4,6 @@ img_size (the stored attn_mask) and at a size that pads (the mask computed for t
 the upsamplers."""
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
 from framework.onnx import ExportError, export
