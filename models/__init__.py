@@ -12,7 +12,8 @@ from .srvgg import SRVGGNetCompact
 from .msrresnet import MSRResNet
 from .rrdbnet import RRDBNet
 from .rcan import RCAN
+from .swinir import SwinIR
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN"]
+           "RRDBNet", "RCAN", "SwinIR"]

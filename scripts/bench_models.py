@@ -5,11 +5,11 @@ the time to the first training step in a fresh process. float32.
 
 Run through the harness: `python scripts/benchmark.py --only models --threads 2`; section options
 after the harness's own:
-    --models ESPCN FSRCNN     default: all six
+    --models ESPCN FSRCNN     default: the six classic models (SwinIR, minutes per row: on request)
     --infer-size 512          the LR side of the inference image; 0 skips inference
     --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
-    --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR and EDSR (at
-                              512 -> 1024 they take seconds per image)
+    --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR, EDSR and SwinIR
+                              (at 512 -> 1024 they take seconds per image)
     --batch 16
     --memory / --no-memory    peak RSS (VmHWM) of a training step and of the inference, each in a
                               fresh child process per model and framework (default on)
@@ -52,15 +52,20 @@ CASES = {
     "VDSR": ({"type": "VDSR", "scale": 2}, 24),
     "EDSR": ({"type": "EDSR", "scale": 2}, 48),
     "UpsampleNet": ({"type": "UpsampleNet", "scale": 2}, 48),
+    # configs/swinir_cpu_x2.yaml's model (lightweight SwinIR at the 48 px patches it trains on)
+    "SwinIR": ({"type": "SwinIR", "scale": 2, "img_size": 48, "embed_dim": 60, "depths": [6, 6, 6, 6],
+                "num_heads": [6, 6, 6, 6], "window_size": 8, "mlp_ratio": 2,
+                "upsampler": "pixelshuffledirect"}, 48),
 }
-HEAVY = ("SRCNN", "VDSR", "EDSR")  # whole-image inference at 1024x1024 output: seconds per run
+DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
+HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR")  # whole-image inference at 1024x1024 output: seconds per run
 TARGETS = {"step": 1.25, "step UpsampleNet": 0.8, "infer": 1.25, "memory": 1.5}
 FIRST_STEP_WARM_S, FIRST_STEP_COLD_S = 3.0, 60.0
 
 
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_models")
-    ap.add_argument("--models", nargs="*", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS, choices=list(CASES))
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--infer-repeat", type=int, default=None)
     ap.add_argument("--heavy-repeat", type=int, default=2)
@@ -108,6 +113,7 @@ def _ours_step(model, lq, gt):
 def _ours_infer(model, lq):
     import framework as sg
     x = sg.tensor(lq)
+    model.eval()  # SwinIR's drop path (and any dropout) off, as in real inference
 
     def infer():
         with sg.no_grad():
@@ -130,6 +136,7 @@ def _torch_step(twin, lq, gt):
 def _torch_infer(twin, lq):
     import torch
     tx = torch.from_numpy(lq)
+    twin.eval()
 
     def infer():
         with torch.no_grad():
