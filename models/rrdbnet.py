@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import framework.functional as F
 from framework import nn
-from framework._check import int_arg
+from framework._check import choice, int_arg
 from framework.registry import MODELS
 
 from ._blocks import default_init_weights, make_layer, supported_scale
@@ -63,10 +63,15 @@ class RRDBNet(nn.Module):
         num_feat: features, default 64.
         num_block: RRDB blocks, default 23.
         num_grow_ch: channels each dense-block conv adds, default 32.
+        init: "torch" (default: BasicSR's: torch's layer init outside the dense blocks) or "kaiming"
+            (srgrad's: those convs kaiming_normal_ for the LeakyReLU, zero biases, conv_last x 0.1;
+            the dense blocks keep BasicSR's 0.1-scaled init either way). Torch's init shrinks the
+            signal ~40x over the five convs from input to output, which slows training from
+            scratch; use kaiming for that (loading weights replaces either).
     """
 
     def __init__(self, num_in_ch: int = 3, num_out_ch: int = 3, scale: int = 4, num_feat: int = 64,
-                 num_block: int = 23, num_grow_ch: int = 32):
+                 num_block: int = 23, num_grow_ch: int = 32, init: str = "torch"):
         super().__init__()
         name = "RRDBNet"
         self.scale = supported_scale(name, scale, (1, 2, 4))
@@ -84,6 +89,10 @@ class RRDBNet(nn.Module):
         self.conv_hr = nn.Conv2d(num_feat, num_feat, 3, padding=1)
         self.conv_last = nn.Conv2d(num_feat, num_out_ch, 3, padding=1)
         self.lrelu = nn.LeakyReLU(negative_slope=0.2)
+        if choice(name, "init", init, ("torch", "kaiming")) == "kaiming":
+            trunk = [self.conv_first, self.conv_body, self.conv_up1, self.conv_up2, self.conv_hr]
+            default_init_weights(trunk, nonlinearity="leaky_relu", a=0.2)
+            default_init_weights(self.conv_last, 0.1, nonlinearity="leaky_relu", a=0.2)
 
     def forward(self, x):
         image = x

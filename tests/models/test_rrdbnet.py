@@ -109,3 +109,21 @@ def test_sides_the_unshuffle_does_not_divide_are_padded_as_real_esrgan_does(scal
     np.testing.assert_allclose(y.data, want, rtol=0, atol=1e-12)
     y.sum().backward()
     assert xt.grad.shape == x.shape and np.abs(xt.grad.data).sum() > 0
+
+
+def test_kaiming_init_outside_the_dense_blocks():
+    """init="kaiming": trunk and upsampling convs ~ N(0, 2 / (1.04 fan_in)), conv_last x 0.1, zero
+    biases; the dense blocks as BasicSR's (0.1-scaled kaiming) either way."""
+    from framework.nn import init
+    init.manual_seed(0)
+    model = MODELS.build(spec(4, num_feat=32, num_block=1, num_grow_ch=16, init="kaiming"))
+    params = dict(model.named_parameters())
+    for name in ("conv_first", "conv_body", "conv_up1", "conv_up2", "conv_hr", "conv_last"):
+        w = params[f"{name}.weight"].numpy().astype(np.float64)
+        want = np.sqrt(2.0 / (1.04 * np.prod(w.shape[1:]))) * (0.1 if name == "conv_last" else 1.0)
+        np.testing.assert_allclose(w.std(), want, rtol=0.1, err_msg=name)
+        assert not params[f"{name}.bias"].numpy().any()
+    w = params["body.0.rdb1.conv1.weight"].numpy().astype(np.float64)
+    np.testing.assert_allclose(w.std(), 0.1 * np.sqrt(2.0 / np.prod(w.shape[1:])), rtol=0.1)
+    with pytest.raises(ValueError, match="RRDBNet: init must be one of"):
+        MODELS.build(spec(4, init="xavier"))

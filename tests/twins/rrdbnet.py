@@ -43,7 +43,8 @@ class RRDB(nn.Module):
 
 @register
 class RRDBNet(nn.Module):
-    def __init__(self, num_in_ch=3, num_out_ch=3, scale=4, num_feat=64, num_block=23, num_grow_ch=32):
+    def __init__(self, num_in_ch=3, num_out_ch=3, scale=4, num_feat=64, num_block=23, num_grow_ch=32,
+                 init="torch"):  # srgrad's init option: the twin takes weights by copy
         super().__init__()
         self.scale = scale
         num_in_ch *= {4: 1, 2: 4, 1: 16}[scale]
