@@ -112,8 +112,13 @@ def _columns(x, tile, buf, K, geo):
         return x.reshape(x.shape[0], g, K // g, -1)[b0:b1, :, :, r0 * OW:r1 * OW]
     nb, n = b1 - b0, (r1 - r0) * OW
     col = buf[:nb * K * n].reshape(nb, K, n)
-    im2col(x, col, b0, r0, OW, *geo.flat())
+    im2col(_planes(x), x.shape[3], col, b0, r0, OW, *geo.flat())
     return col.reshape(nb, g, K // g, n)
+
+
+def _planes(x):
+    """(N, C, H, W) -> its flat planes (N, C, H W), the im2col kernels' view of an image side."""
+    return x.reshape(x.shape[0], x.shape[1], x.shape[2] * x.shape[3])
 
 
 def _flip(w, groups, c):
@@ -189,7 +194,7 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
     wt = w.reshape(g, O // g, -1).transpose(0, 2, 1)  # (g, C/g * kh * kw, O/g)
     yv = y.reshape(N, g, O // g, OH * OW)
     x = np.zeros((N, c_out, H, W), y.dtype)
-    xv = x.reshape(N, g, c_out // g, H * W)
+    xv, xp = x.reshape(N, g, c_out // g, H * W), _planes(x)
     tiles, elems, K = _column_tiles((N, c_out, y.dtype), geo)
 
     def work(task, buf):
@@ -202,7 +207,7 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
                 continue
             col = buf[:nb * K * n].reshape(nb, K, n)
             np.matmul(wt, src, out=col.reshape(nb, g, K // g, n))
-            col2im(col, x, b0, r0, OW, row_lo, row_hi, *geo.flat())
+            col2im(col, xp, W, b0, r0, OW, row_lo, row_hi, *geo.flat())
 
     _run(_adjoint_tasks(tiles, geo, _workers()), work, elems, y.dtype)
     if bias is not None:
