@@ -1,5 +1,7 @@
 """SR architectures, one per file, registered in framework.registry.MODELS. Which one a checkpoint
-holds: `from models.detect import detect`."""
+holds: `from models.detect import detect`. The GAN discriminators (models/discriminators.py) register
+in MODELS too, as BasicSR's ARCH_REGISTRY holds both; `__all__` lists the generators (the models
+that upscale and that detect() knows), `DISCRIMINATORS` the names of the others."""
 from .srcnn import SRCNN
 from .fsrcnn import FSRCNN
 from .espcn import ESPCN
@@ -10,6 +12,8 @@ from .srvgg import SRVGGNetCompact
 from .msrresnet import MSRResNet
 from .rrdbnet import RRDBNet
 from .rcan import RCAN
+from .swinir import SwinIR
+from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN"]
+           "RRDBNet", "RCAN", "SwinIR"]

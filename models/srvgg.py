@@ -10,9 +10,12 @@ from framework import nn
 from framework._check import choice, int_arg
 from framework.registry import MODELS
 
+from ._blocks import default_init_weights
 from .detect import NoMatch, Unknown, indices, need, split_shuffle
 
 _ACTIVATIONS = ("relu", "prelu", "leakyrelu")
+_INITS = ("torch", "kaiming")
+_SLOPES = {"relu": 0.0, "prelu": 0.25, "leakyrelu": 0.1}  # the negative slope at initialisation
 
 
 def _activation(act_type: str, num_feat: int) -> nn.Module:
@@ -37,10 +40,18 @@ class SRVGGNetCompact(nn.Module):
             32, realesr-animevideov3: 16).
         scale: upscaling factor, any integer >= 1 (the pixel-shuffle factor), default 4.
         act_type: "prelu" (one slope per feature, default), "relu" or "leakyrelu" (slope 0.1).
+        init: "torch" (default: PyTorch's layer init, as BasicSR's arch) or "kaiming" (srgrad's:
+            kaiming_normal_ for the activation's slope, zero biases, the last convolution scaled by
+            0.1). With torch's init each conv + activation shrinks the signal's variance about five
+            times, so a deep stack (num_conv 16) starts blind to its input; L1 then drives the last
+            convolution to zero (the output = the nearest-upsampled input) and training from
+            scratch stalls there for hundreds of iterations. Kaiming keeps the signal's scale through
+            the stack and the small last layer starts the residual near zero: use it to train from
+            scratch (loading weights replaces either).
     """
 
     def __init__(self, num_in_ch: int = 3, num_out_ch: int = 3, num_feat: int = 64, num_conv: int = 16,
-                 scale: int = 4, act_type: str = "prelu"):
+                 scale: int = 4, act_type: str = "prelu", init: str = "torch"):
         super().__init__()
         name = "SRVGGNetCompact"
         self.scale = int_arg(name, "scale", scale)
@@ -58,6 +69,10 @@ class SRVGGNetCompact(nn.Module):
         layers.append(nn.Conv2d(num_feat, num_out_ch * self.scale ** 2, 3, padding=1))
         self.body = nn.ModuleList(layers)
         self.upsampler = nn.PixelShuffle(self.scale)
+        if choice(name, "init", init, _INITS) == "kaiming":
+            default_init_weights(layers[:-1], nonlinearity="leaky_relu", a=_SLOPES[self.act_type])
+            default_init_weights(layers[-1], scale=0.1, nonlinearity="leaky_relu",
+                                 a=_SLOPES[self.act_type])
 
     def forward(self, x):
         out = x

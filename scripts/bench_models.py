@@ -5,11 +5,12 @@ the time to the first training step in a fresh process. float32.
 
 Run through the harness: `python scripts/benchmark.py --only models --threads 2`; section options
 after the harness's own:
-    --models ESPCN FSRCNN     default: all six
+    --models ESPCN FSRCNN     default: the six classic models; `modern` = SRVGGNetCompact, MSRResNet,
+                              RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row)
     --infer-size 512          the LR side of the inference image; 0 skips inference
     --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
-    --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR and EDSR (at
-                              512 -> 1024 they take seconds per image)
+    --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR, EDSR and SwinIR
+                              (at 512 -> 1024 they take seconds per image)
     --batch 16
     --memory / --no-memory    peak RSS (VmHWM) of a training step and of the inference, each in a
                               fresh child process per model and framework (default on)
@@ -52,22 +53,38 @@ CASES = {
     "VDSR": ({"type": "VDSR", "scale": 2}, 24),
     "EDSR": ({"type": "EDSR", "scale": 2}, 48),
     "UpsampleNet": ({"type": "UpsampleNet", "scale": 2}, 48),
+    # configs/swinir_cpu_x2.yaml's model (lightweight SwinIR at the 48 px patches it trains on)
+    "SwinIR": ({"type": "SwinIR", "scale": 2, "img_size": 48, "embed_dim": 60, "depths": [6, 6, 6, 6],
+                "num_heads": [6, 6, 6, 6], "window_size": 8, "mlp_ratio": 2,
+                "upsampler": "pixelshuffledirect"}, 48),
+    # issue 15's models at their CPU-sized configs (configs/*_cpu_x2.yaml, realesr_compact_x4.yaml)
+    "SRVGGNetCompact": ({"type": "SRVGGNetCompact", "scale": 4, "num_feat": 64, "num_conv": 16,
+                         "act_type": "prelu"}, 16),
+    "MSRResNet": ({"type": "MSRResNet", "scale": 2, "num_feat": 32, "num_block": 2}, 24),
+    "RRDBNet": ({"type": "RRDBNet", "scale": 2, "num_feat": 32, "num_block": 1, "num_grow_ch": 16}, 24),
+    "RCAN": ({"type": "RCAN", "scale": 2, "num_feat": 32, "num_group": 2, "num_block": 2,
+              "squeeze_factor": 8}, 24),
 }
-HEAVY = ("SRCNN", "VDSR", "EDSR")  # whole-image inference at 1024x1024 output: seconds per run
-TARGETS = {"step": 1.25, "step UpsampleNet": 0.8, "infer": 1.25, "memory": 1.5}
+DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
+MODERN = ["SRVGGNetCompact", "MSRResNet", "RRDBNet", "RCAN", "SwinIR"]  # --models modern
+HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR")  # whole-image inference at 1024x1024 output: seconds per run
+TARGETS = {"step": 1.25, "step UpsampleNet": 0.8, "step SwinIR": 1.5, "infer": 1.25, "memory": 1.5}
+TARGETS.update({f"infer {name}": 1.0 for name in MODERN})  # issue 15: at most torch's time
 FIRST_STEP_WARM_S, FIRST_STEP_COLD_S = 3.0, 60.0
 
 
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_models")
-    ap.add_argument("--models", nargs="*", default=list(CASES), choices=list(CASES))
+    ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS, choices=list(CASES) + ["modern"])
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--infer-repeat", type=int, default=None)
     ap.add_argument("--heavy-repeat", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
-    return ap.parse_known_args(rest)[0]
+    opts = ap.parse_known_args(rest)[0]
+    opts.models = [m for name in opts.models for m in (MODERN if name == "modern" else [name])]
+    return opts
 
 
 def _batch(spec, side, batch):
@@ -108,6 +125,7 @@ def _ours_step(model, lq, gt):
 def _ours_infer(model, lq):
     import framework as sg
     x = sg.tensor(lq)
+    model.eval()  # SwinIR's drop path (and any dropout) off, as in real inference
 
     def infer():
         with sg.no_grad():
@@ -130,6 +148,7 @@ def _torch_step(twin, lq, gt):
 def _torch_infer(twin, lq):
     import torch
     tx = torch.from_numpy(lq)
+    twin.eval()
 
     def infer():
         with torch.no_grad():
@@ -189,7 +208,7 @@ def _step_row(name, spec, side, batch, repeat):
     ours, twin, n = _pair(spec)
     lq, gt = _batch(spec, side, batch)
     a, b = time_pair(_ours_step(ours, lq, gt), _torch_step(twin, lq, gt), repeat)
-    target = TARGETS["step UpsampleNet"] if name == "UpsampleNet" else TARGETS["step"]
+    target = TARGETS.get(f"step {name}", TARGETS["step"])
     return Row(f"{name} x{spec['scale']} step ({batch},3,{side},{side})", a, b, target,
                note=f"{n:,} params; {_rates(_conv_gflop(ours, lq, True), a, b)}")
 
@@ -199,7 +218,8 @@ def _infer_row(name, spec, side, repeat):
     lq = _image(side)
     # One warm-up each: the training step before it already compiled every kernel.
     a, b = time_pair(_ours_infer(ours, lq), _torch_infer(twin, lq), repeat)
-    return Row(f"{name} x{spec['scale']} inference (1,3,{side},{side})", a, b, TARGETS["infer"],
+    return Row(f"{name} x{spec['scale']} inference (1,3,{side},{side})", a, b,
+               TARGETS.get(f"infer {name}", TARGETS["infer"]),
                note=f"repeat {repeat}; {_rates(_conv_gflop(ours, lq, False), a, b)}")
 
 

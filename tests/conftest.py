@@ -6,6 +6,10 @@ import textwrap
 # one-core machine; set before numba is imported.
 if (os.cpu_count() or 1) < 2:
     os.environ.setdefault("NUMBA_NUM_THREADS", "2")
+# numba's OpenMP layer and torch share libgomp: with OpenMP's default (active) waiting, numba's idle
+# threads spin and the torch twins' backward passes run 10-30x slower. Tests time nothing: wait
+# passively.
+os.environ.setdefault("OMP_WAIT_POLICY", "passive")
 
 import numpy as np  # noqa: E402
 import pytest  # noqa: E402

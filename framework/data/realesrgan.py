@@ -41,11 +41,26 @@ from .degradations import (KERNEL_TYPES, check_kernel_list, circular_lowpass_ker
                            probabilities, random_add_gaussian_noise, random_add_jpg_compression,
                            random_add_poisson_noise, random_mixed_kernels, usm_sharp, value_range)
 
-__all__ = ["DegradationOptions", "degrade", "RealESRGANDataset"]
+__all__ = ["DegradationOptions", "degrade", "RealESRGANDataset", "TRACE_KEYS"]
 
 _ALL_KERNELS = tuple(KERNEL_TYPES)
 _KERNEL_PROB = (0.45, 0.25, 0.12, 0.03, 0.12, 0.03)
 RESIZE_MODES = ("area", "bilinear", "bicubic")
+
+# What `degrade(..., trace=)` records, in pipeline order. n = 1, 2 is the order. kernelN: a kernel
+# type or "sinc" ("none": no second blur); sigmaN_x, sigmaN_y, thetaN (radians), betaN for the
+# Gaussian family, omegaN (the cutoff, radians) for a sinc; resizeN: up, down or keep, by
+# resizeN_scale (the first order skips a keep, so its mode is None); noiseN: gaussian (level =
+# sigma on the 0..255 scale) or poisson (level = scale); final_order: whether the last resize
+# (+ sinc, final_omega of final_sinc_size, or None) comes before or after the second JPEG.
+TRACE_KEYS = (
+    "kernel1", "kernel1_size", "sigma1_x", "sigma1_y", "theta1", "beta1", "omega1",
+    "resize1", "resize1_scale", "resize1_mode", "noise1", "noise1_level", "noise1_gray",
+    "jpeg1_quality",
+    "kernel2", "kernel2_size", "sigma2_x", "sigma2_y", "theta2", "beta2", "omega2",
+    "resize2", "resize2_scale", "resize2_mode", "noise2", "noise2_level", "noise2_gray",
+    "final_order", "final_resize_mode", "final_sinc_size", "final_omega", "jpeg2_quality",
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -158,17 +173,24 @@ def _kernel_sizes(largest: int) -> range:
     return range(7, largest + 1, 2)
 
 
-def _blur_kernel(rng, o: DegradationOptions, s: str) -> np.ndarray:
+def _blur_kernel(rng, o: DegradationOptions, s: str, trace: dict) -> np.ndarray:
     """Kernel size, then a sinc (sinc_prob) or a mixed kernel, drawn as BasicSR's dataset does."""
+    n = s or "1"
     sizes = _kernel_sizes(getattr(o, "blur_kernel_size" + s))
     k = sizes[int(rng.integers(len(sizes)))]
+    trace[f"kernel{n}_size"] = k
     if rng.uniform() < getattr(o, "sinc_prob" + s):
         omega = rng.uniform(np.pi / 3, np.pi) if k < 13 else rng.uniform(np.pi / 5, np.pi)
+        trace.update({f"kernel{n}": "sinc", f"omega{n}": omega})
         return circular_lowpass_kernel(omega, k)
-    sigma = getattr(o, "blur_sigma" + s)
-    return random_mixed_kernels(getattr(o, "kernel_list" + s), getattr(o, "kernel_prob" + s), k,
+    sigma, draws = getattr(o, "blur_sigma" + s), {}
+    kern = random_mixed_kernels(getattr(o, "kernel_list" + s), getattr(o, "kernel_prob" + s), k,
                                 sigma, sigma, (-math.pi, math.pi), getattr(o, "betag_range" + s),
-                                getattr(o, "betap_range" + s), None, rng=rng)
+                                getattr(o, "betap_range" + s), None, rng=rng, trace=draws)
+    trace.update({f"kernel{n}": draws["kernel"], f"sigma{n}_x": draws["sigma_x"],
+                  f"sigma{n}_y": draws["sigma_y"], f"theta{n}": draws["theta"],
+                  f"beta{n}": draws["beta"]})
+    return kern
 
 
 def _resize(img: np.ndarray, mode: str, size=None, scale_factor=None) -> np.ndarray:
@@ -177,28 +199,45 @@ def _resize(img: np.ndarray, mode: str, size=None, scale_factor=None) -> np.ndar
                              mode=mode).data[0]
 
 
-def _random_factor(rng, o: DegradationOptions, s: str) -> float:
+def _random_factor(rng, o: DegradationOptions, s: str, trace: dict) -> float:
     """Up (U(1, high)), down (U(low, 1)) or keep (1) with probabilities resize_prob."""
     lo, hi = getattr(o, "resize_range" + s)
     way = pick(rng, ("up", "down", "keep"), getattr(o, "resize_prob" + s))
-    return rng.uniform(1, hi) if way == "up" else rng.uniform(lo, 1) if way == "down" else 1.0
+    factor = rng.uniform(1, hi) if way == "up" else rng.uniform(lo, 1) if way == "down" else 1.0
+    trace.update({f"resize{s or 1}": way, f"resize{s or 1}_scale": factor})
+    return factor
 
 
-def _noise(rng, o: DegradationOptions, s: str, img: np.ndarray) -> np.ndarray:
-    gray = getattr(o, "gray_noise_prob" + s)
+def _noise(rng, o: DegradationOptions, s: str, img: np.ndarray, trace: dict) -> np.ndarray:
+    gray, n, draws = getattr(o, "gray_noise_prob" + s), s or "1", {}
     if rng.uniform() < getattr(o, "gaussian_noise_prob" + s):
-        return random_add_gaussian_noise(img, getattr(o, "noise_range" + s), gray, rng=rng)
-    return random_add_poisson_noise(img, getattr(o, "poisson_scale_range" + s), gray, rng=rng)
+        out = random_add_gaussian_noise(img, getattr(o, "noise_range" + s), gray, rng=rng,
+                                        trace=draws)
+        kind, level = "gaussian", draws["sigma"]
+    else:
+        out = random_add_poisson_noise(img, getattr(o, "poisson_scale_range" + s), gray, rng=rng,
+                                       trace=draws)
+        kind, level = "poisson", draws["scale"]
+    trace.update({f"noise{n}": kind, f"noise{n}_level": level, f"noise{n}_gray": draws["gray"]})
+    return out
+
+
+def _jpeg(rng, quality_range, img: np.ndarray, trace: dict, key: str) -> np.ndarray:
+    draws = {}
+    out = random_add_jpg_compression(img, quality_range, rng=rng, trace=draws)
+    trace[key] = draws["quality"]
+    return out
 
 
 def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
-            times: dict | None = None) -> np.ndarray:
+            times: dict | None = None, trace: dict | None = None) -> np.ndarray:
     """Real-ESRGAN's second-order degradation of one HR crop: float (C, H, W) in [0, 1], H and W
     multiples of `scale` -> LR (C, H / scale, W / scale) in gt's dtype, on 8-bit levels.
 
     opts: DegradationOptions, a dict of its keys, or None (BasicSR's defaults). All randomness comes
     from `rng`. `times`, when given, accumulates seconds per stage (kernels, filter, resize, noise,
-    jpeg)."""
+    jpeg). `trace`, when given, receives the draws: every key of TRACE_KEYS (None where a stage
+    did not draw it). Neither changes a draw."""
     o = (opts if isinstance(opts, DegradationOptions)
          else DegradationOptions.from_dict(opts or {}, "degrade"))
     scale = int_arg("degrade", "scale", scale)
@@ -209,38 +248,50 @@ def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
     h, w = gt.shape[1:]
     o.check_size(h, w, scale)
     clock = _Clock(times)
+    drawn = dict.fromkeys(TRACE_KEYS)  # recorded always (a few dict writes), handed out if asked
 
     def mode():
         return RESIZE_MODES[int(rng.integers(len(RESIZE_MODES)))]
 
     def final_sinc(img):
-        img = clock("resize", _resize, img, mode(), size=(h // scale, w // scale))
+        drawn["final_resize_mode"] = mode()
+        img = clock("resize", _resize, img, drawn["final_resize_mode"],
+                    size=(h // scale, w // scale))
         if rng.uniform() < o.final_sinc_prob:
             sizes = _kernel_sizes(o.blur_kernel_size)
             k = sizes[int(rng.integers(len(sizes)))]
-            sinc = clock("kernels", circular_lowpass_kernel, rng.uniform(np.pi / 3, np.pi), k)
+            omega = rng.uniform(np.pi / 3, np.pi)
+            drawn.update(final_sinc_size=k, final_omega=omega)
+            sinc = clock("kernels", circular_lowpass_kernel, omega, k)
             img = clock("filter", filter2d, img, sinc)
         return img
 
     # first order: blur, resize by a factor, noise, JPEG
-    out = clock("filter", filter2d, gt, clock("kernels", _blur_kernel, rng, o, ""))
-    factor, resize_mode = _random_factor(rng, o, ""), mode()
+    out = clock("filter", filter2d, gt, clock("kernels", _blur_kernel, rng, o, "", drawn))
+    factor, resize_mode = _random_factor(rng, o, "", drawn), mode()
     if factor != 1.0:  # a factor of 1 is the identity in every mode
+        drawn["resize1_mode"] = resize_mode
         out = clock("resize", _resize, out, resize_mode, scale_factor=factor)
-    out = clock("noise", _noise, rng, o, "", out)
-    out = clock("jpeg", random_add_jpg_compression, out, o.jpeg_range, rng=rng)
+    out = clock("noise", _noise, rng, o, "", out, drawn)
+    out = clock("jpeg", _jpeg, rng, o.jpeg_range, out, drawn, "jpeg1_quality")
     # second order: maybe blur, resize to a size around the LR size, noise
+    drawn["kernel2"] = "none"
     if rng.uniform() < o.second_blur_prob:
-        out = clock("filter", filter2d, out, clock("kernels", _blur_kernel, rng, o, "2"))
-    factor = _random_factor(rng, o, "2")
-    out = clock("resize", _resize, out, mode(),
+        out = clock("filter", filter2d, out, clock("kernels", _blur_kernel, rng, o, "2", drawn))
+    factor = _random_factor(rng, o, "2", drawn)
+    drawn["resize2_mode"] = mode()
+    out = clock("resize", _resize, out, drawn["resize2_mode"],
                 size=(int(h / scale * factor), int(w / scale * factor)))
-    out = clock("noise", _noise, rng, o, "2", out)
+    out = clock("noise", _noise, rng, o, "2", out, drawn)
     # [resize back + sinc] and JPEG in a random order (the other orders give twisted lines)
     if rng.uniform() < 0.5:
-        out = clock("jpeg", random_add_jpg_compression, final_sinc(out), o.jpeg_range2, rng=rng)
+        drawn["final_order"] = "resize_sinc_then_jpeg"
+        out = clock("jpeg", _jpeg, rng, o.jpeg_range2, final_sinc(out), drawn, "jpeg2_quality")
     else:
-        out = final_sinc(clock("jpeg", random_add_jpg_compression, out, o.jpeg_range2, rng=rng))
+        drawn["final_order"] = "jpeg_then_resize_sinc"
+        out = final_sinc(clock("jpeg", _jpeg, rng, o.jpeg_range2, out, drawn, "jpeg2_quality"))
+    if trace is not None:
+        trace.update(drawn)
     return np.clip(np.round(out * 255), 0, 255) / out.dtype.type(255)
 
 
@@ -319,14 +370,14 @@ class RealESRGANDataset(_SRDataset):
             img = img[:, top:top + size, left:left + size]
         return np.ascontiguousarray(img, dtype=np.float32)
 
-    def get(self, index: int, rng: np.random.Generator | None = None, times: dict | None = None
-            ) -> dict:
-        """One synthesised sample (see the class docstring); `times` as in `degrade`."""
+    def get(self, index: int, rng: np.random.Generator | None = None, times: dict | None = None,
+            trace: dict | None = None) -> dict:
+        """One synthesised sample (see the class docstring); `times` and `trace` as in `degrade`."""
         rng = np.random.default_rng(index) if rng is None else rng
         img = apply_flags(self.image(index), random_flags(rng, self.use_flip, self.use_rot))
         gt = self._crop_pad(img, rng)
         sharp = usm_sharp(gt) if self.gt_usm else None
-        lq = degrade(gt if sharp is None else sharp, rng, self.opts, self.scale, times)
+        lq = degrade(gt if sharp is None else sharp, rng, self.opts, self.scale, times, trace)
         stack = gt if sharp is None else np.concatenate([gt, sharp])
         lq, stack = paired_random_crop(lq, stack, self.gt_size, self.scale, rng, self.names[index])
         c = gt.shape[0]

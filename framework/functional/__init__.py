@@ -8,7 +8,8 @@ from .elementwise import (abs, add, cast, clamp, clone, div, exp, log, maximum, 
                           pow, sqrt, sub, where)
 from .imresize import imresize
 from .linear import linear, matmul
-from .loss import charbonnier_loss, l1_loss, mse_loss
+from .logistic import binary_cross_entropy_with_logits, softplus
+from .loss import charbonnier_loss, frobenius_loss, l1_loss, mse_loss
 from .normalization import batch_norm, layer_norm
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
 from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
@@ -22,7 +23,8 @@ __all__ = [
     "unbroadcast", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d", "conv_padding",
     "conv_transpose2d", "drop_path", "dropout", "abs", "add", "cast", "clamp", "clone", "div", "exp",
     "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub", "where", "imresize", "linear",
-    "matmul", "charbonnier_loss", "l1_loss", "mse_loss", "batch_norm", "layer_norm", "pixel_shuffle",
+    "matmul", "binary_cross_entropy_with_logits", "softplus", "charbonnier_loss",
+    "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "layer_norm", "pixel_shuffle",
     "pixel_unshuffle", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d", "argmax", "argmin", "max",
     "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand", "pad_to_multiple",
     "chunk", "flatten", "getitem", "pad", "permute", "reshape", "roll", "split", "squeeze", "stack",

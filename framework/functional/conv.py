@@ -128,8 +128,11 @@ def _flip(w, groups, c):
     return np.ascontiguousarray(wf).reshape(c, O // groups, kh, kw)
 
 
-# Below this many channels Winograd's transforms dominate its fewer products (_winograd.py).
+# Below this many channels Winograd's transforms dominate its fewer products (_winograd.py); above
+# the maximum its per-call weight transform and plane GEMMs of few tiles lose to im2col's one GEMM
+# (docs/benchmarks.md, "Where the code's thresholds come from").
 _WINOGRAD_MIN_CHANNELS = 16
+_WINOGRAD_MAX_CHANNELS = 64
 # The Winograd tables per square kernel size (_winograd.TRANSFORMS: F(m, r)): the larger m has fewer
 # products and costlier transforms, so it pays from _WINOGRAD_LARGE_CHANNELS on both sides (the
 # products grow with C O, the transforms with C + O).
@@ -141,7 +144,7 @@ def _winograd_table(geo, c, o):
     """The Winograd table for a correlation between sides of c and o channels, or None (im2col)."""
     (kh, kw), sizes = geo.kernel, WINOGRAD.get(geo.kernel[0])
     if (sizes is None or kh != kw or geo.stride != (1, 1) or geo.dilation != (1, 1) or geo.groups != 1
-            or min(c, o) < _WINOGRAD_MIN_CHANNELS):
+            or min(c, o) < _WINOGRAD_MIN_CHANNELS or max(c, o) > _WINOGRAD_MAX_CHANNELS):
         return None
     return _wino.TRANSFORMS[sizes[min(c, o) >= _WINOGRAD_LARGE_CHANNELS]]
 

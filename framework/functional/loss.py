@@ -1,7 +1,8 @@
-"""Pointwise regression losses: l1_loss, mse_loss, charbonnier_loss; reduction "mean" | "sum" | "none".
+"""Regression losses: the pointwise l1_loss, mse_loss, charbonnier_loss (reduction "mean" | "sum" |
+"none"), and frobenius_loss, the norm ||input - target||_F (PerceptualLoss's criterion "fro").
 
-The three differ only in the elementwise penalty rho(d) of d = input - target and its derivative, so
-one Function serves them all (the penalty is data, not code)."""
+The pointwise three differ only in the elementwise penalty rho(d) of d = input - target and its
+derivative, so one Function serves them all (the penalty is data, not code)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ from .._check import choice, float_array, number
 from .._jit import kernel
 from ..autograd import Function
 
-__all__ = ["l1_loss", "mse_loss", "charbonnier_loss"]
+__all__ = ["l1_loss", "mse_loss", "charbonnier_loss", "frobenius_loss"]
 
 
 def _l1(d, eps):
@@ -82,13 +83,33 @@ class PointwiseLoss(Function):
         return (gx if need_x else None), (-gx if need_t else None)
 
 
-def _loss(op, kind, x, t, eps, reduction):
+class FrobeniusLoss(Function):
+    @staticmethod
+    def forward(ctx, x, t):
+        d = x - t
+        norm = x.dtype.type(np.sqrt(np.dot(d.ravel().astype(np.float64, copy=False), d.ravel())))
+        ctx.save_for_backward(d, norm)
+        return np.asarray(norm)
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dinput = g d / ||d|| (0 where ||d|| = 0, torch's choice); dL/dtarget = -that
+        d, norm = ctx.saved_tensors
+        gx = np.zeros_like(d) if norm == 0 else d * (g / norm).astype(d.dtype)
+        need_x, need_t = ctx.needs_input_grad
+        return (gx if need_x else None), (-gx if need_t else None)
+
+
+def _operands(op, x, t):
     xa, ta = float_array(op, "input", x), float_array(op, "target", t)
     if xa.shape != ta.shape:
         raise ValueError(f"{op}: input shape {xa.shape} and target shape {ta.shape} differ (no "
                          f"broadcasting)")
     if xa.dtype != ta.dtype:
         raise TypeError(f"{op}: input dtype {xa.dtype} and target dtype {ta.dtype} differ")
+
+
+def _loss(op, kind, x, t, eps, reduction):
+    _operands(op, x, t)
     choice(op, "reduction", reduction, _REDUCTIONS)
     return PointwiseLoss.apply(x, t, kind=kind, eps=eps, reduction=reduction)
 
@@ -108,3 +129,10 @@ def charbonnier_loss(input, target, eps=1e-3, reduction="mean"):
     eps default 1e-3."""
     eps = number("charbonnier_loss", "eps", eps, low=0, low_open=True)
     return _loss("charbonnier_loss", "charbonnier", input, target, eps, reduction)
+
+
+def frobenius_loss(input, target):
+    """||input - target||_F = sqrt(sum (input - target)^2) over every element (torch.norm(input -
+    target, p="fro")), a 0-d tensor; the gradient at input == target is 0, as torch's."""
+    _operands("frobenius_loss", input, target)
+    return FrobeniusLoss.apply(input, target)

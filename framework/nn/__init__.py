@@ -4,9 +4,11 @@ from .module import IncompatibleKeys, Module, ModuleList, Parameter, Sequential
 from .activation import GELU, LeakyReLU, LogSoftmax, PReLU, ReLU, Sigmoid, Softmax, Tanh
 from .conv import Conv2d, ConvTranspose2d
 from .dropout import Dropout, DropPath
+from .gan_loss import GANLoss
 from .linear import Identity, Linear
 from .loss import CharbonnierLoss, L1Loss, MSELoss
 from .normalization import BatchNorm2d, LayerNorm
+from .perceptual import PerceptualLoss, VGGFeatureExtractor
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
 from .upsample import Upsample
@@ -15,8 +17,9 @@ from . import init, utils
 
 __all__ = [
     "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU",
-    "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d", "Dropout",
-    "DropPath", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss", "BatchNorm2d", "LayerNorm",
-    "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d",
-    "MaxPool2d", "Upsample", "clip_grad_norm_", "clip_grad_value_", "init", "utils",
+    "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d",
+    "Dropout", "DropPath", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss",
+    "BatchNorm2d", "LayerNorm", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle",
+    "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_",
+    "clip_grad_value_", "init", "utils",
 ]

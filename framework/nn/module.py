@@ -1,11 +1,13 @@
 """Module, Parameter, Sequential, ModuleList: PyTorch's container semantics (attribute assignment
-registers, dotted state_dict keys, train/eval)."""
+registers, dotted state_dict keys, train/eval, forward hooks)."""
 from __future__ import annotations
 
+import itertools
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
+from .._check import flag
 from ..tensor import Tensor, _as_array
 
 
@@ -24,6 +26,28 @@ class Parameter(Tensor):
 
 IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
+_hook_ids = itertools.count()
+
+
+class RemovableHandle:
+    """What register_forward_(pre_)hook returns: `.remove()` unregisters the hook (again is a no-op);
+    also a context manager that removes it on exit, as torch.utils.hooks.RemovableHandle."""
+
+    def __init__(self, hooks: OrderedDict, with_kwargs: set):
+        self.id = next(_hook_ids)
+        self._hooks, self._with_kwargs = hooks, with_kwargs
+
+    def remove(self) -> None:
+        self._hooks.pop(self.id, None)
+        self._with_kwargs.discard(self.id)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+        return False
+
 
 class Module:
     """Base class of layers and networks. Assigning a Parameter or Module attribute registers it;
@@ -34,6 +58,9 @@ class Module:
         object.__setattr__(self, "_buffers", OrderedDict())
         object.__setattr__(self, "_modules", OrderedDict())
         object.__setattr__(self, "training", True)
+        object.__setattr__(self, "_forward_pre_hooks", OrderedDict())
+        object.__setattr__(self, "_forward_hooks", OrderedDict())
+        object.__setattr__(self, "_hooks_with_kwargs", set())
 
     # -- registration --------------------------------------------------------------------------
     def __setattr__(self, name, value):
@@ -170,8 +197,12 @@ class Module:
 
     # -- modes and housekeeping ----------------------------------------------------------------
     def train(self, mode: bool = True):
-        for m in self.modules():
-            object.__setattr__(m, "training", bool(mode))
+        """Set training mode here and, through each child's own `train()` (as torch: an override
+        on a child, e.g. a frozen feature extractor that stays in eval, is honoured), below."""
+        object.__setattr__(self, "training", bool(mode))
+        for child in self._modules.values():
+            if child is not None:
+                child.train(mode)
         return self
 
     def eval(self):
@@ -224,7 +255,62 @@ class Module:
         raise NotImplementedError(f"{type(self).__name__} has no forward()")
 
     def __call__(self, *args, **kwargs):
+        if self._forward_pre_hooks or self._forward_hooks:
+            return self._call_with_hooks(args, kwargs)
         return self.forward(*args, **kwargs)
+
+    def _call_with_hooks(self, args, kwargs):
+        """torch's Module._call_impl: pre-hooks in order (each may replace the positional args, or
+        args and kwargs when registered with_kwargs), forward, then hooks (each may replace the
+        output). The dicts are copied first, so a hook may remove itself."""
+        with_kwargs = self._hooks_with_kwargs
+        for hid, hook in list(self._forward_pre_hooks.items()):
+            if hid in with_kwargs:
+                result = hook(self, args, kwargs)
+                if result is not None:
+                    if not (isinstance(result, tuple) and len(result) == 2):
+                        raise RuntimeError("forward pre-hook must return None or a tuple of "
+                                           f"(new_args, new_kwargs), but got {result!r}.")
+                    args, kwargs = result
+                    args = args if isinstance(args, tuple) else (args,)
+            else:
+                result = hook(self, args)
+                if result is not None:
+                    args = result if isinstance(result, tuple) else (result,)
+        output = self.forward(*args, **kwargs)
+        for hid, hook in list(self._forward_hooks.items()):
+            result = hook(self, args, kwargs, output) if hid in with_kwargs else hook(self, args, output)
+            if result is not None:
+                output = result
+        return output
+
+    def register_forward_pre_hook(self, hook, *, prepend: bool = False,
+                                  with_kwargs: bool = False) -> RemovableHandle:
+        """Run `hook(module, args)` before every forward; a non-None return replaces the positional
+        arguments (a single value is wrapped in a tuple). with_kwargs=True: `hook(module, args,
+        kwargs)` returning None or (args, kwargs). prepend=True runs it before the hooks already
+        registered. Returns a handle whose .remove() unregisters it."""
+        return self._add_hook(self._forward_pre_hooks, "register_forward_pre_hook", hook, prepend,
+                              with_kwargs)
+
+    def register_forward_hook(self, hook, *, prepend: bool = False,
+                              with_kwargs: bool = False) -> RemovableHandle:
+        """Run `hook(module, args, output)` after every forward (args: the positional arguments
+        forward received); a non-None return replaces the output. with_kwargs=True: `hook(module,
+        args, kwargs, output)`. prepend, the handle: as register_forward_pre_hook."""
+        return self._add_hook(self._forward_hooks, "register_forward_hook", hook, prepend, with_kwargs)
+
+    def _add_hook(self, store, owner, hook, prepend, with_kwargs) -> RemovableHandle:
+        if not callable(hook):
+            raise TypeError(f"{owner}: hook must be callable, got {type(hook).__name__}")
+        with_kwargs, prepend = flag(owner, "with_kwargs", with_kwargs), flag(owner, "prepend", prepend)
+        handle = RemovableHandle(store, self._hooks_with_kwargs)
+        store[handle.id] = hook
+        if with_kwargs:
+            self._hooks_with_kwargs.add(handle.id)
+        if prepend:
+            store.move_to_end(handle.id, last=False)
+        return handle
 
     def extra_repr(self) -> str:
         return ""

@@ -1,4 +1,5 @@
-"""Gradient clipping: clip_grad_norm_ and clip_grad_value_, as torch.nn.utils (in place on .grad)."""
+"""torch.nn.utils: gradient clipping (clip_grad_norm_, clip_grad_value_, in place on .grad) and the
+re-exported spectral_norm / remove_spectral_norm (framework/nn/spectral_norm.py)."""
 from __future__ import annotations
 
 import math
@@ -7,8 +8,9 @@ import numpy as np
 
 from .._check import number
 from ..tensor import Tensor
+from .spectral_norm import remove_spectral_norm, spectral_norm
 
-__all__ = ["clip_grad_norm_", "clip_grad_value_"]
+__all__ = ["clip_grad_norm_", "clip_grad_value_", "spectral_norm", "remove_spectral_norm"]
 
 
 def clip_grad_norm_(parameters, max_norm: float, norm_type: float = 2.0,

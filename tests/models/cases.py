@@ -14,12 +14,22 @@ SCALES = {  # the scales each design is tested at
     "EDSR": (2, 3, 4), "UpsampleNet": (2, 3, 4),
     # BasicSR's; RRDBNet (no x3, which test_models.py's round trip builds) is in test_rrdbnet.py.
     "SRVGGNetCompact": (2, 3, 4), "MSRResNet": (2, 3, 4), "RCAN": (2, 3, 4),
+    # SwinIR: the pixel-shuffle upsampler (BASE); its default-size torch twin takes seconds to build,
+    # so two scales here, the rest in test_swinir.py
+    "SwinIR": (2, 4),
 }
+# Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
+BASE = {"SwinIR": {"upsampler": "pixelshuffle"}}
+# The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
+CHANNEL_KEYS = {"SwinIR": ("in_chans",)}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
          "MSRResNet": {"num_block": 2, "num_feat": 16},
-         "RCAN": {"num_group": 2, "num_block": 2, "num_feat": 16, "squeeze_factor": 4}}
+         "RCAN": {"num_group": 2, "num_block": 2, "num_feat": 16, "squeeze_factor": 4},
+         # one RSTB of two blocks (one shifted) on 8x8 tokens: lr_batch's 6x5 pads to img_size
+         "SwinIR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
+                    "mlp_ratio": 2, "drop_path_rate": 0.0}}  # 0: deterministic in train()
 
 
 def conv(cin, cout, k):
@@ -55,12 +65,19 @@ def expected_parameters(name: str, c: int, s: int) -> int:
         rcab = 2 * conv(64, 64, 3) + conv(64, 4, 1) + conv(4, 64, 1)
         return (conv(c, 64, 3) + 10 * (16 * rcab + conv(64, 64, 3)) + conv(64, 64, 3) + up
                 + conv(64, c, 3))
+    if name == "SwinIR":  # 4 RSTB x 6 blocks, 96 features, 6 heads, window 7, MLP x4, 64-feature upsampler
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        norm, table = 2 * 96, 13 * 13 * 6
+        block = norm + table + (96 * 288 + 288) + (96 * 96 + 96) + norm + (96 * 384 + 384) + (384 * 96 + 96)
+        return (conv(c, 96, 3) + norm + 4 * (6 * block + conv(96, 96, 3)) + norm + conv(96, 96, 3)
+                + conv(96, 64, 3) + up + conv(64, c, 3))
     raise KeyError(name)
 
 
 def build(name: str, scale: int, channels: int = 3, seed: int = 0, small: bool = False, **kw):
     """MODELS.build with a fixed seed (construction is reproducible under init.manual_seed)."""
-    spec = {"type": name, "scale": scale, "num_in_ch": channels, "num_out_ch": channels,
+    keys = CHANNEL_KEYS.get(name, ("num_in_ch", "num_out_ch"))
+    spec = {"type": name, "scale": scale, **{k: channels for k in keys}, **BASE.get(name, {}),
             **(SMALL.get(name, {}) if small else {}), **kw}
     init.manual_seed(seed)
     return MODELS.build(spec), spec

@@ -97,3 +97,38 @@ def test_num_conv_zero_is_two_convs():
         "body.0.weight", "body.1.weight", "body.2.weight"]
     assert F.l1_loss(model(sg.tensor(np.ones((1, 3, 2, 2), np.float32))),
                      sg.tensor(np.ones((1, 3, 4, 4), np.float32))).item() >= 0
+
+
+@pytest.mark.parametrize("act_type,slope", [("prelu", 0.25), ("relu", 0.0), ("leakyrelu", 0.1)])
+def test_kaiming_init_keeps_the_signal_and_starts_the_residual_small(act_type, slope):
+    """init="kaiming": body convs ~ N(0, 2 / ((1 + a^2) fan_in)), the last x 0.1, zero biases; a
+    deep stack then passes its input's scale through, where torch's init loses it."""
+    from framework import nn
+    from framework.nn import init
+    init.manual_seed(0)
+    model = MODELS.build(spec(4, num_feat=64, num_conv=16, act_type=act_type, init="kaiming"))
+    convs = [m for m in model.body if isinstance(m, nn.Conv2d)]
+    for i, conv in enumerate(convs):
+        w = conv.weight.numpy().astype(np.float64)
+        want = np.sqrt(2.0 / ((1 + slope ** 2) * np.prod(w.shape[1:])))
+        want *= 0.1 if i == len(convs) - 1 else 1.0
+        np.testing.assert_allclose(w.std(), want, rtol=0.05)
+        assert not conv.bias.numpy().any()
+    x = np.random.default_rng(0).uniform(0, 1, (2, 3, 16, 16)).astype(np.float32)
+
+    def input_signal(m):
+        """How much the features before the last conv depend on the input: the std of the
+        difference of two images' features (biases cancel)."""
+        out = sg.tensor(x)
+        with sg.no_grad():
+            for layer in m.body[:-1]:
+                out = layer(out)
+        return float((out.numpy()[0] - out.numpy()[1]).std())
+    init.manual_seed(0)
+    torch_init = MODELS.build(spec(4, num_feat=64, num_conv=16, act_type=act_type))
+    assert input_signal(model) > 0.05 and input_signal(torch_init) < 1e-4 * input_signal(model)  # ~1e-6 measured
+
+
+def test_init_is_checked():
+    with pytest.raises(ValueError, match="SRVGGNetCompact: init must be one of"):
+        MODELS.build(spec(2, init="xavier"))

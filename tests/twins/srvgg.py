@@ -9,7 +9,8 @@ from . import register
 
 @register
 class SRVGGNetCompact(nn.Module):
-    def __init__(self, num_in_ch=3, num_out_ch=3, num_feat=64, num_conv=16, scale=4, act_type="prelu"):
+    def __init__(self, num_in_ch=3, num_out_ch=3, num_feat=64, num_conv=16, scale=4, act_type="prelu",
+                 init="torch"):  # srgrad's init option: the twin takes weights by copy
         super().__init__()
         self.scale = scale
 

@@ -1,5 +1,5 @@
-"""l1_loss, mse_loss, charbonnier_loss: gradcheck for every reduction (input and target), torch
-parity, sign(0) = 0, dtypes, errors."""
+"""l1_loss, mse_loss, charbonnier_loss, frobenius_loss: gradcheck for every reduction (input and
+target), torch parity, sign(0) = 0, dtypes, errors."""
 import numpy as np
 import pytest
 
@@ -97,3 +97,37 @@ def test_charbonnier_eps_must_be_positive():
     x = sg.tensor(np.ones(3))
     with pytest.raises(ValueError, match="charbonnier_loss: eps must be > 0, got 0"):
         F.charbonnier_loss(x, x, eps=0)
+
+
+# -- frobenius_loss --------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape", [(2, 3, 2, 3), (1,), (1, 1, 1, 1)])
+def test_frobenius_gradcheck(shape, rng):
+    assert sg.gradcheck(F.frobenius_loss, (t64(rng, *shape), t64(rng, *shape)))
+
+
+def test_frobenius_hand_worked_and_torch_parity(rng):
+    torch = pytest.importorskip("torch")
+    x = sg.tensor(np.array([[3.0, 0.0], [1.0, 1.0]]))
+    assert F.frobenius_loss(x, sg.tensor(np.array([[0.0, 0.0], [1.0, -3.0]]))).item() == 5.0
+    a, b = rng.standard_normal((2, 3, 4, 5)), rng.standard_normal((2, 3, 4, 5))
+    x, t = sg.tensor(a, requires_grad=True), sg.tensor(b, requires_grad=True)
+    y = F.frobenius_loss(x, t)
+    y.backward(np.array(0.7))
+    tx, tt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    ty = torch.norm(tx - tt, p="fro")
+    ty.backward(torch.tensor(0.7, dtype=torch.float64))
+    assert y.shape == () and y.dtype == np.float64
+    np.testing.assert_allclose(y.item(), ty.item(), rtol=1e-14)
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-13)
+    np.testing.assert_allclose(t.grad.data, tt.grad.numpy(), rtol=1e-13)
+
+
+def test_frobenius_at_zero_distance_has_zero_gradient_and_keeps_float32():
+    a = np.ones((2, 3), np.float32)
+    x = sg.tensor(a, requires_grad=True)
+    y = F.frobenius_loss(x, sg.tensor(a))
+    y.backward()
+    assert y.item() == 0.0 and y.dtype == x.grad.dtype == np.float32
+    np.testing.assert_array_equal(x.grad.data, 0.0)
+    with pytest.raises(ValueError, match=r"frobenius_loss: input shape \(2, 3\) and target shape"):
+        F.frobenius_loss(x, sg.tensor(np.ones(6, np.float32)))

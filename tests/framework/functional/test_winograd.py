@@ -108,7 +108,8 @@ def test_float32_and_tiles(size, rng, monkeypatch):
 
 def test_table_choice():
     """3x3: F(2, 3) below 64 channels on a side, F(4, 3) from 64; 5x5: F(4, 5); none for strides,
-    dilations, groups, other kernels or fewer than 16 channels."""
+    dilations, groups, other kernels, fewer than 16 channels or more than 64 on a side (wide
+    layers: im2col, docs/benchmarks.md's thresholds)."""
     def geo(k, **kw):
         return conv_module._Geometry((k, k), kw.get("stride", (1, 1)), (k // 2, k // 2),
                                      kw.get("dilation", (1, 1)), kw.get("groups", 1), (8, 8), (8, 8))
@@ -116,6 +117,6 @@ def test_table_choice():
     assert pick(geo(3), 32, 64) is wino.TRANSFORMS[(2, 3)]
     assert pick(geo(3), 64, 64) is wino.TRANSFORMS[(4, 3)]
     assert pick(geo(5), 64, 32) is wino.TRANSFORMS[(4, 5)]
-    for g, c, o in ((geo(3), 15, 64), (geo(7), 64, 64), (geo(3, stride=(2, 2)), 64, 64),
+    for g, c, o in ((geo(3), 15, 64), (geo(3), 128, 32), (geo(3), 64, 65), (geo(7), 64, 64), (geo(3, stride=(2, 2)), 64, 64),
                     (geo(3, dilation=(2, 2)), 64, 64), (geo(3, groups=2), 64, 64)):
         assert pick(g, c, o) is None

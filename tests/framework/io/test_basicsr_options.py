@@ -844,10 +844,11 @@ def _missing(names):
 
 
 @pytest.mark.parametrize("which", list(FILES))
-def test_translations_validate_with_stand_ins(which, monkeypatch):
+def test_translations_validate_with_stand_ins(which, monkeypatch, tmp_path):
     """The schema accepts each translation (its cross-checks of model_d, the loss terms, the
     optimizers and gt_usm included); missing registrations are stood in by BasicSR's signatures."""
     text, needs = FILES[which]
+    _vgg_weights_present(monkeypatch, tmp_path)
     for name in _missing(needs):
         kind, cls = STAND_INS[name]
         monkeypatch.setitem(_registry(kind)._items, name, cls)
@@ -857,11 +858,25 @@ def test_translations_validate_with_stand_ins(which, monkeypatch):
 
 
 @pytest.mark.parametrize("which", list(FILES))
-def test_translations_validate_with_the_real_classes(which):
+def test_translations_validate_with_the_real_classes(which, monkeypatch, tmp_path):
     text, needs = FILES[which]
     if _missing(needs):
         pytest.skip(f"not registered on this branch yet: {', '.join(_missing(needs))}")
-    validate(translate(text)[0], which)
+    cfg = translate(text)[0]
+    if (cfg.get("train", {}).get("losses") or {}).get("perceptual"):
+        # Without VGG weights on disk the check says where to get them, before any training.
+        monkeypatch.delenv("SRGRAD_VGG19_WEIGHTS", raising=False)
+        with pytest.raises(ConfigError, match="SRGRAD_VGG19_WEIGHTS=/path/to/vgg19-dcbb9e9d.pth"):
+            validate(copy.deepcopy(cfg), which)
+        _vgg_weights_present(monkeypatch, tmp_path)
+    validate(cfg, which)
+
+
+def _vgg_weights_present(monkeypatch, tmp_path):
+    """The config check only asks that the file exists (it is read when training starts)."""
+    path = tmp_path / "vgg19-dcbb9e9d.pth"
+    path.write_bytes(b"")
+    monkeypatch.setenv("SRGRAD_VGG19_WEIGHTS", str(path))
 
 
 def test_realesrnet_x4plus():

@@ -112,3 +112,70 @@ def test_bad_mode_and_type():
     with pytest.raises(TypeError, match="expected a Tensor or Parameter, got ndarray"):
         init.zeros_(np.zeros(3))
     assert isinstance(init.ones_(sg.tensor(np.zeros(2))), sg.Tensor)
+
+
+# -- trunc_normal_ -----------------------------------------------------------------------------------
+def test_normal_quantile_matches_the_exact_one():
+    from statistics import NormalDist
+    from framework.nn.init import _normal_quantile
+    p = np.array([1e-300, 1e-12, 1e-4, 0.02, 0.02425, 0.1, 0.5, 0.77, 0.97575, 0.999, 1 - 1e-12])
+    want = np.array([NormalDist().inv_cdf(v) for v in p])
+    np.testing.assert_allclose(_normal_quantile(p), want, rtol=2e-9, atol=1e-12)
+
+
+def _truncated_moments(mean, std, a, b):
+    """Mean and std of N(mean, std^2) truncated to [a, b] (the textbook formulas)."""
+    pdf = (lambda z: math.exp(-z * z / 2) / math.sqrt(2 * math.pi))
+    cdf = (lambda z: 0.5 * (1 + math.erf(z / math.sqrt(2))))
+    al, be = (a - mean) / std, (b - mean) / std
+    z = cdf(be) - cdf(al)
+    m = mean + std * (pdf(al) - pdf(be)) / z
+    var = std ** 2 * (1 + (al * pdf(al) - be * pdf(be)) / z - ((pdf(al) - pdf(be)) / z) ** 2)
+    return m, math.sqrt(var)
+
+
+@pytest.mark.parametrize("mean,std,a,b", [(0.0, 1.0, -2.0, 2.0), (1.0, 2.0, 0.0, 3.0),
+                                          (0.0, 1.0, 1.5, 4.0), (0.0, 0.02, -2.0, 2.0)])
+def test_trunc_normal_moments_and_bounds(mean, std, a, b):
+    w = init.trunc_normal_(_w(200_000, dtype=np.float64), mean, std, a, b, rng=np.random.default_rng(0))
+    m, s = _truncated_moments(mean, std, a, b)
+    assert w.data.min() >= a and w.data.max() <= b
+    assert w.data.mean() == pytest.approx(m, abs=5 * s / math.sqrt(w.data.size))
+    assert w.data.std() == pytest.approx(s, rel=0.01)
+    if (a - mean) / std < -3:  # [a, b] holds the lower tail: the sample reaches within 0.5 std of a
+        assert w.data.min() < -3 * std + mean
+
+
+def test_trunc_normal_distribution_matches_torch():
+    """The same distribution as torch's trunc_normal_: deciles of two 100k samples agree to within
+    sampling error (std 1, truncated to [-0.5, 2])."""
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    theirs = torch.nn.init.trunc_normal_(torch.empty(100_000, dtype=torch.float64), 0.0, 1.0, -0.5, 2.0)
+    ours = init.trunc_normal_(_w(100_000, dtype=np.float64), 0.0, 1.0, -0.5, 2.0,
+                              rng=np.random.default_rng(1)).data
+    q = np.linspace(0.1, 0.9, 9)
+    np.testing.assert_allclose(np.quantile(ours, q), np.quantile(theirs.numpy(), q), atol=0.02)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_trunc_normal_in_place_dtype_and_reproducible(dtype):
+    w = _w(4, 5, dtype=dtype)
+    arr = w.data
+    assert init.trunc_normal_(w, std=0.02) is w and w.data is arr and arr.dtype == dtype
+    assert np.all(arr != 0)
+    init.manual_seed(3)
+    x = init.trunc_normal_(_w(6)).data.copy()
+    init.manual_seed(3)
+    np.testing.assert_array_equal(init.trunc_normal_(_w(6)).data, x)
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"std": 0.0}, r"trunc_normal_: std must be > 0"),
+    ({"a": 1.0, "b": 1.0}, r"trunc_normal_: the interval \[a, b\] must have a < b"),
+    ({"a": 40.0, "b": 50.0}, r"holds no probability"),
+    ({"mean": float("nan")}, r"trunc_normal_: mean must be a finite number"),
+    ({"b": "2"}, r"trunc_normal_: b must be a finite number")])
+def test_trunc_normal_errors(kw, match):
+    with pytest.raises(ValueError, match=match):
+        init.trunc_normal_(_w(3), **kw)

@@ -185,3 +185,117 @@ def test_module_to_speaks_torch():
     assert m.to(np.float32).bias.dtype == np.float32
     with pytest.raises(ValueError, match="Conv2d.to: srgrad runs on the CPU only; device 'cuda'"):
         m.to("cuda")
+
+
+# -- forward hooks ---------------------------------------------------------------------------------
+class Affine(nn.Module):
+    """forward(x, shift=0) = 2 x + shift: positional and keyword arguments both visible."""
+
+    def forward(self, x, shift=0.0):
+        return x * 2.0 + shift
+
+
+def test_hooks_replace_args_and_output_in_registration_order():
+    m, log = Affine(), []
+    m.register_forward_pre_hook(lambda mod, args: log.append(("pre1", args[0].item())))
+    m.register_forward_pre_hook(lambda mod, args: args[0] + 1.0)  # a single value: wrapped in a tuple
+    m.register_forward_pre_hook(lambda mod, args: log.append(("pre3", args[0].item())))
+    m.register_forward_hook(lambda mod, args, out: log.append(("post1", args[0].item(), out.item())))
+    m.register_forward_hook(lambda mod, args, out: out * 10.0)
+    m.register_forward_hook(lambda mod, args, out: log.append(("post3", out.item())))
+    y = m(sg.tensor([1.0]), shift=0.5)
+    # pre2 turned 1 into 2; forward 2*2+0.5 = 4.5; post2 made it 45
+    assert y.item() == 45.0
+    assert log == [("pre1", 1.0), ("pre3", 2.0), ("post1", 2.0, 4.5), ("post3", 45.0)]
+
+
+def test_hook_order_and_results_match_torch():
+    torch = pytest.importorskip("torch")
+
+    def run(module, x, log):
+        hs = [module.register_forward_pre_hook(lambda mod, args: (args[0] * 3.0,)),
+              module.register_forward_pre_hook(lambda mod, args: log.append("a")),
+              module.register_forward_pre_hook(lambda mod, args: log.append("b"), prepend=True),
+              module.register_forward_hook(lambda mod, args, out: out - args[0]),
+              module.register_forward_hook(lambda mod, args, out: log.append("c"), prepend=True)]
+        first = float(module(x).sum())
+        hs[0].remove()
+        hs[3].remove()
+        return first, float(module(x).sum())
+
+    class TorchAffine(torch.nn.Module):
+        def forward(self, x, shift=0.0):
+            return x * 2.0 + shift
+
+    ours, theirs = [], []
+    assert run(Affine(), sg.tensor([1.0, 2.0]), ours) == run(TorchAffine(), torch.tensor([1.0, 2.0]), theirs)
+    assert ours == theirs == ["b", "a", "c", "b", "a", "c"]
+
+
+def test_hooks_with_kwargs():
+    m = Affine()
+    seen = []
+    m.register_forward_pre_hook(lambda mod, args, kwargs: (args, {**kwargs, "shift": 100.0}),
+                                with_kwargs=True)
+    m.register_forward_hook(lambda mod, args, kwargs, out: seen.append(dict(kwargs)), with_kwargs=True)
+    assert m(sg.tensor([1.0]), shift=1.0).item() == 102.0
+    assert seen == [{"shift": 100.0}]
+    bad = Affine()
+    bad.register_forward_pre_hook(lambda mod, args, kwargs: args, with_kwargs=True)
+    with pytest.raises(RuntimeError, match="tuple of \\(new_args, new_kwargs\\)"):
+        bad(sg.tensor([1.0, 2.0, 3.0]))
+
+
+def test_handle_remove_is_idempotent_and_a_context_manager():
+    m = Affine()
+    h = m.register_forward_hook(lambda mod, args, out: out + 1.0)
+    assert m(sg.tensor([1.0])).item() == 3.0
+    h.remove()
+    h.remove()
+    assert m(sg.tensor([1.0])).item() == 2.0
+    with m.register_forward_pre_hook(lambda mod, args: (args[0] * 0.0,), with_kwargs=False):
+        assert m(sg.tensor([1.0])).item() == 0.0
+    assert m(sg.tensor([1.0])).item() == 2.0
+    assert not m._forward_pre_hooks and not m._forward_hooks and not m._hooks_with_kwargs
+
+
+def test_a_hook_may_remove_itself_during_the_call():
+    m, calls = Affine(), []
+    handles = []
+
+    def once(mod, args):
+        calls.append(1)
+        handles[0].remove()
+
+    handles.append(m.register_forward_pre_hook(once))
+    m.register_forward_pre_hook(lambda mod, args: calls.append(2))
+    m(sg.tensor([1.0]))
+    m(sg.tensor([1.0]))
+    assert calls == [1, 2, 2]
+
+
+def test_hooks_see_the_graph_and_gradients_flow_through_replacements():
+    m = nn.Linear(2, 1, dtype=np.float64)
+    m.register_forward_hook(lambda mod, args, out: out * out)
+    x = sg.tensor(np.array([[1.0, -2.0]]), requires_grad=True)
+    y = m(x)
+    y.sum().backward()
+    lin = x.data @ m.weight.data.T + m.bias.data
+    np.testing.assert_allclose(x.grad.data, 2 * lin * m.weight.data)
+
+
+def test_without_hooks_call_goes_straight_to_forward(monkeypatch):
+    def fail(self, args, kwargs):
+        raise AssertionError("the hook path ran without hooks")
+
+    monkeypatch.setattr(nn.Module, "_call_with_hooks", fail)
+    assert Affine()(sg.tensor([1.0])).item() == 2.0
+
+
+def test_hook_arguments_are_checked():
+    m = Affine()
+    with pytest.raises(TypeError, match="register_forward_hook: hook must be callable"):
+        m.register_forward_hook("not a function")
+    with pytest.raises(TypeError, match="register_forward_pre_hook: prepend must be a bool"):
+        m.register_forward_pre_hook(lambda mod, args: None, prepend=1)
+    assert not m._forward_pre_hooks

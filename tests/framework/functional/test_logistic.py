@@ -1,0 +1,126 @@
+"""softplus and binary_cross_entropy_with_logits: hand-worked values, gradcheck, torch parity of
+values and every gradient (extreme logits included), reductions, dtypes, errors."""
+import math
+
+import numpy as np
+import pytest
+
+import framework as sg
+import framework.functional as F
+from tests.conftest import t64
+
+EXTREMES = [-800.0, -40.0, -1.0, 0.0, 1e-9, 2.0, 19.9, 20.1, 40.0, 800.0]
+
+
+def test_hand_worked_values():
+    x = sg.tensor(np.array([0.0, 1.0, -1.0, 1000.0, -1000.0]))
+    np.testing.assert_allclose(F.softplus(x).data,
+                               [math.log(2), math.log1p(math.e), math.log1p(1 / math.e), 1000.0, 0.0],
+                               rtol=1e-15, atol=0)
+    assert F.softplus(sg.tensor(np.array([-1000.0]))).data[0] == 0.0
+    assert F.softplus(sg.tensor(np.array([-50.0]))).data[0] == pytest.approx(math.exp(-50), rel=1e-14)
+    # beta 2 switches to the identity above x = threshold / beta
+    np.testing.assert_array_equal(F.softplus(sg.tensor(np.array([10.5])), beta=2.0).data, [10.5])
+    # BCE(0, t) = log 2 for every t; BCE(x, 1) = softplus(-x); BCE(x, 0) = softplus(x)
+    t = np.array([0.0, 0.3, 1.0])
+    np.testing.assert_allclose(F.binary_cross_entropy_with_logits(
+        sg.tensor(np.zeros(3)), sg.tensor(t), reduction="none").data, [math.log(2)] * 3, rtol=1e-15)
+    xs = np.array(EXTREMES)
+    np.testing.assert_allclose(F.binary_cross_entropy_with_logits(
+        sg.tensor(xs), sg.tensor(np.ones(10)), reduction="none").data, F.softplus(sg.tensor(-xs)).data,
+        rtol=1e-15)
+    tail = F.binary_cross_entropy_with_logits(sg.tensor(np.array([-30.0])), sg.tensor(np.zeros(1)))
+    assert tail.item() == pytest.approx(math.exp(-30), rel=1e-14)  # log1p keeps it; log(1 + e) would not
+
+
+@pytest.mark.parametrize("beta,threshold", [(1.0, 20.0), (0.5, 3.0), (3.0, 1.0)])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (1,), (1, 1, 1, 1)])
+def test_softplus_gradcheck(beta, threshold, shape, rng):
+    x = t64(rng, *shape)
+    x.data *= 3
+    # away from the switch beta x = threshold, where the function has a (tiny) kink
+    near = np.abs(x.data * beta - threshold) < 0.05
+    x.data[near] += 0.2
+    assert sg.gradcheck(lambda a: F.softplus(a, beta, threshold), (x,))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("shape", [(2, 3, 5), (1,), (3, 1, 1, 1)])
+def test_bce_with_logits_gradcheck(reduction, shape, rng):
+    x = t64(rng, *shape)
+    t = sg.tensor(rng.uniform(0, 1, shape), requires_grad=True)
+    assert sg.gradcheck(lambda a, b: F.binary_cross_entropy_with_logits(a, b, reduction), (x, t))
+
+
+@pytest.mark.parametrize("beta,threshold", [(1.0, 20.0), (2.0, 20.0), (0.5, 5.0), (1.0, -2.0)])
+def test_softplus_matches_torch(beta, threshold, rng):
+    torch = pytest.importorskip("torch")
+    a = np.concatenate([np.array(EXTREMES), rng.standard_normal(20) * 10])
+    g = rng.standard_normal(a.shape)
+    x = sg.tensor(a, requires_grad=True)
+    F.softplus(x, beta, threshold).backward(g)
+    tx = torch.tensor(a, requires_grad=True)
+    ty = torch.nn.functional.softplus(tx, beta, threshold)
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(F.softplus(x, beta, threshold).data, ty.detach().numpy(), rtol=1e-14, atol=0)
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-14, atol=0)
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_bce_with_logits_matches_torch(reduction, rng):
+    torch = pytest.importorskip("torch")
+    a = np.concatenate([np.array(EXTREMES), rng.standard_normal(14) * 5]).reshape(2, 3, 4)
+    b = rng.uniform(0, 1, a.shape)
+    b.flat[:3] = [0.0, 1.0, 0.5]
+    x, t = sg.tensor(a, requires_grad=True), sg.tensor(b, requires_grad=True)
+    y = F.binary_cross_entropy_with_logits(x, t, reduction)
+    tx, tt = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    ty = torch.nn.functional.binary_cross_entropy_with_logits(tx, tt, reduction=reduction)
+    g = rng.standard_normal(y.shape) if reduction == "none" else np.array(1.7)
+    y.backward(g)
+    ty.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-13, atol=1e-15)
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-13, atol=1e-300)
+    np.testing.assert_allclose(t.grad.data, tt.grad.numpy(), rtol=1e-14, atol=0)
+
+
+def test_float32_stays_float32_and_is_close_to_torch(rng):
+    torch = pytest.importorskip("torch")
+    a = (rng.standard_normal((4, 5)) * 8).astype(np.float32)
+    b = rng.uniform(0, 1, a.shape).astype(np.float32)
+    x = sg.tensor(a, requires_grad=True)
+    y = F.binary_cross_entropy_with_logits(x, sg.tensor(b))
+    y.backward()
+    s = F.softplus(sg.tensor(a))
+    assert y.dtype == s.dtype == x.grad.dtype == np.float32
+    tx = torch.tensor(a, requires_grad=True)
+    ty = torch.nn.functional.binary_cross_entropy_with_logits(tx, torch.tensor(b))
+    ty.backward()
+    np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-5, atol=1e-8)
+    np.testing.assert_allclose(s.data, torch.nn.functional.softplus(torch.tensor(a)).numpy(), rtol=1e-6)
+
+
+def test_target_without_grad_gets_none_and_plain_arrays_work(rng):
+    x = t64(rng, 3)
+    t = sg.tensor(np.array([0.0, 1.0, 0.5]))
+    F.binary_cross_entropy_with_logits(x, t, "sum").backward()
+    assert t.grad is None
+    np.testing.assert_allclose(x.grad.data, 1 / (1 + np.exp(-x.data)) - t.data, rtol=1e-15)
+
+
+def test_errors():
+    x = sg.tensor(np.zeros((2, 3)))
+    bce = F.binary_cross_entropy_with_logits
+    with pytest.raises(ValueError, match=r"target shape \(3,\) must equal input shape \(2, 3\)"):
+        bce(x, sg.tensor(np.zeros(3)))
+    with pytest.raises(TypeError, match="input dtype float64 and target dtype float32 differ"):
+        bce(x, sg.tensor(np.zeros((2, 3), np.float32)))
+    with pytest.raises(ValueError, match="reduction must be one of 'mean', 'sum', 'none', got 'avg'"):
+        bce(x, x, reduction="avg")
+    with pytest.raises(TypeError, match="input must be float32 or float64"):
+        bce(np.zeros(3, np.int64), np.zeros(3))
+    with pytest.raises(ValueError, match="softplus: beta must be > 0"):
+        F.softplus(x, beta=0)
+    with pytest.raises(TypeError, match="softplus: threshold must be a number"):
+        F.softplus(x, threshold="20")
