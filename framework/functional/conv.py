@@ -134,10 +134,11 @@ def _flip(w, groups, c):
 _WINOGRAD_MIN_CHANNELS = 16
 _WINOGRAD_MAX_CHANNELS = 64
 # The Winograd tables per square kernel size (_winograd.TRANSFORMS: F(m, r)): the larger m has fewer
-# products and costlier transforms, so it pays from _WINOGRAD_LARGE_CHANNELS on both sides (the
-# products grow with C O, the transforms with C + O).
+# products and costlier transforms, so it would pay from _WINOGRAD_LARGE_CHANNELS on both sides (the
+# products grow with C O, the transforms with C + O). For 3x3 F(4, 3) did not beat F(2, 3) at 64
+# channels on 2 cores (docs/benchmarks.md), so the threshold sits above the maximum: F(2, 3) only.
 WINOGRAD = {3: ((2, 3), (4, 3)), 5: ((4, 5), (4, 5))}
-_WINOGRAD_LARGE_CHANNELS = 64
+_WINOGRAD_LARGE_CHANNELS = _WINOGRAD_MAX_CHANNELS + 1
 
 
 def _winograd_table(geo, c, o):

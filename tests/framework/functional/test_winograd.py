@@ -107,7 +107,7 @@ def test_float32_and_tiles(size, rng, monkeypatch):
 
 
 def test_table_choice():
-    """3x3: F(2, 3) below 64 channels on a side, F(4, 3) from 64; 5x5: F(4, 5); none for strides,
+    """3x3: F(2, 3) (F(4, 3) from _WINOGRAD_LARGE_CHANNELS); 5x5: F(4, 5); none for strides,
     dilations, groups, other kernels, fewer than 16 channels or more than 64 on a side (wide
     layers: im2col, docs/benchmarks.md's thresholds)."""
     def geo(k, **kw):
@@ -115,7 +115,10 @@ def test_table_choice():
                                      kw.get("dilation", (1, 1)), kw.get("groups", 1), (8, 8), (8, 8))
     pick = conv_module._winograd_table
     assert pick(geo(3), 32, 64) is wino.TRANSFORMS[(2, 3)]
-    assert pick(geo(3), 64, 64) is wino.TRANSFORMS[(4, 3)]
+    assert pick(geo(3), 64, 64) is wino.TRANSFORMS[(2, 3)]
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(conv_module, "_WINOGRAD_LARGE_CHANNELS", 64)
+        assert pick(geo(3), 64, 64) is wino.TRANSFORMS[(4, 3)]
     assert pick(geo(5), 64, 32) is wino.TRANSFORMS[(4, 5)]
     for g, c, o in ((geo(3), 15, 64), (geo(3), 128, 32), (geo(3), 64, 65), (geo(7), 64, 64), (geo(3, stride=(2, 2)), 64, 64),
                     (geo(3, dilation=(2, 2)), 64, 64), (geo(3, groups=2), 64, 64)):
