@@ -3,6 +3,13 @@
 - `cache=True`: a kernel compiles once per machine and is reused by every later process.
 - no `fastmath`: kernels are gradchecked in float64, and reassociation would break the adjoint tests.
 - no explicit signatures: the same kernel compiles for float32 and float64 on first use.
+
+How a kernel stays fast to run and to compile (docs/benchmarks.md has the figures):
+- inner loops run over 1-D views from 0 (`d = dst[lo:hi]; for m in range(d.shape[0])`): numba wraps
+  negative indices, and that select on every access keeps LLVM from vectorising a loop unless the
+  index is provably >= 0, as a `range(n)` variable is.
+- no reshape, slice assignment or array arithmetic inside a kernel: numba builds them from generic
+  array code (with its error-message formatting) that takes seconds to compile on a cold cache.
 """
 import numba
 

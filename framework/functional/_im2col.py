@@ -1,5 +1,9 @@
 """im2col / col2im, the column kernels of conv.py's im2col routines (serial numba kernels: each call
-fills one tile; the tiles run in parallel on conv.py's worker threads)."""
+fills one tile; the tiles run in parallel on conv.py's worker threads).
+
+The image side comes as flat planes (N, C, H W) with its width W, so that a stride-1 band is one
+flat copy. The inner loops run over 1-D views from 0 (_jit.py: how kernels stay fast to run and to
+compile)."""
 from __future__ import annotations
 
 from .._jit import kernel
@@ -14,11 +18,19 @@ def valid_range(off, step, size, count):
 
 
 @kernel
-def im2col(x, col, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
-    """col[b, (c, p, q), (i, j)] = x[b0 + b, c, (r0 + i) sh + p dh - ph, j sw + q dw - pw] (0 outside)."""
+def _zero(dst, lo, hi):
+    d = dst[lo:hi]
+    for m in range(d.shape[0]):
+        d[m] = 0
+
+
+@kernel
+def im2col(x, W, col, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
+    """col[b, (c, p, q), (i, j)] = x[b0 + b, c, (r0 + i) sh + p dh - ph, j sw + q dw - pw] (0 outside),
+    x given as flat planes (N, C, H W) of width W."""
     nb, K, n = col.shape
     nr = n // OW
-    H, W = x.shape[2], x.shape[3]
+    H = x.shape[2] // W
     for t in range(nb * K):
         b, k = t // K, t % K
         c, p, q = k // (kh * kw), (k // kw) % kh, k % kw
@@ -26,37 +38,39 @@ def im2col(x, col, b0, r0, OW, kh, kw, sh, sw, ph, pw, dh, dw):
         yoff, xoff = r0 * sh + p * dh - ph, q * dw - pw
         i0, i1 = valid_range(yoff, sh, H, nr)
         j0, j1 = valid_range(xoff, sw, W, OW)
-        dst[:i0 * OW] = 0
-        dst[i1 * OW:] = 0
-        if sh == 1 and sw == 1 and OW == W and i1 > i0:
+        _zero(dst, 0, i0 * OW)
+        _zero(dst, i1 * OW, n)
+        if sh == 1 and sw == 1 and OW == W:
             # Consecutive output rows read consecutive input rows: one flat copy of the band; what it
-            # takes from beyond a row's ends lands in the padding columns, zeroed below.
-            a = (yoff + i0) * W + xoff
-            lo, hi = max(a, 0), min(a + (i1 - i0) * W, H * W)
-            d = i0 * OW - a
-            if hi > lo:  # else the band's every column is padding
-                dst[d + lo:d + hi] = src.reshape(H * W)[lo:hi]
+            # takes from beyond a row's ends lands in the padding columns, zeroed after.
+            e = (yoff + i0) * W + xoff - i0 * OW  # src index - dst index
+            lo, hi = max(i0 * OW, -e), min(i1 * OW, H * W - e)
+            if hi > lo:
+                d, s = dst[lo:hi], src[lo + e:hi + e]
+                for m in range(d.shape[0]):
+                    d[m] = s[m]
             for i in range(i0, i1):
-                dst[i * OW:i * OW + j0] = 0
-                dst[i * OW + j1:(i + 1) * OW] = 0
+                _zero(dst, i * OW, i * OW + j0)
+                _zero(dst, i * OW + j1, (i + 1) * OW)
             continue
         for i in range(i0, i1):
-            row, srow = dst[i * OW:(i + 1) * OW], src[i * sh + yoff]
-            row[:j0] = 0
-            for j in range(j0, j1):
-                row[j] = srow[j * sw + xoff]
-            row[j1:] = 0
+            row = i * OW
+            _zero(dst, row, row + j0)
+            d, s = dst[row + j0:row + j1], src[(i * sh + yoff) * W + xoff + j0 * sw:]
+            for j in range(d.shape[0]):
+                d[j] = s[j * sw]
+            _zero(dst, row + j1, row + OW)
 
 
 @kernel
-def col2im(col, x, b0, r0, OW, row_lo, row_hi, kh, kw, sh, sw, ph, pw, dh, dw):
-    """The adjoint of im2col, restricted to rows [row_lo, row_hi) of x: x[b0 + b, c, ...] += every
-    column entry im2col copied from there. Each element receives its terms in (p, q) order, whatever
-    the row window, so a task that owns a window adds exactly what one serial pass adds there.
-    `col` is scratch: its padding entries are zeroed."""
+def col2im(col, x, W, b0, r0, OW, row_lo, row_hi, kh, kw, sh, sw, ph, pw, dh, dw):
+    """The adjoint of im2col, restricted to rows [row_lo, row_hi) of x (flat planes (N, C, H W) of
+    width W): x[b0 + b, c, ...] += every column entry im2col copied from there. Each element receives
+    its terms in (p, q) order, whatever the row window, so a task that owns a window adds exactly
+    what one serial pass adds there."""
     nb, K, n = col.shape
     nr = n // OW
-    C, W = x.shape[1], x.shape[3]
+    C = x.shape[1]
     for t in range(nb * C):
         b, c = t // C, t % C
         dst = x[b0 + b, c]
@@ -66,21 +80,13 @@ def col2im(col, x, b0, r0, OW, row_lo, row_hi, kh, kw, sh, sw, ph, pw, dh, dw):
                 yoff, xoff = r0 * sh + p * dh - ph, q * dw - pw
                 i0, i1 = valid_range(yoff - row_lo, sh, row_hi - row_lo, nr)
                 j0, j1 = valid_range(xoff, sw, W, OW)
-                if sh == 1 and sw == 1 and OW == W:
-                    # The flat band add of im2col's fast path; padding columns add zero. The range
-                    # stays inside the band's own rows: shifted by xoff it would wrap one
-                    # read-modify-write into a row outside the window, which another task may own.
-                    for i in range(i0, i1):
-                        src[i * OW:i * OW + j0] = 0
-                        src[i * OW + j1:(i + 1) * OW] = 0
-                    a = (yoff + i0) * W + xoff
-                    lo, hi = max(a, (yoff + i0) * W), min(a + (i1 - i0) * W, (yoff + i1) * W)
-                    d = i0 * OW - a
-                    flat = dst.reshape(dst.shape[0] * W)
-                    for m in range(lo, hi):
-                        flat[m] += src[d + m]
+                if j1 <= j0:
                     continue
                 for i in range(i0, i1):
-                    row, drow = src[i * OW:(i + 1) * OW], dst[i * sh + yoff]
-                    for j in range(j0, j1):
-                        drow[j * sw + xoff] += row[j]
+                    s, d = src[i * OW + j0:i * OW + j1], dst[(i * sh + yoff) * W + xoff + j0 * sw:]
+                    if sw == 1:  # contiguous: vectorised
+                        for j in range(s.shape[0]):
+                            d[j] += s[j]
+                    else:
+                        for j in range(s.shape[0]):
+                            d[j * sw] += s[j]

@@ -112,8 +112,13 @@ def _columns(x, tile, buf, K, geo):
         return x.reshape(x.shape[0], g, K // g, -1)[b0:b1, :, :, r0 * OW:r1 * OW]
     nb, n = b1 - b0, (r1 - r0) * OW
     col = buf[:nb * K * n].reshape(nb, K, n)
-    im2col(x, col, b0, r0, OW, *geo.flat())
+    im2col(_planes(x), x.shape[3], col, b0, r0, OW, *geo.flat())
     return col.reshape(nb, g, K // g, n)
+
+
+def _planes(x):
+    """(N, C, H, W) -> its flat planes (N, C, H W), the im2col kernels' view of an image side."""
+    return x.reshape(x.shape[0], x.shape[1], x.shape[2] * x.shape[3])
 
 
 def _flip(w, groups, c):
@@ -123,47 +128,61 @@ def _flip(w, groups, c):
     return np.ascontiguousarray(wf).reshape(c, O // groups, kh, kw)
 
 
-# Below this many channels Winograd's transforms dominate its 2.25x fewer products (_winograd.py);
-# above the maximum its per-call weight transform and 16 plane GEMMs lose to im2col's one GEMM
+# Below this many channels Winograd's transforms dominate its fewer products (_winograd.py); above
+# the maximum its per-call weight transform and plane GEMMs of few tiles lose to im2col's one GEMM
 # (docs/benchmarks.md, "Where the code's thresholds come from").
 _WINOGRAD_MIN_CHANNELS = 16
 _WINOGRAD_MAX_CHANNELS = 64
+# The Winograd tables per square kernel size (_winograd.TRANSFORMS: F(m, r)): the larger m has fewer
+# products and costlier transforms, so it would pay from _WINOGRAD_LARGE_CHANNELS on both sides (the
+# products grow with C O, the transforms with C + O). For 3x3 F(4, 3) did not beat F(2, 3) at 64
+# channels on 2 cores (docs/benchmarks.md), so the threshold sits above the maximum: F(2, 3) only.
+WINOGRAD = {3: ((2, 3), (4, 3)), 5: ((4, 5), (4, 5))}
+_WINOGRAD_LARGE_CHANNELS = _WINOGRAD_MAX_CHANNELS + 1
 
 
-def _winograd_applies(geo, c, o):
-    return (geo.kernel == (3, 3) and geo.stride == (1, 1) and geo.dilation == (1, 1) and geo.groups == 1
-            and _WINOGRAD_MIN_CHANNELS <= min(c, o) and max(c, o) <= _WINOGRAD_MAX_CHANNELS)
+def _winograd_table(geo, c, o):
+    """The Winograd table for a correlation between sides of c and o channels, or None (im2col)."""
+    (kh, kw), sizes = geo.kernel, WINOGRAD.get(geo.kernel[0])
+    if (sizes is None or kh != kw or geo.stride != (1, 1) or geo.dilation != (1, 1) or geo.groups != 1
+            or min(c, o) < _WINOGRAD_MIN_CHANNELS or max(c, o) > _WINOGRAD_MAX_CHANNELS):
+        return None
+    return _wino.TRANSFORMS[sizes[min(c, o) >= _WINOGRAD_LARGE_CHANNELS]]
 
 
-def _winograd_tiles(n, c, o, geo, dtype):
-    """Tiles over (images, rows of 2x2 output tiles), elements per buffer (V and M) and tiles per row."""
+def _winograd_tiles(n, c, o, geo, dtype, tf=None):
+    """Tiles over (images, rows of m x m output tiles), elements per buffer (V and M) and tiles per
+    row, for the table tf (default: the one _winograd_table picks)."""
+    tf = tf or _winograd_table(geo, c, o)
     OH, OW = geo.features
-    TH, TW = -(-OH // 2), -(-OW // 2)
+    TW, E = _wino.row_length(tf, OW)
+    a2 = (tf.m + tf.r - 1) ** 2
     itemsize = np.dtype(dtype).itemsize
-    tiles, nbytes = _split(n, TH, 16 * (c + o) * TW * itemsize, _workers())
+    tiles, nbytes = _split(n, -(-OH // tf.m), a2 * (c + o) * E * itemsize, _workers())
     return tiles, nbytes // itemsize, TW
 
 
-def _winograd(x, w, geo, bias=None):
-    """_correlate for a 3x3 stride-1 kernel by Winograd F(2x2, 3x3) (_winograd.correlate)."""
-    tiles, elems, TW = _winograd_tiles(x.shape[0], x.shape[1], w.shape[0], geo, x.dtype)
-    return _wino.correlate(x, w, geo.features, geo.padding, bias, tiles, elems, TW, _run)
+def _winograd(x, w, geo, tf, bias=None):
+    """_correlate by Winograd (_winograd.correlate)."""
+    tiles, elems, TW = _winograd_tiles(x.shape[0], x.shape[1], w.shape[0], geo, x.dtype, tf)
+    return _wino.correlate(x, w, tf, geo.features, geo.padding, bias, tiles, elems, TW, _run)
 
 
-def _winograd_weight_grad(x, y, geo):
-    """_weight_grad for a 3x3 stride-1 kernel, the adjoint of _winograd in W (_winograd.weight_grad)."""
-    tiles, elems, TW = _winograd_tiles(x.shape[0], x.shape[1], y.shape[1], geo, x.dtype)
-    return _wino.weight_grad(x, y, geo.padding, tiles, elems, TW, _run)
+def _winograd_weight_grad(x, y, geo, tf):
+    """_weight_grad by Winograd, the adjoint of _winograd in W (_winograd.weight_grad)."""
+    tiles, elems, TW = _winograd_tiles(x.shape[0], x.shape[1], y.shape[1], geo, x.dtype, tf)
+    return _wino.weight_grad(x, y, tf, geo.padding, tiles, elems, TW, _run)
 
 
 def _correlate(x, w, geo, bias=None):
     """Y = W @ im2col(X) (+ bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW)."""
     N, g, O = x.shape[0], geo.groups, w.shape[0]
+    tf = _winograd_table(geo, x.shape[1], O)
+    if tf is not None:
+        return _winograd(x, w, geo, tf, bias)
     flipped = geo.flipped()
     if flipped is not None and O < x.shape[1]:  # the flipped adjoint builds O kh kw rows, not C kh kw
         return _correlate_adjoint(x, _flip(w, g, x.shape[1]), flipped, O, bias)
-    if _winograd_applies(geo, x.shape[1], O):
-        return _winograd(x, w, geo, bias)
     OH, OW = geo.features
     y = np.empty((N, O, OH, OW), x.dtype)
     wm = w.reshape(g, O // g, -1)
@@ -185,14 +204,14 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
     """X = col2im(W^T @ Y) (+ bias): Y (N, O, OH, OW), W (O, C/g, kh, kw) -> X (N, C, H, W)."""
     N, g, O = y.shape[0], geo.groups, w.shape[0]
     flipped = geo.flipped()
-    if flipped is not None and O <= c_out:  # a correlation with O kh kw rows and no col2im
-        return _correlate(y, _flip(w, g, c_out), flipped, bias)
+    if flipped is not None and (O <= c_out or _winograd_table(flipped, O, c_out) is not None):
+        return _correlate(y, _flip(w, g, c_out), flipped, bias)  # O kh kw rows, or Winograd: no col2im
     H, W = geo.image
     OH, OW = geo.features
     wt = w.reshape(g, O // g, -1).transpose(0, 2, 1)  # (g, C/g * kh * kw, O/g)
     yv = y.reshape(N, g, O // g, OH * OW)
     x = np.zeros((N, c_out, H, W), y.dtype)
-    xv = x.reshape(N, g, c_out // g, H * W)
+    xv, xp = x.reshape(N, g, c_out // g, H * W), _planes(x)
     tiles, elems, K = _column_tiles((N, c_out, y.dtype), geo)
 
     def work(task, buf):
@@ -205,7 +224,7 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
                 continue
             col = buf[:nb * K * n].reshape(nb, K, n)
             np.matmul(wt, src, out=col.reshape(nb, g, K // g, n))
-            col2im(col, x, b0, r0, OW, row_lo, row_hi, *geo.flat())
+            col2im(col, xp, W, b0, r0, OW, row_lo, row_hi, *geo.flat())
 
     _run(_adjoint_tasks(tiles, geo, _workers()), work, elems, y.dtype)
     if bias is not None:
@@ -247,12 +266,13 @@ def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
     C, (kh, kw) = x.shape[1], geo.kernel
+    tf = _winograd_table(geo, C, O)
+    if tf is not None:
+        return _winograd_weight_grad(x, y, geo, tf)
     flipped = geo.flipped()
     if flipped is not None and O < C:  # im2col of Y (O kh kw rows): the flipped kernel's gradient
         dwf = _weight_grad(y, x, flipped, (C, O // g, kh, kw))
         return _flip(dwf, g, O)
-    if _winograd_applies(geo, C, O):
-        return _winograd_weight_grad(x, y, geo)
     OH, OW = geo.features
     yv = y.reshape(N, g, O // g, OH * OW)
     tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)

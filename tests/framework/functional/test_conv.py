@@ -102,60 +102,6 @@ def test_conv_transpose2d_gradcheck(x_shape, w_shape, options, rng):
     assert sg.gradcheck(lambda x, w, b: F.conv_transpose2d(x, w, b, **options), (x, w, b))
 
 
-@pytest.mark.parametrize("x_shape,w_shape,options", [
-    ((2, 3, 5, 7), (3, 3, 3, 3), dict(padding=1)),
-    ((1, 4, 6, 6), (3, 4, 3, 3), dict()),
-    ((2, 2, 4, 3), (2, 2, 3, 3), dict(padding=2)),
-    ((2, 3, 1, 1), (2, 3, 3, 3), dict(padding=1)),
-    ((1, 2, 3, 8), (2, 2, 3, 3), dict(padding=(0, 1))),
-])
-def test_winograd_path_matches_torch_and_gradcheck(x_shape, w_shape, options, rng, monkeypatch):
-    """The 3x3 stride-1 Winograd path (normally from 16 channels; forced here) for the forward, the input
-    gradient (flipped kernel) and the weight gradient: odd sizes, partial 2x2 tiles, paddings 0-2, one
-    pixel."""
-    torch = pytest.importorskip("torch")
-    monkeypatch.setattr(conv_module, "_WINOGRAD_MIN_CHANNELS", 1)
-    calls = []
-    real = conv_module._winograd
-    monkeypatch.setattr(conv_module, "_winograd", lambda *a, **k: calls.append(1) or real(*a, **k))
-    grad_calls = []
-    real_grad = conv_module._winograd_weight_grad
-    monkeypatch.setattr(conv_module, "_winograd_weight_grad",
-                        lambda *a, **k: grad_calls.append(1) or real_grad(*a, **k))
-    x, w, b = _operands(rng, x_shape, w_shape, w_shape[0])
-    _torch_parity(F.conv2d, torch.nn.functional.conv2d, x, w, b, options)
-    # the forward when out >= in channels, the input gradient (flipped kernel) when out <= in
-    assert len(calls) == (2 if w_shape[0] == w_shape[1] else 1)
-    assert len(grad_calls) == 1  # the weight gradient (of the flipped kernel when out < in)
-    x, w, b = _operands(rng, x_shape, w_shape, w_shape[0])
-    assert sg.gradcheck(lambda x, w, b: F.conv2d(x, w, b, **options), (x, w, b))
-
-
-def test_winograd_float32_and_tiles(rng, monkeypatch):
-    x = rng.standard_normal((3, 16, 9, 7)).astype(np.float32)
-    w = (rng.standard_normal((16, 16, 3, 3)) / 12).astype(np.float32)
-    X64, W64 = (sg.tensor(a, requires_grad=True, dtype=np.float64) for a in (x, w))
-    with monkeypatch.context() as m:  # the float64 reference by im2col
-        m.setattr(conv_module, "_WINOGRAD_MIN_CHANNELS", 10**9)
-        y64 = F.conv2d(X64, W64, padding=1)
-        y64.backward(np.ones(y64.shape))
-    ref, ref_gx, ref_gw = y64.numpy(), X64.grad.numpy(), W64.grad.numpy()
-    assert conv_module._winograd_applies(conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (9, 7),
-                                                               (9, 7)), 16, 16)
-    geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (9, 7), (9, 7))
-    assert not conv_module._winograd_applies(geo, 128, 32)  # wide layers: im2col (thresholds doc)
-    assert not conv_module._winograd_applies(geo, 8, 64)
-    for cap in (conv_module.COL_BUFFER_BYTES, 1):  # whole images, and one row of 2x2 tiles at a time
-        monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
-        X, W = sg.tensor(x, requires_grad=True), sg.tensor(w, requires_grad=True)
-        y = F.conv2d(X, W, padding=1)
-        y.backward(np.ones(y.shape, np.float32))
-        assert y.dtype == X.grad.dtype == W.grad.dtype == np.float32
-        np.testing.assert_allclose(y.numpy(), ref, rtol=1e-5, atol=1e-5)
-        np.testing.assert_allclose(X.grad.numpy(), ref_gx, rtol=1e-5, atol=1e-4)
-        np.testing.assert_allclose(W.grad.numpy(), ref_gw, rtol=1e-5, atol=1e-3)
-
-
 def test_conv2d_hand_worked_value():
     x = sg.tensor(np.arange(9.0).reshape(1, 1, 3, 3), dtype=np.float64)
     w = sg.tensor(np.array([[[[1.0, 2.0], [3.0, 4.0]]]]), dtype=np.float64)

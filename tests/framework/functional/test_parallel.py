@@ -48,6 +48,11 @@ def _geometry(x_shape, w_shape, stride=1, padding=0, dilation=1, transpose=False
     return seen["geo"]
 
 
+def _col2im(col, x, *args):
+    """_im2col.col2im on x (N, C, H, W), given as the kernel's flat planes."""
+    _im2col.col2im(col, conv_module._planes(x), x.shape[3], *args)
+
+
 def _footprint(task, x_shape, geo):
     """The elements of x that col2im of this task reads and writes back: x starts as -0.0 and every
     add is of +0.0, which turns -0.0 into +0.0 and leaves untouched elements negative zeros."""
@@ -56,7 +61,7 @@ def _footprint(task, x_shape, geo):
     row_lo, row_hi, tiles = task
     for b0, b1, r0, r1 in tiles:
         col = np.zeros((b1 - b0, K, (r1 - r0) * geo.features[1]))
-        _im2col.col2im(col, x, b0, r0, geo.features[1], row_lo, row_hi, *geo.flat())
+        _col2im(col, x, b0, r0, geo.features[1], row_lo, row_hi, *geo.flat())
     return ~np.signbit(x)
 
 
@@ -99,12 +104,12 @@ def test_adjoint_tasks_touch_disjoint_elements(x_shape, k, stride, padding, dila
             for t in tiles}
     serial, split = np.zeros(x_shape), np.zeros(x_shape)
     for t in tiles:
-        _im2col.col2im(cols[t].copy(), serial, t[0], t[2], geo.features[1], 0, x_shape[2], *geo.flat())
+        _col2im(cols[t].copy(), serial, t[0], t[2], geo.features[1], 0, x_shape[2], *geo.flat())
     for lo, hi, task_tiles in tasks:
         for b0, b1, r0, r1 in task_tiles:
             whole = next(t for t in tiles if t[0] == b0 and t[2] <= r0 and r1 <= t[3])
             part = cols[whole][:, :, (r0 - whole[2]) * geo.features[1]:(r1 - whole[2]) * geo.features[1]]
-            _im2col.col2im(part.copy(), split, b0, r0, geo.features[1], lo, hi, *geo.flat())
+            _col2im(part.copy(), split, b0, r0, geo.features[1], lo, hi, *geo.flat())
     np.testing.assert_array_equal(split, serial)
 
 
