@@ -57,11 +57,11 @@ CASES = {
     "SwinIR": ({"type": "SwinIR", "scale": 2, "img_size": 48, "embed_dim": 60, "depths": [6, 6, 6, 6],
                 "num_heads": [6, 6, 6, 6], "window_size": 8, "mlp_ratio": 2,
                 "upsampler": "pixelshuffledirect"}, 48),
-    # issue 15's models at their CPU-sized configs (configs/*_cpu_x2.yaml, realesr_compact_x4.yaml)
+    # issue 15's models at their CPU-sized configs (configs/*_cpu_*.yaml, realesr_compact_x4.yaml)
     "SRVGGNetCompact": ({"type": "SRVGGNetCompact", "scale": 4, "num_feat": 64, "num_conv": 16,
                          "act_type": "prelu"}, 16),
     "MSRResNet": ({"type": "MSRResNet", "scale": 2, "num_feat": 32, "num_block": 2}, 24),
-    "RRDBNet": ({"type": "RRDBNet", "scale": 2, "num_feat": 32, "num_block": 1, "num_grow_ch": 16}, 24),
+    "RRDBNet": ({"type": "RRDBNet", "scale": 4, "num_feat": 32, "num_block": 1, "num_grow_ch": 16}, 16),
     "RCAN": ({"type": "RCAN", "scale": 2, "num_feat": 32, "num_group": 2, "num_block": 2,
               "squeeze_factor": 8}, 24),
 }
