@@ -66,8 +66,8 @@ class RRDBNet(nn.Module):
         init: "torch" (default: BasicSR's: torch's layer init outside the dense blocks) or "kaiming"
             (srgrad's: those convs kaiming_normal_ for the LeakyReLU, zero biases, conv_last x 0.1;
             the dense blocks keep BasicSR's 0.1-scaled init either way). Torch's init shrinks the
-            signal ~40x over the five convs from input to output, which slows training from
-            scratch; use kaiming for that (loading weights replaces either).
+            signal ~40x over the five convs from input to output; kaiming keeps its scale. (On the
+            bundled images it changed little: docs/benchmarks.md. Loading weights replaces either.)
     """
 
     def __init__(self, num_in_ch: int = 3, num_out_ch: int = 3, scale: int = 4, num_feat: int = 64,
