@@ -1,0 +1,19 @@
+"""scripts/profile_step.py: the per-Function times of one step are inside the step's total, name the
+model's Functions, and the wrapped methods are put back afterwards."""
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+profile_step = pytest.importorskip("profile_step")
+
+
+def test_breakdown_of_an_espcn_step():
+    from framework.functional.conv import Conv2dFunction
+    before = (Conv2dFunction.__dict__["forward"], Conv2dFunction.__dict__["backward"])
+    total, times = profile_step.breakdown("ESPCN", batch=1)
+    assert total > 0
+    assert times[("Conv2dFunction", "fwd")] > 0 and times[("Conv2dFunction", "bwd")] > 0
+    assert sum(times.values()) <= total
+    assert (Conv2dFunction.__dict__["forward"], Conv2dFunction.__dict__["backward"]) == before
