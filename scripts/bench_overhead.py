@@ -7,6 +7,8 @@ Run through the harness: `python scripts/benchmark.py --only overhead --threads 
 """
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 
 from benchmark import Row, time_pair
@@ -18,38 +20,24 @@ TITLE = "Framework overhead: a chain of 10,000 tiny ops, forward + backward"
 LINKS = 5000  # two ops per link: 10,000 op calls
 
 
-def _ours():
-    x0 = sg.tensor(np.ones(4, np.float32), requires_grad=True)
+def _chain(x):
+    """The chain itself: the same code runs on a srgrad or a torch tensor."""
+    for _ in range(LINKS):
+        x = x * 1.0001 + 0.0001
+    return x
 
+
+def _with_backward(x0):
     def run():
-        x = x0
-        for _ in range(LINKS):
-            x = x * 1.0001 + 0.0001
-        x.sum().backward()
+        _chain(x0).sum().backward()
         x0.grad = None
     return run
 
 
-def _theirs():
-    import torch
-    x0 = torch.ones(4, requires_grad=True)
-
-    def run():
-        x = x0
-        for _ in range(LINKS):
-            x = x * 1.0001 + 0.0001
-        x.sum().backward()
-        x0.grad = None
-    return run
-
-
-def _forward_only(make):
-    """The same chain under no_grad: what recording and backward add shows in the difference."""
-    def run():
-        x = make(np.ones(4, np.float32))
-        for _ in range(LINKS):
-            x = x * 1.0001 + 0.0001
-    return run
+def _forward_only(x0):
+    """The chain under no_grad (set by the caller): what recording and backward add shows in the
+    difference."""
+    return lambda: _chain(x0)
 
 
 def run(args) -> list:
@@ -57,20 +45,18 @@ def run(args) -> list:
         import torch
     except ImportError:
         torch = None
-    a, b = time_pair(_ours(), _theirs() if torch else None, args.repeat)
+    ones = np.ones(4, np.float32)
+    ours = sg.tensor(ones, requires_grad=True)
+    theirs = torch.ones(4, requires_grad=True) if torch else None
+    a, b = time_pair(_with_backward(ours), _with_backward(theirs) if torch else None, args.repeat)
     ops = 2 * LINKS
-    rows = [Row(f"{ops:,}-op chain, forward + backward", a, b,
-                note=f"{1e3 * a / ops:.1f} vs {1e3 * b / ops:.1f} us per op" if b else
-                f"{1e3 * a / ops:.1f} us per op")]
-    with sg.no_grad():
-        ours_fwd = _forward_only(sg.tensor)
-        theirs_fwd = _forward_only(torch.from_numpy) if torch else None
-        if torch:
-            with torch.no_grad():
-                a, b = time_pair(ours_fwd, theirs_fwd, args.repeat)
-        else:
-            a, b = time_pair(ours_fwd, None, args.repeat)
-    rows.append(Row(f"{ops:,}-op chain, forward only (no_grad)", a, b,
-                    note=f"{1e3 * a / ops:.1f} vs {1e3 * b / ops:.1f} us per op" if b else
-                    f"{1e3 * a / ops:.1f} us per op"))
+
+    def note(a, b):
+        theirs = f" vs {1e3 * b / ops:.1f}" if b else ""
+        return f"{1e3 * a / ops:.1f}{theirs} us per op"
+    rows = [Row(f"{ops:,}-op chain, forward + backward", a, b, note=note(a, b))]
+    with sg.no_grad(), (torch.no_grad() if torch else contextlib.nullcontext()):
+        a, b = time_pair(_forward_only(sg.tensor(ones)),
+                         _forward_only(torch.from_numpy(ones)) if torch else None, args.repeat)
+    rows.append(Row(f"{ops:,}-op chain, forward only (no_grad)", a, b, note=note(a, b)))
     return rows
