@@ -1,6 +1,9 @@
 """The one numba policy every kernel compiles through.
 
-- `cache=True`: a kernel compiles once per machine and is reused by every later process.
+- `cache=True`, stamped by the whole kernel source: a kernel compiles once per machine and is reused
+  by every later process, until any file that defines kernels changes. numba's own stamp hashes
+  only the kernel's file, but a kernel inlines the kernels it calls from other files
+  (`_winograd` calls `_im2col.valid_range`), so an edit there would leave a stale machine code.
 - no `fastmath`: kernels are gradchecked in float64, and reassociation would break the adjoint tests.
 - no explicit signatures: the same kernel compiles for float32 and float64 on first use.
 
@@ -11,12 +14,60 @@ How a kernel stays fast to run and to compile (docs/benchmarks.md has the figure
 - no reshape, slice assignment or array arithmetic inside a kernel: numba builds them from generic
   array code (with its error-message formatting) that takes seconds to compile on a cold cache.
 """
+import functools
+import hashlib
+import pathlib
+
 import numba
+from numba.core import caching
+
+_PACKAGES = ("framework", "models")  # the folders next to each other that hold every kernel
+
+
+@functools.lru_cache(maxsize=None)
+def source_stamp() -> str:
+    """The stamp of this installation's kernels (`stamp_of` the folder that holds framework/)."""
+    return stamp_of(pathlib.Path(__file__).resolve().parent.parent)
+
+
+def stamp_of(root: pathlib.Path) -> str:
+    """sha256 of every file under root/framework and root/models that imports this module (so
+    defines kernels), path and text: any edit to any of them invalidates every cached kernel."""
+    digest = hashlib.sha256()
+    for package in _PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            text = path.read_bytes()
+            if b"_jit import" in text or path.name == "_jit.py":
+                digest.update(str(path.relative_to(root)).encode() + b"\0" + text + b"\0")
+    return digest.hexdigest()
+
+
+class _KernelSourceStamp:
+    def get_source_stamp(self):
+        return source_stamp()
+
+
+# numba's own locators in numba's own order (NUMBA_CACHE_DIR, then __pycache__, then the user's
+# cache folder), each with the stamp above instead of the one file's hash
+_LOCATORS = [type(base.__name__, (_KernelSourceStamp, base), {})
+             for base in (caching.UserProvidedCacheLocator, caching.InTreeCacheLocator,
+                          caching.UserWideCacheLocator)]
+
+
+class _CacheImpl(caching.CompileResultCacheImpl):
+    _locator_classes = _LOCATORS
+
+
+class _Cache(caching.FunctionCache):
+    _impl_class = _CacheImpl
 
 
 def kernel(fn=None, *, parallel: bool = False):
     """`@kernel` or `@kernel(parallel=True)` (use `numba.prange` in the outer loop)."""
-    deco = numba.njit(cache=True, parallel=parallel, fastmath=False, nogil=True, error_model="numpy")
+    def deco(f):
+        disp = numba.njit(parallel=parallel, fastmath=False, nogil=True, error_model="numpy")(f)
+        disp._cache = _Cache(disp.py_func)  # what njit(cache=True) does, with our locators
+        return disp
     return deco if fn is None else deco(fn)
 
 
