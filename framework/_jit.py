@@ -14,12 +14,14 @@ How a kernel stays fast to run and to compile (docs/benchmarks.md has the figure
 - no reshape, slice assignment or array arithmetic inside a kernel: numba builds them from generic
   array code (with its error-message formatting) that takes seconds to compile on a cold cache.
 """
+import contextlib
 import functools
 import hashlib
 import pathlib
 
 import numba
 from numba.core import caching
+from numba.core.registry import CPUDispatcher
 
 _PACKAGES = ("framework", "models")  # the folders next to each other that hold every kernel
 
@@ -86,3 +88,22 @@ def launch(kern, small: bool, *args):
         return kern(*args)
     finally:
         numba.set_num_threads(threads)
+
+
+@contextlib.contextmanager
+def recording():
+    """Inside, a call of any numba kernel from Python appends (kernel, argument types) to the list
+    this yields and returns None, WITHOUT compiling or running the kernel: its outputs keep whatever
+    np.empty held. engine/precompile.py's dry run uses it to list the signatures a run will compile.
+    Process-wide while it lasts: nothing else may call kernels meanwhile."""
+    calls = []
+    original = CPUDispatcher.__call__
+
+    def record(self, *args, **kwargs):
+        calls.append((self, tuple(self.typeof_pyval(a) for a in args)))
+
+    CPUDispatcher.__call__ = record
+    try:
+        yield calls
+    finally:
+        CPUDispatcher.__call__ = original

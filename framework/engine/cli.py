@@ -103,6 +103,9 @@ def _train(args, comm) -> int:
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
         shown = " ".join(shlex.quote(str(a)) for a in [config, *(
             x for o in args.overrides for x in ("--set", o))])
+        if comm.world_size == 1:  # under MPI each rank would compile the same list
+            from . import precompile
+            precompile.ensure(config, args.overrides, cfg)
         try:
             trainer = make_trainer(cfg, run_dir=run_dir, resume=resume,
                                    progress=not args.no_progress, config_path=shown, comm=comm)

@@ -1,0 +1,206 @@
+"""Compile a run's kernels before its first step, on every core (issue 19's cold start).
+
+numba compiles a kernel once per argument-type signature, on its first call, one signature after
+another (its compiler holds a process-wide lock). On a fresh install that is most of the wait before
+a run's first step: the quickstart needs 26 signatures, about 10 s of one core. Here:
+
+1. each of `jobs` child processes dry-runs the config: a fresh trainer fetches batch 0 (its dataset
+   and degradations), takes one training step and one single-image forward, with every kernel call
+   recorded and skipped (`_jit.recording`): the (kernel, signature) list the run will compile;
+2. the children compile that list together into numba's on-disk cache, each claiming one signature
+   at a time (an O_EXCL file per signature), parallel kernels (the slowest to compile) first;
+3. the run then loads each kernel from the cache on its first call.
+
+A marker per (kernel sources, the config's model/data/loss sections) skips all of it next time.
+Nothing here can change a result: the cache holds the same machine code the run would compile, and
+a failure only costs time (the run compiles whatever is missing itself, as before).
+
+    srgrad-precompile configs/quickstart.yaml [--set KEY=VALUE] [--jobs N]   (ahead of time)
+    srgrad-train runs `ensure` itself before building its trainer.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from .. import _jit
+
+MARKERS = "srgrad_precompiled"
+
+
+def default_jobs() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def _marker(cfg: dict) -> Path | None:
+    """The marker file of cfg's kernels in this installation's cache, or None when the cache folder
+    is not writable (the marker is only a shortcut). Keyed by what decides the kernels' signatures:
+    the kernel sources, the model(s), dtype, scale, the datasets' types and the train section's
+    losses and options (not paths, lengths, batch size, optimizers or schedules)."""
+    datasets = {k: (v or {}).get("type") for k, v in (cfg.get("datasets") or {}).items()}
+    skip = {"total_iters", "batch_size", "scheduler", "scheduler_d", "optimizer", "optimizer_d",
+            "pretrained", "loader"}
+    keep = {"scale": cfg.get("scale"), "dtype": cfg.get("dtype"), "model": cfg.get("model"),
+            "model_d": cfg.get("model_d"), "datasets": datasets,
+            "train": {k: v for k, v in (cfg.get("train") or {}).items() if k not in skip}}
+    key = hashlib.sha256((_jit.source_stamp() + json.dumps(keep, sort_keys=True, default=str)).encode())
+    root = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(_jit.__file__).parent / "__pycache__")
+    folder = root / MARKERS
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder / key.hexdigest()[:32] if os.access(folder, os.W_OK) else None
+
+
+def ensure(config, overrides, cfg: dict, jobs: int | None = None, say=print) -> bool:
+    """Precompile cfg's kernels unless its marker says it was done or $SRGRAD_PRECOMPILE is 0 (the
+    test suite's setting); True when children ran."""
+    if os.environ.get("SRGRAD_PRECOMPILE", "1") == "0":
+        return False
+    marker = _marker(cfg)
+    if marker is None or marker.exists():
+        return False
+    reports = run(config, overrides, jobs, say)
+    if not any("error" in r for r in reports):
+        try:
+            marker.touch()
+        except OSError:
+            pass
+    return True
+
+
+def run(config, overrides, jobs: int | None = None, say=print) -> list[dict]:
+    """Dry-run and compile `config` (+ `--set` overrides) in `jobs` child processes; their reports
+    ({"signatures", "compiled", "seconds"} or {"error"})."""
+    jobs = jobs or default_jobs()
+    t0 = time.perf_counter()
+    say(f"compiling this run's kernels on {jobs} processes (once per machine and config)")
+    with tempfile.TemporaryDirectory(prefix="srgrad-precompile-") as claims:
+        cmd = [sys.executable, "-m", "framework.engine.precompile", "--child", claims, str(config)]
+        for o in overrides:
+            cmd += ["--set", o]
+        children = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                    for _ in range(jobs)]
+        try:
+            outputs = [c.communicate() for c in children]
+        finally:
+            for c in children:
+                if c.poll() is None:
+                    c.kill()
+    reports = []
+    for c, (out, err) in zip(children, outputs):
+        try:
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+        except (ValueError, IndexError):
+            reports.append({"error": (err.strip().splitlines() or [f"exit code {c.returncode}"])[-1]})
+    errors = [r["error"] for r in reports if "error" in r]
+    compiled = sum(r.get("compiled", 0) for r in reports)
+    total = max((r.get("signatures", 0) for r in reports), default=0)
+    note = f"; skipped, the run compiles as it goes: {errors[0]}" if errors else ""
+    say(f"compiled {compiled} of {total} kernel signatures in {time.perf_counter() - t0:.1f} s{note}")
+    return reports
+
+
+# -- the child ------------------------------------------------------------------------------------
+def _dry_run(cfg: dict) -> list:
+    """[(kernel, signature)] that cfg's first step and a single-image forward call, deduplicated,
+    parallel kernels first."""
+    import numpy as np
+
+    from ..autograd import no_grad
+    from ..tensor import Tensor
+    from .trainer import make_trainer
+
+    with tempfile.TemporaryDirectory(prefix="srgrad-dry-run-") as tmp:
+        trainer = make_trainer(cfg, run_dir=Path(tmp) / "run", progress=False)
+        # recorded kernels leave garbage in their outputs: no finiteness checks in a dry run
+        trainer._finite = lambda *args, **kwargs: True
+        trainer._nonfinite = lambda *args, **kwargs: None
+        if hasattr(trainer, "_generator_updates"):
+            trainer._generator_updates = lambda: True
+        with np.errstate(all="ignore"), _jit.recording() as calls:
+            batch = trainer.loader.get_batch(0)
+            trainer._train_step(batch)
+            trainer.model.eval()
+            with no_grad():
+                trainer.model(Tensor(np.asarray(batch["lq"][:1], dtype=trainer.dtype)))
+    seen, items = set(), []
+    for disp, sig in calls:
+        if (id(disp), sig) not in seen:
+            seen.add((id(disp), sig))
+            items.append((disp, sig))
+    items.sort(key=lambda item: not item[0].targetoptions.get("parallel"))
+    return items
+
+
+def _claim(folder: str, disp, sig) -> bool:
+    name = hashlib.sha256(f"{disp.py_func.__module__}.{disp.py_func.__qualname__}{sig}".encode())
+    try:
+        os.close(os.open(os.path.join(folder, name.hexdigest()), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+        return True
+    except FileExistsError:
+        return False
+
+
+def child_main(argv) -> int:
+    ap = argparse.ArgumentParser(prog="precompile --child")
+    ap.add_argument("claims")
+    ap.add_argument("config")
+    ap.add_argument("--set", dest="overrides", action="append", default=[])
+    a = ap.parse_args(argv)
+    import warnings
+    warnings.simplefilter("ignore")
+    t0 = time.perf_counter()
+    try:
+        from .schema import load_config
+        items = _dry_run(load_config(a.config, a.overrides))
+        compiled = 0
+        for disp, sig in items:
+            if _claim(a.claims, disp, sig):
+                disp.compile(sig)
+                compiled += 1
+    except Exception as exc:  # reported to the parent, which goes on without precompiling
+        print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
+        return 1
+    print(json.dumps({"signatures": len(items), "compiled": compiled,
+                      "seconds": round(time.perf_counter() - t0, 2)}))
+    return 0
+
+
+def main(argv=None) -> int:
+    """srgrad-precompile: compile the kernels of each config ahead of its first run."""
+    ap = argparse.ArgumentParser(prog="srgrad-precompile", description=main.__doc__)
+    ap.add_argument("configs", nargs="+", help="YAML configs (as srgrad-train takes them)")
+    ap.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--jobs", type=int, default=None, help="processes (default: the usable cores)")
+    a = ap.parse_args(argv)
+    from ..io.config import ConfigError
+    from .schema import load_config
+    failed = 0
+    for config in a.configs:
+        try:
+            load_config(config, a.overrides)
+        except ConfigError as exc:
+            print(f"srgrad-precompile: {exc}", file=sys.stderr)
+            return 2
+        reports = run(config, a.overrides, a.jobs, say=lambda m, c=config: print(f"{c}: {m}"))
+        failed += any("error" in r for r in reports)
+    return 1 if failed else 0
+
+
+def cli() -> None:  # console-script entry point
+    sys.exit(main())
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1 and sys.argv[1] == "--child":
+        sys.exit(child_main(sys.argv[2:]))
+    sys.exit(main())

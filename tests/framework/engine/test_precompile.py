@@ -1,0 +1,68 @@
+"""engine/precompile.py: the dry run lists a run's kernel signatures without compiling, the children
+compile them into the cache, and the run itself then compiles nothing."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+
+from framework import _jit
+from framework.engine import precompile
+from framework.engine.schema import load_config
+from framework.functional import _im2col
+
+
+def test_recording_lists_calls_and_runs_nothing():
+    dst = np.full(4, -1.0, np.float32)
+    with _jit.recording() as calls:
+        assert _im2col._zero(dst, 0, 4) is None
+    assert (dst == -1).all()  # not run
+    assert [(d, str(s)) for d, s in calls] == [
+        (_im2col._zero, "(Array(float32, 1, 'C', False, aligned=True), int64, int64)")]
+    _im2col._zero(dst, 0, 4)  # outside: runs again
+    assert (dst == 0).all()
+
+
+def test_the_dry_run_lists_the_signatures_of_a_step(make_tiny_config):
+    cfg = load_config(make_tiny_config(), [])
+    items = precompile._dry_run(cfg)
+    names = {f"{d.py_func.__module__.rsplit('.', 1)[-1]}.{d.py_func.__name__}" for d, _ in items}
+    # ESPCN with 4 features: im2col convs (below Winograd's channel floor), tanh, pixel shuffle,
+    # L1, and the data path's imresize
+    assert {"_im2col.im2col", "_im2col.col2im", "activation._tanh_grad_kernel",
+            "pixel_shuffle._permute", "loss._reduced_kernel", "resample._resample_planes"} <= names
+    assert all(str(sig).count("float32") for _, sig in items if "resample" not in str(sig))
+    assert len(items) == len({(id(d), s) for d, s in items})  # no duplicates
+    parallel = [d.targetoptions.get("parallel", False) for d, _ in items]
+    assert parallel == sorted(parallel, reverse=True)  # parallel kernels (slowest to build) first
+
+
+def test_srgrad_train_precompiles_once_and_then_compiles_nothing(make_tiny_config, tmp_path):
+    config = make_tiny_config(iters=1)
+    env = dict(os.environ, SRGRAD_PRECOMPILE="1", NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               NUMBA_DEBUG_CACHE="1")
+    cmd = [sys.executable, "-c", "from framework.engine.cli import train; train()", str(config),
+           "--no-progress"]
+    first = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-3000:]
+    done = re.search(r"compiled (\d+) of (\d+) kernel signatures", first.stdout)
+    assert done and int(done[1]) == int(done[2]) > 5, first.stdout[-3000:]
+    after = first.stdout[done.end():]
+    assert "data saved to" not in after  # the run compiled nothing itself
+    assert "data loaded from" in after   # it read the children's machine code
+    # the marker: a second run of the config starts no children
+    second = subprocess.run(cmd + ["--set", "name=again"], env=env, cwd=tmp_path,
+                            capture_output=True, text=True, timeout=600)
+    assert second.returncode == 0, second.stderr[-3000:]
+    assert "compiling this run's kernels" not in second.stdout
+    assert "data saved to" not in second.stdout
+
+
+def test_a_failing_dry_run_costs_nothing_but_time(make_tiny_config, tmp_path, monkeypatch):
+    config = make_tiny_config()
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    said = []
+    reports = precompile.run(config, ["model.type=NoSuchModel"], jobs=1, say=said.append)
+    assert "error" in reports[0] and "NoSuchModel" in reports[0]["error"]
+    assert "skipped, the run compiles as it goes" in said[-1]
