@@ -51,13 +51,19 @@ def _marker(cfg: dict) -> Path | None:
             "model_d": cfg.get("model_d"), "datasets": datasets,
             "train": {k: v for k, v in (cfg.get("train") or {}).items() if k not in skip}}
     key = hashlib.sha256((_jit.source_stamp() + json.dumps(keep, sort_keys=True, default=str)).encode())
-    root = Path(os.environ.get("NUMBA_CACHE_DIR") or Path(_jit.__file__).parent / "__pycache__")
-    folder = root / MARKERS
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError:
-        return None
-    return folder / key.hexdigest()[:32] if os.access(folder, os.W_OK) else None
+    # where numba caches (its own order): $NUMBA_CACHE_DIR, else beside the sources, else the user's
+    from numba.misc.appdirs import AppDirs
+    roots = [os.environ["NUMBA_CACHE_DIR"]] if os.environ.get("NUMBA_CACHE_DIR") else [
+        Path(_jit.__file__).parent / "__pycache__", AppDirs(appname="numba", appauthor=False).user_cache_dir]
+    for root in roots:
+        folder = Path(root) / MARKERS
+        try:
+            folder.mkdir(parents=True, exist_ok=True)
+        except OSError:
+            continue
+        if os.access(folder, os.W_OK):
+            return folder / key.hexdigest()[:32]
+    return None
 
 
 def ensure(config, overrides, cfg: dict, jobs: int | None = None, say=print) -> bool:
