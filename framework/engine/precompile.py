@@ -28,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 
 from .. import _jit
@@ -132,7 +133,9 @@ def _dry_run(cfg: dict) -> list:
         trainer._nonfinite = lambda *args, **kwargs: None
         if hasattr(trainer, "_generator_updates"):
             trainer._generator_updates = lambda: True
-        with np.errstate(all="ignore"), _jit.recording() as calls:
+        # (the pool threads' numpy ignores errstate, which is per thread: silence the warnings too)
+        with np.errstate(all="ignore"), warnings.catch_warnings(), _jit.recording() as calls:
+            warnings.simplefilter("ignore")
             batch = trainer.loader.get_batch(0)
             trainer._train_step(batch)
             trainer.model.eval()
@@ -162,7 +165,6 @@ def child_main(argv) -> int:
     ap.add_argument("config")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     a = ap.parse_args(argv)
-    import warnings
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
     try:
