@@ -4,8 +4,12 @@ Adam) of a bench_models case, with every autograd Function's forward and backwar
 first; the gap to the step's total is the framework's own Python and the optimizer.
 
     python scripts/profile_step.py SwinIR [--batch 4] [--threads 1] [--top 16]
+    python scripts/profile_step.py --summary ESPCN EDSR ... [--batch 16 --threads 2]
 
-Models and shapes: bench_models.CASES (each model's CPU-sized config).
+`--summary`: one markdown row per model in issue 19's categories: conv forward, conv input gradient,
+conv weight gradient, resampling, activations, the other Functions, the optimizer step, and the
+framework (the step's time outside all of these: autograd's engine, Tensor wrappers, the loss
+reduction's Python). Models and shapes: bench_models.CASES (each model's CPU-sized config).
 """
 from __future__ import annotations
 
@@ -31,8 +35,12 @@ def _functions():
 
 
 def breakdown(name: str, batch: int) -> tuple[float, dict]:
-    """(step seconds, {(Function name, "fwd"|"bwd"): seconds}) for one warm step of CASES[name]."""
+    """(step seconds, {(Function name, "fwd"|"bwd"): seconds}) for one warm step of CASES[name];
+    two more keys: ("conv weight grad", "bwd") (inside Conv2dFunction's and ConvTranspose2dFunction's
+    backward) and ("optimizer", "step")."""
     import bench_models as bm
+    from framework.functional import conv
+    from framework.optim.optimizer import Optimizer
     spec, side = bm.CASES[name]
     model = bm._ours_model(spec)
     lq, gt = bm._batch(spec, side, batch)
@@ -50,16 +58,29 @@ def breakdown(name: str, batch: int) -> tuple[float, dict]:
                 times[(cls.__name__, kind)] += time.perf_counter() - t
         return staticmethod(run)
 
+    def timed_fn(key, fn):
+        def run(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                times[key] += time.perf_counter() - t
+        return run
+
     for cls in _functions():
         originals[cls] = (cls.__dict__["forward"], cls.__dict__.get("backward"))
         cls.forward = timed(cls, "fwd", cls.forward)
         if "backward" in cls.__dict__:
             cls.backward = timed(cls, "bwd", cls.backward)
+    weight_grad, opt_step = conv._weight_grad, Optimizer.step
+    conv._weight_grad = timed_fn(("conv weight grad", "bwd"), weight_grad)
+    Optimizer.step = timed_fn(("optimizer", "step"), opt_step)
     try:
         t = time.perf_counter()
         step()
         total = time.perf_counter() - t
     finally:
+        conv._weight_grad, Optimizer.step = weight_grad, opt_step
         for cls, (fwd, bwd) in originals.items():
             cls.forward = fwd
             if bwd is not None:
@@ -67,16 +88,58 @@ def breakdown(name: str, batch: int) -> tuple[float, dict]:
     return total, dict(times)
 
 
+CATEGORIES = ("conv fwd", "conv dx", "conv dW", "resample", "activations", "other ops", "optimizer",
+              "framework")
+
+
+def categories(total: float, times: dict) -> dict:
+    """The breakdown's seconds in CATEGORIES (they add up to `total`)."""
+    from framework.functional import activation
+    acts = {c.__name__ for c in _functions() if c.__module__ == activation.__name__}
+    convs = {"Conv2dFunction", "ConvTranspose2dFunction"}
+    out = dict.fromkeys(CATEGORIES, 0.0)
+    for (fn, kind), s in times.items():
+        if fn in convs:
+            out["conv fwd" if kind == "fwd" else "conv dx"] += s
+        elif fn == "conv weight grad":
+            out["conv dx"] -= s  # it ran inside the conv backward, timed there too
+            out["conv dW"] += s
+        elif fn == "ResampleFunction":
+            out["resample"] += s
+        elif fn in acts:
+            out["activations"] += s
+        elif fn == "optimizer":
+            out["optimizer"] += s
+        else:
+            out["other ops"] += s
+    out["framework"] = total - sum(out.values())
+    return out
+
+
 def main(argv=None) -> int:
     import bench_models as bm
     ap = argparse.ArgumentParser(prog="profile_step.py", description=__doc__.split("\n\n")[0])
-    ap.add_argument("model", choices=list(bm.CASES))
+    ap.add_argument("model", nargs="?", choices=list(bm.CASES))
+    ap.add_argument("--summary", nargs="+", choices=list(bm.CASES), metavar="MODEL",
+                    help="one row per model in issue 19's categories")
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=16)
     args = ap.parse_args(argv)
     import framework as sg
     sg.set_num_threads(args.threads)
+    if args.summary:
+        print(f"one step, batch {args.batch}, {args.threads} thread(s); % of the step")
+        print("| model | step ms | " + " | ".join(CATEGORIES) + " |")
+        print("|---|---:|" + "---:|" * len(CATEGORIES))
+        for name in args.summary:
+            total, times = breakdown(name, args.batch)
+            cats = categories(total, times)
+            print(f"| {name} | {1e3 * total:.0f} | "
+                  + " | ".join(f"{100 * cats[c] / total:.1f}" for c in CATEGORIES) + " |", flush=True)
+        return 0
+    if args.model is None:
+        ap.error("give a MODEL or --summary MODEL ...")
     total, times = breakdown(args.model, args.batch)
     inside = sum(times.values())
     print(f"{args.model}: one step, batch {args.batch}, {args.threads} thread(s): {1e3 * total:.0f} ms, "

@@ -17,3 +17,17 @@ def test_breakdown_of_an_espcn_step():
     assert times[("Conv2dFunction", "fwd")] > 0 and times[("Conv2dFunction", "bwd")] > 0
     assert sum(times.values()) <= total
     assert (Conv2dFunction.__dict__["forward"], Conv2dFunction.__dict__["backward"]) == before
+
+
+def test_the_summary_categories_add_up_to_the_step():
+    from framework.functional import conv
+    from framework.optim.optimizer import Optimizer
+    before = (conv._weight_grad, Optimizer.step)
+    total, times = profile_step.breakdown("UpsampleNet", batch=1)
+    cats = profile_step.categories(total, times)
+    assert list(cats) == list(profile_step.CATEGORIES)
+    assert abs(sum(cats.values()) - total) < 1e-9
+    for key in ("conv fwd", "conv dx", "conv dW", "resample", "activations", "optimizer"):
+        assert cats[key] > 0, key  # UpsampleNet: conv -> bicubic -> conv, ReLU, Adam
+    assert cats["framework"] >= 0
+    assert (conv._weight_grad, Optimizer.step) == before  # put back
