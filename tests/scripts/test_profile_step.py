@@ -15,7 +15,8 @@ def test_breakdown_of_an_espcn_step():
     total, times = profile_step.breakdown("ESPCN", batch=1)
     assert total > 0
     assert times[("Conv2dFunction", "fwd")] > 0 and times[("Conv2dFunction", "bwd")] > 0
-    assert sum(times.values()) <= total
+    # the weight gradient's time is also inside Conv2dFunction's backward: not counted twice
+    assert sum(v for k, v in times.items() if k[0] != "conv weight grad") <= total
     assert (Conv2dFunction.__dict__["forward"], Conv2dFunction.__dict__["backward"]) == before
 
 
