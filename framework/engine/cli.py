@@ -103,14 +103,23 @@ def _train(args, comm) -> int:
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
         shown = " ".join(shlex.quote(str(a)) for a in [config, *(
             x for o in args.overrides for x in ("--set", o))])
-        if comm.world_size == 1:  # under MPI each rank would compile the same list
+        pending = None
+        if comm.world_size == 1:  # (under MPI every rank would compile the same list)
             from . import precompile
-            precompile.ensure(config, args.overrides, cfg)
+            pending = precompile.ensure(config, args.overrides, cfg)  # children start compiling
         try:
             trainer = make_trainer(cfg, run_dir=run_dir, resume=resume,
                                    progress=not args.no_progress, config_path=shown, comm=comm)
         except ConfigError as exc:  # a constructor's check, named by its config key
+            if pending is not None:
+                pending.cancel()
             raise ConfigError(f"{config}: {exc}") from None
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            raise
+        if pending is not None:
+            pending.wait()  # before the first step, which then loads every kernel from the cache
         result = trainer.fit()
     except ConfigError as exc:
         return error(str(exc), 2)

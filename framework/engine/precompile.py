@@ -67,53 +67,69 @@ def _marker(cfg: dict) -> Path | None:
     return None
 
 
-def ensure(config, overrides, cfg: dict, jobs: int | None = None, say=print) -> bool:
-    """Precompile cfg's kernels unless its marker says it was done or $SRGRAD_PRECOMPILE is 0 (the
-    test suite's setting); True when children ran."""
+def ensure(config, overrides, cfg: dict, jobs: int | None = None, say=print) -> "Pending | None":
+    """Start precompiling cfg's kernels unless its marker says it was done or $SRGRAD_PRECOMPILE is
+    0 (the test suite's setting). The caller builds its trainer meanwhile, then calls `.wait()`
+    (which writes the marker) before the first step, or `.cancel()`."""
     if os.environ.get("SRGRAD_PRECOMPILE", "1") == "0":
-        return False
+        return None
     marker = _marker(cfg)
     if marker is None or marker.exists():
-        return False
-    reports = run(config, overrides, jobs, say)
-    if not any("error" in r for r in reports):
-        try:
-            marker.touch()
-        except OSError:
-            pass
-    return True
+        return None
+    return Pending(config, overrides, jobs, say, marker)
 
 
 def run(config, overrides, jobs: int | None = None, say=print) -> list[dict]:
     """Dry-run and compile `config` (+ `--set` overrides) in `jobs` child processes; their reports
     ({"signatures", "compiled", "seconds"} or {"error"})."""
-    jobs = jobs or default_jobs()
-    t0 = time.perf_counter()
-    say(f"compiling this run's kernels on {jobs} processes (once per machine and config)")
-    with tempfile.TemporaryDirectory(prefix="srgrad-precompile-") as claims:
-        cmd = [sys.executable, "-m", "framework.engine.precompile", "--child", claims, str(config)]
+    return Pending(config, overrides, jobs, say).wait()
+
+
+class Pending:
+    """`jobs` child processes dry-running and compiling `config`, started on construction."""
+
+    def __init__(self, config, overrides, jobs=None, say=print, marker=None):
+        self.jobs, self.say, self.marker = jobs or default_jobs(), say, marker
+        self.t0 = time.perf_counter()
+        say(f"compiling this run's kernels on {self.jobs} processes (once per machine and config)")
+        self.claims = tempfile.TemporaryDirectory(prefix="srgrad-precompile-")
+        cmd = [sys.executable, "-m", "framework.engine.precompile", "--child", self.claims.name,
+               str(config)]
         for o in overrides:
             cmd += ["--set", o]
-        children = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-                    for _ in range(jobs)]
+        self.children = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                          text=True) for _ in range(self.jobs)]
+
+    def cancel(self):
+        for c in self.children:
+            if c.poll() is None:
+                c.kill()
+            c.communicate()
+        self.claims.cleanup()
+
+    def wait(self) -> list[dict]:
         try:
-            outputs = [c.communicate() for c in children]
+            outputs = [c.communicate() for c in self.children]
         finally:
-            for c in children:
-                if c.poll() is None:
-                    c.kill()
-    reports = []
-    for c, (out, err) in zip(children, outputs):
-        try:
-            reports.append(json.loads(out.strip().splitlines()[-1]))
-        except (ValueError, IndexError):
-            reports.append({"error": (err.strip().splitlines() or [f"exit code {c.returncode}"])[-1]})
-    errors = [r["error"] for r in reports if "error" in r]
-    compiled = sum(r.get("compiled", 0) for r in reports)
-    total = max((r.get("signatures", 0) for r in reports), default=0)
-    note = f"; skipped, the run compiles as it goes: {errors[0]}" if errors else ""
-    say(f"compiled {compiled} of {total} kernel signatures in {time.perf_counter() - t0:.1f} s{note}")
-    return reports
+            self.cancel()
+        reports = []
+        for c, (out, err) in zip(self.children, outputs):
+            try:
+                reports.append(json.loads(out.strip().splitlines()[-1]))
+            except (ValueError, IndexError):
+                reports.append({"error": (err.strip().splitlines() or [f"exit code {c.returncode}"])[-1]})
+        errors = [r["error"] for r in reports if "error" in r]
+        compiled = sum(r.get("compiled", 0) for r in reports)
+        total = max((r.get("signatures", 0) for r in reports), default=0)
+        note = f"; skipped, the run compiles as it goes: {errors[0]}" if errors else ""
+        self.say(f"compiled {compiled} of {total} kernel signatures in "
+                 f"{time.perf_counter() - self.t0:.1f} s{note}")
+        if self.marker is not None and not errors:
+            try:
+                self.marker.touch()
+            except OSError:
+                pass
+        return reports
 
 
 # -- the child ------------------------------------------------------------------------------------
