@@ -211,11 +211,13 @@ def main(argv=None) -> int:
     failed = 0
     for config in a.configs:
         try:
-            load_config(config, a.overrides)
+            cfg = load_config(config, a.overrides)
         except ConfigError as exc:
             print(f"srgrad-precompile: {exc}", file=sys.stderr)
             return 2
-        reports = run(config, a.overrides, a.jobs, say=lambda m, c=config: print(f"{c}: {m}"))
+        # the marker too, so that srgrad-train does not start children for this config again
+        reports = Pending(config, a.overrides, a.jobs, lambda m, c=config: print(f"{c}: {m}"),
+                          _marker(cfg)).wait()
         failed += any("error" in r for r in reports)
     return 1 if failed else 0
 

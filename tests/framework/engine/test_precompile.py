@@ -66,3 +66,19 @@ def test_a_failing_dry_run_costs_nothing_but_time(make_tiny_config, tmp_path, mo
     reports = precompile.run(config, ["model.type=NoSuchModel"], jobs=1, say=said.append)
     assert "error" in reports[0] and "NoSuchModel" in reports[0]["error"]
     assert "skipped, the run compiles as it goes" in said[-1]
+
+
+def test_srgrad_precompile_ahead_of_time_leaves_srgrad_train_nothing_to_do(make_tiny_config, tmp_path):
+    config = make_tiny_config(iters=1)
+    env = dict(os.environ, SRGRAD_PRECOMPILE="1", NUMBA_CACHE_DIR=str(tmp_path / "cache"),
+               NUMBA_DEBUG_CACHE="1")
+    aot = subprocess.run([sys.executable, "-m", "framework.engine.precompile", str(config), "--jobs", "1"],
+                         env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
+    assert aot.returncode == 0, aot.stderr[-3000:]
+    assert re.search(r"compiled (\d+) of \1 kernel signatures", aot.stdout), aot.stdout[-2000:]
+    run = subprocess.run([sys.executable, "-c", "from framework.engine.cli import train; train()",
+                          str(config), "--no-progress"], env=env, cwd=tmp_path, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "compiling this run's kernels" not in run.stdout  # the marker was written
+    assert "data saved to" not in run.stdout and "data loaded from" in run.stdout
