@@ -19,9 +19,10 @@ from typing import Callable, NamedTuple
 import numpy as np
 
 from .._check import flag, float_array, pair
-from .._jit import kernel, launch, prange
+from .._jit import kernel
 from ..autograd import Function
 from ..tensor import Tensor
+from . import _tiles
 
 __all__ = ["interpolate"]
 
@@ -377,11 +378,12 @@ def _cols_pass(src, index, weight, dst):
             d0[o], d1[o], d2[o], d3[o] = a0, a1, a2, a3
 
 
-@kernel(parallel=True)
+@kernel
 def _resample_planes(x, h_index, h_weight, w_index, w_weight, h_first, out):
-    """out[p] = W_h @ x[p] @ W_w^T for every plane p of x (P, H, W) -> out (P, Ho, Wo); planes run in
-    parallel and each owns its slice of `out`, so there are no races."""
-    for p in prange(x.shape[0]):
+    """out[p] = W_h @ x[p] @ W_w^T for every plane p of x (P, H, W) -> out (P, Ho, Wo). Serial:
+    `resample` runs ranges of planes on the pool threads (a numba prange here cost ~2 s more to
+    compile on every fresh cache, for the same plane-per-thread split)."""
+    for p in range(x.shape[0]):
         if h_first:
             tmp = np.empty((out.shape[1], x.shape[2]), x.dtype)
             _rows_pass(x[p], h_index, h_weight, tmp)
@@ -406,9 +408,14 @@ def resample(x: np.ndarray, th: Table, tw: Table) -> np.ndarray:
     # twice as slow per tap as the contiguous row pass. Upsampling goes W first, downsampling H first.
     h_cost = th.m * tw.n * th.index.shape[1] + 2 * th.m * tw.m * tw.index.shape[1]
     w_cost = 2 * th.n * tw.m * tw.index.shape[1] + th.m * tw.m * th.index.shape[1]
-    args = (planes, th.index, th.weights_as(x.dtype), tw.index, tw.weights_as(x.dtype),
-            h_cost < w_cost, out)
-    launch(_resample_planes, planes.shape[0] * min(h_cost, w_cost) < _SERIAL_WORK, *args)
+    tables = (th.index, th.weights_as(x.dtype), tw.index, tw.weights_as(x.dtype), h_cost < w_cost)
+    P = planes.shape[0]
+    workers = 1 if P * min(h_cost, w_cost) < _SERIAL_WORK else _tiles.default_workers()
+    # each task owns its planes of `out`: no races; a few tasks per worker for balance
+    bounds = np.linspace(0, P, min(P, 4 * workers) + 1).astype(np.int64)
+    tasks = [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
+    _tiles.run(tasks, lambda t, _: _resample_planes(planes[t[0]:t[1]], *tables, out[t[0]:t[1]]),
+               0, x.dtype, workers)
     return out.reshape(lead + (th.m, tw.m))
 
 

@@ -197,12 +197,18 @@ def test_issue_reproducer_in_small(monkeypatch):
 # -- numba prange kernels: each iteration owns its output plane; 2 threads equal 1 exactly -----------
 
 def _both_thread_counts(call, module, monkeypatch):
-    """call() on 2 threads REPEATS times equals call() on 1 thread, bit for bit; module.launch must
-    have gone parallel at least once (a call below the serial threshold proves nothing)."""
+    """call() on 2 threads REPEATS times equals call() on 1 thread, bit for bit; module.launch (or,
+    for resample, its pool runner) must have gone parallel at least once (a call below the serial
+    threshold proves nothing)."""
     parallel = []
-    real = module.launch
-    monkeypatch.setattr(module, "launch", lambda kern, small, *a: parallel.append(not small) or
-                        real(kern, small, *a))
+    if hasattr(module, "launch"):
+        real = module.launch
+        monkeypatch.setattr(module, "launch", lambda kern, small, *a: parallel.append(not small) or
+                            real(kern, small, *a))
+    else:
+        run = module._tiles.run
+        monkeypatch.setattr(module._tiles, "run", lambda tasks, work, n, dtype, workers: parallel.append(
+            workers > 1 and len(tasks) > 1) or run(tasks, work, n, dtype, workers))
     results = [call() for _ in range(REPEATS)]
     assert any(parallel), "the kernels must run on more than one thread"
     numba.set_num_threads(1)
