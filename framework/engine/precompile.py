@@ -43,14 +43,13 @@ def default_jobs() -> int:
 def _marker(cfg: dict) -> Path | None:
     """The marker file of cfg's kernels in this installation's cache, or None when the cache folder
     is not writable (the marker is only a shortcut). Keyed by what decides the kernels' signatures:
-    the kernel sources, the model(s), dtype, scale, the datasets' types and the train section's
-    losses and options (not paths, lengths, batch size, optimizers or schedules)."""
+    the kernel sources, the model(s), dtype, scale, the datasets' types and the losses (not paths,
+    lengths, batch size, logging, optimizers or schedules)."""
     datasets = {k: (v or {}).get("type") for k, v in (cfg.get("datasets") or {}).items()}
-    skip = {"total_iters", "batch_size", "scheduler", "scheduler_d", "optimizer", "optimizer_d",
-            "pretrained", "loader"}
+    train = cfg.get("train") or {}
     keep = {"scale": cfg.get("scale"), "dtype": cfg.get("dtype"), "model": cfg.get("model"),
             "model_d": cfg.get("model_d"), "datasets": datasets,
-            "train": {k: v for k, v in (cfg.get("train") or {}).items() if k not in skip}}
+            "train": {k: train.get(k) for k in ("loss", "losses", "gt_usm", "ema_decay")}}
     key = hashlib.sha256((_jit.source_stamp() + json.dumps(keep, sort_keys=True, default=str)).encode())
     # where numba caches (its own order): $NUMBA_CACHE_DIR, else beside the sources, else the user's
     from numba.misc.appdirs import AppDirs

@@ -82,3 +82,14 @@ def test_srgrad_precompile_ahead_of_time_leaves_srgrad_train_nothing_to_do(make_
     assert run.returncode == 0, run.stderr[-3000:]
     assert "compiling this run's kernels" not in run.stdout  # the marker was written
     assert "data saved to" not in run.stdout and "data loaded from" in run.stdout
+
+
+def test_the_marker_follows_what_decides_the_kernels(make_tiny_config, monkeypatch, tmp_path):
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "cache"))
+    config = make_tiny_config()
+    marker = precompile._marker(load_config(config, []))
+    same = ["train.total_iters=3", "train.batch_size=3", "train.log_every=2", "name=other",
+            "train.optimizer.lr=0.5"]
+    assert precompile._marker(load_config(config, same)) == marker
+    for change in ("model.num_feat=[8, 4]", "dtype=float64", "train.loss.type=MSELoss"):
+        assert precompile._marker(load_config(config, [change])) != marker, change
