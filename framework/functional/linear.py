@@ -83,15 +83,44 @@ class MatMulFunction(Function):
         return ga, gb
 
 
+# linear's products run over fixed chunks of this many rows: the weight and bias gradients are sums
+# of per-chunk partials in chunk order, so they do not depend on the thread count.
+_CHUNK_ROWS = 2048
+
+
+def _over_rows(m, macs, work):
+    """[work(lo, hi) for each chunk of the m rows], on conv's worker threads with single-threaded
+    BLAS when the product has at least _SERIAL_MACS multiply-adds: OpenBLAS's own threads
+    busy-wait for each other between calls, and on a shared machine (or beside numba's threads)
+    that waiting was most of linear's time in SwinIR's step."""
+    tasks = [(lo, min(m, lo + _CHUNK_ROWS)) for lo in range(0, m, _CHUNK_ROWS)]
+    workers = _tiles.default_workers() if macs >= _SERIAL_MACS else 1
+    return _tiles.run(tasks, lambda t, _: work(*t), 0, np.uint8, workers)
+
+
+def _sum_partials(parts):
+    """parts[0] + parts[1] + ... in order (a fixed order: the result does not depend on threads)."""
+    total = parts[0]
+    for p in parts[1:]:
+        total += p
+    return total
+
+
 class LinearFunction(Function):
     """x (..., in), weight (out, in), bias (out,) or None -> x W^T + b (..., out)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
         x2 = _rows(x)
-        out = x2 @ weight.T
-        if bias is not None:
-            out += bias
+        out = np.empty((x2.shape[0], weight.shape[0]), np.result_type(x2, weight))
+        wt = weight.T
+
+        def chunk(lo, hi):  # the bias is added while the chunk is still in cache
+            np.matmul(x2[lo:hi], wt, out=out[lo:hi])
+            if bias is not None:
+                out[lo:hi] += bias
+
+        _over_rows(x2.shape[0], out.size * x2.shape[1], chunk)
         ctx.save_for_backward(x2, weight)
         ctx.shape = x.shape
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
@@ -101,10 +130,20 @@ class LinearFunction(Function):
         x2, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
         g2 = _rows(g)
-        gx = (g2 @ weight).reshape(ctx.shape) if need_x else None
-        gw = g2.T @ x2 if need_w else None
-        gb = g2.sum(axis=0) if need_b else None
-        return gx, gw, gb
+        gx = np.empty(x2.shape, x2.dtype) if need_x else None
+
+        def chunk(lo, hi):
+            if need_x:
+                np.matmul(g2[lo:hi], weight, out=gx[lo:hi])
+            return (g2[lo:hi].T @ x2[lo:hi] if need_w else None,
+                    g2[lo:hi].sum(axis=0) if need_b else None)
+
+        parts = _over_rows(x2.shape[0], x2.size * weight.shape[0] * (need_x + need_w), chunk)
+        if not parts:  # no rows: nothing to sum
+            parts = [(np.zeros(weight.shape, weight.dtype), np.zeros(weight.shape[0], weight.dtype))]
+        gw = _sum_partials([p[0] for p in parts]) if need_w else None
+        gb = _sum_partials([p[1] for p in parts]) if need_b else None
+        return (gx.reshape(ctx.shape) if need_x else None), gw, gb
 
 
 def _same_dtype(op, name, arr, ref):
