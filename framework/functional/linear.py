@@ -88,14 +88,14 @@ class MatMulFunction(Function):
 _CHUNK_ROWS = 2048
 
 
-def _over_rows(m, macs, work):
+def _over_rows(m, work):
     """[work(lo, hi) for each chunk of the m rows], on conv's worker threads with single-threaded
-    BLAS when the product has at least _SERIAL_MACS multiply-adds: OpenBLAS's own threads
-    busy-wait for each other between calls, and on a shared machine (or beside numba's threads)
-    that waiting was most of linear's time in SwinIR's step."""
+    BLAS whenever there are two chunks or more: OpenBLAS's own threads busy-wait for each other
+    and then spin idle after the call, and beside numba's threads (or on a shared machine) that was
+    most of linear's time in SwinIR's step. A chunk is at least 2048 x in x out multiply-adds, far
+    more than the pool's fork/join."""
     tasks = [(lo, min(m, lo + _CHUNK_ROWS)) for lo in range(0, m, _CHUNK_ROWS)]
-    workers = _tiles.default_workers() if macs >= _SERIAL_MACS else 1
-    return _tiles.run(tasks, lambda t, _: work(*t), 0, np.uint8, workers)
+    return _tiles.run(tasks, lambda t, _: work(*t), 0, np.uint8, _tiles.default_workers())
 
 
 def _sum_partials(parts):
@@ -120,7 +120,7 @@ class LinearFunction(Function):
             if bias is not None:
                 out[lo:hi] += bias
 
-        _over_rows(x2.shape[0], out.size * x2.shape[1], chunk)
+        _over_rows(x2.shape[0], chunk)
         ctx.save_for_backward(x2, weight)
         ctx.shape = x.shape
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
@@ -138,7 +138,7 @@ class LinearFunction(Function):
             return (g2[lo:hi].T @ x2[lo:hi] if need_w else None,
                     g2[lo:hi].sum(axis=0) if need_b else None)
 
-        parts = _over_rows(x2.shape[0], x2.size * weight.shape[0] * (need_x + need_w), chunk)
+        parts = _over_rows(x2.shape[0], chunk)
         if not parts:  # no rows: nothing to sum
             parts = [(np.zeros(weight.shape, weight.dtype), np.zeros(weight.shape[0], weight.dtype))]
         gw = _sum_partials([p[0] for p in parts]) if need_w else None

@@ -156,7 +156,6 @@ def test_linear_chunks_on_threads_equal_one_product(rows, rng, monkeypatch):
     a, wa, ba = rng.standard_normal((rows, 5)), rng.standard_normal((4, 5)), rng.standard_normal(4)
     g = rng.standard_normal((rows, 4))
     monkeypatch.setattr(linear_module, "_CHUNK_ROWS", 3)
-    monkeypatch.setattr(linear_module, "_SERIAL_MACS", 0)
     results = []
     for workers in (1, 2):
         monkeypatch.setattr(linear_module._tiles, "default_workers", lambda: workers)
