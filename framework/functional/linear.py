@@ -2,7 +2,8 @@
 operands, batched broadcasting).
 
 Every product is BLAS. A product with a shared 2-D matrix (linear, or a batch times one matrix) folds
-the leading axes into rows: one large product instead of one small product per batch entry. A
+the leading axes into rows: one large product instead of one small product per batch entry; linear
+runs those rows in fixed chunks on conv's worker threads with single-threaded BLAS. A
 batched product (attention's q k^T and attn v: thousands of 64 x 30 matrices) is one small BLAS call
 per matrix, and BLAS runs matrices this small on one thread; above a size the batch runs as a few
 slices on conv's worker threads, each with single-threaded BLAS (framework/functional/_tiles.py).
