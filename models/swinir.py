@@ -31,8 +31,8 @@ from framework.nn import init
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, upsampler_scale
-from ._swin import (attention_softmax, relative_position_index, shift_mask, window_partition,
-                    window_reverse)
+from ._swin import (attention_softmax, relative_position_index, shift_mask, window_attention,
+                    window_partition, window_reverse)
 from .detect import NoMatch, Unknown, count, need
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv")
@@ -71,6 +71,9 @@ class WindowAttention(nn.Module):
     def forward(self, x, mask=None):
         b_, n, c = x.shape
         heads = self.num_heads
+        if not (self.training and self.attn_drop.p > 0):  # one fused pass (models/_swin.py)
+            y = window_attention(self.qkv(x), self.bias(), heads, self.scale, mask)
+            return self.proj_drop(self.proj(y))
         qkv = F.reshape(self.qkv(x), (b_, n, 3, heads, c // heads))
         q, k, v = (F.reshape(t, (b_, heads, n, c // heads))
                    for t in F.split(F.permute(qkv, (2, 0, 3, 1, 4)), 1, 0))

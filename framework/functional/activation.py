@@ -8,10 +8,13 @@ from __future__ import annotations
 import math
 
 import numpy as np
+from numba import types
+from numba.extending import overload
 
 from .._check import choice, float_array
-from .._jit import kernel, prange
+from .._jit import kernel, launch, prange
 from ..autograd import Function
+from .softmax import _exp32
 
 __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
 
@@ -19,6 +22,9 @@ __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
 def _flat(a):
     return np.ascontiguousarray(a).reshape(-1)
 
+
+# Below this many elements GELU's kernels run on one thread (_jit.launch; softmax's threshold).
+_SERIAL_ELEMS = 1 << 15
 
 # The elementwise kernels here are serial on purpose: they are memory-bound, so two threads gain at
 # most 2x, while a parallel region waits for a descheduled thread on a shared machine
@@ -165,32 +171,94 @@ def _tanh_grad_kernel(g, t, gx):
         gx[i] = g[i] * (1 - t[i] * t[i])
 
 
+# erfc(z) = t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2), z >= 0: the form of Numerical Recipes'
+# erfcc, coefficients fitted here (relative error 4.4e-8 in float64 over z in [0, 9.6], beyond which
+# float32's Phi is 0 or 1). One exp, no branch: the float32 loop vectorises, and the negative tail
+# keeps its relative accuracy (0.5 (1 + erf) would cancel there).
+_expf = kernel(_exp32)  # softmax's vectorisable float32 exp, as a call (nested inlining trips numba)
+
+
+@kernel
+def _erfc_poly(t):
+    f = np.float32
+    p = f(0.13898774994021898) * t + f(-0.6483891601181794)
+    p = p * t + f(1.0802646289921058)
+    p = p * t + f(-0.5943698074516693)
+    p = p * t + f(-0.16455580414165394)
+    p = p * t + f(0.045997559417824796)
+    p = p * t + f(0.019423796044845898)
+    p = p * t + f(0.3898050135192788)
+    p = p * t + f(0.9982661177241595)
+    return p * t + f(-1.2654300501816453)
+
+
+def _normal(v, with_pdf):
+    """(Phi(v), phi(v)) of the standard normal (phi only when with_pdf, else 0): math.erf in float64,
+    the erfc form above in float32 (a NaN stays NaN). Kernels get the overload below."""
+    return _normal64(v, with_pdf)
+
+
+def _normal64(v, with_pdf):
+    cdf = 0.5 * (1.0 + math.erf(v * 0.7071067811865476))
+    return cdf, (0.3989422804014327 * math.exp(-0.5 * v * v) if with_pdf else 0.0)
+
+
+def _normal32(v, with_pdf):
+    f = np.float32
+    z = abs(v) * f(0.70710678118654752)
+    t = f(1.0) / (f(1.0) + f(0.5) * z)
+    zz = z * z
+    if with_pdf:  # two exps: exp(-z^2) is phi's too
+        ez = _expf(-zz)
+        half = f(0.5) * t * ez * _expf(_erfc_poly(t))
+        pdf = f(0.3989422804014327) * ez
+    else:
+        half = f(0.5) * t * _expf(_erfc_poly(t) - zz)
+        pdf = f(0.0)
+    return (half if v < f(0.0) else f(1.0) - half), pdf
+
+
+@overload(_normal)
+def _normal_overload(v, with_pdf):
+    if isinstance(v, types.Float) and v.bitwidth == 32:
+        return _normal32
+    return _normal64
+
+
 @kernel(parallel=True)
-def _gelu_exact_kernel(x, y, dydx):
-    """y = x Phi(x), dy/dx = Phi(x) + x phi(x), with Phi the standard normal CDF (via math.erf,
-    which numpy lacks). Flat arrays; one pass computes both so backward needs no second kernel."""
-    inv_sqrt2 = 0.7071067811865476
-    inv_sqrt2pi = 0.3989422804014327
+def _gelu_exact_kernel(x, y):
+    """y = x Phi(x) on flat arrays."""
     for i in prange(x.size):
         v = x[i]
-        cdf = 0.5 * (1.0 + math.erf(v * inv_sqrt2))
-        y[i] = v * cdf
-        dydx[i] = cdf + v * inv_sqrt2pi * math.exp(-0.5 * v * v)
+        y[i] = v * _normal(v, False)[0]
+
+
+@kernel(parallel=True)
+def _gelu_exact_grad_kernel(g, x, gx):
+    """gx = g (Phi(x) + x phi(x)) on flat arrays: the derivative is computed here, not saved by the
+    forward (one array fewer written there, and backward reads x instead)."""
+    for i in prange(x.size):
+        v = x[i]
+        cdf, pdf = _normal(v, True)
+        gx[i] = g[i] * (cdf + v * pdf)
 
 
 class GELUExact(Function):
     @staticmethod
     def forward(ctx, x):
         flat = np.ascontiguousarray(x).reshape(-1)
-        y, dydx = np.empty_like(flat), np.empty_like(flat)
-        _gelu_exact_kernel(flat, y, dydx)
-        ctx.save_for_backward(dydx.reshape(x.shape))
+        y = np.empty_like(flat)
+        launch(_gelu_exact_kernel, flat.size < _SERIAL_ELEMS, flat, y)
+        ctx.save_for_backward(flat)
         return y.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, g):  # dL/dx = g (Phi(x) + x phi(x))
-        (dydx,) = ctx.saved_tensors
-        return g * dydx
+        (flat,) = ctx.saved_tensors
+        gx = np.empty_like(flat)
+        launch(_gelu_exact_grad_kernel, flat.size < _SERIAL_ELEMS,
+               _flat(g.astype(flat.dtype, copy=False)), flat, gx)
+        return gx.reshape(g.shape)
 
 
 class GELUTanh(Function):

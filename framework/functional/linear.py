@@ -2,7 +2,8 @@
 operands, batched broadcasting).
 
 Every product is BLAS. A product with a shared 2-D matrix (linear, or a batch times one matrix) folds
-the leading axes into rows: one large product instead of one small product per batch entry. A
+the leading axes into rows: one large product instead of one small product per batch entry; linear
+runs those rows in fixed chunks on conv's worker threads with single-threaded BLAS. A
 batched product (attention's q k^T and attn v: thousands of 64 x 30 matrices) is one small BLAS call
 per matrix, and BLAS runs matrices this small on one thread; above a size the batch runs as a few
 slices on conv's worker threads, each with single-threaded BLAS (framework/functional/_tiles.py).
@@ -83,15 +84,44 @@ class MatMulFunction(Function):
         return ga, gb
 
 
+# linear's products run over fixed chunks of this many rows: the weight and bias gradients are sums
+# of per-chunk partials in chunk order, so they do not depend on the thread count.
+_CHUNK_ROWS = 2048
+
+
+def _over_rows(m, work):
+    """[work(lo, hi) for each chunk of the m rows], on conv's worker threads with single-threaded
+    BLAS whenever there are two chunks or more: OpenBLAS's own threads busy-wait for each other
+    and then spin idle after the call, and beside numba's threads (or on a shared machine) that was
+    most of linear's time in SwinIR's step. A chunk is at least 2048 x in x out multiply-adds, far
+    more than the pool's fork/join."""
+    tasks = [(lo, min(m, lo + _CHUNK_ROWS)) for lo in range(0, m, _CHUNK_ROWS)]
+    return _tiles.run(tasks, lambda t, _: work(*t), 0, np.uint8, _tiles.default_workers())
+
+
+def _sum_partials(parts):
+    """parts[0] + parts[1] + ... in order (a fixed order: the result does not depend on threads)."""
+    total = parts[0]
+    for p in parts[1:]:
+        total += p
+    return total
+
+
 class LinearFunction(Function):
     """x (..., in), weight (out, in), bias (out,) or None -> x W^T + b (..., out)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
         x2 = _rows(x)
-        out = x2 @ weight.T
-        if bias is not None:
-            out += bias
+        out = np.empty((x2.shape[0], weight.shape[0]), np.result_type(x2, weight))
+        wt = weight.T
+
+        def chunk(lo, hi):  # the bias is added while the chunk is still in cache
+            np.matmul(x2[lo:hi], wt, out=out[lo:hi])
+            if bias is not None:
+                out[lo:hi] += bias
+
+        _over_rows(x2.shape[0], chunk)
         ctx.save_for_backward(x2, weight)
         ctx.shape = x.shape
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
@@ -101,10 +131,20 @@ class LinearFunction(Function):
         x2, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
         g2 = _rows(g)
-        gx = (g2 @ weight).reshape(ctx.shape) if need_x else None
-        gw = g2.T @ x2 if need_w else None
-        gb = g2.sum(axis=0) if need_b else None
-        return gx, gw, gb
+        gx = np.empty(x2.shape, x2.dtype) if need_x else None
+
+        def chunk(lo, hi):
+            if need_x:
+                np.matmul(g2[lo:hi], weight, out=gx[lo:hi])
+            return (g2[lo:hi].T @ x2[lo:hi] if need_w else None,
+                    g2[lo:hi].sum(axis=0) if need_b else None)
+
+        parts = _over_rows(x2.shape[0], chunk)
+        if not parts:  # no rows: nothing to sum
+            parts = [(np.zeros(weight.shape, weight.dtype), np.zeros(weight.shape[0], weight.dtype))]
+        gw = _sum_partials([p[0] for p in parts]) if need_w else None
+        gb = _sum_partials([p[1] for p in parts]) if need_b else None
+        return (gx.reshape(ctx.shape) if need_x else None), gw, gb
 
 
 def _same_dtype(op, name, arr, ref):

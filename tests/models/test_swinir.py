@@ -349,3 +349,84 @@ def test_window_partition_round_trip_and_gradcheck(shape, ws):
     with pytest.raises(ValueError, match="window_partition: expected"):
         window_partition(sg.tensor(np.zeros((1, ws + 1, ws, 1))), ws) if ws > 1 else window_partition(
             sg.tensor(np.zeros((1, 2, 2))), ws)
+
+
+# -- the fused window attention -------------------------------------------------------------------
+def _window_attention_inputs(b_, heads, n, d, nw, dtype=np.float64, seed=0):
+    rng = np.random.default_rng(seed)
+    qkv = sg.tensor(rng.standard_normal((b_, n, 3 * heads * d)).astype(dtype), requires_grad=True)
+    bias = sg.tensor((rng.standard_normal((heads, n, n)) * 0.5).astype(dtype), requires_grad=True)
+    mask = np.where(rng.uniform(size=(nw, n, n)) < 0.3, -100.0, 0.0).astype(dtype) if nw else None
+    return qkv, bias, mask
+
+
+def _torch_window_attention(torch, qkv, bias, heads, scale, mask):
+    """BasicSR's WindowAttention.forward between its two linears."""
+    b_, n, c3 = qkv.shape
+    c = c3 // 3
+    q, k, v = qkv.reshape(b_, n, 3, heads, c // heads).permute(2, 0, 3, 1, 4)
+    attn = (q * scale) @ k.transpose(-2, -1) + bias.unsqueeze(0)
+    if mask is not None:
+        nw = mask.shape[0]
+        attn = (attn.view(b_ // nw, nw, heads, n, n) + torch.from_numpy(mask).unsqueeze(1)).view(-1, heads, n, n)
+    return (torch.softmax(attn, -1) @ v).transpose(1, 2).reshape(b_, n, c)
+
+
+@pytest.mark.parametrize("b_,heads,n,d,nw", [(4, 2, 3, 2, 2), (1, 1, 1, 1, 1), (3, 3, 5, 1, 0), (2, 1, 4, 3, 2)])
+def test_window_attention_gradcheck(b_, heads, n, d, nw):
+    from framework.gradcheck import gradcheck
+    from models._swin import window_attention
+    qkv, bias, mask = _window_attention_inputs(b_, heads, n, d, nw)
+    w = np.random.default_rng(9).standard_normal((b_, n, heads * d))
+    assert gradcheck(lambda a, b: window_attention(a, b, heads, 0.7, mask) * sg.tensor(w), (qkv, bias))
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("b_,heads,n,d,nw", [(4, 3, 16, 5, 0), (18, 2, 9, 3, 2), (10, 1, 1, 2, 5)])
+def test_window_attention_matches_torch(b_, heads, n, d, nw, dtype):
+    """Values, d qkv and d bias against BasicSR's unfused form; b_ > 8 spans several of the
+    backward's window chunks (the bias gradient's partials)."""
+    torch = pytest.importorskip("torch")
+    from models._swin import window_attention
+    qkv, bias, mask = _window_attention_inputs(b_, heads, n, d, nw, dtype, seed=1)
+    g = np.random.default_rng(2).standard_normal((b_, n, heads * d)).astype(dtype)
+    y = window_attention(qkv, bias, heads, 0.3, mask)
+    y.backward(g)
+    tq, tb = (torch.from_numpy(a.data.copy()).requires_grad_(True) for a in (qkv, bias))
+    ty = _torch_window_attention(torch, tq, tb, heads, 0.3, mask)
+    ty.backward(torch.from_numpy(g))
+    assert y.dtype == qkv.grad.dtype == bias.grad.dtype == dtype
+    for ours, theirs, what in ((y.data, ty.detach().numpy(), "output"), (qkv.grad.data, tq.grad.numpy(), "dqkv"),
+                               (bias.grad.data, tb.grad.numpy(), "dbias")):
+        checks.assert_close(ours, theirs, dtype, what)
+
+
+def test_window_attention_errors():
+    from models._swin import window_attention
+    qkv, bias, _ = _window_attention_inputs(2, 2, 3, 2, 0)
+    with pytest.raises(ValueError, match=r"window_attention: qkv \(2, 3, 12\) and bias \(2, 3, 4\)"):
+        window_attention(qkv, sg.tensor(np.zeros((2, 3, 4))), 2, 1.0)
+    with pytest.raises(ValueError, match=r"C a multiple of 5 heads"):
+        window_attention(qkv, sg.tensor(np.zeros((5, 3, 3))), 5, 1.0)
+    with pytest.raises(ValueError, match=r"window_attention: mask \(3, 3, 3\) is not \(nW, 3, 3\)"):
+        window_attention(qkv, bias, 2, 1.0, np.zeros((3, 3, 3)))
+    with pytest.raises(TypeError, match="bias dtype float32 differs"):
+        window_attention(qkv, sg.tensor(np.zeros((2, 3, 3), np.float32)), 2, 1.0)
+
+
+def test_attention_dropout_keeps_the_unfused_path(monkeypatch):
+    """attn_drop_rate > 0 in training: dropout sits between the softmax and the product with v, so
+    the block runs the unfused ops; in eval() the fused one."""
+    from models import _swin
+    from models.swinir import WindowAttention
+    seen = []
+    for cls in (_swin.AttentionSoftmax, _swin.WindowAttentionFunction):
+        monkeypatch.setattr(cls, "forward", staticmethod(
+            lambda ctx, *a, _f=cls.forward, _n=cls.__name__, **k: (seen.append(_n), _f(ctx, *a, **k))[1]))
+    attn = WindowAttention(8, (2, 2), 2, attn_drop=0.5)
+    x = sg.tensor(np.random.default_rng(0).standard_normal((3, 4, 8)).astype(np.float32))
+    attn.train()
+    attn(x)
+    attn.eval()
+    attn(x)
+    assert seen == ["AttentionSoftmax", "WindowAttentionFunction"]

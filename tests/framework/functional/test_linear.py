@@ -146,6 +146,33 @@ def test_linear_non_contiguous_input_and_gradient(rng):
     np.testing.assert_allclose(w.grad.data, tw.grad.numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("rows", [1, 7, 20, 0])
+def test_linear_chunks_on_threads_equal_one_product(rows, rng, monkeypatch):
+    """linear's rows in fixed chunks (here 3 rows) on worker threads: the output and input gradient
+    are the one-product values, the weight and bias gradients the sums of per-chunk partials, the
+    same bits whether the chunks run on 1 or 2 threads."""
+    if linear_module._tiles.BLAS_THREADS is None:
+        pytest.skip("the worker threads need numpy's OpenBLAS (its thread count is set per call)")
+    a, wa, ba = rng.standard_normal((rows, 5)), rng.standard_normal((4, 5)), rng.standard_normal(4)
+    g = rng.standard_normal((rows, 4))
+    monkeypatch.setattr(linear_module, "_CHUNK_ROWS", 3)
+    results = []
+    for workers in (1, 2):
+        monkeypatch.setattr(linear_module._tiles, "default_workers", lambda: workers)
+        x, w, b = (sg.tensor(v, requires_grad=True) for v in (a, wa, ba))
+        y = F.linear(x, w, b)
+        y.backward(g)
+        results.append([y.data, x.grad.data, w.grad.data, b.grad.data])
+    for one, two in zip(*results):
+        np.testing.assert_array_equal(one, two)
+    y, gx, gw, gb = results[0]
+    np.testing.assert_allclose(y, a @ wa.T + ba, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(gx, g @ wa, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(gw, g.T @ a, rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(gb, g.sum(axis=0), rtol=1e-13, atol=1e-14)
+    assert gw.shape == (4, 5) and gb.shape == (4,)
+
+
 def test_linear_errors(rng):
     x = t64(rng, 2, 4)
     with pytest.raises(ValueError, match=r"linear: weight must have shape \(out_features, 4\) for input "
