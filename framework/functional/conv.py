@@ -133,26 +133,38 @@ def _flip(w, groups, c):
 # (docs/benchmarks.md, "Where the code's thresholds come from").
 _WINOGRAD_MIN_CHANNELS = 16
 _WINOGRAD_MAX_CHANNELS = 64
-# The Winograd tables per square kernel size (_winograd.TRANSFORMS: F(m, r)): the larger m has fewer
-# products and costlier transforms, so it would pay from _WINOGRAD_LARGE_CHANNELS on both sides (the
-# products grow with C O, the transforms with C + O). For 3x3 F(4, 3) did not beat F(2, 3) at 64
-# channels on 2 cores (docs/benchmarks.md), so the threshold sits above the maximum: F(2, 3) only.
+# The Winograd tables per square kernel size (_winograd.TRANSFORMS: F(m, r)), (small maps, large
+# maps): the larger m has fewer products and costlier transforms, which pay on large maps.
 WINOGRAD = {3: ((2, 3), (4, 3)), 5: ((4, 5), (4, 5))}
-_WINOGRAD_LARGE_CHANNELS = _WINOGRAD_MAX_CHANNELS + 1
+# Per direction and per output map (pixels per image; a function of shapes only, never of the batch,
+# so that one image and a batch take the same route). From _WINOGRAD_LARGE_MAP pixels the forward
+# (and the input gradient, the flipped kernel's forward) takes the large-map table; below it the
+# weight gradient takes im2col: its a^2 plane GEMMs of few tiles and two transforms lose to one GEMM
+# there. From _WINOGRAD_WIDE_MAP pixels the forward's plane GEMMs are long enough for up to
+# _WINOGRAD_WIDE_CHANNELS channels (RRDBNet's 80 and 96-channel dense convs at 512x512).
+_WINOGRAD_LARGE_MAP = 40 * 40
+_WINOGRAD_WIDE_MAP = 128 * 128
+_WINOGRAD_WIDE_CHANNELS = 128
 
 
-def _winograd_table(geo, c, o):
-    """The Winograd table for a correlation between sides of c and o channels, or None (im2col)."""
+def _winograd_table(geo, c, o, weight_grad=False):
+    """The Winograd table for a correlation between sides of c and o channels (its forward, or its
+    weight gradient), or None (im2col)."""
     (kh, kw), sizes = geo.kernel, WINOGRAD.get(geo.kernel[0])
+    pixels = geo.features[0] * geo.features[1]
+    large = pixels >= _WINOGRAD_LARGE_MAP
+    wide = not weight_grad and pixels >= _WINOGRAD_WIDE_MAP
     if (sizes is None or kh != kw or geo.stride != (1, 1) or geo.dilation != (1, 1) or geo.groups != 1
-            or min(c, o) < _WINOGRAD_MIN_CHANNELS or max(c, o) > _WINOGRAD_MAX_CHANNELS):
+            or min(c, o) < _WINOGRAD_MIN_CHANNELS
+            or max(c, o) > (_WINOGRAD_WIDE_CHANNELS if wide else _WINOGRAD_MAX_CHANNELS)
+            or (weight_grad and not large)):
         return None
-    return _wino.TRANSFORMS[sizes[min(c, o) >= _WINOGRAD_LARGE_CHANNELS]]
+    return _wino.TRANSFORMS[sizes[large and not weight_grad]]
 
 
 def _winograd_tiles(n, c, o, geo, dtype, tf=None):
     """Tiles over (images, rows of m x m output tiles), elements per buffer (V and M) and tiles per
-    row, for the table tf (default: the one _winograd_table picks)."""
+    row, for the table tf (default: the one _winograd_table picks for the forward)."""
     tf = tf or _winograd_table(geo, c, o)
     OH, OW = geo.features
     TW, E = _wino.row_length(tf, OW)
@@ -266,7 +278,7 @@ def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
     C, (kh, kw) = x.shape[1], geo.kernel
-    tf = _winograd_table(geo, C, O)
+    tf = _winograd_table(geo, C, O, weight_grad=True)
     if tf is not None:
         return _winograd_weight_grad(x, y, geo, tf)
     flipped = geo.flipped()
