@@ -86,6 +86,28 @@ class LeakyReLUFunction(Function):
         return gx
 
 
+def rectify_(y, slope):
+    """leaky_relu(y, slope) in place (slope 0: relu) on a contiguous array y: conv2d's fused epilogue
+    (relu_slope), which writes over its own fresh output instead of allocating a second one."""
+    if slope == 0:
+        np.maximum(y, y.dtype.type(0), out=y)  # as relu: NaN stays NaN
+    else:
+        flat = y.reshape(-1)
+        _leaky_relu_kernel(flat, y.dtype.type(slope), flat)
+    return y
+
+
+def rectify_grad(g, y, slope):
+    """dL/d(pre-activation) of rectify_ from its output y (same sign as its input, slope >= 0)."""
+    gx = np.empty(y.shape, y.dtype)
+    if slope == 0:
+        _relu_grad_kernel(_flat(g.astype(y.dtype, copy=False)), y.reshape(-1), gx.reshape(-1))
+    else:
+        _leaky_relu_grad_kernel(_flat(g.astype(y.dtype, copy=False)), y.reshape(-1), y.dtype.type(slope),
+                                gx.reshape(-1))
+    return gx
+
+
 @kernel
 def _prelu_kernel(x, w, y):
     """y[a, c, l] = x if x > 0 else w[c] x, for x viewed as (A, C, L) with w (C,)."""

@@ -28,10 +28,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._check import float_array, int_arg, int_pair
+from .._check import float_array, int_arg, int_pair, number
+from .. import autograd
 from ..autograd import Function
 from . import _tiles
 from . import _winograd as _wino
+from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
 from ._util import data_of
 
@@ -303,18 +305,23 @@ def _weight_grad(x, y, geo, w_shape):
 # -- Functions ---------------------------------------------------------------------------------------
 
 class Conv2dFunction(Function):
+    # relu_slope: leaky_relu(., slope) (0: relu) applied in place to the fresh output, which is then
+    # saved: its sign gives the activation's derivative.
     @staticmethod
-    def forward(ctx, x, w, b=None, *, geo):
+    def forward(ctx, x, w, b=None, *, geo, relu_slope=None):
         x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
-        ctx.save_for_backward(x, w)
-        ctx.geo = geo
-        return _correlate(x, w, geo, b)
+        y = _correlate(x, w, geo, b)
+        if relu_slope is not None:
+            rectify_(y, relu_slope)
+        ctx.save_for_backward(x, w, y if relu_slope is not None else None)
+        ctx.geo, ctx.relu_slope = geo, relu_slope
+        return y
 
     @staticmethod
     def backward(ctx, g):  # dL/dx = col2im(W^T g), dL/dW = sum_n g_n im2col(x_n)^T, dL/db = sum g
-        x, w = ctx.saved_tensors
+        x, w, y = ctx.saved_tensors  # g first through the fused activation: g [y > 0] (or slope)
         nx, nw, nb = ctx.needs_input_grad
-        g = np.ascontiguousarray(g)
+        g = np.ascontiguousarray(g) if y is None else rectify_grad(g, y, ctx.relu_slope)
         gx = _correlate_adjoint(g, w, ctx.geo, x.shape[1]) if nx else None
         gw = _weight_grad(x, g, ctx.geo, w.shape) if nw else None
         gb = g.sum(axis=(0, 2, 3)) if nb else None
@@ -390,13 +397,15 @@ def conv_padding(name, padding, kernel, dilation, stride=(1, 1)):
     return tuple((t // 2, t - t // 2) for t in totals)
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, relu_slope=None):
     """2-D cross-correlation, as torch.nn.functional.conv2d.
 
     x (N, C, H, W); weight (O, C/groups, kh, kw); bias (O,) or None -> (N, O, OH, OW) with
     OH = floor((H + 2 ph - dh (kh - 1) - 1) / sh) + 1. stride, dilation: int or (h, w), default 1;
     padding: int or (h, w) (zeros, default 0), "valid" (= 0) or "same" (output size = input size,
-    stride 1 only; an odd total padding puts the extra pixel at the bottom/right, as torch)."""
+    stride 1 only; an odd total padding puts the extra pixel at the bottom/right, as torch).
+    relu_slope (srgrad's extension, default None): leaky_relu(conv2d(...), relu_slope) fused into
+    the convolution (0: relu; >= 0), with no second output array and no second pass in Python."""
     name = "conv2d"
     xa, wa, ba = _check_operands(name, x, weight, bias)
     stride = int_pair(name, "stride", stride, 1)
@@ -417,7 +426,13 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                          f"than the padded input {padded} (input {xa.shape}, weight {wa.shape})")
     out = tuple((p - e) // s + 1 for p, e, s in zip(padded, extent, stride))
     geo = _Geometry(tuple(kernel), stride, (top, left), dilation, groups, (H, W), out)
-    return Conv2dFunction.apply(x, weight, bias, geo=geo)
+    if relu_slope is None:
+        return Conv2dFunction.apply(x, weight, bias, geo=geo)
+    relu_slope = number(name, "relu_slope", relu_slope, 0.0)
+    if autograd._tracer is not None:  # the ONNX tracer records the two ops ONNX has: Conv, Relu
+        y = Conv2dFunction.apply(x, weight, bias, geo=geo)
+        return relu(y) if relu_slope == 0 else leaky_relu(y, relu_slope)
+    return Conv2dFunction.apply(x, weight, bias, geo=geo, relu_slope=relu_slope)
 
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
