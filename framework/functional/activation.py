@@ -114,30 +114,36 @@ def _prelu_kernel(x, w, y):
     A, C, L = x.shape
     for r in range(A * C):
         a, c = r // C, r % C
-        wc = w[c]
-        for i in range(L):
-            v = x[a, c, i]
-            y[a, c, i] = wc * v if v <= 0 else v
+        wc, xs, ys = w[c], x[a, c], y[a, c]  # 1-D rows: the select vectorises (_jit.py)
+        for i in range(xs.shape[0]):
+            v = xs[i]
+            ys[i] = wc * v if v <= 0 else v
 
 
 @kernel
 def _prelu_grad_kernel(g, x, w, gx, gw_rows, need_x):
-    """gx = g if x > 0 else w[c] g (when need_x); gw_rows[a, c] = sum_l g x over x <= 0, float64
+    """gx = g if x > 0 else w[c] g (when need_x); gw_rows[a, c] = sum_l g min(x, 0) in float64,
     partial sums reduced by the caller."""
     A, C, L = x.shape
     for r in range(A * C):
         a, c = r // C, r % C
-        wc = w[c]
-        acc = 0.0
-        for i in range(L):
-            v, gv = x[a, c, i], g[a, c, i]
-            if v <= 0:
-                acc += gv * v
-                if need_x:
-                    gx[a, c, i] = gv * wc
-            elif need_x:
-                gx[a, c, i] = gv
-        gw_rows[a, c] = acc
+        wc, xs, gs = w[c], x[a, c], g[a, c]
+        if need_x:  # its own loop over 1-D rows: a select that vectorises, unlike the float64 sum
+            gxs = gx[a, c]
+            for i in range(xs.shape[0]):
+                gxs[i] = gs[i] * wc if xs[i] <= 0 else gs[i]
+        # g min(x, 0) (no branch: random signs mispredict), into four float64 partial sums, which
+        # vectorises: 10x faster than one branchy sum (11 -> 1 ms on (16, 56, 48, 48))
+        zero, n = xs.dtype.type(0), xs.shape[0] // 4 * 4
+        acc0 = acc1 = acc2 = acc3 = 0.0
+        for i in range(0, n, 4):
+            acc0 += gs[i] * min(xs[i], zero)
+            acc1 += gs[i + 1] * min(xs[i + 1], zero)
+            acc2 += gs[i + 2] * min(xs[i + 2], zero)
+            acc3 += gs[i + 3] * min(xs[i + 3], zero)
+        for i in range(n, xs.shape[0]):
+            acc0 += gs[i] * min(xs[i], zero)
+        gw_rows[a, c] = (acc0 + acc1) + (acc2 + acc3)
 
 
 def _channel_rows(shape, w_size):
