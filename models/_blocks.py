@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from framework import nn
+from framework.nn.conv import conv_act
 from framework._check import int_arg, is_number
 from framework.nn import init
 
@@ -116,7 +117,7 @@ class ResidualBlockNoBN(nn.Module):
             self.extra = extra
 
     def forward(self, x):
-        out = self.conv2(self.relu(self.conv1(x)))
+        out = self.conv2(conv_act(self.conv1, self.relu, x))  # the ReLU fused into conv1
         if "extra" in self._modules:
             out = self.extra(out)
         if self.res_scale != 1:  # x * 1.0 is exact: skip the multiply in the common case

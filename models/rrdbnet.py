@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import framework.functional as F
 from framework import nn
+from framework.nn.conv import conv_act
 from framework._check import choice, int_arg
 from framework.registry import MODELS
 
@@ -34,7 +35,7 @@ class ResidualDenseBlock(nn.Module):
     def forward(self, x):
         feats = [x]
         for conv in (self.conv1, self.conv2, self.conv3, self.conv4):
-            feats.append(self.lrelu(conv(F.cat(feats, axis=1))))
+            feats.append(conv_act(conv, self.lrelu, F.cat(feats, axis=1)))  # LeakyReLU fused
         return self.conv5(F.cat(feats, axis=1)) * 0.2 + x
 
 
@@ -103,9 +104,9 @@ class RRDBNet(nn.Module):
             x = F.pixel_unshuffle(F.pad_to_multiple(x, self.unshuffle), self.unshuffle)
         feat = self.conv_first(x)
         feat = feat + self.conv_body(self.body(feat))
-        feat = self.lrelu(self.conv_up1(F.interpolate(feat, scale_factor=2, mode="nearest")))
-        feat = self.lrelu(self.conv_up2(F.interpolate(feat, scale_factor=2, mode="nearest")))
-        out = self.conv_last(self.lrelu(self.conv_hr(feat)))
+        feat = conv_act(self.conv_up1, self.lrelu, F.interpolate(feat, scale_factor=2, mode="nearest"))
+        feat = conv_act(self.conv_up2, self.lrelu, F.interpolate(feat, scale_factor=2, mode="nearest"))
+        out = self.conv_last(conv_act(self.conv_hr, self.lrelu, feat))
         return F.crop_to(out, image, self.scale) if self.unshuffle > 1 else out
 
     @staticmethod

@@ -5,6 +5,7 @@ ReLU. The paper feeds the network a bicubic-upsampled image; here that upsamplin
 from __future__ import annotations
 
 from framework import nn
+from framework.nn.conv import conv_act
 from framework._check import int_arg, int_list
 from framework.registry import MODELS
 
@@ -42,8 +43,8 @@ class SRCNN(nn.Module):
 
     def forward(self, x):
         x = self.upsample(x)
-        x = self.relu(self.conv1(x))
-        x = self.relu(self.conv2(x))
+        x = conv_act(self.conv1, self.relu, x)  # the ReLUs fused into the convs (same values)
+        x = conv_act(self.conv2, self.relu, x)
         return self.conv3(x)
 
     @staticmethod

@@ -54,17 +54,64 @@ class ReLUFunction(Function):
         return gx
 
 
+@kernel
+def _leaky_relu_kernel(x, slope, y):
+    """y = x if x > 0 else slope x on flat arrays (NaN stays NaN)."""
+    zero = x.dtype.type(0)
+    for i in range(x.size):
+        v = x[i]
+        y[i] = v if v > zero else v * slope
+
+
+@kernel
+def _leaky_relu_grad_kernel(g, s, slope, gx):
+    """gx = g where s > 0, else slope g; s is the input, or the output, which has its sign."""
+    zero = s.dtype.type(0)
+    for i in range(g.size):
+        gx[i] = g[i] if s[i] > zero else g[i] * slope
+
+
 class LeakyReLUFunction(Function):
+    # One numba pass each way: numpy's where/multiply made a full-size slope array and two passes
+    # (23% of RRDBNet's 512x512 inference). With slope >= 0 the output is saved, not the input: it
+    # has the input's sign, and the next layer holds it anyway.
     @staticmethod
     def forward(ctx, x, *, negative_slope):
-        slope = np.where(x > 0, x.dtype.type(1), x.dtype.type(negative_slope))
-        ctx.save_for_backward(slope)
-        return x * slope
+        slope = x.dtype.type(negative_slope)
+        y = np.empty(x.shape, x.dtype)
+        _leaky_relu_kernel(_flat(x), slope, y.reshape(-1))
+        ctx.save_for_backward(y if negative_slope >= 0 else x)
+        ctx.slope = slope
+        return y
 
     @staticmethod
     def backward(ctx, g):  # dL/dx = g (1 if x > 0 else slope)
-        (slope,) = ctx.saved_tensors
-        return g * slope
+        (s,) = ctx.saved_tensors
+        gx = np.empty(s.shape, s.dtype)
+        _leaky_relu_grad_kernel(_flat(g.astype(s.dtype, copy=False)), _flat(s), ctx.slope, gx.reshape(-1))
+        return gx
+
+
+def rectify_(y, slope):
+    """leaky_relu(y, slope) in place (slope 0: relu) on a contiguous array y: conv2d's fused epilogue
+    (relu_slope), which writes over its own fresh output instead of allocating a second one."""
+    if slope == 0:
+        np.maximum(y, y.dtype.type(0), out=y)  # as relu: NaN stays NaN
+    else:
+        flat = y.reshape(-1)
+        _leaky_relu_kernel(flat, y.dtype.type(slope), flat)
+    return y
+
+
+def rectify_grad(g, y, slope):
+    """dL/d(pre-activation) of rectify_ from its output y (same sign as its input, slope >= 0)."""
+    gx = np.empty(y.shape, y.dtype)
+    if slope == 0:
+        _relu_grad_kernel(_flat(g.astype(y.dtype, copy=False)), y.reshape(-1), gx.reshape(-1))
+    else:
+        _leaky_relu_grad_kernel(_flat(g.astype(y.dtype, copy=False)), y.reshape(-1), y.dtype.type(slope),
+                                gx.reshape(-1))
+    return gx
 
 
 @kernel
@@ -73,30 +120,36 @@ def _prelu_kernel(x, w, y):
     A, C, L = x.shape
     for r in range(A * C):
         a, c = r // C, r % C
-        wc = w[c]
-        for i in range(L):
-            v = x[a, c, i]
-            y[a, c, i] = wc * v if v <= 0 else v
+        wc, xs, ys = w[c], x[a, c], y[a, c]  # 1-D rows: the select vectorises (_jit.py)
+        for i in range(xs.shape[0]):
+            v = xs[i]
+            ys[i] = wc * v if v <= 0 else v
 
 
 @kernel
 def _prelu_grad_kernel(g, x, w, gx, gw_rows, need_x):
-    """gx = g if x > 0 else w[c] g (when need_x); gw_rows[a, c] = sum_l g x over x <= 0, float64
+    """gx = g if x > 0 else w[c] g (when need_x); gw_rows[a, c] = sum_l g min(x, 0) in float64,
     partial sums reduced by the caller."""
     A, C, L = x.shape
     for r in range(A * C):
         a, c = r // C, r % C
-        wc = w[c]
-        acc = 0.0
-        for i in range(L):
-            v, gv = x[a, c, i], g[a, c, i]
-            if v <= 0:
-                acc += gv * v
-                if need_x:
-                    gx[a, c, i] = gv * wc
-            elif need_x:
-                gx[a, c, i] = gv
-        gw_rows[a, c] = acc
+        wc, xs, gs = w[c], x[a, c], g[a, c]
+        if need_x:  # its own loop over 1-D rows: a select that vectorises, unlike the float64 sum
+            gxs = gx[a, c]
+            for i in range(xs.shape[0]):
+                gxs[i] = gs[i] * wc if xs[i] <= 0 else gs[i]
+        # g min(x, 0) (no branch: random signs mispredict), into four float64 partial sums, which
+        # vectorises: 10x faster than one branchy sum (11 -> 1 ms on (16, 56, 48, 48))
+        zero, n = xs.dtype.type(0), xs.shape[0] // 4 * 4
+        acc0 = acc1 = acc2 = acc3 = 0.0
+        for i in range(0, n, 4):
+            acc0 += gs[i] * min(xs[i], zero)
+            acc1 += gs[i + 1] * min(xs[i + 1], zero)
+            acc2 += gs[i + 2] * min(xs[i + 2], zero)
+            acc3 += gs[i + 3] * min(xs[i + 3], zero)
+        for i in range(n, xs.shape[0]):
+            acc0 += gs[i] * min(xs[i], zero)
+        gw_rows[a, c] = (acc0 + acc1) + (acc2 + acc3)
 
 
 def _channel_rows(shape, w_size):

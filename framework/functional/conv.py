@@ -28,10 +28,12 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .._check import float_array, int_arg, int_pair
+from .._check import float_array, int_arg, int_pair, number
+from .. import autograd
 from ..autograd import Function
 from . import _tiles
 from . import _winograd as _wino
+from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
 from ._util import data_of
 
@@ -133,26 +135,38 @@ def _flip(w, groups, c):
 # (docs/benchmarks.md, "Where the code's thresholds come from").
 _WINOGRAD_MIN_CHANNELS = 16
 _WINOGRAD_MAX_CHANNELS = 64
-# The Winograd tables per square kernel size (_winograd.TRANSFORMS: F(m, r)): the larger m has fewer
-# products and costlier transforms, so it would pay from _WINOGRAD_LARGE_CHANNELS on both sides (the
-# products grow with C O, the transforms with C + O). For 3x3 F(4, 3) did not beat F(2, 3) at 64
-# channels on 2 cores (docs/benchmarks.md), so the threshold sits above the maximum: F(2, 3) only.
+# The Winograd tables per square kernel size (_winograd.TRANSFORMS: F(m, r)), (small maps, large
+# maps): the larger m has fewer products and costlier transforms, which pay on large maps.
 WINOGRAD = {3: ((2, 3), (4, 3)), 5: ((4, 5), (4, 5))}
-_WINOGRAD_LARGE_CHANNELS = _WINOGRAD_MAX_CHANNELS + 1
+# Per direction and per output map (pixels per image; a function of shapes only, never of the batch,
+# so that one image and a batch take the same route). From _WINOGRAD_LARGE_MAP pixels the forward
+# (and the input gradient, the flipped kernel's forward) takes the large-map table; below it the
+# weight gradient takes im2col: its a^2 plane GEMMs of few tiles and two transforms lose to one GEMM
+# there. From _WINOGRAD_WIDE_MAP pixels the forward's plane GEMMs are long enough for up to
+# _WINOGRAD_WIDE_CHANNELS channels (RRDBNet's 80 and 96-channel dense convs at 512x512).
+_WINOGRAD_LARGE_MAP = 40 * 40
+_WINOGRAD_WIDE_MAP = 128 * 128
+_WINOGRAD_WIDE_CHANNELS = 128
 
 
-def _winograd_table(geo, c, o):
-    """The Winograd table for a correlation between sides of c and o channels, or None (im2col)."""
+def _winograd_table(geo, c, o, weight_grad=False):
+    """The Winograd table for a correlation between sides of c and o channels (its forward, or its
+    weight gradient), or None (im2col)."""
     (kh, kw), sizes = geo.kernel, WINOGRAD.get(geo.kernel[0])
+    pixels = geo.features[0] * geo.features[1]
+    large = pixels >= _WINOGRAD_LARGE_MAP
+    wide = not weight_grad and pixels >= _WINOGRAD_WIDE_MAP
     if (sizes is None or kh != kw or geo.stride != (1, 1) or geo.dilation != (1, 1) or geo.groups != 1
-            or min(c, o) < _WINOGRAD_MIN_CHANNELS or max(c, o) > _WINOGRAD_MAX_CHANNELS):
+            or min(c, o) < _WINOGRAD_MIN_CHANNELS
+            or max(c, o) > (_WINOGRAD_WIDE_CHANNELS if wide else _WINOGRAD_MAX_CHANNELS)
+            or (weight_grad and not large)):
         return None
-    return _wino.TRANSFORMS[sizes[min(c, o) >= _WINOGRAD_LARGE_CHANNELS]]
+    return _wino.TRANSFORMS[sizes[large and not weight_grad]]
 
 
 def _winograd_tiles(n, c, o, geo, dtype, tf=None):
     """Tiles over (images, rows of m x m output tiles), elements per buffer (V and M) and tiles per
-    row, for the table tf (default: the one _winograd_table picks)."""
+    row, for the table tf (default: the one _winograd_table picks for the forward)."""
     tf = tf or _winograd_table(geo, c, o)
     OH, OW = geo.features
     TW, E = _wino.row_length(tf, OW)
@@ -266,7 +280,7 @@ def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
     C, (kh, kw) = x.shape[1], geo.kernel
-    tf = _winograd_table(geo, C, O)
+    tf = _winograd_table(geo, C, O, weight_grad=True)
     if tf is not None:
         return _winograd_weight_grad(x, y, geo, tf)
     flipped = geo.flipped()
@@ -291,18 +305,23 @@ def _weight_grad(x, y, geo, w_shape):
 # -- Functions ---------------------------------------------------------------------------------------
 
 class Conv2dFunction(Function):
+    # relu_slope: leaky_relu(., slope) (0: relu) applied in place to the fresh output, which is then
+    # saved: its sign gives the activation's derivative.
     @staticmethod
-    def forward(ctx, x, w, b=None, *, geo):
+    def forward(ctx, x, w, b=None, *, geo, relu_slope=None):
         x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
-        ctx.save_for_backward(x, w)
-        ctx.geo = geo
-        return _correlate(x, w, geo, b)
+        y = _correlate(x, w, geo, b)
+        if relu_slope is not None:
+            rectify_(y, relu_slope)
+        ctx.save_for_backward(x, w, y if relu_slope is not None else None)
+        ctx.geo, ctx.relu_slope = geo, relu_slope
+        return y
 
     @staticmethod
     def backward(ctx, g):  # dL/dx = col2im(W^T g), dL/dW = sum_n g_n im2col(x_n)^T, dL/db = sum g
-        x, w = ctx.saved_tensors
+        x, w, y = ctx.saved_tensors  # g first through the fused activation: g [y > 0] (or slope)
         nx, nw, nb = ctx.needs_input_grad
-        g = np.ascontiguousarray(g)
+        g = np.ascontiguousarray(g) if y is None else rectify_grad(g, y, ctx.relu_slope)
         gx = _correlate_adjoint(g, w, ctx.geo, x.shape[1]) if nx else None
         gw = _weight_grad(x, g, ctx.geo, w.shape) if nw else None
         gb = g.sum(axis=(0, 2, 3)) if nb else None
@@ -378,13 +397,15 @@ def conv_padding(name, padding, kernel, dilation, stride=(1, 1)):
     return tuple((t // 2, t - t // 2) for t in totals)
 
 
-def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, relu_slope=None):
     """2-D cross-correlation, as torch.nn.functional.conv2d.
 
     x (N, C, H, W); weight (O, C/groups, kh, kw); bias (O,) or None -> (N, O, OH, OW) with
     OH = floor((H + 2 ph - dh (kh - 1) - 1) / sh) + 1. stride, dilation: int or (h, w), default 1;
     padding: int or (h, w) (zeros, default 0), "valid" (= 0) or "same" (output size = input size,
-    stride 1 only; an odd total padding puts the extra pixel at the bottom/right, as torch)."""
+    stride 1 only; an odd total padding puts the extra pixel at the bottom/right, as torch).
+    relu_slope (srgrad's extension, default None): leaky_relu(conv2d(...), relu_slope) fused into
+    the convolution (0: relu; >= 0), with no second output array and no second pass in Python."""
     name = "conv2d"
     xa, wa, ba = _check_operands(name, x, weight, bias)
     stride = int_pair(name, "stride", stride, 1)
@@ -405,7 +426,13 @@ def conv2d(x, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
                          f"than the padded input {padded} (input {xa.shape}, weight {wa.shape})")
     out = tuple((p - e) // s + 1 for p, e, s in zip(padded, extent, stride))
     geo = _Geometry(tuple(kernel), stride, (top, left), dilation, groups, (H, W), out)
-    return Conv2dFunction.apply(x, weight, bias, geo=geo)
+    if relu_slope is None:
+        return Conv2dFunction.apply(x, weight, bias, geo=geo)
+    relu_slope = number(name, "relu_slope", relu_slope, 0.0)
+    if autograd._tracer is not None:  # the ONNX tracer records the two ops ONNX has: Conv, Relu
+        y = Conv2dFunction.apply(x, weight, bias, geo=geo)
+        return relu(y) if relu_slope == 0 else leaky_relu(y, relu_slope)
+    return Conv2dFunction.apply(x, weight, bias, geo=geo, relu_slope=relu_slope)
 
 
 def conv_transpose2d(x, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):

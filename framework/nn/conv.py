@@ -2,6 +2,7 @@
 arguments, parameter shapes, default initialisation and repr."""
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -13,7 +14,7 @@ from . import init
 from ._util import call, check_4d
 from .module import Module, Parameter
 
-__all__ = ["Conv2d", "ConvTranspose2d"]
+__all__ = ["Conv2d", "ConvTranspose2d", "conv_act", "run_fused"]
 
 
 class _ConvNd(Module):
@@ -97,16 +98,18 @@ class Conv2d(_ConvNd):
                                                       self.dilation, self.stride)
         return (left, right, top, bottom)
 
-    def forward(self, x):
+    def forward(self, x, relu_slope=None):
+        """relu_slope (srgrad's extension): leaky_relu of the output (0: relu) fused into the conv."""
         check_4d(self._name(), x, self.in_channels)
         name = self._name()
-        if self.padding_mode == "zeros":
-            return call(name, F.conv2d, x, self.weight, self.bias, self.stride, self.padding,
-                         self.dilation, self.groups)
-        widths = self._pad_widths()
-        if any(widths):
-            x = call(name, F.pad, x, widths, self.padding_mode)
-        return call(name, F.conv2d, x, self.weight, self.bias, self.stride, 0, self.dilation, self.groups)
+        padding = self.padding
+        if self.padding_mode != "zeros":
+            widths = self._pad_widths()
+            if any(widths):
+                x = call(name, F.pad, x, widths, self.padding_mode)
+            padding = 0
+        conv = F.conv2d if relu_slope is None else functools.partial(F.conv2d, relu_slope=relu_slope)
+        return call(name, conv, x, self.weight, self.bias, self.stride, padding, self.dilation, self.groups)
 
 
 @LAYERS.register()
@@ -147,3 +150,37 @@ class ConvTranspose2d(_ConvNd):
         check_4d(self._name(), x, self.in_channels)
         return call(self._name(), F.conv_transpose2d, x, self.weight, self.bias, self.stride, self.padding,
                      self._output_padding(x, output_size), self.groups, self.dilation)
+
+
+def _slope(act):
+    """The fusable slope of an activation module (ReLU: 0, LeakyReLU: its slope if >= 0), or None."""
+    from .activation import LeakyReLU, ReLU
+    if act._forward_pre_hooks or act._forward_hooks:  # the hooks must see the activation run
+        return None
+    if type(act) is ReLU:
+        return 0.0
+    if type(act) is LeakyReLU and act.negative_slope >= 0:
+        return float(act.negative_slope)
+    return None
+
+
+def conv_act(conv, act, x):
+    """act(conv(x)), with the activation fused into the convolution's output when conv is a Conv2d
+    and act a ReLU or a LeakyReLU of slope >= 0 (one output array instead of two; the same values).
+    The model's modules, and so its state_dict keys, stay as they are."""
+    slope = _slope(act) if type(conv) is Conv2d else None
+    return act(conv(x)) if slope is None else conv(x, relu_slope=slope)
+
+
+def run_fused(layers, x):
+    """x through `layers` in order (a Sequential's modules), each Conv2d followed by a fusable
+    activation run as one conv_act: the Sequential's forward with the activations fused."""
+    layers, i = list(layers), 0
+    while i < len(layers):
+        if i + 1 < len(layers) and type(layers[i]) is Conv2d and _slope(layers[i + 1]) is not None:
+            x = conv_act(layers[i], layers[i + 1], x)
+            i += 2
+        else:
+            x = layers[i](x)
+            i += 1
+    return x

@@ -28,7 +28,9 @@ def test_the_summary_categories_add_up_to_the_step():
     cats = profile_step.categories(total, times)
     assert list(cats) == list(profile_step.CATEGORIES)
     assert abs(sum(cats.values()) - total) < 1e-9
-    for key in ("conv fwd", "conv dx", "conv dW", "resample", "activations", "optimizer"):
-        assert cats[key] > 0, key  # UpsampleNet: conv -> bicubic -> conv, ReLU, Adam
+    # UpsampleNet: conv -> bicubic -> conv, Adam (its ReLUs run fused into the convs)
+    for key in ("conv fwd", "conv dx", "conv dW", "resample", "optimizer"):
+        assert cats[key] > 0, key
+    assert cats["activations"] == 0
     assert cats["framework"] >= 0
     assert (conv._weight_grad, Optimizer.step) == before  # put back

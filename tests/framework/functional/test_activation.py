@@ -10,6 +10,8 @@ OPS = {
     "relu": (F.relu, lambda tF, x: tF.relu(x)),
     "leaky_relu": (F.leaky_relu, lambda tF, x: tF.leaky_relu(x)),
     "leaky_relu_0.2": (lambda x: F.leaky_relu(x, 0.2), lambda tF, x: tF.leaky_relu(x, 0.2)),
+    # a negative slope flips the sign: the backward must read the input, not the output
+    "leaky_relu_-0.5": (lambda x: F.leaky_relu(x, -0.5), lambda tF, x: tF.leaky_relu(x, -0.5)),
     "sigmoid": (F.sigmoid, lambda tF, x: tF.sigmoid(x)),
     "tanh": (F.tanh, lambda tF, x: tF.tanh(x)),
     "gelu": (F.gelu, lambda tF, x: tF.gelu(x)),
@@ -85,6 +87,9 @@ def test_kink_gradients_follow_torch():
 def test_hand_values():
     x = sg.tensor(np.array([-2.0, 0.0, 1.0]))
     np.testing.assert_allclose(F.relu(x).data, [0, 0, 1])
+    assert F.leaky_relu(x, 0.25).data.tolist() == [-0.5, 0.0, 1.0]
+    assert F.leaky_relu(x, -0.5).data.tolist() == [1.0, 0.0, 1.0]
+    assert np.isnan(F.leaky_relu(sg.tensor(np.array([np.nan], np.float32)), 0.2).data[0])
     np.testing.assert_allclose(F.sigmoid(x).data, 1 / (1 + np.exp([2.0, 0.0, -1.0])))
     # Phi(1) = 0.8413447460685429 (standard normal CDF), so gelu(1) = Phi(1)
     assert F.gelu(x).data[2] == pytest.approx(0.8413447460685429, abs=1e-15)

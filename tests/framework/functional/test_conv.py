@@ -335,3 +335,42 @@ def test_one_image_adjoint_tasks_match_torch(transpose, w_shape, options, cap, m
     ty.backward(torch.tensor(g))
     for ours, ref in ((y, ty), (x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
         np.testing.assert_allclose(ours.numpy(), ref.detach().numpy(), rtol=1e-10, atol=1e-10)
+
+
+# -- relu_slope: leaky_relu / relu fused into conv2d ----------------------------------------------------
+
+RELU_CASES = [((2, 3, 5, 7), (4, 3, 3, 3), dict(padding=1)),           # im2col
+              ((1, 1, 1, 1), (2, 1, 1, 1), dict()),                      # one pixel, pointwise
+              ((2, 16, 6, 5), (16, 16, 3, 3), dict(padding=1)),         # Winograd F(2, 3)
+              ((1, 3, 9, 8), (5, 3, 3, 3), dict(stride=2, padding=1))]  # strided
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.2])
+@pytest.mark.parametrize("x_shape,w_shape,options", RELU_CASES)
+def test_conv2d_relu_slope_matches_torch(slope, x_shape, w_shape, options, rng):
+    """conv2d(relu_slope=s) = leaky_relu(conv2d(...), s) in value and every gradient (float64)."""
+    torch = pytest.importorskip("torch")
+    x, w, b = t64(rng, *x_shape), t64(rng, *w_shape), t64(rng, w_shape[0])
+    y = F.conv2d(x, w, b, relu_slope=slope, **options)
+    g = rng.standard_normal(y.shape)
+    y.backward(g)
+    tx, tw, tb = (torch.tensor(t.numpy(), requires_grad=True) for t in (x, w, b))
+    ty = torch.nn.functional.leaky_relu(torch.nn.functional.conv2d(tx, tw, tb, **options), slope)
+    ty.backward(torch.from_numpy(g))
+    assert (y.numpy() < 0).any() == (slope > 0) and (y.numpy() > 0).any()  # both branches taken
+    for ours, theirs in ((y, ty), (x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.3])
+def test_conv2d_relu_slope_gradcheck_float32_and_errors(slope, rng):
+    x, w, b = t64(rng, 2, 3, 4, 5), t64(rng, 4, 3, 3, 3), t64(rng, 4)
+    assert sg.gradcheck(lambda x, w, b: F.conv2d(x, w, b, padding=1, relu_slope=slope), (x, w, b))
+    x32 = sg.tensor(x.numpy().astype(np.float32), requires_grad=True)
+    y = F.conv2d(x32, sg.tensor(w.numpy().astype(np.float32)), relu_slope=slope)
+    y.backward(np.ones(y.shape, np.float32))
+    assert y.dtype == x32.grad.dtype == np.float32
+    ref = F.leaky_relu(F.conv2d(x32, sg.tensor(w.numpy().astype(np.float32))), slope)
+    np.testing.assert_array_equal(y.numpy(), ref.numpy())  # the same float32 values as unfused
+    with pytest.raises(ValueError, match="conv2d: relu_slope"):
+        F.conv2d(x, w, relu_slope=-0.1)

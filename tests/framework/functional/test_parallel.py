@@ -141,7 +141,8 @@ CONV_STRESS = [
     ("conv2d", (1, 40, 30, 61), (32, 40, 3, 3), dict(padding=1), 200_000),     # the issue's case
     ("conv2d", (1, 6, 25, 33), (4, 6, 5, 5), dict(padding=2), 30_000),         # flipped 5x5
     ("conv2d", (1, 6, 27, 31), (5, 6, 3, 3), dict(stride=2, padding=1), 9_000),   # strided col2im
-    ("conv2d", (1, 20, 22, 37), (24, 20, 3, 3), dict(padding=1), 60_000),     # Winograd both ways
+    ("conv2d", (1, 20, 22, 37), (24, 20, 3, 3), dict(padding=1), 60_000),     # F(2,3), im2col dW
+    ("conv2d", (1, 20, 41, 40), (24, 20, 3, 3), dict(padding=1), 60_000),     # F(4,3), F(2,3) dW
     ("conv_transpose2d", (1, 6, 13, 17), (6, 3, 3, 3),
      dict(stride=2, padding=1, output_padding=1), 9_000),
 ]
@@ -174,8 +175,8 @@ def test_one_image_conv_on_two_workers_is_exact_every_time(name, x_shape, w_shap
     np.testing.assert_array_equal(runs[0][0], pair[0][:1])
     np.testing.assert_array_equal(runs[0][1], pair[1][:1])
     exact = _conv_all(fn, *(a.astype(np.float64) for a in (x, w, b)), options, g.astype(np.float64))
-    for a, ref in zip(runs[0], exact):
-        np.testing.assert_allclose(a, ref, rtol=0, atol=2e-6 * np.abs(ref).max())
+    for a, ref in zip(runs[0], exact):  # F(4, 3) (maps from 40 x 40) is ~5e-6 off: docs/benchmarks.md
+        np.testing.assert_allclose(a, ref, rtol=0, atol=1e-5 * np.abs(ref).max())
 
 
 def test_issue_reproducer_in_small(monkeypatch):

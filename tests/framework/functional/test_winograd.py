@@ -13,8 +13,10 @@ TABLES = sorted(wino.TRANSFORMS)
 
 
 def _force(monkeypatch, size):
-    """Every stride-1 r x r correlation through table `size` (normally from 16 channels)."""
+    """Every stride-1 r x r correlation through table `size` (normally from 16 channels), the weight
+    gradient too (normally from 40 x 40 pixels)."""
     monkeypatch.setattr(conv_module, "_WINOGRAD_MIN_CHANNELS", 1)
+    monkeypatch.setattr(conv_module, "_WINOGRAD_LARGE_MAP", 0)
     monkeypatch.setattr(conv_module, "WINOGRAD", {size[1]: (size, size)})
 
 
@@ -107,19 +109,24 @@ def test_float32_and_tiles(size, rng, monkeypatch):
 
 
 def test_table_choice():
-    """3x3: F(2, 3) (F(4, 3) from _WINOGRAD_LARGE_CHANNELS); 5x5: F(4, 5); none for strides,
-    dilations, groups, other kernels, fewer than 16 channels or more than 64 on a side (wide
-    layers: im2col, docs/benchmarks.md's thresholds)."""
-    def geo(k, **kw):
+    """Per direction and output map: 3x3 forward F(2, 3) below 40 x 40 pixels per image, F(4, 3) from
+    there; its weight gradient by im2col below 40 x 40, F(2, 3) from there; 5x5 F(4, 5) both ways.
+    16 to 64 channels a side, up to 128 for the forward from 128 x 128 pixels; none for strides,
+    dilations, groups or other kernels (docs/benchmarks.md's thresholds). The batch never matters."""
+    def geo(k, side=8, **kw):
         return conv_module._Geometry((k, k), kw.get("stride", (1, 1)), (k // 2, k // 2),
-                                     kw.get("dilation", (1, 1)), kw.get("groups", 1), (8, 8), (8, 8))
-    pick = conv_module._winograd_table
-    assert pick(geo(3), 32, 64) is wino.TRANSFORMS[(2, 3)]
-    assert pick(geo(3), 64, 64) is wino.TRANSFORMS[(2, 3)]
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(conv_module, "_WINOGRAD_LARGE_CHANNELS", 64)
-        assert pick(geo(3), 64, 64) is wino.TRANSFORMS[(4, 3)]
-    assert pick(geo(5), 64, 32) is wino.TRANSFORMS[(4, 5)]
+                                     kw.get("dilation", (1, 1)), kw.get("groups", 1), (side, side),
+                                     (side, side))
+    pick, T = conv_module._winograd_table, wino.TRANSFORMS
+    assert pick(geo(3), 32, 64) is T[(2, 3)] and pick(geo(3, 39), 64, 64) is T[(2, 3)]
+    assert pick(geo(3, 40), 64, 64) is T[(4, 3)] and pick(geo(3, 512), 16, 32) is T[(4, 3)]
+    assert pick(geo(3, 39), 64, 64, weight_grad=True) is None
+    assert pick(geo(3, 40), 64, 64, weight_grad=True) is T[(2, 3)]
+    assert pick(geo(5), 64, 32) is T[(4, 5)] and pick(geo(5, 96), 64, 32, weight_grad=True) is T[(4, 5)]
+    assert pick(geo(3, 128), 96, 16) is T[(4, 3)] and pick(geo(3, 128), 128, 128) is T[(4, 3)]
+    for g, c, o in ((geo(3, 127), 96, 16), (geo(3, 128), 129, 32)):
+        assert pick(g, c, o) is None
+    assert pick(geo(3, 512), 96, 16, weight_grad=True) is None  # the weight gradient keeps 64
     for g, c, o in ((geo(3), 15, 64), (geo(3), 128, 32), (geo(3), 64, 65), (geo(7), 64, 64), (geo(3, stride=(2, 2)), 64, 64),
                     (geo(3, dilation=(2, 2)), 64, 64), (geo(3, groups=2), 64, 64)):
         assert pick(g, c, o) is None
