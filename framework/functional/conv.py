@@ -35,7 +35,6 @@ from . import _tiles
 from . import _winograd as _wino
 from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
-from ._util import data_of
 
 __all__ = ["conv2d", "conv_transpose2d", "conv_padding"]
 
