@@ -1,6 +1,7 @@
 """scripts/profile_step.py: the per-Function times of one step are inside the step's total, name the
 model's Functions, and the wrapped methods are put back afterwards."""
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -34,3 +35,23 @@ def test_the_summary_categories_add_up_to_the_step():
     assert cats["activations"] == 0
     assert cats["framework"] >= 0
     assert (conv._weight_grad, Optimizer.step) == before  # put back
+
+
+def test_a_nested_weight_gradient_is_timed_once(monkeypatch):
+    """ESPCN's last conv (32 -> 27) takes its weight gradient through the flipped kernel: _weight_grad
+    calls itself, and only the outer call may count (else conv dW doubles and conv dx goes negative)."""
+    from framework.functional import conv
+    calls = []
+    inner = conv._weight_grad
+
+    def spy(x, y, geo, w_shape):  # 0.1 s each: a nested call counted twice outgrows the whole backward
+        calls.append(w_shape)
+        time.sleep(0.1)
+        return inner(x, y, geo, w_shape)
+
+    monkeypatch.setattr(conv, "_weight_grad", spy)
+    total, times = profile_step.breakdown("ESPCN", batch=1)
+    assert len(calls) > 3  # 3 convs, one of them flipped: 4 calls in all
+    cats = profile_step.categories(total, times)
+    assert times[("conv weight grad", "bwd")] <= times[("Conv2dFunction", "bwd")]
+    assert cats["conv dx"] > 0
