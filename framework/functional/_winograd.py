@@ -218,6 +218,50 @@ def _output_adjoint(y, mm, b0, tr0, nt, TW, A):
                 _lincomb(mm[i * a + j, o], A[i], S[j], 1, 0)
 
 
+@kernel
+def _kernel_transform(w, G, u):
+    """u[i a + j, o, c] = (G w[o, c] G^T)[i, j], summed in float64: the weights' transform U in one
+    pass (numpy's einsum took a fifth of a small-map conv: docs/benchmarks.md)."""
+    a, r = G.shape
+    t = np.empty((a, r))  # G w[o, c], float64
+    for o in range(w.shape[0]):
+        for c in range(w.shape[1]):
+            for i in range(a):
+                for l in range(r):
+                    s = 0.0
+                    for k in range(r):
+                        s += G[i, k] * w[o, c, k, l]
+                    t[i, l] = s
+            for i in range(a):
+                for j in range(a):
+                    s = 0.0
+                    for l in range(r):
+                        s += t[i, l] * G[j, l]
+                    u[i * a + j, o, c] = s
+
+
+@kernel
+def _kernel_transform_adjoint(du, G, dw):
+    """dw[o, c] = G^T dU[:, :, c, o] G for du (a^2, C, O), summed in float64: the adjoint of
+    _kernel_transform, the weight gradient's last step."""
+    a, r = G.shape
+    t = np.empty((a, r))  # dU G, float64
+    for c in range(du.shape[1]):
+        for o in range(du.shape[2]):
+            for i in range(a):
+                for l in range(r):
+                    s = 0.0
+                    for j in range(a):
+                        s += du[i * a + j, c, o] * G[j, l]
+                    t[i, l] = s
+            for k in range(r):
+                for l in range(r):
+                    s = 0.0
+                    for i in range(a):
+                        s += G[i, k] * t[i, l]
+                    dw[o, c, k, l] = s
+
+
 def _buffers(buf, tile, E, a2, C, O):
     """The tile's V (a^2, C, T) and M (a^2, O, T) in its column buffer, T = images x tiles."""
     b0, b1, r0, r1 = tile
@@ -233,8 +277,8 @@ def correlate(x, w, tf, features, padding, bias, tiles, elems, TW, run):
     elems, dtype)` runs the tiles."""
     N, C, O = x.shape[0], x.shape[1], w.shape[0]
     a2, dt = (tf.m + tf.r - 1) ** 2, x.dtype
-    # U in float64 (then rounded once): G's fractions are inexact in float32
-    u = np.einsum("ik,ockl,jl->ijoc", tf.G, w.astype(np.float64), tf.G).reshape(a2, O, C).astype(dt)
+    u = np.empty((a2, O, C), dt)  # in float64, then rounded once: G's fractions are inexact in float32
+    _kernel_transform(np.ascontiguousarray(w), tf.G, u)
     BT, AT = tf.BT.astype(dt), tf.AT.astype(dt)
     b = np.zeros(O, dt) if bias is None else np.ascontiguousarray(bias, dt)
     y = np.empty((N, O, *features), dt)
@@ -269,5 +313,6 @@ def weight_grad(x, y, tf, padding, tiles, elems, TW, run):
 
     # partial sums added in tile order, whatever thread made them: deterministic
     du = functools.reduce(np.add, run(tiles, work, elems, dt), np.zeros((a * a, C, O), dt))
-    dw = np.einsum("ik,ijco,jl->ockl", tf.G, du.reshape(a, a, C, O).astype(np.float64), tf.G)
-    return np.ascontiguousarray(dw.astype(dt))
+    dw = np.empty((O, C, tf.r, tf.r), dt)
+    _kernel_transform_adjoint(du, tf.G, dw)
+    return dw

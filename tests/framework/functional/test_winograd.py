@@ -31,6 +31,26 @@ def test_tables_compute_a_correlation(size, rng):
     np.testing.assert_allclose(tf.AT @ ((tf.G @ g) * (tf.BT @ d)), ref, rtol=1e-13, atol=1e-13)
 
 
+@pytest.mark.parametrize("size", TABLES)
+def test_kernel_transform_and_its_adjoint(size, rng):
+    """U = G W G^T per (o, c) as the einsum of its definition, and dW = G^T dU G is its adjoint:
+    <U(W), dU> = <W, dW> (float64, to rounding); float32 inputs give the float64 sum rounded once."""
+    tf = wino.TRANSFORMS[size]
+    a, r, O, C = tf.m + tf.r - 1, tf.r, 3, 5
+    w, du = rng.standard_normal((O, C, r, r)), rng.standard_normal((a * a, C, O))
+    u = np.empty((a * a, O, C))
+    wino._kernel_transform(w, tf.G, u)
+    np.testing.assert_allclose(u, np.einsum("ik,ockl,jl->ijoc", tf.G, w, tf.G).reshape(a * a, O, C),
+                               rtol=1e-14, atol=1e-14)
+    dw = np.empty((O, C, r, r))
+    wino._kernel_transform_adjoint(du, tf.G, dw)
+    np.testing.assert_allclose(np.sum(u * du.transpose(0, 2, 1)), np.sum(w * dw), rtol=1e-13)
+    u32 = np.empty((a * a, O, C), np.float32)
+    wino._kernel_transform(w.astype(np.float32), tf.G, u32)
+    ref = np.einsum("ik,ockl,jl->ijoc", tf.G, w.astype(np.float32).astype(np.float64), tf.G)
+    np.testing.assert_allclose(u32, ref.reshape(a * a, O, C), rtol=1e-7, atol=1e-7)
+
+
 def test_f23_tables_hand_worked():
     """F(2, 3) at points 0, 1, -1: Lavin & Gray's tables, with the first and last rows' signs
     flipped (B^T's rows are the polynomials (x-1)(x+1), x(x+1), x(x-1) and x(x-1)(x+1))."""
