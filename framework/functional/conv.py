@@ -139,9 +139,8 @@ _WINOGRAD_MAX_CHANNELS = 64
 WINOGRAD = {3: ((2, 3), (4, 3)), 5: ((4, 5), (4, 5))}
 # Per direction and per output map (pixels per image; a function of shapes only, never of the batch,
 # so that one image and a batch take the same route). From _WINOGRAD_LARGE_MAP pixels the forward
-# (and the input gradient, the flipped kernel's forward) takes the large-map table; below it the
-# weight gradient takes im2col: its a^2 plane GEMMs of few tiles and two transforms lose to one GEMM
-# there. From _WINOGRAD_WIDE_MAP pixels the forward's plane GEMMs are long enough for up to
+# (and the input gradient, the flipped kernel's forward) takes the large-map table; the weight
+# gradient keeps the small-map table at every size. From _WINOGRAD_WIDE_MAP pixels the forward's plane GEMMs are long enough for up to
 # _WINOGRAD_WIDE_CHANNELS channels (RRDBNet's 80 and 96-channel dense convs at 512x512).
 _WINOGRAD_LARGE_MAP = 40 * 40
 _WINOGRAD_WIDE_MAP = 128 * 128
@@ -157,8 +156,7 @@ def _winograd_table(geo, c, o, weight_grad=False):
     wide = not weight_grad and pixels >= _WINOGRAD_WIDE_MAP
     if (sizes is None or kh != kw or geo.stride != (1, 1) or geo.dilation != (1, 1) or geo.groups != 1
             or min(c, o) < _WINOGRAD_MIN_CHANNELS
-            or max(c, o) > (_WINOGRAD_WIDE_CHANNELS if wide else _WINOGRAD_MAX_CHANNELS)
-            or (weight_grad and not large)):
+            or max(c, o) > (_WINOGRAD_WIDE_CHANNELS if wide else _WINOGRAD_MAX_CHANNELS)):
         return None
     return _wino.TRANSFORMS[sizes[large and not weight_grad]]
 
