@@ -74,7 +74,8 @@ def worker(steps: int, warmup: int) -> None:
             times.append(time.perf_counter() - start)
         timed = times[warmup:]
         in_allreduce = comm.allreduce_seconds
-        buffer = comm._flat.buffer if comm.world_size > 1 else None
+        # the packed gradient buffer of the step's one Allreduce (one parameter set here)
+        buffer = next(iter(comm._flats.values())).buffer if comm.world_size > 1 else None
     transport = []
     for _ in range(steps if buffer is not None else 0):
         comm.barrier()
