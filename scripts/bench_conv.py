@@ -5,6 +5,14 @@ each side's GFLOP/s (2 x multiply-adds of the forward; forward+backward counts t
 when the input needs no gradient; for Winograd's 3x3 path too, so its figure is an effective rate) and,
 in its own row, this machine's float32 matmul (2048^3, np.matmul) for scale. A last row reports the
 largest column buffers a conv on (16, 64, 96, 96) allocates.
+
+The small-map layers (the dominant conv of each model whose training step misses issue 19's target)
+get a third row, "BLAS alone": the three im2col products of forward + backward (Y = W cols, dcols =
+W^T dY, dW^T = cols dY^T), one per image, with single-threaded OpenBLAS on the conv's worker threads
+and nothing else: no im2col, no col2im, no transforms (a fourth row: one GEMM per tile of images,
+columns side by side, the shape a batched layout would give). Its GFLOP/s is the ceiling of any route that
+feeds these GEMMs to OpenBLAS; where torch's rate is above it, oneDNN's direct convolution beats what
+OpenBLAS does on these shapes.
 """
 from __future__ import annotations
 
@@ -32,6 +40,14 @@ CASES = [
      dict(padding=1), True, 1.5),
 ]
 
+# (label, input shape, weight shape): the dominant layer of the small-map models (3x3, padding 1)
+SMALL_MAPS = [
+    ("conv2d 3x3 64->64 (16,64,16,16) (SRVGGNetCompact)", (16, 64, 16, 16), (64, 64, 3, 3)),
+    ("conv2d 3x3 32->32 (16,32,24,24) (MSRResNet, RCAN)", (16, 32, 24, 24), (32, 32, 3, 3)),
+    ("conv2d 3x3 64->32 (16,64,32,32) (ESPCN)", (16, 64, 32, 32), (32, 64, 3, 3)),
+    ("conv2d 3x3 64->64 (16,64,24,24)", (16, 64, 24, 24), (64, 64, 3, 3)),
+]
+
 
 def _conv_flops(op, x_shape, w_shape, options):
     """2 x multiply-adds of the forward."""
@@ -40,6 +56,30 @@ def _conv_flops(op, x_shape, w_shape, options):
             out = F.conv2d(sg.zeros(1, *x_shape[1:]), sg.zeros(*w_shape), **options).shape
         return 2.0 * x_shape[0] * np.prod(out[1:]) * np.prod(w_shape[1:])
     return 2.0 * np.prod(x_shape) * np.prod(w_shape[1:])  # each input pixel stamps its kernel
+
+
+def _blas_alone(x_shape, w_shape, repeat, rng, per_tile=False):
+    """Median ms of the three im2col GEMMs of a 3x3 same-size conv's forward + backward on the conv's
+    worker threads with single-threaded BLAS (conv_module's own pool): one image per GEMM, as the conv
+    routes issue them, or (per_tile) one GEMM over the images of a tile (the split conv.py makes),
+    columns side by side."""
+    (N, C, H, W), O = x_shape, w_shape[0]
+    K, n = C * 9, H * W
+    step = max(1, -(-N // (2 * conv_module._workers()))) if per_tile else 1
+    w = rng.standard_normal((O, K), dtype=np.float32)
+    cols = rng.standard_normal((N // step, K, step * n), dtype=np.float32)
+    dy = rng.standard_normal((N // step, O, step * n), dtype=np.float32)
+    y, dcols, dwt = np.empty_like(dy), np.empty_like(cols), np.empty((N // step, K, O), np.float32)
+
+    def work(b, buf):
+        np.matmul(w, cols[b], out=y[b])
+        np.matmul(w.T, dy[b], out=dcols[b])
+        np.matmul(cols[b], dy[b].T, out=dwt[b])
+
+    def go():
+        conv_module._tiles.run(list(range(N // step)), work, 1, np.float32, conv_module._workers())
+
+    return time_pair(go, None, repeat)[0]
 
 
 def _peak_matmul(repeat):
@@ -71,7 +111,8 @@ def run(args) -> list[Row]:
         torch = None
     rng = np.random.default_rng(0)
     rows = [_peak_matmul(args.repeat)]
-    for label, op, x_shape, w_shape, options, x_grad, target in CASES:
+    small = [(label, "conv2d", x, w, dict(padding=1), True, 1.0) for label, x, w in SMALL_MAPS]
+    for label, op, x_shape, w_shape, options, x_grad, target in CASES + small:
         x = rng.standard_normal(x_shape, dtype=np.float32)
         w = (rng.standard_normal(w_shape, dtype=np.float32) * 0.05).astype(np.float32)
         b = np.zeros(w_shape[1] if op == "conv_transpose2d" else w_shape[0], np.float32)
@@ -110,6 +151,11 @@ def run(args) -> list[Row]:
             a, t = time_pair(ours, theirs, args.repeat)
             note = f"{work / a / 1e6:.0f} GFLOP/s" + ("" if t is None else f" vs {work / t / 1e6:.0f}")
             rows.append(Row(f"{label} {suffix}", a, t, tgt, note))
+        if (label, x_shape, w_shape) in SMALL_MAPS:
+            for per_tile, how in ((False, "one image per GEMM"), (True, "one GEMM per tile of images")):
+                ceiling = _blas_alone(x_shape, w_shape, args.repeat, rng, per_tile)
+                rows.append(Row(f"{label} BLAS alone, {how}", ceiling, t, None,
+                                f"{both_flops / ceiling / 1e6:.0f} GFLOP/s, im2col's three GEMMs only"))
     rows.append(_pixel_shuffle_row(args, rng, torch))
     rows.append(_column_buffer_row())
     return rows
