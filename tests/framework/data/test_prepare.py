@@ -139,7 +139,10 @@ def _start(args, out, marker):
                              "--no-progress"],
                             env={**os.environ, "PYTHONPATH": str(REPO), marker: "1"},
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-                            start_new_session=True)
+                            start_new_session=True,
+                            # Ctrl-C as in a terminal, even when the suite runs as a background job
+                            # (which starts its processes with SIGINT ignored)
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     deadline = time.time() + 60
     before = set(out.glob("HR/*.png"))
     while time.time() < deadline and not set(out.glob("HR/*.png")) - before:
