@@ -243,7 +243,8 @@ def _kernel_transform(w, G, u):
 @kernel
 def _kernel_transform_adjoint(du, G, dw):
     """dw[o, c] = G^T dU[:, :, c, o] G for du (a^2, C, O), summed in float64: the adjoint of
-    _kernel_transform, the weight gradient's last step."""
+    _kernel_transform, the weight gradient's last step. Its own kernel over contiguous layouts: one
+    shared L x L^T kernel over strided views of u and du took twice as long."""
     a, r = G.shape
     t = np.empty((a, r))  # dU G, float64
     for c in range(du.shape[1]):
