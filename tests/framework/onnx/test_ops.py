@@ -249,6 +249,16 @@ class _Attention(nn.Module):
         return F.log_softmax(y, dim=-1)
 
 
+@pytest.mark.parametrize("mode,border", [("reflect", 3), ("replicate", 0), ("replicate", 2)])
+def test_pad_to_multiple_keeps_its_mode_and_border(tmp_path, mode, border):
+    """Real-CUGAN's pad: a border on every side plus the multiple at the bottom/right, one node
+    whatever the size; replicate is exported as edge (it was exported as reflect)."""
+    def fn(m, x):
+        return F.pad_to_multiple(x, 2, mode=mode, border=border) * 2.0
+    rep, ops = check(Lambda(fn), image(1, 2, 5, 7), tmp_path, [image(2, 2, 8, 9, seed=1)])
+    assert rep.dynamic and "Pad" in ops
+
+
 def test_layer_norm_linear_softmax_roll_split_dynamic(tmp_path):
     init.manual_seed(3)
     rep, ops = check(_Attention(), image(1, 4, 3, 5), tmp_path, [image(2, 4, 4, 4, seed=1)])
