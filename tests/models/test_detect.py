@@ -55,6 +55,7 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "squeeze_factor": 16}, ()),
     ({"type": "SwinIR", "scale": 2, "img_size": 16, "embed_dim": 8, "depths": [2, 1],
       "num_heads": [2, 4], "window_size": 4, "mlp_ratio": 2.0, "upsampler": "pixelshuffle"}, ()),
+    ({"type": "RealCUGAN", "scale": 3, "pro": True}, ()),
 ]
 
 
