@@ -21,7 +21,7 @@ SCALES = {  # the scales each design is tested at
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}}
 # The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
-CHANNEL_KEYS = {"SwinIR": ("in_chans",)}
+CHANNEL_KEYS = {"SwinIR": ("in_chans",), "RealCUGAN": ("in_channels", "out_channels")}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
