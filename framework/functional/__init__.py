@@ -12,7 +12,7 @@ from .logistic import binary_cross_entropy_with_logits, softplus
 from .loss import charbonnier_loss, frobenius_loss, l1_loss, mse_loss
 from .normalization import batch_norm, layer_norm
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
-from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from .pool import adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool2d
 from .reduce import argmax, argmin, max, mean, min, std, sum, var
 from .resample import interpolate
 from .shape import (cat, chunk, crop_to, expand, flatten, getitem, pad, pad_to_multiple, permute,
@@ -25,8 +25,8 @@ __all__ = [
     "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub", "where", "imresize", "linear",
     "matmul", "binary_cross_entropy_with_logits", "softplus", "charbonnier_loss",
     "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "layer_norm", "pixel_shuffle",
-    "pixel_unshuffle", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d", "argmax", "argmin", "max",
-    "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand", "pad_to_multiple",
+    "pixel_unshuffle", "adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool2d", "max_pool2d",
+    "argmax", "argmin", "max", "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand", "pad_to_multiple",
     "chunk", "flatten", "getitem", "pad", "permute", "reshape", "roll", "split", "squeeze", "stack",
     "transpose", "unsqueeze", "log_softmax", "softmax",
 ]

@@ -10,7 +10,7 @@ from .loss import CharbonnierLoss, L1Loss, MSELoss
 from .normalization import BatchNorm2d, LayerNorm
 from .perceptual import PerceptualLoss, VGGFeatureExtractor
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
-from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
+from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
 from .upsample import Upsample
 from .utils import clip_grad_norm_, clip_grad_value_
 from . import init, utils
@@ -20,6 +20,6 @@ __all__ = [
     "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d",
     "Dropout", "DropPath", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss",
     "BatchNorm2d", "LayerNorm", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle",
-    "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_",
-    "clip_grad_value_", "init", "utils",
+    "PixelUnshuffle", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "MaxPool2d", "Upsample",
+    "clip_grad_norm_", "clip_grad_value_", "init", "utils",
 ]
