@@ -23,6 +23,7 @@ from framework._check import flag, int_arg, number
 from framework.nn.conv import run_fused
 from framework.registry import MODELS
 
+from ._blocks import pad_to_requirement
 from .detect import NoMatch, need
 
 _SLOPE = 0.1  # every LeakyReLU of the original
@@ -131,19 +132,6 @@ class UNet2(nn.Module):
         return self.conv_bottom(x5)
 
 
-def _pad_to_size(x, minimum: int, multiple: int = 1):
-    """spandrel's size requirement: pad (bottom, right) up to `minimum` and a `multiple`, by
-    reflection as far as the image allows (n - 1 pixels), then by replication."""
-    h, w = x.shape[-2:]
-    ph, pw = (-max(n, minimum) % multiple + max(minimum - n, 0) for n in (h, w))
-    rh, rw = min(ph, h - 1), min(pw, w - 1)
-    if rh or rw:
-        x = F.pad(x, (0, rw, 0, rh), "reflect")
-    if ph > rh or pw > rw:
-        x = F.pad(x, (0, pw - rw, 0, ph - rh), "replicate")
-    return x
-
-
 @MODELS.register()
 class RealCUGAN(nn.Module):
     """Real-CUGAN (spandrel's UpCunet2x, UpCunet3x, UpCunet4x, UpCunet2x_fast in one class, picked
@@ -202,11 +190,7 @@ class RealCUGAN(nn.Module):
         if self.fast and alpha != 1:
             raise ValueError(f"RealCUGAN: fast (UpCunet2x_fast) has no alpha setting, got {alpha}")
         image = x
-        if self.fast:
-            small = min(x.shape[-2:]) < _FAST_MINIMUM
-            x = _pad_to_size(x, _FAST_MINIMUM, 4) if small else F.pad_to_multiple(x, 4)
-        elif min(x.shape[-2:]) < _MINIMUM:
-            x = _pad_to_size(x, _MINIMUM)
+        x = pad_to_requirement(x, _FAST_MINIMUM, 4) if self.fast else pad_to_requirement(x, _MINIMUM)
         if self.is_pro:
             x = x * 0.7 + 0.15
         if self.fast:

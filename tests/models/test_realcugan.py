@@ -12,7 +12,6 @@ import pytest
 import framework as sg
 from framework.registry import MODELS
 from models.detect import detect
-from models.realcugan import _pad_to_size
 
 from . import basicsr_checks as checks
 from . import published_checks
@@ -107,20 +106,6 @@ def test_alpha_matches_the_twin():
     fast = checks.build(spec(fast=True))
     with pytest.raises(ValueError, match="RealCUGAN: fast .* has no alpha setting, got 0.7"):
         fast(sg.tensor(np.zeros((1, 3, 40, 40), np.float32)), alpha=0.7)
-
-
-@pytest.mark.parametrize("hw,minimum,multiple,want", [
-    ((5, 32), 32, 1, (32, 32)), ((40, 42), 40, 4, (40, 44)), ((2, 1), 32, 1, (32, 32)),
-    ((33, 7), 32, 1, (33, 32))])
-def test_size_requirement_reflects_then_replicates(hw, minimum, multiple, want):
-    """spandrel's pad_tensor: reflection up to n - 1 pixels (bottom, right), the rest replicated."""
-    x = np.arange(hw[0] * hw[1], dtype=np.float64).reshape(1, 1, *hw)
-    y = _pad_to_size(sg.tensor(x), minimum, multiple).data
-    assert y.shape[2:] == want
-    rh, rw = (min(w - n, n - 1) for w, n in zip(want, hw))
-    ref = np.pad(x, ((0, 0), (0, 0), (0, rh), (0, rw)), mode="reflect")
-    ref = np.pad(ref, ((0, 0), (0, 0), (0, want[0] - hw[0] - rh), (0, want[1] - hw[1] - rw)), mode="edge")
-    np.testing.assert_array_equal(y, ref)
 
 
 def test_pro_maps_the_range_and_back():

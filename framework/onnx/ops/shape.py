@@ -189,7 +189,7 @@ def pad_to_multiple(g, call):  # pads b + (m - H % m) % m at the bottom, the sam
     lead = np.zeros(len(shape) - 2, np.int64)
     begins = g.const(np.concatenate([lead, [b, b]]).astype(np.int64))
     pads = g.node("Concat", [begins, g.const(lead), pad], axis=0)
-    return g.node("Pad", [g.input(0), pads], mode=_PAD_MODES[mode])
+    return g.node("Pad", [g.input(0), pads], mode=_PAD_MODES[mode])  # constant: zeros, Pad's default
 
 
 @register_converter(S.CropToFunction)

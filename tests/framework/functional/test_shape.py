@@ -204,7 +204,8 @@ def test_pad_to_multiple_values_and_gradcheck(hw, multiple, rng):
 
 
 @pytest.mark.parametrize("hw,multiple,border,mode", [
-    ((5, 7), 2, 3, "reflect"), ((6, 4), 4, 2, "reflect"), ((5, 6), 2, 1, "replicate")])
+    ((5, 7), 2, 3, "reflect"), ((6, 4), 4, 2, "reflect"), ((5, 6), 2, 1, "replicate"),
+    ((5, 6), 4, 0, "constant")])
 def test_pad_to_multiple_with_a_border_is_torchs_one_pad(hw, multiple, border, mode, rng):
     """border b: F.pad(x, (b, b + pw, b, b + ph), mode) in one pad (Real-CUGAN's input padding),
     values and gradient; two pads in a row would reflect the already padded image instead."""
@@ -234,7 +235,7 @@ def test_crop_to_undoes_the_padding_and_gradcheck(rng):
                                          r"\(1, 2, 5, 7\) times scale 4"):
         F.crop_to(y, x, 4)
     with pytest.raises(ValueError, match="pad_to_multiple: mode must be one of 'reflect', "
-                                         "'replicate', got 'circular'"):
+                                         "'replicate', 'constant', got 'circular'"):
         F.pad_to_multiple(x, 2, mode="circular")
 
 

@@ -267,7 +267,8 @@ class _Attention(nn.Module):
         return F.log_softmax(y, dim=-1)
 
 
-@pytest.mark.parametrize("mode,border", [("reflect", 3), ("replicate", 0), ("replicate", 2)])
+@pytest.mark.parametrize("mode,border", [("reflect", 3), ("replicate", 0), ("replicate", 2),
+                                         ("constant", 0)])
 def test_pad_to_multiple_keeps_its_mode_and_border(tmp_path, mode, border):
     """Real-CUGAN's pad: a border on every side plus the multiple at the bottom/right, one node
     whatever the size; replicate is exported as edge (it was exported as reflect)."""
