@@ -10,6 +10,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from . import register
+from ._spandrel import sized
 
 
 class SEBlock(nn.Module):
@@ -209,44 +210,12 @@ class UpCunet2x_fast(nn.Module):
         return x
 
 
-def pad_tensor(t, minimum, multiple=1):
-    """spandrel's pad_tensor for SizeRequirements(minimum, multiple_of): (padded, did_pad)."""
-    h, w = t.shape[-2:]
-
-    def target(n):
-        n = max(minimum, n)
-        return n if n % multiple == 0 else (n // multiple + 1) * multiple
-
-    pad_w, pad_h = target(w) - w, target(h) - h
-    if not (pad_w or pad_h):
-        return t, False
-    rw, rh = min(pad_w, w - 1), min(pad_h, h - 1)
-    t = F.pad(t, (0, rw, 0, rh), "reflect")
-    return F.pad(t, (0, pad_w - rw, 0, pad_h - rh), "replicate"), True
-
-
-def _sized(cls, minimum, multiple):
-    """cls with spandrel's call API around its forward: pad to the size requirement, crop back."""
-    class Sized(cls):
-        def forward(self, x, alpha: float = 1):
-            h, w = x.shape[-2:]
-            x, padded = pad_tensor(x, minimum, multiple)
-            y = super().forward(x, alpha)
-            return y[..., : h * self.scale, : w * self.scale] if padded else y
-
-    Sized.__name__ = cls.__name__
-    return Sized
-
-
 @register
 def RealCUGAN(in_channels=3, out_channels=3, scale=2, pro=False, fast=False):
     """The network spandrel builds for these hyperparameters (its keys are the original's)."""
     if fast:
-        net = _sized(UpCunet2x_fast, 40, 4)(in_channels=in_channels, out_channels=out_channels)
-    elif scale == 4:
-        net = _sized(UpCunet4x, 32, 1)(in_channels=in_channels, out_channels=out_channels, pro=pro)
-    else:
-        net = _sized(UpCunet2x, 32, 1)(in_channels=in_channels, out_channels=out_channels, pro=pro,
-                                       x3=scale == 3)
-    net.scale = scale
-    return net
+        return sized(UpCunet2x_fast, 40, 4, 2)(in_channels=in_channels, out_channels=out_channels)
+    if scale == 4:
+        return sized(UpCunet4x, 32, 1, 4)(in_channels=in_channels, out_channels=out_channels, pro=pro)
+    return sized(UpCunet2x, 32, 1, scale)(in_channels=in_channels, out_channels=out_channels, pro=pro,
+                                          x3=scale == 3)
