@@ -10,7 +10,7 @@ from .imresize import imresize
 from .linear import linear, matmul
 from .logistic import binary_cross_entropy_with_logits, softplus
 from .loss import charbonnier_loss, frobenius_loss, l1_loss, mse_loss
-from .normalization import batch_norm, layer_norm
+from .normalization import batch_norm, layer_norm, layer_norm2d
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
 from .pool import adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool2d
 from .reduce import argmax, argmin, max, mean, min, std, sum, var
@@ -24,9 +24,9 @@ __all__ = [
     "conv_transpose2d", "drop_path", "dropout", "abs", "add", "cast", "clamp", "clone", "div", "exp",
     "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub", "where", "imresize", "linear",
     "matmul", "binary_cross_entropy_with_logits", "softplus", "charbonnier_loss",
-    "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "layer_norm", "pixel_shuffle",
-    "pixel_unshuffle", "adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool2d", "max_pool2d",
-    "argmax", "argmin", "max", "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand", "pad_to_multiple",
-    "chunk", "flatten", "getitem", "pad", "permute", "reshape", "roll", "split", "squeeze", "stack",
-    "transpose", "unsqueeze", "log_softmax", "softmax",
+    "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "layer_norm", "layer_norm2d",
+    "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool2d",
+    "max_pool2d", "argmax", "argmin", "max", "mean", "min", "std", "sum", "var", "interpolate", "cat",
+    "crop_to", "expand", "pad_to_multiple", "chunk", "flatten", "getitem", "pad", "permute",
+    "reshape", "roll", "split", "squeeze", "stack", "transpose", "unsqueeze", "log_softmax", "softmax",
 ]

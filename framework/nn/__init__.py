@@ -7,7 +7,7 @@ from .dropout import Dropout, DropPath
 from .gan_loss import GANLoss
 from .linear import Identity, Linear
 from .loss import CharbonnierLoss, L1Loss, MSELoss
-from .normalization import BatchNorm2d, LayerNorm
+from .normalization import BatchNorm2d, LayerNorm, LayerNorm2d
 from .perceptual import PerceptualLoss, VGGFeatureExtractor
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AdaptiveAvgPool2d, AdaptiveMaxPool2d, AvgPool2d, MaxPool2d
@@ -19,7 +19,7 @@ __all__ = [
     "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU",
     "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d",
     "Dropout", "DropPath", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss",
-    "BatchNorm2d", "LayerNorm", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle",
+    "BatchNorm2d", "LayerNorm", "LayerNorm2d", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle",
     "PixelUnshuffle", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d", "AvgPool2d", "MaxPool2d", "Upsample",
     "clip_grad_norm_", "clip_grad_value_", "init", "utils",
 ]
