@@ -14,7 +14,8 @@ from .rrdbnet import RRDBNet
 from .rcan import RCAN
 from .swinir import SwinIR
 from .realcugan import RealCUGAN
+from .safmn import SAFMN
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "RealCUGAN"]
+           "RRDBNet", "RCAN", "SwinIR", "RealCUGAN", "SAFMN"]

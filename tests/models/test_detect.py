@@ -56,6 +56,7 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SwinIR", "scale": 2, "img_size": 16, "embed_dim": 8, "depths": [2, 1],
       "num_heads": [2, 4], "window_size": 4, "mlp_ratio": 2.0, "upsampler": "pixelshuffle"}, ()),
     ({"type": "RealCUGAN", "scale": 3, "pro": True}, ()),
+    ({"type": "SAFMN", "dim": 8, "n_blocks": 2, "ffn_scale": 1.5, "scale": 3}, ()),
 ]
 
 
