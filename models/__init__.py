@@ -15,7 +15,8 @@ from .rcan import RCAN
 from .swinir import SwinIR
 from .realcugan import RealCUGAN
 from .safmn import SAFMN
+from .omnisr import OmniSR
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "RealCUGAN", "SAFMN"]
+           "RRDBNet", "RCAN", "SwinIR", "RealCUGAN", "SAFMN", "OmniSR"]

@@ -57,6 +57,7 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "num_heads": [2, 4], "window_size": 4, "mlp_ratio": 2.0, "upsampler": "pixelshuffle"}, ()),
     ({"type": "RealCUGAN", "scale": 3, "pro": True}, ()),
     ({"type": "SAFMN", "dim": 8, "n_blocks": 2, "ffn_scale": 1.5, "scale": 3}, ()),
+    ({"type": "OmniSR", "num_feat": 8, "window_size": 4, "res_num": 2, "scale": 2}, ()),
 ]
 
 
