@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+import models  # noqa: F401  registers the architectures
 from framework.engine.inference import load_model
 from framework.onnx.cli import main
 from framework.nn import init
