@@ -81,7 +81,7 @@ def train_main(argv=None) -> int:
 
 def _train(args, comm) -> int:
     from . import distributed
-    from ..io.checkpoint import CheckpointError
+    from ..weights import CheckpointError
     from ..io.config import ConfigError
     from .schema import load_config
     from .runlog import RunLockedError

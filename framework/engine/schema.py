@@ -236,7 +236,7 @@ def _section(cfg, schema, prefix, source, errors):
 
 
 def _basicsr_key(key):
-    from ..io.basicsr_options import BASICSR_SPELLINGS
+    from .basicsr_options import BASICSR_SPELLINGS
     return BASICSR_SPELLINGS.get(key)
 
 
@@ -244,7 +244,7 @@ def _hint(key, known) -> str:
     """A did-you-mean, or for a BasicSR option name (network_g, total_iter, optim_g, ...) the
     srgrad key that holds it."""
     if _basicsr_key(key):
-        from ..io.basicsr_options import BASICSR_SPELLINGS
+        from .basicsr_options import BASICSR_SPELLINGS
         return (f"; {key!r} is BasicSR's spelling, srgrad's key is {BASICSR_SPELLINGS[key]!r} "
                 f"(srgrad-convert options translates a whole BasicSR option file).")
     return did_you_mean(key, known)

@@ -19,7 +19,7 @@ from framework.engine import Trainer
 from framework.engine.cli import train_main
 from framework.engine.runlog import MetricsLog
 from framework.io import atomic
-from framework.io import checkpoint as ckpt
+from framework.weights import checkpoint as ckpt
 
 from .conftest import run_train, start_train
 
@@ -364,7 +364,7 @@ def test_second_process_on_the_same_run_folder_is_refused(make_tiny_config, tmp_
 
 # -- full disk, unwritable folders ----------------------------------------------------------------
 class FullDisk:
-    """`open` for framework.io.checkpoint: the first file (after `after` others) whose path
+    """`open` for framework.weights.checkpoint: the first file (after `after` others) whose path
     contains `fail_on` takes half its bytes, then the disk is full (ENOSPC)."""
 
     def __init__(self, fail_on, after=0):

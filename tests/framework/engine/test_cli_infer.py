@@ -14,7 +14,7 @@ import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, inference
 from framework.engine.cli import eval_main, infer_main
 from framework.io import image as image_io
-from framework.io.checkpoint import save_weights
+from framework.weights import save_weights
 from framework.nn import init
 
 SPEC = {"type": "FSRCNN", "d": 8, "s": 4, "m": 1}
