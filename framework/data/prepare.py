@@ -259,11 +259,8 @@ def _worker_start(parent: int, stop):
     global _STOP
     _STOP = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import numba
-    numba.set_num_threads(1)
-    from ..functional import _tiles
-    if _tiles.BLAS_THREADS is not None:
-        _tiles.BLAS_THREADS[1](1)
+    from ..threads import set_num_threads
+    set_num_threads(1)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
