@@ -320,6 +320,9 @@ def main(argv=None) -> int:
         return 2
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
+    from ..io.atomic import clean_partial_writes
+    for folder in [out, out / "HR", *(out / "LR_bicubic" / f"X{s}" for s in scales)]:
+        clean_partial_writes(folder)  # what a killed run left half-written
     tasks = [(p, out, args.crop_size, args.step, args.thresh_size, scales, args.compression_level)
              for p in images]
     workers = min(args.workers or _default_workers(), len(tasks))

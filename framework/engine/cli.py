@@ -252,6 +252,7 @@ def _check_outscale_sizes(files, outscale) -> None:
 
 def _infer(args) -> int:
     from tqdm.auto import tqdm
+    from ..io.atomic import clean_partial_writes
     from ..io.image import list_images
     from .inference import upscale_file
     from .outputs import plan_outputs
@@ -269,6 +270,8 @@ def _infer(args) -> int:
         (int(outscale) if outscale.is_integer() else outscale)
     todo, skipped = plan_outputs(files, args.output, src.is_dir(), args.suffix, args.ext,
                                  args.overwrite, shown)
+    for folder in {dst.parent for _, dst in todo + skipped}:  # what a killed run left half-written
+        clean_partial_writes(folder, keep=files)
     for f, dst in skipped:
         print(f"skipped {f}: {dst} exists (--overwrite replaces it)", file=sys.stderr)
     if outscale is not None:
