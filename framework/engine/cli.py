@@ -14,14 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .._check import clip_message
 from .outputs import OutputError
 
 __all__ = ["train_main", "infer_main", "eval_main", "train", "infer", "evaluate"]
 
 
 def error(msg: str, code: int = 1) -> int:
-    """Print `error: msg` on stderr; return the exit code (1: failed, 2: bad config/arguments)."""
-    print(f"error: {msg}", file=sys.stderr)
+    """Print `error: msg` on stderr, bounded (a message may quote a value from the input); return
+    the exit code (1: failed, 2: bad config/arguments)."""
+    print(f"error: {clip_message(msg)}", file=sys.stderr)
     return code
 
 
@@ -186,7 +188,7 @@ def load_model_from_args(args):
         spec = {"type": args.model}
         for kv in args.model_arg:
             key, _, value = kv.partition("=")
-            spec[key] = parse_scalar(value)
+            spec[key] = parse_scalar(value, f"--model-arg {key}")
         if args.scale:
             spec["scale"] = args.scale
     return load_model(args.weights, spec, args.scale, fallback, key=getattr(args, "key", None))

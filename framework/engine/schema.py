@@ -305,7 +305,7 @@ def _cross_checks(cfg, source, errors):
     for path, block in (("model", cfg["model"]), ("datasets.train", cfg["datasets"]["train"]),
                         ("datasets.val", cfg["datasets"]["val"])):
         if block is not None and "scale" in block and block["scale"] != scale:
-            errors.append(f"{_where(source, path + '.scale')}: {block['scale']!r} disagrees with "
+            errors.append(f"{_where(source, path + '.scale')}: {show(block['scale'])} disagrees with "
                           f"the top-level scale {scale}")
     _check_channels(cfg, source, errors)
     _check_training(cfg, source, errors)
@@ -389,7 +389,7 @@ def _check_channels(cfg, source, errors):
         color = block.get("color", "rgb")
         needed = {"y": 1, "rgb": 3}.get(color)
         if needed is not None and needed != in_ch:
-            errors.append(f"{_where(source, f'datasets.{name}.color')}: {color!r} data has "
+            errors.append(f"{_where(source, f'datasets.{name}.color')}: {show(color)} data has "
                           f"{needed} channel(s) but the model takes num_in_ch={in_ch} (set "
                           f"model.num_in_ch and model.num_out_ch to {needed})")
 
