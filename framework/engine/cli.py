@@ -102,6 +102,7 @@ def _train(args, comm) -> int:
         return error("give a CONFIG (or --resume RUN_DIR)", 2)
     try:
         cfg = load_config(config, args.overrides)
+        _check_tensorboard(cfg, config)
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
         shown = " ".join(shlex.quote(str(a)) for a in [config, *(
             x for o in args.overrides for x in ("--set", o))])
@@ -145,6 +146,18 @@ def _train(args, comm) -> int:
         print(f"  best {result['best']['metric']}: {result['best']['value']:.4f} at iteration "
               f"{result['best']['iteration']}")
     return 0
+
+
+def _check_tensorboard(cfg, config) -> None:
+    """train.tensorboard needs tensorboardX (an optional extra): a ConfigError naming it before
+    anything starts. Only training writes event files: other commands read such a config fine."""
+    from ..io.config import ConfigError
+    from .tensorboard import tensorboardx
+    if cfg["train"]["tensorboard"]:
+        try:
+            tensorboardx()
+        except ModuleNotFoundError as exc:
+            raise ConfigError(f"{config}: train.tensorboard: {exc}; or set it to false") from None
 
 
 # -- infer ----------------------------------------------------------------------------------------

@@ -19,7 +19,6 @@ import os
 from .._check import did_you_mean
 from ..io.config import ConfigError, apply_override, import_modules, parse_yaml, read_yaml, show
 from ..registry import BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OPTIMIZERS, SCHEDULERS
-from .tensorboard import tensorboardx
 from .zoo import load_zoo
 
 __all__ = ["SCHEMA", "Field", "Block", "load_config", "parse_config", "validate", "config_hash",
@@ -309,11 +308,6 @@ def _cross_checks(cfg, source, errors):
                           f"the top-level scale {scale}")
     _check_channels(cfg, source, errors)
     _check_training(cfg, source, errors)
-    if cfg["train"]["tensorboard"]:
-        try:
-            tensorboardx()
-        except ModuleNotFoundError as exc:
-            errors.append(f"{_where(source, 'train.tensorboard')}: {exc}; or set it to false")
     lr = cfg["train"]["optimizer"].get("lr")
     if isinstance(lr, numbers.Real) and not lr > 0:  # allowed by the optimizers; a mistake in a run
         errors.append(f"{_where(source, 'train.optimizer.lr')}: must be > 0, got {lr!r}")

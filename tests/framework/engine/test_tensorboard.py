@@ -15,9 +15,8 @@ from PIL import Image
 
 import framework as sg
 from framework.engine.cli import train_main
-from framework.engine.schema import parse_config
+from framework.engine.schema import load_config
 from framework.engine.tensorboard import MISSING, SummaryWriter
-from framework.io.config import ConfigError
 
 event_pb2 = pytest.importorskip("tensorboardX.proto.event_pb2")
 
@@ -182,13 +181,18 @@ def test_a_training_run_logs_its_columns_and_validation_images(make_config, tmp_
         [pytest.approx(float(r["loss"]), rel=1e-5) for r in rows]  # the CSV keeps 6 digits
 
 
-def test_missing_tensorboardx_is_a_config_error_naming_the_extra(make_config, monkeypatch):
+def test_missing_tensorboardx_stops_training_naming_the_extra(make_config, tmp_path, monkeypatch,
+                                                             capsys):
+    """srgrad-train refuses at once (exit 2, nothing written); other commands that read the
+    config (srgrad-infer --config, srgrad-convert options, ...) do not need tensorboardX."""
     monkeypatch.setitem(sys.modules, "tensorboardX", None)  # import tensorboardX -> ImportError
-    text = make_config().read_text().replace("  log_every: 1\n", "  log_every: 1\n  tensorboard: true\n")
-    with pytest.raises(ConfigError) as info:
-        parse_config(text, "cfg.yaml")
-    assert f"cfg.yaml: train.tensorboard: {MISSING}; or set it to false" in str(info.value)
+    cfg = make_config()
+    cfg.write_text(cfg.read_text().replace("  log_every: 1\n", "  log_every: 1\n  tensorboard: true\n"))
+    assert train_main([str(cfg), "--no-progress"]) == 2
+    assert capsys.readouterr().err == f"error: {cfg}: train.tensorboard: {MISSING}; or set it to " \
+                                      f"false\n"
     assert "pip install 'srgrad[tensorboard]'" in MISSING
+    assert not (tmp_path / "runs").exists()
+    assert load_config(cfg)["train"]["tensorboard"] is True  # validation alone is fine
     with pytest.raises(ModuleNotFoundError, match=re.escape(MISSING)):
-        SummaryWriter("unused")
-    parse_config(text.replace("tensorboard: true", "tensorboard: false"), "cfg.yaml")  # fine
+        SummaryWriter(tmp_path / "tb")
