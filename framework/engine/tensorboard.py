@@ -2,8 +2,9 @@
 tensorboardX (the optional extra `pip install 'srgrad[tensorboard]'`; `tensorboard --logdir` shows
 them). What this adds to tensorboardX's writer: float images are clipped to [0, 1] and rounded to 8
 bits as srgrad's PNGs are (tensorboardX truncates, and wraps values above 1), gray + alpha becomes
-RGBA (tensorboardX takes 1, 3 or 4 channels), one file per writer even for two writers in the same
-second, and a message naming the extra when tensorboardX is missing.
+RGBA (tensorboardX takes 1, 3 or 4 channels and stores gray as RGB, as PyTorch's writer does), one
+file per writer even for two writers in the same second, and a message naming the extra when
+tensorboardX is missing.
 """
 from __future__ import annotations
 
