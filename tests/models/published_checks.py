@@ -14,11 +14,11 @@ from . import basicsr_checks as checks
 
 def check_pth_both_ways(spec: dict, shape, tmp_path):
     """srgrad's .pth writer -> torch.load(weights_only=True) -> twin.load_state_dict(strict=True),
-    and the twin's torch.save file -> framework.io.pth -> srgrad's strict load: the same output."""
+    and the twin's torch.save file -> framework.weights.pth -> srgrad's strict load: the same output."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    from framework.io.pth import load_pth_state_dict
-    from framework.io.pth_write import write_pth
+    from framework.weights.pth import load_pth_state_dict
+    from framework.weights.pth_write import write_pth
     model = checks.build(spec, seed=1).to(np.float64)
     ours = tmp_path / "ours.pth"
     write_pth(ours, dict(model.state_dict()))
