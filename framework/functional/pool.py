@@ -32,40 +32,11 @@ def _launch(kern, work, *args):
 # -- kernels -------------------------------------------------------------------------------------------
 
 @kernel(parallel=True)
-def _max_window(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
-    """out = the max of each dilated window (padding never wins), idx = its flat h * W + w; as ATen:
-    the first maximum in row-major window order wins ties, and a NaN wins (and propagates). A window
-    made only of padding gives -inf and index -1 (ATen reports an index past the input)."""
-    N, C, H, W = x.shape
-    OH, OW = out.shape[2], out.shape[3]
-    for t in prange(N * C):
-        n, c = t // C, t % C
-        for i in range(OH):
-            h0 = i * sh - ph
-            h1 = min(h0 + (kh - 1) * dh + 1, H)
-            while h0 < 0:
-                h0 += dh
-            for j in range(OW):
-                w0 = j * sw - pw
-                w1 = min(w0 + (kw - 1) * dw + 1, W)
-                while w0 < 0:
-                    w0 += dw
-                best = -np.inf
-                arg = -1  # a window made only of padding (possible with dilation) has no argmax
-                for h in range(h0, h1, dh):
-                    for w in range(w0, w1, dw):
-                        v = x[n, c, h, w]
-                        if v > best or np.isnan(v) or arg < 0:
-                            best = v
-                            arg = h * W + w
-                out[n, c, i, j] = best
-                idx[n, c, i, j] = arg
-
-
-@kernel(parallel=True)
-def _max_windows(x, h_lo, h_hi, w_lo, w_hi, out, idx):
-    """out[n, c, i, j] = the max of x[n, c, h_lo[i]:h_hi[i], w_lo[j]:w_hi[j]], idx its flat
-    h * W + w, with _max_window's (ATen's) rule: the first maximum wins ties, a NaN wins."""
+def _max_windows(x, h_lo, h_hi, dh, w_lo, w_hi, dw, out, idx):
+    """out[n, c, i, j] = the max of x[n, c, h_lo[i]:h_hi[i]:dh, w_lo[j]:w_hi[j]:dw] (each output's
+    window, clipped to the input: padding never wins), idx its flat h * W + w; as ATen: the first
+    maximum in row-major window order wins ties, and a NaN wins (and propagates). An empty window
+    (only padding, possible with dilation) gives -inf and index -1 (ATen: an index past the input)."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
     for t in prange(N * C):
@@ -74,8 +45,8 @@ def _max_windows(x, h_lo, h_hi, w_lo, w_hi, out, idx):
             for j in range(OW):
                 best = -np.inf
                 arg = -1
-                for h in range(h_lo[i], h_hi[i]):
-                    for w in range(w_lo[j], w_hi[j]):
+                for h in range(h_lo[i], h_hi[i], dh):
+                    for w in range(w_lo[j], w_hi[j], dw):
                         v = x[n, c, h, w]
                         if v > best or np.isnan(v) or arg < 0:
                             best = v
@@ -101,6 +72,15 @@ def _max_window_adjoint(g, idx, dx):
 
 # -- Functions ---------------------------------------------------------------------------------------
 
+def _dilated_windows(size, k, s, p, d, out):
+    """Each output's window along one axis as (first, end) input indices of a step-d range: the
+    start i s - p moved past the padding by whole steps, the end clipped to the input."""
+    start = np.arange(out) * s - p
+    end = np.minimum(start + (k - 1) * d + 1, size)
+    first = np.where(start < 0, start % d, start)  # start + ceil(-start / d) d
+    return first, end
+
+
 class MaxPool2dFunction(Function):
     @staticmethod
     def forward(ctx, x, *, kernel, stride, padding, dilation, out_size):
@@ -108,7 +88,10 @@ class MaxPool2dFunction(Function):
         out = np.empty(x.shape[:2] + out_size, x.dtype)
         idx = np.empty(x.shape[:2] + out_size, np.int64)
         ctx.meta = (x.shape, idx, x.size + out.size * kernel[0] * kernel[1])
-        _launch(_max_window, ctx.meta[2], x, *kernel, *stride, *padding, *dilation, out, idx)
+        (h_lo, h_hi), (w_lo, w_hi) = (_dilated_windows(*a) for a in zip(
+            x.shape[2:], kernel, stride, padding, dilation, out_size))
+        _launch(_max_windows, ctx.meta[2], x, h_lo, h_hi, dilation[0], w_lo, w_hi, dilation[1], out,
+                idx)
         return out, idx
 
     @staticmethod
@@ -130,7 +113,7 @@ class AdaptiveMaxPool2dFunction(Function):
         idx = np.empty(out.shape, np.int64)
         work = x.size + out.size * int((h_hi - h_lo).max()) * int((w_hi - w_lo).max())
         ctx.meta = (x.shape, idx, work)
-        _launch(_max_windows, work, x, h_lo, h_hi, w_lo, w_hi, out, idx)
+        _launch(_max_windows, work, x, h_lo, h_hi, 1, w_lo, w_hi, 1, out, idx)
         return out, idx
 
     backward = MaxPool2dFunction.backward  # dL/dx = g added at each window's argmax
