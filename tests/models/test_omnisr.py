@@ -101,6 +101,19 @@ def test_published_file_runs_without_a_model_spec(tmp_path):
                                            "scale": 2}, (1, 3, 12, 9), tmp_path, extra=counters)
 
 
+def test_init_is_torchs():
+    """torch's defaults, as the original (its own init is commented out): convs and linears
+    uniform, the bias tables N(0, 1) (nn.Embedding's), temperatures ones."""
+    model = checks.build({"type": "OmniSR", "num_feat": 32, "window_size": 8})
+    sd = model.state_dict()
+    block = "residual_layer.0.residual_layer.0.layer"
+    table = sd[f"{block}.2.fn.rel_pos_bias.weight"]
+    assert table.shape == (225, 4) and abs(table.std() - 1) < 0.1 and abs(table.mean()) < 0.15
+    np.testing.assert_array_equal(sd[f"{block}.5.fn.temperature"], 1)
+    qkv = sd[f"{block}.2.fn.to_qkv.weight"]
+    assert np.abs(qkv).max() <= 1 / np.sqrt(32) and np.abs(qkv).max() > 0.95 / np.sqrt(32)
+
+
 def test_adam_step_lowers_the_loss():
     checks.check_adam_step(spec(), (2, 3, 8, 8))
 

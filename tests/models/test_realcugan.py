@@ -167,6 +167,25 @@ def test_published_file_runs_without_a_model_spec(kw, tmp_path):
         want={"in_channels": 3, "out_channels": 3, "pro": False, "fast": False, **kw})
 
 
+def test_init_is_the_originals():
+    """The U-Nets' convs and transposed convs: kaiming_normal_(fan_out, relu), std sqrt(2 / fan_out)
+    with fan_out = weight.shape[0] x kernel area (torch's rule, for a transposed conv too); biases
+    and conv_final keep torch's default (uniform): as the twin."""
+    torch = pytest.importorskip("torch")
+    twins = pytest.importorskip("tests.twins")
+    model = checks.build(spec(scale=4))
+    torch.manual_seed(0)
+    twin = dict(twins.build_twin(spec(scale=4)).named_parameters())
+    for key, fan_out in (("unet2.conv3.conv.0.weight", 256 * 9), ("unet1.conv_bottom.weight", 64 * 16),
+                         ("unet2.conv3_up.weight", 128 * 4)):
+        for w in (model.state_dict()[key], twin[key].detach().numpy()):
+            np.testing.assert_allclose(w.std(), np.sqrt(2 / fan_out), rtol=0.05, err_msg=key)
+            assert np.abs(w).max() > 3 * w.std()  # normal, not uniform
+    for w in (model.state_dict()["conv_final.weight"], twin["conv_final.weight"].detach().numpy()):
+        bound = 1 / np.sqrt(64 * 9)  # torch's default: U(+-1/sqrt(fan_in))
+        assert np.abs(w).max() <= bound and np.abs(w).max() > 0.95 * bound
+
+
 def test_adam_step_lowers_the_loss():
     checks.check_adam_step(spec(), (1, 3, 8, 8))
 
