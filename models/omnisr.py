@@ -244,8 +244,8 @@ class OSAG(nn.Module):
 
     def __init__(self, channel_num: int, bias: bool, block_num: int, window_size: int, pe: bool):
         super().__init__()
-        self.residual_layer = nn.Sequential(*[OSABlock(channel_num, window_size, pe) for _ in range(block_num)],
-                                            nn.Conv2d(channel_num, channel_num, 1, bias=bias))
+        blocks = [OSABlock(channel_num, window_size, pe) for _ in range(block_num)]
+        self.residual_layer = nn.Sequential(*blocks, nn.Conv2d(channel_num, channel_num, 1, bias=bias))
         self.esa = ESA(max(channel_num // 4, 16), channel_num)
 
     def forward(self, x):

@@ -425,10 +425,10 @@ def chunk(x, chunks, dim=0):
 def pad_to_multiple(x, multiple: int, mode: str = "reflect", border: int = 0):
     """Pad (..., H, W) at the bottom and right so H and W become multiples of `multiple` (what
     SwinIR's and RRDBNet's inference do): mode "reflect" (falls back to "replicate" for an image
-    smaller than the padding), "replicate" or "constant" (zeros, OmniSR's). `border` (default 0) pads that much more on every
-    side in the same pad, as torch's F.pad(x, (b, b + pw, b, b + ph), mode) with pw, ph the padding
-    to the multiple (Real-CUGAN's input padding; a reflection of the unpadded image, not of the
-    padded one). Undo with crop_to (and a crop of the border)."""
+    smaller than the padding), "replicate" or "constant" (zeros, OmniSR's). `border` (default 0)
+    pads that much more on every side in the same pad, as torch's F.pad(x, (b, b + pw, b, b + ph),
+    mode) with pw, ph the padding to the multiple (Real-CUGAN's input padding; a reflection of the
+    unpadded image, not of the padded one). Undo with crop_to (and a crop of the border)."""
     multiple = int_arg("pad_to_multiple", "multiple", multiple)
     border = int_arg("pad_to_multiple", "border", border, 0)
     choice("pad_to_multiple", "mode", mode, ("reflect", "replicate", "constant"))
