@@ -143,7 +143,8 @@ class RealCUGAN(nn.Module):
     Args:
         in_channels, out_channels: image channels, default 3. x2 and x3 feed unet1's output to
             unet2, so they must be equal; x4 and fast add the nearest-upsampled input, so
-            in_channels is out_channels or 1.
+            in_channels is out_channels or 1 (other counts build, as spandrel loads them, and the
+            forward refuses them).
         scale: 2 (default), 3 or 4.
         pro: the "pro" weights (default False): a `pro` buffer (zeros(1), its value unused, as
             spandrel) and the input mapped x 0.7 + 0.15 (the output back).
@@ -169,12 +170,15 @@ class RealCUGAN(nn.Module):
             raise ValueError(f"{name}: fast (UpCunet2x_fast) is x2 and not pro, got scale="
                              f"{self.scale}, pro={self.is_pro}")
         tail = self.fast or self.scale == 4  # conv_final + pixel_shuffle + nearest skip
+        # Channel counts the forward cannot run with still build (spandrel loads them too: its
+        # tests do): forward says why.
+        self._cannot_run = None
         if not tail and in_channels != out_channels:
-            raise ValueError(f"{name}: x{self.scale} feeds unet1's output ({out_channels} channels) "
-                             f"to unet2, which takes in_channels={in_channels}: they must be equal")
+            self._cannot_run = (f"x{self.scale} feeds unet1's output ({out_channels} channels) to "
+                                f"unet2, which takes in_channels={in_channels}: they must be equal")
         if tail and in_channels not in (out_channels, 1):
-            raise ValueError(f"{name}: the nearest-upsampled input ({in_channels} channels) is added "
-                             f"to the output ({out_channels}): in_channels must be out_channels or 1")
+            self._cannot_run = (f"the nearest-upsampled input ({in_channels} channels) is added to "
+                                f"the output ({out_channels}): in_channels must be out_channels or 1")
         if self.is_pro:
             self.register_buffer("pro", np.zeros(1, np.float32))
         if tail:
@@ -186,6 +190,8 @@ class RealCUGAN(nn.Module):
             self.unet2 = UNet2(in_channels, out_channels)
 
     def forward(self, x, alpha: float = 1.0):
+        if self._cannot_run:
+            raise ValueError(f"RealCUGAN: {self._cannot_run}")
         alpha = number("RealCUGAN", "alpha", alpha)
         if self.fast and alpha != 1:
             raise ValueError(f"RealCUGAN: fast (UpCunet2x_fast) has no alpha setting, got {alpha}")
@@ -216,8 +222,8 @@ class RealCUGAN(nn.Module):
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:
         """spandrel's rule. conv_final: x4, or x2 fast when unet1 sees 4 x the output channels
-        (an x4 with those shapes cannot run: its nearest skip adds in_channels = 4 out_channels to
-        the output) and there is no `pro` key (fast has none). Otherwise x3 when unet1's bottom is
+        (spandrel's convention; an x4 with those shapes cannot run: its nearest skip adds
+        in_channels = 4 out_channels to the output) and there is no `pro` key (fast has none). Otherwise x3 when unet1's bottom is
         a 5x5 transposed conv, else x2. pro: the key `pro`. The weight variants (conservative,
         denoise1x-3x, no-denoise) have the same shapes: one spec."""
         for key in ("unet1.conv1_down.weight", "unet1.conv2.seblock.conv1.weight",

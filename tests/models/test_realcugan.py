@@ -137,15 +137,26 @@ def test_detect_every_variant(kw):
 
 
 def test_detect_conv_final_with_four_times_the_outputs_in_unet1_is_fast():
-    """unet1 seeing 4 x out_channels is x2 fast (spandrel's convention): the x4 with those shapes
-    (in_channels = 4 out_channels) cannot run, its nearest skip adds in_channels to the output;
-    so with a pro key (fast has none) nothing fits."""
+    """unet1 seeing 4 x out_channels is x2 fast (spandrel's convention: the x4 with those shapes,
+    in_channels = 4 out_channels, cannot run); with a pro key (fast has none) it is that x4."""
     sd = checks.build(spec(fast=True, in_channels=1, out_channels=1)).state_dict()
     assert detect(sd) == {"type": "RealCUGAN", "in_channels": 1, "out_channels": 1, "scale": 2,
                           "pro": False, "fast": True}
-    with pytest.raises(ValueError, match=r"RealCUGAN: RealCUGAN\(.*scale=4.*\) does not build: .*"
-                                         r"in_channels must be out_channels or 1"):
-        detect({**sd, "pro": np.zeros(1, np.float32)})
+    assert detect({**sd, "pro": np.zeros(1, np.float32)}) == {
+        "type": "RealCUGAN", "in_channels": 4, "out_channels": 1, "scale": 4, "pro": True, "fast": False}
+
+
+@pytest.mark.parametrize("kw,match", [
+    ({"scale": 2, "in_channels": 1, "out_channels": 4}, r"x2 feeds unet1's output \(4 channels\) to unet2"),
+    ({"scale": 3, "in_channels": 1, "out_channels": 4}, r"x3 feeds unet1's output"),
+    ({"scale": 4, "in_channels": 3, "out_channels": 1}, r"the nearest-upsampled input \(3 channels\)")])
+def test_channel_counts_that_cannot_run_build_and_are_detected_but_refuse_to_run(kw, match):
+    """spandrel loads these (its tests build UpCunet2x(in_channels=1, out_channels=4)): detected with
+    its keywords, and the forward says why it cannot run."""
+    model = checks.build(spec(**kw))
+    assert detect(model.state_dict()) == {"type": "RealCUGAN", "pro": False, "fast": False, **kw}
+    with pytest.raises(ValueError, match="RealCUGAN: " + match):
+        model(sg.tensor(np.zeros((1, kw["in_channels"], 8, 8), np.float32)))
 
 
 def test_twin_state_dicts_are_detected():
@@ -194,8 +205,6 @@ def test_adam_step_lowers_the_loss():
     ({"scale": 5}, r"RealCUGAN: scale x5 is not supported \(supported: x2, x3, x4\)"),
     ({"scale": 3, "fast": True}, r"RealCUGAN: fast \(UpCunet2x_fast\) is x2 and not pro"),
     ({"fast": True, "pro": True}, r"RealCUGAN: fast \(UpCunet2x_fast\) is x2 and not pro"),
-    ({"in_channels": 1}, r"RealCUGAN: x2 feeds unet1's output \(3 channels\) to unet2"),
-    ({"scale": 4, "in_channels": 3, "out_channels": 1}, r"in_channels must be out_channels or 1"),
     ({"in_channels": 0}, r"RealCUGAN: in_channels must be a positive int"),
 ])
 def test_argument_errors(kw, match):
