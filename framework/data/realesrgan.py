@@ -9,11 +9,15 @@ USM-sharpen it, then `degrade`:
   then in a random order [resize to crop_pad_size / scale + final sinc] and JPEG,
   finally round to 8-bit levels; and a paired random crop to gt_size.
 
+JPEG: `jpeg="diffjpeg"` (default) is what Real-ESRGAN's models run, BasicSR's DiffJPEG with plain
+rounding on unrounded floats at a continuous quality (F.diff_jpeg); `jpeg="pillow"` is libjpeg
+at the nearest integer quality on 8-bit levels (bit-identical to BasicSR's cv2 path). Both draw
+the quality with one uniform, so every other draw is the same for the same seed.
+
 Differences from BasicSR, all deliberate: every draw is per sample (BasicSR draws the resize
 factors, resize modes, noise type and the blur-or-not coins once per GPU batch, and its gray
 Gaussian noise field is shared by the batch), so there is no training-pair pool (`queue_size`): a
-batch is already diverse; JPEG is Pillow's at an integer quality (BasicSR: DiffJPEG, continuous
-quality); blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size; BasicSR reads it
+batch is already diverse; blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size; BasicSR reads it
 but hard-codes 7..21, which is the default here); the final sinc kernel's size comes from the first
 range; kernels are not zero-padded to 21 (padding changes nothing but the cost). With gt_usm the
 LR is degraded from the sharpened HR, as in both BasicSR models (RealESRGANModel always,
@@ -30,16 +34,17 @@ from pathlib import Path
 import numpy as np
 
 from .. import functional as F
-from .._check import did_you_mean, flag, int_arg, number
+from .._check import choice, did_you_mean, flag, int_arg, number
 from ..autograd import no_grad
 from ..io.image import list_images
 from ..registry import DATASETS
 from ..tensor import Tensor
 from .augment import apply_flags, paired_random_crop, random_flags
 from .datasets import _load, _SRDataset
-from .degradations import (KERNEL_TYPES, check_kernel_list, circular_lowpass_kernel, filter2d, pick,
-                           probabilities, random_add_gaussian_noise, random_add_jpg_compression,
-                           random_add_poisson_noise, random_mixed_kernels, usm_sharp, value_range)
+from .degradations import (JPEG_METHODS, KERNEL_TYPES, check_kernel_list, circular_lowpass_kernel,
+                           filter2d, pick, probabilities, random_add_gaussian_noise,
+                           random_add_jpg_compression, random_add_poisson_noise,
+                           random_mixed_kernels, usm_sharp, value_range)
 
 __all__ = ["DegradationOptions", "degrade", "RealESRGANDataset", "TRACE_KEYS"]
 
@@ -51,7 +56,8 @@ RESIZE_MODES = ("area", "bilinear", "bicubic")
 # type or "sinc" ("none": no second blur); sigmaN_x, sigmaN_y, thetaN (radians), betaN for the
 # Gaussian family, omegaN (the cutoff, radians) for a sinc; resizeN: up, down or keep, by
 # resizeN_scale (the first order skips a keep, so its mode is None); noiseN: gaussian (level =
-# sigma on the 0..255 scale) or poisson (level = scale); final_order: whether the last resize
+# sigma on the 0..255 scale) or poisson (level = scale); jpegN_quality: a float with DiffJPEG,
+# an int with Pillow; final_order: whether the last resize
 # (+ sinc, final_omega of final_sinc_size, or None) comes before or after the second JPEG.
 TRACE_KEYS = (
     "kernel1", "kernel1_size", "sigma1_x", "sigma1_y", "theta1", "beta1", "omega1",
@@ -280,25 +286,28 @@ def _noise(rng, o: DegradationOrder, img: np.ndarray, trace: dict) -> np.ndarray
     return out
 
 
-def _jpeg(rng, o: DegradationOrder, img: np.ndarray, trace: dict) -> np.ndarray:
+def _jpeg(rng, o: DegradationOrder, img: np.ndarray, trace: dict, method: str) -> np.ndarray:
     draws = {}
-    out = random_add_jpg_compression(img, o.jpeg_range, rng=rng, trace=draws)
+    out = random_add_jpg_compression(img, o.jpeg_range, rng=rng, trace=draws, method=method)
     trace[f"jpeg{o.n}_quality"] = draws["quality"]
     return out
 
 
 def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
-            times: dict | None = None, trace: dict | None = None) -> np.ndarray:
+            times: dict | None = None, trace: dict | None = None,
+            jpeg: str = "diffjpeg") -> np.ndarray:
     """Real-ESRGAN's second-order degradation of one HR crop: float (C, H, W) in [0, 1], H and W
     multiples of `scale` -> LR (C, H / scale, W / scale) in gt's dtype, on 8-bit levels.
 
     opts: DegradationOptions, a dict of its keys, or None (BasicSR's defaults). All randomness comes
     from `rng`. `times`, when given, accumulates seconds per stage (kernels, filter, resize, noise,
     jpeg). `trace`, when given, receives the draws: every key of TRACE_KEYS (None where a stage
-    did not draw it). Neither changes a draw."""
+    did not draw it). Neither changes a draw. jpeg: "diffjpeg" (default, Real-ESRGAN's models'
+    DiffJPEG) or "pillow" (libjpeg at integer qualities); see the module docstring."""
     o = (opts if isinstance(opts, DegradationOptions)
          else DegradationOptions.from_dict(opts or {}, "degrade"))
     scale = int_arg("degrade", "scale", scale)
+    jpeg = choice("degrade", "jpeg", jpeg, JPEG_METHODS)
     gt = np.asarray(gt)
     if gt.ndim != 3 or gt.dtype not in (np.float32, np.float64):
         raise ValueError(f"degrade: gt must be a float32/float64 (C, H, W) array, got {gt.dtype} "
@@ -332,7 +341,7 @@ def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
         drawn["resize1_mode"] = resize_mode
         out = clock("resize", _resize, out, resize_mode, scale_factor=factor)
     out = clock("noise", _noise, rng, first, out, drawn)
-    out = clock("jpeg", _jpeg, rng, first, out, drawn)
+    out = clock("jpeg", _jpeg, rng, first, out, drawn, jpeg)
     # second order: maybe blur, resize to a size around the LR size, noise
     drawn["kernel2"] = "none"
     if rng.uniform() < o.second_blur_prob:
@@ -345,10 +354,10 @@ def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
     # [resize back + sinc] and JPEG in a random order (the other orders give twisted lines)
     if rng.uniform() < 0.5:
         drawn["final_order"] = "resize_sinc_then_jpeg"
-        out = clock("jpeg", _jpeg, rng, second, final_sinc(out), drawn)
+        out = clock("jpeg", _jpeg, rng, second, final_sinc(out), drawn, jpeg)
     else:
         drawn["final_order"] = "jpeg_then_resize_sinc"
-        out = final_sinc(clock("jpeg", _jpeg, rng, second, out, drawn))
+        out = final_sinc(clock("jpeg", _jpeg, rng, second, out, drawn, jpeg))
     if trace is not None:
         trace.update(drawn)
     return np.clip(np.round(out * 255), 0, 255) / out.dtype.type(255)
@@ -370,14 +379,16 @@ class RealESRGANDataset(_SRDataset):
     color ("rgb" or "y"), cache (default True: decoded HR images kept as float32, 12 bytes per pixel
     in RGB; use False for large sets), bad_files ("error" or "skip"), gt_usm (default False: when
     True the LR is degraded from the USM-sharpened HR, as both BasicSR models do, and the sample
-    also holds "gt_usm", the target of BasicSR's l1_gt_usm / percep_gt_usm / gan_gt_usm), and every
-    DegradationOptions key (BasicSR's names and defaults).
+    also holds "gt_usm", the target of BasicSR's l1_gt_usm / percep_gt_usm / gan_gt_usm), jpeg
+    ("diffjpeg", default: Real-ESRGAN's models' DiffJPEG; "pillow": libjpeg at integer qualities,
+    bit-identical to BasicSR's cv2 path; see the module docstring), and every DegradationOptions
+    key (BasicSR's names and defaults).
     """
 
     def __init__(self, root, scale: int = 4, gt_size: int = 256, crop_pad_size: int = 400,
                  use_flip: bool | None = None, use_rot: bool = False, color: str = "rgb",
                  cache: bool = True, bad_files: str = "error", gt_usm: bool = False,
-                 use_hflip: bool | None = None, **degradation):
+                 jpeg: str = "diffjpeg", use_hflip: bool | None = None, **degradation):
         name = type(self).__name__
         if use_flip is not None and use_hflip is not None and use_flip != use_hflip:
             raise ValueError(f"{name}: use_flip={use_flip!r} and use_hflip={use_hflip!r} disagree "
@@ -392,6 +403,7 @@ class RealESRGANDataset(_SRDataset):
             raise ValueError(f"{name}: crop_pad_size={crop_pad_size} must be a multiple of "
                              f"scale={scale} and >= gt_size={gt_size}")
         self.gt_usm = flag(name, "gt_usm", gt_usm)
+        self.jpeg = choice(name, "jpeg", jpeg, JPEG_METHODS)
         self.opts = DegradationOptions.from_dict(degradation, name, _dataset_keywords())
         self.opts.check_size(self.crop_pad_size, self.crop_pad_size, self.scale, name)
         self.root = Path(root)
@@ -405,6 +417,8 @@ class RealESRGANDataset(_SRDataset):
         keywords are degradation keys (**degradation), checked here as the constructor checks
         them (unknown keys with a did-you-mean, values by DegradationOptions)."""
         own = _dataset_keywords()
+        if "jpeg" in kwargs:
+            choice(cls.__name__, "jpeg", kwargs["jpeg"], JPEG_METHODS)
         DegradationOptions.from_dict({k: v for k, v in kwargs.items() if k not in own},
                                      cls.__name__, own)
 
@@ -445,7 +459,8 @@ class RealESRGANDataset(_SRDataset):
         img = apply_flags(self.image(index), random_flags(rng, self.use_flip, self.use_rot))
         gt = self._crop_pad(img, rng)
         sharp = usm_sharp(gt) if self.gt_usm else None
-        lq = degrade(gt if sharp is None else sharp, rng, self.opts, self.scale, times, trace)
+        lq = degrade(gt if sharp is None else sharp, rng, self.opts, self.scale, times, trace,
+                     self.jpeg)
         stack = gt if sharp is None else np.concatenate([gt, sharp])
         lq, stack = paired_random_crop(lq, stack, self.gt_size, self.scale, rng, self.names[index])
         c = gt.shape[0]

@@ -183,6 +183,25 @@ def test_the_config_checker_checks_every_degradation_key():
     assert "sinc_prob must be a number" in DATASETS.check({**spec, "sinc_prob": "0.1"})[0][1]
 
 
+def test_jpeg_is_diffjpeg_by_default_and_pillow_on_request(hr_folder):
+    rng = np.random.default_rng
+    diff = RealESRGANDataset(hr_folder, **SMALL)
+    pil = DATASETS.build({"type": "RealESRGANDataset", "root": str(hr_folder), "jpeg": "pillow",
+                          **SMALL})
+    assert (diff.jpeg, pil.jpeg) == ("diffjpeg", "pillow")
+    for ds, method in ((diff, "diffjpeg"), (pil, "pillow")):  # Pillow's quality is an integer
+        trace = {}
+        ds.get(0, rng(4), trace=trace)
+        assert isinstance(trace["jpeg1_quality"], int) == (method == "pillow")
+    a, b = diff.get(1, rng(9)), pil.get(1, rng(9))
+    np.testing.assert_array_equal(a["gt"], b["gt"])  # the same draws: only the JPEG differs
+    assert not np.array_equal(a["lq"], b["lq"])
+    assert DATASETS.check({"type": "RealESRGANDataset", "root": "x", "jpeg": "cv2"}) == [
+        ("", "RealESRGANDataset: jpeg must be one of 'diffjpeg', 'pillow', got 'cv2'")]
+    with pytest.raises(ValueError, match="jpeg must be one of 'diffjpeg', 'pillow'"):
+        RealESRGANDataset(hr_folder, jpeg="DiffJPEG", **SMALL)
+
+
 def test_the_two_orders_are_records_of_one_type():
     o = DegradationOptions(blur_sigma2=[0.5, 1], jpeg_range=[40, 50], kernel_list2=["iso"],
                            kernel_prob2=[1.0])

@@ -1,7 +1,8 @@
-"""`degrade` with Pillow's JPEG replayed step by step from the public degradation primitives, in
-Real-ESRGAN's feed_data order and with BasicSR's draw order, from the same generator: the LR image
-must be bit-identical. This pins every draw and every op of the pipeline, whatever shape degrade's
-own code takes (it held before and after the two orders became records of one type)."""
+"""`degrade` replayed step by step from the public degradation primitives, in Real-ESRGAN's
+feed_data order and with BasicSR's draw order, from the same generator: the LR image must be
+bit-identical, with either JPEG. This pins every draw and every op of the pipeline, whatever shape
+degrade's own code takes (with Pillow's JPEG it held before and after the two orders became
+records of one type)."""
 import math
 
 import numpy as np
@@ -45,7 +46,7 @@ def _noise(rng, img, gaussian_prob, sigma_range, poisson_range, gray_prob):
     return random_add_poisson_noise(img, poisson_range, gray_prob, rng=rng)
 
 
-def replay(gt, rng, o: DegradationOptions, scale):
+def replay(gt, rng, o: DegradationOptions, scale, jpeg):
     h, w = gt.shape[1:]
     # first order: blur, resize (its mode drawn even for a factor of 1), noise, JPEG
     out = filter2d(gt, _kernel(rng, o.blur_kernel_size, o.sinc_prob, o.kernel_list, o.kernel_prob,
@@ -55,7 +56,7 @@ def replay(gt, rng, o: DegradationOptions, scale):
         out = _resize(out, mode, scale_factor=factor)
     out = _noise(rng, out, o.gaussian_noise_prob, o.noise_range, o.poisson_scale_range,
                  o.gray_noise_prob)
-    out = random_add_jpg_compression(out, o.jpeg_range, rng=rng)
+    out = random_add_jpg_compression(out, o.jpeg_range, rng=rng, method=jpeg)
     # second order
     if rng.uniform() < o.second_blur_prob:
         out = filter2d(out, _kernel(rng, o.blur_kernel_size2, o.sinc_prob2, o.kernel_list2,
@@ -75,9 +76,9 @@ def replay(gt, rng, o: DegradationOptions, scale):
         return img
 
     if rng.uniform() < 0.5:
-        out = random_add_jpg_compression(resize_sinc(out), o.jpeg_range2, rng=rng)
+        out = random_add_jpg_compression(resize_sinc(out), o.jpeg_range2, rng=rng, method=jpeg)
     else:
-        out = resize_sinc(random_add_jpg_compression(out, o.jpeg_range2, rng=rng))
+        out = resize_sinc(random_add_jpg_compression(out, o.jpeg_range2, rng=rng, method=jpeg))
     return np.clip(np.round(out * 255), 0, 255) / out.dtype.type(255)
 
 
@@ -89,9 +90,19 @@ SINC = dict(sinc_prob=0.5, sinc_prob2=0.5, kernel_list2=["aniso", "plateau_iso"]
 @pytest.mark.parametrize("options, channels, dtype", [
     ({}, 3, np.float32), (SINC, 3, np.float32), ({"gray_noise_prob": 1.0}, 1, np.float32),
     ({}, 3, np.float64)])
-def test_degrade_is_the_step_by_step_replay(seed, options, channels, dtype):
+def test_degrade_with_pillow_is_the_step_by_step_replay(seed, options, channels, dtype):
     gt = np.random.default_rng(100 + seed).random((channels, 48, 40)).astype(dtype)
     o = DegradationOptions.from_dict(options)
-    want = replay(gt, np.random.default_rng(seed), o, 4)
+    want = replay(gt, np.random.default_rng(seed), o, 4, "pillow")
+    got = degrade(gt, np.random.default_rng(seed), options, 4, jpeg="pillow")
+    assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("options, channels", [({}, 3), ({"gray_noise_prob": 1.0}, 1)])
+def test_degrade_with_diffjpeg_is_the_step_by_step_replay(seed, options, channels):
+    gt = np.random.default_rng(100 + seed).random((channels, 48, 40)).astype(np.float32)
+    o = DegradationOptions.from_dict(options)
+    want = replay(gt, np.random.default_rng(seed), o, 4, "diffjpeg")
     got = degrade(gt, np.random.default_rng(seed), options, 4)
     assert got.dtype == want.dtype and got.tobytes() == want.tobytes()
