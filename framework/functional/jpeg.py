@@ -145,6 +145,18 @@ def _join(y, cb, cr, m, shift, scale, weight, out, slope):
                 o[c] = min(max(v, zero), top) / top
 
 
+@kernel
+def _times(v, matrix, out):
+    """out = v @ matrix for a (64,) vector and a (64, 64) matrix."""
+    for k in range(64):
+        out[k] = 0
+    for a in range(64):
+        x = v[a]
+        row = matrix[a]
+        for k in range(64):
+            out[k] += x * row[k]
+
+
 @kernel(parallel=True)
 def _blockwise(src, offset, K, KT, step, cubic, slope, dst):
     """Per 8x8 block b of src (N, H, W): c = (b - offset) @ K (the DCT), then with step (N, 64)
@@ -163,13 +175,7 @@ def _blockwise(src, offset, K, KT, step, cubic, slope, dst):
                 row = src[n, 8 * i + a]
                 for b in range(8):
                     block[8 * a + b] = row[8 * j + b] - offset
-            for k in range(64):
-                coef[k] = 0
-            for a in range(64):
-                v = block[a]
-                k_row = K[a]
-                for k in range(64):
-                    coef[k] += v * k_row[k]
+            _times(block, K, coef)
             s = slope[n, i * bw + j]
             for k in range(64):
                 if not forward:
@@ -186,13 +192,7 @@ def _blockwise(src, offset, K, KT, step, cubic, slope, dst):
                     else:
                         coef[k] = r * step[n, k]
                         s[k] = 0
-            for a in range(64):
-                block[a] = 0
-            for k in range(64):
-                v = coef[k]
-                kt_row = KT[k]
-                for a in range(64):
-                    block[a] += v * kt_row[a]
+            _times(coef, KT, block)
             for a in range(8):
                 row = dst[n, 8 * i + a]
                 for b in range(8):
