@@ -17,11 +17,11 @@ the quality with one uniform, so every other draw is the same for the same seed.
 Differences from BasicSR, all deliberate: every draw is per sample (BasicSR draws the resize
 factors, resize modes, noise type and the blur-or-not coins once per GPU batch, and its gray
 Gaussian noise field is shared by the batch), so there is no training-pair pool (`queue_size`): a
-batch is already diverse; blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size; BasicSR reads it
-but hard-codes 7..21, which is the default here); the final sinc kernel's size comes from the first
-range; kernels are not zero-padded to 21 (padding changes nothing but the cost). With gt_usm the
-LR is degraded from the sharpened HR, as in both BasicSR models (RealESRGANModel always,
-RealESRNetModel with gt_usm: True).
+batch is already diverse; blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size;
+BasicSR reads it but hard-codes 7..21, which is the default here); the final sinc kernel's size
+comes from the first range; kernels are not zero-padded to 21 (padding changes nothing but the
+cost). With gt_usm the LR is degraded from the sharpened HR, as in both BasicSR models
+(RealESRGANModel always, RealESRNetModel with gt_usm: True).
 """
 from __future__ import annotations
 
@@ -57,8 +57,8 @@ RESIZE_MODES = ("area", "bilinear", "bicubic")
 # Gaussian family, omegaN (the cutoff, radians) for a sinc; resizeN: up, down or keep, by
 # resizeN_scale (the first order skips a keep, so its mode is None); noiseN: gaussian (level =
 # sigma on the 0..255 scale) or poisson (level = scale); jpegN_quality: a float with DiffJPEG,
-# an int with Pillow; final_order: whether the last resize
-# (+ sinc, final_omega of final_sinc_size, or None) comes before or after the second JPEG.
+# an int with Pillow; final_order: whether the last resize (+ sinc, final_omega of
+# final_sinc_size, or None) comes before or after the second JPEG.
 TRACE_KEYS = (
     "kernel1", "kernel1_size", "sigma1_x", "sigma1_y", "theta1", "beta1", "omega1",
     "resize1", "resize1_scale", "resize1_mode", "noise1", "noise1_level", "noise1_gray",

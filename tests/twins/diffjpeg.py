@@ -1,5 +1,5 @@
-"""PyTorch twin of BasicSR's DiffJPEG (basicsr/utils/diffjpeg.py, which Real-ESRGAN's models run with
-differentiable=False): the same steps with the same torch ops, tables and constants, written
+"""PyTorch twin of BasicSR's DiffJPEG (basicsr/utils/diffjpeg.py, which Real-ESRGAN's models run
+with differentiable=False): the same steps with the same torch ops, tables and constants, written
 without importing basicsr. One deliberate difference: every step keeps the input's dtype (the
 original's quantisers call `.float()`), so a float64 twin is an exact reference.
 
@@ -84,7 +84,7 @@ class _Compress(nn.Module):
 
 
 class _Decompress(nn.Module):
-    """Dequantise -> IDCT -> merge blocks -> repeat Cb, Cr 2x2 -> YCbCr -> RGB, clamped to [0, 1]."""
+    """Dequantise -> IDCT -> merge blocks -> repeat Cb, Cr 2x2 -> YCbCr -> RGB, clamp to [0, 1]."""
 
     def __init__(self):
         super().__init__()

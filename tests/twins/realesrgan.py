@@ -15,7 +15,7 @@ from .diffjpeg import DiffJPEG
 
 
 def filter2D(img, kernel):
-    """Every plane of img (B, C, H, W) cross-correlated with one odd (k, k) kernel, reflect padding."""
+    """Every plane of img (B, C, H, W) cross-correlated with one odd (k, k) kernel (reflect pad)."""
     k = kernel.size(-1)
     b, c, h, w = img.size()
     img = F.pad(img, (k // 2, k // 2, k // 2, k // 2), mode="reflect")

@@ -33,5 +33,6 @@ __all__ = [
     "check_kernel_list", "bessel_j1", "circular_lowpass_kernel", "filter2d", "gaussian_kernel1d",
     "usm_sharp", "generate_gaussian_noise", "random_add_gaussian_noise", "generate_poisson_noise",
     "random_add_poisson_noise", "poisson_cdf_table", "JPEG_METHODS", "add_jpg_compression",
-    "add_diffjpeg_compression", "random_add_jpg_compression", "pick", "value_range", "probabilities",
+    "add_diffjpeg_compression", "random_add_jpg_compression", "pick", "value_range",
+    "probabilities",
 ]
