@@ -14,7 +14,7 @@ from numba.extending import overload
 from .._check import choice, float_array
 from .._jit import kernel, launch, prange
 from ..autograd import Function
-from .softmax import _exp32
+from .rows import exp32
 
 __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
 
@@ -26,7 +26,7 @@ def _flat(a):
 # Below this many elements GELU's kernels run on one thread (_jit.launch; softmax's threshold).
 _SERIAL_ELEMS = 1 << 15
 
-_expf = kernel(_exp32)  # softmax's vectorisable float32 exp, as a call (nested inlining trips numba)
+_expf = kernel(exp32)  # rows.py's vectorisable float32 exp, as a call (nested inlining trips numba)
 
 # The elementwise kernels here are serial on purpose: they are memory-bound, so two threads gain at
 # most 2x, while a parallel region waits for a descheduled thread on a shared machine
