@@ -7,6 +7,8 @@
   A kernel defined outside framework/ (a user's own layer file) is stamped by the framework's
   kernels and its own file: it may inline framework kernels, and its edits recompile it alone.
 - no `fastmath`: kernels are gradchecked in float64, and reassociation would break the adjoint tests.
+  It also keeps results bit-identical whatever instruction set the host has (no reassociated
+  sums, no FMA contraction): docs/numerics.md.
 - no explicit signatures: the same kernel compiles for float32 and float64 on first use.
 
 How a kernel stays fast to run and to compile (docs/benchmarks.md has the figures):
