@@ -27,7 +27,7 @@ import numpy as np
 import framework.functional as F
 from framework import nn
 from framework.functional.attention import relative_position_index, shift_mask
-from framework._check import choice, flag, int_arg, int_list, number, pair
+from framework.check import choice, flag, int_arg, int_list, number, pair
 from framework.nn import init
 from framework.registry import MODELS
 
