@@ -8,7 +8,7 @@ which is what a linear layer produces and consumes: no split, permute or transpo
   N query tokens and M key tokens (M may differ from N: overlapping cross-attention).
 - `window_attention(qkv, heads, ...)`: the same on the packed output of one qkv linear (B, N, 3C)
   (BasicSR's WindowAttention between its two linears).
-- `attention_softmax(scores, bias, scale, mask)`: only the softmax(scale s + bias + mask) part, for a
+- `attention_softmax(scores, scale, bias, mask)`: only the softmax(scale s + bias + mask) part, for a
   caller that must act between the softmax and the product with v (attention dropout).
 - `scale`: a number, or a Tensor of one factor per head (a learnt logit scale or temperature; it gets
   a gradient). `bias` (nH, N, M): a Tensor (a relative-position bias, gathered from its table or made
