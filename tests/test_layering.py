@@ -73,3 +73,9 @@ def test_the_rule_catches_each_kind_of_private_use():
             "self._modules = {}\n"
             "y = nn.Module.__init__\n")
     assert private_framework_uses(good) == []
+
+
+def test_framework_check_is_the_whole_public_face_of_the_checks():
+    from framework import _check, check
+    assert sorted(check.__all__) == sorted(_check.__all__)
+    assert all(getattr(check, name) is getattr(_check, name) for name in _check.__all__)
