@@ -1,7 +1,7 @@
 """Scoring a model against the bicubic baseline, written once for training validation (`Validator`)
-and srgrad-eval (`score_images`): the model and the baseline scored on the full images, the
-columns named as metrics.csv names them (`column`), and the metric that picks net_best (`main_metric`);
-during training also one labelled comparison PNG per image and validation (BasicSR's
+and srgrad-eval: the model and the baseline scored on the full images (`score_images`), the columns
+named as metrics.csv names them (`column`), the metric that picks net_best (`main_metric`); during
+training also one labelled comparison PNG per image and validation (BasicSR's
 `visualization/<name>/<name>_<iter>.png`), cropped to a detailed region when the images are large.
 """
 from __future__ import annotations
