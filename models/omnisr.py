@@ -22,12 +22,12 @@ import numpy as np
 
 import framework.functional as F
 from framework import nn
-from framework._check import flag, int_arg
+from framework.check import flag, int_arg
+from framework.functional.attention import relative_position_index
 from framework.nn import init
 from framework.registry import MODELS
 
 from ._blocks import pad_to_requirement
-from ._swin import relative_position_index, window_attention
 from .detect import NoMatch, count, need, split_shuffle
 
 _HEADS = 4  # both attentions: dim_head = C // 4 and Channel_Attention(heads=4)
@@ -122,11 +122,8 @@ class Attention(nn.Module):
         b, X, Y, w1, w2, c = x.shape
         n = w1 * w2
         qkv = self.to_qkv(x.reshape(b * X * Y, n, c))
-        if self.with_pe:
-            bias = self.rel_pos_bias.weight[self.index].permute(2, 0, 1)  # (heads, n, n)
-        else:
-            bias = np.zeros((self.heads, n, n), qkv.dtype)
-        out = window_attention(qkv, bias, self.heads, self.scale)
+        bias = self.rel_pos_bias.weight[self.index].permute(2, 0, 1) if self.with_pe else None
+        out = F.window_attention(qkv, self.heads, self.scale, bias)  # bias: (heads, n, n)
         return self.to_out(out).reshape(b, X, Y, w1, w2, c)
 
 

@@ -19,7 +19,7 @@ import numpy as np
 
 import framework.functional as F
 from framework import nn
-from framework._check import flag, int_arg, number
+from framework.check import flag, int_arg, number
 from framework.nn.conv import run_fused
 from framework.registry import MODELS
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import framework.functional as F
 from framework import nn
-from framework._check import int_arg, number
+from framework.check import int_arg, number
 from framework.registry import MODELS
 
 from ._blocks import pad_to_requirement
