@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from framework.engine.inference import load_model
-from framework.onnx.cli import main
+from framework.engine.export import main
 from tests.models.cases import build
 
 from ._util import check, image, ort_run, require_onnx, srgrad_run

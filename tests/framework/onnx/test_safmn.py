@@ -8,7 +8,7 @@ import pytest
 
 import models  # noqa: F401  registers the architectures
 from framework.engine.inference import load_model
-from framework.onnx.cli import main
+from framework.engine.export import main
 from framework.nn import init
 from framework.registry import MODELS
 
