@@ -10,7 +10,7 @@ from framework.nn.conv import conv_act
 from framework._check import int_arg, is_number
 from framework.nn import init
 
-from .detect import NoMatch, indices, need
+from framework.detect import NoMatch, indices, need
 
 
 def upsampler_scale(model: str, scale) -> int:

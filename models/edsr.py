@@ -11,7 +11,7 @@ from framework.registry import LAYERS, MODELS
 
 from ._blocks import PixelShuffleUpsampler, ResidualBlockNoBN, channel_mean, upsampler_scale
 
-from .detect import count, need
+from framework.detect import count, need
 
 
 @MODELS.register()

@@ -11,7 +11,7 @@ from framework._check import int_arg, number
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, channel_mean, make_layer, upsampler_scale
-from .detect import count, need
+from framework.detect import count, need
 
 
 class ChannelAttention(nn.Module):

@@ -13,7 +13,7 @@ from framework._check import choice, int_arg
 from framework.registry import MODELS
 
 from ._blocks import default_init_weights, make_layer, supported_scale
-from .detect import NoMatch, count, need
+from framework.detect import NoMatch, count, need
 
 # The pixel-unshuffle factor in front of the body: the two x2 upsamplings then give `scale`.
 _UNSHUFFLE = {4: 1, 2: 2, 1: 4}

@@ -9,7 +9,7 @@ from framework.nn.conv import conv_act
 from framework._check import int_arg, int_list
 from framework.registry import MODELS
 
-from .detect import Unknown, need
+from framework.detect import Unknown, need
 
 
 @MODELS.register()

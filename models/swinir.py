@@ -33,7 +33,7 @@ from framework.registry import MODELS
 from ._blocks import PixelShuffleUpsampler, upsampler_scale
 from ._swin import (attention_softmax, relative_position_index, shift_mask, window_attention,
                     window_partition, window_reverse)
-from .detect import NoMatch, Unknown, count, need
+from framework.detect import NoMatch, Unknown, count, need
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv")
 _RESI = ("1conv", "3conv")

@@ -10,7 +10,7 @@ from framework.functional.resample import MODES
 from framework._check import int_arg
 from framework.registry import MODELS
 
-from .detect import NoMatch, Unknown, indices, need
+from framework.detect import NoMatch, Unknown, indices, need
 
 
 
