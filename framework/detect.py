@@ -43,13 +43,23 @@ from .nn.module import BudgetError, parameter_budget
 from .random import fork_rng
 from .registry import MODELS, show
 
-__all__ = ["detect", "identify", "Match", "Layout", "NoMatch", "Unknown", "Assumed", "need",
+__all__ = ["detect", "identify", "check", "Match", "Layout", "NoMatch", "DetectError", "Unknown",
+           "Assumed", "need",
            "indices", "count", "split_shuffle", "describe", "shapes_of", "budget"]
 
 
 class NoMatch(ValueError):
     """A rule's answer "this state_dict is not (or cannot be built as) this model": the message
     says why, and detect() lists it."""
+
+
+class DetectError(ValueError):
+    """identify()'s refusal (no model fits, several do, or one needs keywords the weights do not
+    fix: then `match` is that one, with its `unknowns`)."""
+
+    def __init__(self, message: str, match=None):
+        super().__init__(message)
+        self.match = match
 
 
 class Unknown:
@@ -126,13 +136,15 @@ class Layout:
 class Match:
     """What identify() found: the spec, the layout the keys are in (None: the model's own), the
     key mapping, the assumptions made (`notes`: "keyword=value: why"), the keywords left Unknown,
-    and the model built to confirm it (a fresh init; None when keywords are unknown)."""
+    the model built to confirm it (a fresh init; None when keywords are unknown) and the keywords
+    the layout implies (`implied`: facts of its structure or values the shapes do not show)."""
     spec: dict
     layout: Layout | None = None
     mapping: dict | None = None
     notes: list = field(default_factory=list)
     unknowns: dict = field(default_factory=dict)
     model: object = None
+    implied: dict = field(default_factory=dict)
 
     def convert(self, state_dict) -> dict:
         """`state_dict` with the model's keys (the layout's keys renamed, its dropped keys gone)."""
@@ -274,11 +286,12 @@ def _try(name: str, cls, shapes: dict, known: dict, layout: Layout | None, state
             notes.append(f"{k}={v.value!r}: {v.why}")
         spec[k] = v.value if isinstance(v, Assumed) else v
     spec.update(known)
+    implied = {k: v for k, v in implied.items() if not isinstance(v, Assumed)}
     if layout is not None and layout.values is not None and state is not None:
         for k, v in layout.values(state, spec).items():
             if k in known and not _same(v, known[k]):
                 raise NoMatch(f"the weights say {k}={show(v)}, {show(known[k])} was given")
-            spec[k] = v
+            spec[k] = implied[k] = v
     unknowns = {k: v for k, v in spec.items() if isinstance(v, Unknown)}
     probe = {k: (v.probe if isinstance(v, Unknown) else v) for k, v in spec.items()}
     try:
@@ -294,7 +307,37 @@ def _try(name: str, cls, shapes: dict, known: dict, layout: Layout | None, state
     why = _mismatch(own, shapes)
     if why:
         raise NoMatch(f"{describe(spec)}: {why}")
-    return Match(spec, layout, mapping, notes, unknowns, None if unknowns else model)
+    return Match(spec, layout, mapping, notes, unknowns, None if unknowns else model, implied)
+
+
+def _attempts(name: str, shapes: dict, known: dict, state) -> Match:
+    """The Match of model `name` under its own keys or the first of its layouts that applies and
+    fits; NoMatch with `.reasons` [(layout or None, NoMatch)] when none does."""
+    cls = MODELS.get(name)
+    reasons = []
+    for layout in [None] + [lay for lay in getattr(cls, "layouts", ()) if lay.applies(shapes)]:
+        try:
+            return _try(name, cls, shapes, known, layout, state)
+        except NoMatch as err:
+            reasons.append((layout, err))
+    shown = [(lay, err) for lay, err in reasons if lay is not None] or reasons
+    err = NoMatch("; ".join((f"as {lay.name}: " if lay is not None else "") + str(e)
+                            for lay, e in shown))
+    err.reasons = reasons
+    raise err
+
+
+def check(state_dict, spec: dict) -> Match:
+    """The Match of the model `spec` names ({"type": Name, **keywords}, the keywords taken as
+    given), under its own keys or one of its layouts: how a spec from elsewhere (a file's metadata,
+    a config, --model) is checked against the weights before its model is built. NoMatch says why
+    it does not fit; KeyError when Name has no detect rule."""
+    cls = MODELS.get(spec["type"])
+    if not callable(getattr(cls, "detect", None)):
+        raise KeyError(f"{spec['type']} has no detect rule")
+    shapes = shapes_of(state_dict)
+    return _attempts(spec["type"], shapes, {k: v for k, v in spec.items() if k != "type"},
+                     state_dict)
 
 
 def _candidates(types) -> list[str]:
@@ -356,16 +399,10 @@ def identify(state_dict, *, types=None, **known) -> Match:
     names = _candidates(types)
     fits, failures = [], {}
     for name in names:
-        cls = MODELS.get(name)
-        reasons = []
-        for layout in [None] + [lay for lay in getattr(cls, "layouts", ()) if lay.applies(shapes)]:
-            try:
-                fits.append(_try(name, cls, shapes, known, layout, state_dict))
-                break
-            except NoMatch as err:
-                reasons.append((layout, err))
-        else:
-            failures[name] = reasons
+        try:
+            fits.append(_attempts(name, shapes, known, state_dict))
+        except NoMatch as err:
+            failures[name] = err.reasons
     if len(fits) == 1 and not fits[0].unknowns:
         return fits[0]
     if len(fits) == 1:
@@ -375,14 +412,14 @@ def identify(state_dict, *, types=None, **known) -> Match:
             for k, u in unknowns.items())
         args = ", ".join(f"{k}=..." for k in unknowns)
         shown = {k: v for k, v in spec.items() if k not in unknowns}
-        raise ValueError(f"detect: the state_dict is a {describe(shown)}, but its weights do not "
-                         f"fix {wants}: pass detect(state_dict, {args})")
+        raise DetectError(f"detect: the state_dict is a {describe(shown)}, but its weights do not "
+                          f"fix {wants}: pass detect(state_dict, {args})", fits[0])
     if not fits:
-        raise ValueError(_no_fit(shapes, names, failures))
+        raise DetectError(_no_fit(shapes, names, failures))
     listed = "\n".join(
         f"  {describe({k: v for k, v in m.spec.items() if k not in m.unknowns})}"
         + (f" (and {', '.join(m.unknowns)} unknown)" if m.unknowns else "") for m in fits)
-    raise ValueError(f"detect: the state_dict ({_sample(shapes)}) fits {len(fits)} models:\n"
+    raise DetectError(f"detect: the state_dict ({_sample(shapes)}) fits {len(fits)} models:\n"
                      f"{listed}\npass types=[...] or a keyword only one of them takes to choose")
 
 

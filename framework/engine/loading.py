@@ -1,0 +1,310 @@
+"""Load a weights file into a model: the one path srgrad-infer / -eval / -export, srgrad-convert,
+`train.pretrained` and --resume take.
+
+- `load_into(model, path, ...)` loads any file load_weights reads (srgrad's safetensors, a plain
+  safetensors file, a PyTorch .pth read without running code) into a built model: strictly (every
+  key and shape; the error names each mismatch and what the file holds) or, with strict=False,
+  what fits. A file in another published layout of the model (the original ESRGAN repository's
+  `model.N` keys, EDSR-PyTorch's, ...: the `layouts` beside the model's detect rule) is mapped to
+  the model's keys first.
+- `load_model(path, spec, ...)` decides the model first: `spec` (--model), else the spec the file
+  stores (srgrad's weights files), else a config's model:, else detected from the keys and shapes
+  (framework/detect.py). A spec from anywhere is checked against the file's tensors before its
+  model is built, and built within a parameter budget of the file's size: a file asking for a
+  huge model is refused at once. `known` keywords (--model-arg without --model) override the
+  stored or detected ones; an assumption detection makes is said with the flag that changes it.
+"""
+from __future__ import annotations
+
+import inspect
+import os
+import sys
+
+import numpy as np
+
+from ..detect import DetectError, NoMatch, budget, check, describe, identify, shapes_of
+from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
+from ..nn.module import BudgetError, parameter_budget
+from ..registry import MODELS
+
+__all__ = ["load_into", "load_model", "build_model", "show_spec"]
+
+
+def show_spec(spec: dict) -> str:
+    """`Name(k=v, ...)` of a model spec, for messages."""
+    return describe(spec)
+
+
+def build_model(spec: dict, scale: int | None = None, limit: int | None = None):
+    """MODELS.build on a `{type, **kwargs}` spec; `scale` is added when the spec lacks it; `limit`:
+    at most this many values (parameter_budget), else a CheckpointError."""
+    spec = dict(spec)
+    if scale is not None:
+        spec.setdefault("scale", scale)
+    try:
+        if limit is None:
+            return MODELS.build(spec)
+        with parameter_budget(limit, f"the model {describe(spec)}"):
+            return MODELS.build(spec)
+    except BudgetError as exc:
+        raise CheckpointError(str(exc)) from None
+    except KeyError as exc:  # an unregistered model or layer (e.g. EDSR's block: spec)
+        raise ValueError(f"{exc.args[0]} (a custom model or layer? pass --config with its "
+                         f"imports:, or --import MODULE)") from None
+
+
+def _read(path, key, where):
+    source = os.fspath(path)
+    if not os.path.isfile(source):
+        raise CheckpointError(f"{where + '.path: ' if where else ''}{source} does not exist (or "
+                              f"is not a file)")
+    try:
+        return load_weights(source, key)
+    except CheckpointError as exc:
+        raise CheckpointError(f"{where}: {exc}" if where else str(exc)) from None
+
+
+def _defaults(name: str) -> dict:
+    params = inspect.signature(MODELS.get(name)).parameters
+    return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
+
+
+def _same(a, b) -> bool:
+    norm = (lambda v: tuple(v) if isinstance(v, (list, tuple)) else v)
+    return norm(a) == norm(b)
+
+
+def _to_model_keys(model, state: dict, spec: dict | None, source: str, where: str):
+    """`state` in `model`'s keys: as it is when the key sets agree, else through the layout of the
+    model's detect rule the file is in (its implied keywords checked against `spec`)."""
+    name = (spec or {}).get("type") or type(model).__name__
+    own = model.state_dict()
+    if set(state) == set(own) or name not in MODELS.names() \
+            or not callable(getattr(MODELS.get(name), "detect", None)):
+        return state, None
+    given = {k: v for k, v in (spec or {}).items() if k != "type"}
+    try:
+        match = check(state, {"type": name, **given})
+    except NoMatch as err:
+        if any(r[0] is not None for r in err.reasons):  # the file is in one of its layouts
+            raise CheckpointError(f"{where + ': ' if where else ''}{source} does not fit the "
+                                  f"model {name}: {err}") from None
+        return state, None
+    if match.layout is None:
+        return state, None
+    defaults = _defaults(name)
+    differ = [f"{k}={v!r} (the model: {given.get(k, defaults.get(k))!r})"
+              for k, v in match.implied.items() if not _same(v, given.get(k, defaults.get(k)))]
+    if differ:
+        raise CheckpointError(f"{where + ': ' if where else ''}{source} is in {match.layout.name} "
+                              f"layout, whose weights say {', '.join(differ)}: set them in the "
+                              f"model's spec")
+    return match.convert(state), match
+
+
+def load_into(model, path, key: str | None = None, *, strict: bool = True, spec: dict | None = None,
+              where: str = "", say=None, state: dict | None = None, info: dict | None = None) -> dict:
+    """Load the weights file `path` into the built `model`; returns the file's info (with
+    "layout": the name of the layout its keys were mapped from, when they were).
+
+    Args:
+        key: which weights of the file (params / params_ema / a .pth entry; default as
+            load_weights: params_ema when there is one).
+        strict: every key and shape must match (default); False loads what matches and says
+            through `say` what it skipped.
+        spec: the model's spec {"type": ..., **keywords} (a config's model:), against which a
+            layout's implied keywords (a MeanShift's mean, ...) are checked.
+        where: the config key or option that named the file, for messages ("train.pretrained").
+        state, info: the file's state_dict and info when already read (the file is not read again).
+
+    Raises:
+        CheckpointError naming `where`, the file and every mismatching key with both shapes (and
+        the architecture the file holds, when framework.detect recognises it).
+    """
+    source = os.fspath(path)
+    if state is None:
+        state, info = _read(source, key, where)
+    info = dict(info or {})
+    say = say or (lambda msg: print(msg, file=sys.stderr))
+    state, match = _to_model_keys(model, state, spec, source, where)
+    if match is not None:
+        info["layout"] = match.layout.name
+    if strict:
+        try:
+            check_state_matches(model, state, source)
+        except CheckpointError as exc:
+            raise CheckpointError(f"{where + ': ' if where else ''}{exc}{_what_it_holds(state, spec)}"
+                                  + (f" (or set {where}.strict: false to load only the matching "
+                                     f"weights)" if where else "")) from None
+        model.load_state_dict(state)
+        return info
+    own = model.state_dict()
+    fits = {k: v for k, v in state.items() if k in own and tuple(v.shape) == own[k].shape}
+    skipped = ([f"{k} (not in the file)" for k in own if k not in state]
+               + [f"{k} (not in the model)" for k in state if k not in own]
+               + [f"{k} (file {tuple(v.shape)} vs model {own[k].shape})"
+                  for k, v in state.items() if k in own and k not in fits])
+    model.load_state_dict(fits, strict=False)
+    say(f"{where + ': ' if where else ''}loaded {len(fits)} of {len(own)} tensors from {source}"
+        + (f"; skipped {len(skipped)}: {', '.join(skipped)}" if skipped else ""))
+    return info
+
+
+def _what_it_holds(state, spec) -> str:
+    """'. The file holds RRDBNet(...)' when framework.detect recognises it, else ''."""
+    scale = (spec or {}).get("scale")
+    try:
+        found = identify(state, **({"scale": scale} if scale else {})).spec
+    except (ValueError, TypeError):
+        return ""
+    return f". The file holds {describe(found)}: set model: to that"
+
+
+def _spec_differs(a: dict, b: dict) -> bool:
+    """Whether two model specs describe different models (keys one of them leaves at the default
+    are not compared)."""
+    return a.get("type") != b.get("type") or any(a[k] != b[k] for k in a.keys() & b.keys())
+
+
+def _flag(k: str, value=None) -> str:
+    """The command-line option that sets keyword `k` (to `value`)."""
+    if k == "scale":
+        return f"--scale {'S' if value is None else value}"
+    return f"--model-arg {k}={'...' if value is None else value}"
+
+
+def load_model(path, spec: dict | None = None, scale: int | None = None,
+               fallback_spec: dict | None = None, key: str | None = None, say=None,
+               known: dict | None = None):
+    """(model in eval mode, info) for the weights file `path` (any load_weights reads).
+
+    The model spec is, in this order: `spec` (--model on the command line), the file's metadata
+    (srgrad's trainer writes it: it describes these weights exactly), `fallback_spec` (a config's
+    `model:` block), else detected from the state_dict's keys and shapes (framework/detect.py; said
+    through `say`, with every assumption and the flag that changes it). `known` keywords
+    (--model-arg without --model) are given to the detection, or replace the stored / config
+    spec's (said). A config's model that disagrees with the file's spec is a warning naming both.
+    The spec is checked against the file's tensors before its model is built, and the model is
+    built within a budget of the file's size (a CheckpointError names the keyword the weights
+    contradict). `key`: params or params_ema. info["model"] is the spec used (with its scale)."""
+    from .zoo import load_zoo
+    load_zoo()
+    say = say or (lambda msg: print(msg, file=sys.stderr))
+    source = os.fspath(path)
+    known = dict(known or {})
+    if scale is not None:
+        known.setdefault("scale", scale)
+    state, info = _read(source, key, "")
+    stored = info.get("model")
+    if fallback_spec and stored and not spec and _spec_differs(stored, fallback_spec):
+        say(f"warning: --config's model {describe(fallback_spec)} differs from the one stored in "
+            f"{source}, {describe(stored)}: using the stored one (it describes these weights)")
+    match, why = None, None
+    if spec or stored or fallback_spec:
+        given = spec or stored or fallback_spec
+        from_store = not spec and bool(stored)
+        origin = "--model" if spec else f"the spec stored in {source}" if stored else "--config"
+        if given.get("scale") and known.get("scale", given["scale"]) != given["scale"]:
+            raise ValueError(f"{source}: the model is x{given['scale']}, --scale {known['scale']} "
+                             f"disagrees")
+        for k, v in known.items():
+            if k in given and not _same(given[k], v) and not spec:
+                say(f"{_flag(k, v)} replaces {k}={given[k]!r} of {origin}")
+        given = {**given, **known} if known else dict(given)
+        match, why = _checked(state, given, source)
+        spec = _given_spec(given, match, say, quiet=from_store)
+        if spec.get("scale") is None:  # the weights' scale (where they tell), else the file's
+            spec["scale"] = (match.spec.get("scale") if match is not None else None) \
+                or info.get("scale")
+    else:
+        match = _detect(state, source, known, say)
+        spec = match.spec
+    if spec.get("scale") is None:
+        raise ValueError("the model's scale is unknown: pass --scale")
+    model = match.model if match is not None and _resolved(spec) == _resolved(match.spec) else None
+    if model is None:
+        try:
+            model = build_model(spec, limit=budget(shapes_of(state)))
+        except CheckpointError as exc:  # over the budget: refused before its memory is touched
+            raise CheckpointError(f"{source} does not fit the model {describe(spec)}: "
+                                  f"{why or exc}; refused before building it") from None
+        except ValueError as exc:
+            if not info.get("imports"):
+                raise
+            raise ValueError(f"{exc} The weights were trained with imports: {info['imports']}") \
+                from None
+    if match is not None and match.layout is not None:
+        state = match.convert(state)
+        info["layout"] = match.layout.name
+    dtype = info.get("dtype")
+    if dtype:
+        model.to(np.dtype(dtype))
+    load_into(model, source, state=state, info=info, spec=spec)
+    model.eval()
+    scale = int(spec["scale"])
+    info = {**info, "model": {**spec, "scale": scale}, "scale": scale}
+    return model, info
+
+
+def _resolved(spec: dict) -> dict:
+    """Every constructor keyword of a spec (its value or the default), lists as tuples."""
+    out = {**_defaults(spec["type"]), **spec}
+    return {k: tuple(v) if isinstance(v, list) else v for k, v in out.items()}
+
+
+def _given_spec(given: dict, match, say, quiet: bool) -> dict:
+    """A given spec (--model, stored, config) means its keywords and the defaults for the rest;
+    the facts of the layout the file is in (a MeanShift's mean, ...) fill what it leaves out. Where
+    the detection would assume otherwise than the default, a note says so (not for a stored spec,
+    which describes its weights exactly)."""
+    if match is None:
+        return given
+    spec = {**given, **{k: v for k, v in match.implied.items() if k not in given}}
+    defaults = _defaults(spec["type"])
+    for note in [] if quiet else match.notes:
+        k = note.split("=", 1)[0]
+        if k in defaults and not _same(match.spec[k], defaults[k]):
+            say(f"note: running with {k}={defaults[k]!r} (the default); the detection would "
+                f"assume {note}: pass {_flag(k, repr(match.spec[k]))} for that")
+    return spec
+
+
+def _checked(state, spec: dict, source: str):
+    """(Match, None) when the given spec fits the file under its model's detect rule; (None, why)
+    when it does not but the file is in the model's own keys (the model is then built within the
+    budget and the strict load names every mismatch, or the budget refuses it with `why`); (None,
+    None) for a model without a rule. CheckpointError when the file is in one of the model's
+    other layouts and does not fit, or when keywords stay unknown."""
+    name = spec.get("type")
+    if name not in MODELS.names() or not callable(getattr(MODELS.get(name), "detect", None)):
+        return None, None
+    try:
+        match = check(state, spec)
+    except NoMatch as err:
+        if any(layout is not None for layout, _ in err.reasons):
+            raise CheckpointError(f"{source} does not fit the model {describe(spec)}: {err}") \
+                from None
+        return None, str(err)
+    if match.unknowns:
+        raise CheckpointError(f"{source}: the weights do not fix {', '.join(match.unknowns)} of "
+                              f"{describe(spec)}: pass {' '.join(_flag(k) for k in match.unknowns)}")
+    return match, None
+
+
+def _detect(state, source: str, known: dict, say):
+    try:
+        match = identify(state, **known)
+    except DetectError as exc:
+        msg = str(exc)
+        if exc.match is not None:
+            msg = msg[:msg.rindex(": pass detect(")]
+        if exc.match is not None:  # one model fits, keywords unknown: the flags that give them
+            msg += ": pass " + " ".join(_flag(k) for k in exc.match.unknowns)
+        else:
+            msg += "\npass --model TYPE --scale S (and --model-arg k=v) or --config CONFIG"
+        raise CheckpointError(f"{source} carries no model spec and {msg}") from None
+    how = f" ({match.layout.name} layout)" if match.layout is not None else ""
+    say(f"detected {describe(match.spec)} from the keys and shapes of {source}{how}")
+    for note in match.notes:
+        say(f"assumed {note} ({_flag(note.split('=', 1)[0], 'VALUE')} changes it)")
+    return match
