@@ -22,7 +22,8 @@ A keyword the weights cannot tell is never guessed silently. A rule either
   convention of the original repository decides it (the rule's docstring says which);
 - returns `Assumed(value, why)` when a convention decides it that a file from elsewhere may not
   follow: it is used, and said (Match.notes; srgrad-infer prints it with the --model-arg that changes
-  it);
+  it); `Assumed(value, why, quiet=True)` for a documented convention that a given keyword may
+  override (a plain value would contradict it);
 - returns `Unknown(probe, why, choices)` when nothing decides it (SRCNN's scale: the bicubic
   pre-upsampling has no weights): the caller gives it, `detect(sd, scale=3)`, else the error asks.
 A given keyword the weights contradict rules that model out, and so does one the model does not
@@ -74,11 +75,13 @@ class Unknown:
 
 
 class Assumed:
-    """A keyword the weights do not fix, decided by a convention a file from elsewhere may not
-    follow: `value` is used unless the caller gives the keyword, and `why` is said (Match.notes)."""
+    """A keyword the weights do not fix, decided by a convention: `value` is used unless the caller
+    gives the keyword (no conflict then), and `why` is said (Match.notes) unless `quiet` (a
+    convention every published file of the original repository follows, which the rule's
+    docstring states)."""
 
-    def __init__(self, value, why: str):
-        self.value, self.why = value, why
+    def __init__(self, value, why: str, quiet: bool = False):
+        self.value, self.why, self.quiet = value, why, quiet
 
     def __repr__(self):
         return f"Assumed({self.value!r}: {self.why})"
@@ -282,7 +285,7 @@ def _try(name: str, cls, shapes: dict, known: dict, layout: Layout | None, state
             raise NoMatch(f"the weights say {k}={show(v)}, {show(known[k])} was given")
     spec, notes = {"type": name}, []
     for k, v in found.items():
-        if isinstance(v, Assumed) and k not in known:
+        if isinstance(v, Assumed) and k not in known and not v.quiet:
             notes.append(f"{k}={v.value!r}: {v.why}")
         spec[k] = v.value if isinstance(v, Assumed) else v
     spec.update(known)
