@@ -33,6 +33,12 @@ def parameter_budget(limit: int, what: str):
         _budget = saved
 
 
+def claim(n: int) -> None:
+    """Count `n` values against the active parameter_budget (nothing outside one) before
+    allocating them: for a buffer computed before it is registered (SwinIR's attention masks)."""
+    _spend(int(n))
+
+
 def _spend(n: int) -> None:
     if _budget is not None:
         _budget[0] -= n
