@@ -207,9 +207,12 @@ def load_model(path, spec: dict | None = None, scale: int | None = None,
         if given.get("scale") and known.get("scale", given["scale"]) != given["scale"]:
             raise ValueError(f"{source}: the model is x{given['scale']}, --scale {known['scale']} "
                              f"disagrees")
+        defaults = _defaults(given["type"]) if given.get("type") in MODELS.names() else {}
         for k, v in known.items():
-            if k in given and not _same(given[k], v) and not spec:
-                say(f"{_flag(k, v)} replaces {k}={given[k]!r} of {origin}")
+            old = given.get(k, defaults.get(k))
+            if not spec and k != "scale" and not _same(old, v):
+                say(f"{_flag(k, v)} replaces {k}={old!r} of {origin}"
+                    + ("" if k in given else " (its default)"))
         given = {**given, **known} if known else dict(given)
         match, why = _checked(state, given, source)
         spec = _given_spec(given, match, say, quiet=from_store)
