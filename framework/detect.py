@@ -260,7 +260,7 @@ def _mismatch(own: dict, shapes: dict) -> str | None:
 def budget(shapes: dict) -> int:
     """How many values a model built for weights of these shapes may hold while it is built
     (parameter_budget): twice theirs, plus room for a tiny model (a model that fits has as many)."""
-    return 2 * sum(math.prod(s) for s in shapes.values()) + 16384
+    return 2 * sum(math.prod(s) for s in shapes.values()) + 65536
 
 
 def _try(name: str, cls, shapes: dict, known: dict, layout: Layout | None, state) -> Match:

@@ -225,6 +225,10 @@ def load_model(path, spec: dict | None = None, scale: int | None = None,
     if spec.get("scale") is None:
         raise ValueError("the model's scale is unknown: pass --scale")
     model = match.model if match is not None and _resolved(spec) == _resolved(match.spec) else None
+    if model is None and match is not None and why is None:  # what the spec says otherwise
+        have, fits = _resolved(spec), _resolved(match.spec)
+        why = "; ".join(f"the weights say {k}={fits[k]!r}, the spec has {have.get(k)!r}"
+                        for k in match.spec if k != "type" and not _same(have.get(k), fits[k]))
     if model is None:
         try:
             model = build_model(spec, limit=budget(shapes_of(state)))

@@ -45,7 +45,7 @@ def test_a_tiny_file_asking_for_a_huge_model_is_refused_at_once(tmp_path, ask, w
     finally:
         tracemalloc.stop()
     assert time.perf_counter() - start < 20  # it built 10^9 layers for minutes before
-    assert peak < 20 * 2 ** 20, peak  # num_feat 8000 allocated 2.3 GB before
+    assert peak < 64 * 2 ** 20, peak  # num_feat 8000 allocated 2.3 GB before
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith(f"{path} does not fit the model SRVGGNetCompact("), msg
     assert why in msg and "refused before building it" in msg, msg
@@ -79,7 +79,7 @@ def test_a_model_without_a_rule_is_built_within_the_file_s_budget(tmp_path, ask)
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert peak < 20 * 2 ** 20, peak
+    assert peak < 64 * 2 ** 20, peak
 
 
 def test_a_spec_that_fits_loads_as_before(tmp_path):
