@@ -49,11 +49,11 @@ def _sequential_rules(shapes: dict) -> list:
 
 ESRGAN_LAYOUTS = (
     Layout("the original ESRGAN repository's first layout (model.N)",
-           "RRDB_ESRGAN_x4_old_arch.pth, and the community's 4x_/2x_/1x_ ESRGAN files "
-           "(4x-UltraSharp.pth)", ("model.0.weight", "model.1.sub.0.RDB1.conv1.0.weight"),
+           "RRDB_ESRGAN_x4.pth as first released, and the community's 4x_/2x_/1x_ ESRGAN "
+           "files (4x-UltraSharp.pth)", ("model.0.weight", "model.1.sub.0.RDB1.conv1.0.weight"),
            _sequential_rules),
     Layout("the later ESRGAN / BSRGAN / RealSR layout (RRDB_trunk)",
-           "RRDB_ESRGAN_x4.pth (xinntao/ESRGAN), BSRGAN.pth, RealSR's DF2K.pth",
+           "RRDB_ESRGAN_x4.pth as xinntao/ESRGAN ships it now, BSRGAN.pth, RealSR's DF2K.pth",
            ("conv_first.weight", "RRDB_trunk.0.RDB1.conv1.weight", "trunk_conv.weight"),
            [(rf"RRDB_trunk\.(\d+)\.{_RDB}\.(weight|bias)", r"body.\1.rdb\2.\3.\4"),
             (r"trunk_conv\.(weight|bias)", r"conv_body.\1"),

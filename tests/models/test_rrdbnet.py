@@ -165,8 +165,8 @@ LAYOUT_CASES = [  # (twin keywords, stages, the spec detection must find)
 @pytest.mark.parametrize("fmt", ["zip", "legacy"])
 @pytest.mark.parametrize("kw,stages,want", LAYOUT_CASES)
 def test_original_esrgan_layout_loads_and_matches_its_twin(kw, stages, want, fmt, tmp_path):
-    """model.0, model.1.sub.N.RDB1.conv1.0, model.3/6/8/10 (RRDB_ESRGAN_x4_old_arch.pth and the
-    community's ESRGAN files) at x1, x2, x4, x8, ESRGAN+ and with a pixel unshuffle."""
+    """model.0, model.1.sub.N.RDB1.conv1.0, model.3/6/8/10 (RRDB_ESRGAN_x4.pth as first released and
+    the community's ESRGAN files) at x1, x2, x4, x8, ESRGAN+ and with a pixel unshuffle."""
     torch = pytest.importorskip("torch")
     from tests.twins.esrgan import ESRGANSequential
     from .published import assert_close, run_published
@@ -225,5 +225,5 @@ def test_a_broken_original_layout_names_the_layout(tmp_path):
     msg = str(err.value)
     assert "detect: no architecture srgrad has matches this state_dict (model.0.weight" in msg, msg
     assert ("It has the keys of the original ESRGAN repository's first layout (model.N) (e.g. "
-            "RRDB_ESRGAN_x4_old_arch.pth") in msg, msg
+            "RRDB_ESRGAN_x4.pth as first released") in msg, msg
     assert "which RRDBNet reads, but: model.* has 12 entries: not 5 + 3 per x2 upsampling" in msg
