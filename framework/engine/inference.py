@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from fractions import Fraction
 
 import numpy as np

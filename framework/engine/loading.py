@@ -22,17 +22,13 @@ import sys
 
 import numpy as np
 
-from ..detect import DetectError, NoMatch, budget, check, describe, identify, shapes_of
+from ..detect import (DetectError, NoMatch, _same, budget, check, describe, identify,
+                      shapes_of)
 from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
 from ..nn.module import BudgetError, parameter_budget
 from ..registry import MODELS
 
-__all__ = ["load_into", "load_model", "build_model", "show_spec"]
-
-
-def show_spec(spec: dict) -> str:
-    """`Name(k=v, ...)` of a model spec, for messages."""
-    return describe(spec)
+__all__ = ["load_into", "load_model", "build_model"]
 
 
 def build_model(spec: dict, scale: int | None = None, limit: int | None = None):
@@ -67,11 +63,6 @@ def _read(path, key, where):
 def _defaults(name: str) -> dict:
     params = inspect.signature(MODELS.get(name)).parameters
     return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
-
-
-def _same(a, b) -> bool:
-    norm = (lambda v: tuple(v) if isinstance(v, (list, tuple)) else v)
-    return norm(a) == norm(b)
 
 
 def _to_model_keys(model, state: dict, spec: dict | None, source: str, where: str):

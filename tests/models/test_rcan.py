@@ -146,7 +146,7 @@ def test_official_layout_loads_and_matches_its_twin(kw, want, fmt, tmp_path):
 
 
 def test_a_meanshift_with_a_std_is_refused_by_name(tmp_path):
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from framework.engine import load_model
     from framework.io.checkpoint import CheckpointError
     from tests.twins.edsr_pytorch import MeanShift, RCANOfficial
@@ -162,7 +162,7 @@ def test_a_meanshift_with_a_std_is_refused_by_name(tmp_path):
 def test_fine_tuning_from_the_official_layout_checks_its_mean(tmp_path):
     """train.pretrained's path (load_into with the config's model): the file's keys are mapped; a
     config whose rgb_mean differs from the file's MeanShift is told which to set."""
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from framework.engine import load_into
     from framework.io.checkpoint import CheckpointError
     from tests.twins.edsr_pytorch import RCANOfficial
