@@ -40,9 +40,10 @@ import math
 import re
 from dataclasses import dataclass, field
 
+from ._check import show
 from .nn.module import BudgetError, parameter_budget
 from .random import fork_rng
-from .registry import MODELS, show
+from .registry import MODELS
 
 __all__ = ["detect", "identify", "check", "Match", "Layout", "NoMatch", "DetectError", "Unknown",
            "Assumed", "need",

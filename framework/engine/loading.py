@@ -24,7 +24,7 @@ import numpy as np
 
 from ..detect import (DetectError, NoMatch, _same, budget, check, describe, identify,
                       shapes_of)
-from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
+from ..weights import CheckpointError, check_state_matches, load_weights
 from ..nn.module import BudgetError, parameter_budget
 from ..registry import MODELS
 

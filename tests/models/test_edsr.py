@@ -149,8 +149,8 @@ def test_mdsr_is_refused_by_name(tmp_path):
     """EDSR-PyTorch's MDSR (pre_process.S.*, upsample.S.*: several scales' heads and tails) is not
     an EDSR: the refusal says so first, then each model's reason."""
     from framework.engine import load_model
-    from framework.io.checkpoint import CheckpointError
-    from framework.io.pth_write import write_pth
+    from framework.weights import CheckpointError
+    from framework.weights import write_pth
     f = 8
     state = {"sub_mean.weight": np.eye(3, dtype=np.float32).reshape(3, 3, 1, 1),
              "sub_mean.bias": np.zeros(3, np.float32),

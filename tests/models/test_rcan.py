@@ -148,7 +148,7 @@ def test_official_layout_loads_and_matches_its_twin(kw, want, fmt, tmp_path):
 def test_a_meanshift_with_a_std_is_refused_by_name(tmp_path):
     pytest.importorskip("torch")
     from framework.engine import load_model
-    from framework.io.checkpoint import CheckpointError
+    from framework.weights import CheckpointError
     from tests.twins.edsr_pytorch import MeanShift, RCANOfficial
     from .published import save_pth
     twin = RCANOfficial(scale=2, n_resgroups=1, n_resblocks=1, n_feats=8, reduction=4)
@@ -164,7 +164,7 @@ def test_fine_tuning_from_the_official_layout_checks_its_mean(tmp_path):
     config whose rgb_mean differs from the file's MeanShift is told which to set."""
     pytest.importorskip("torch")
     from framework.engine import load_into
-    from framework.io.checkpoint import CheckpointError
+    from framework.weights import CheckpointError
     from tests.twins.edsr_pytorch import RCANOfficial
     from .published import save_pth
     twin = RCANOfficial(scale=2, n_resgroups=1, n_resblocks=1, n_feats=8, reduction=4,

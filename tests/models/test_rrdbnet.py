@@ -214,7 +214,7 @@ def test_a_broken_original_layout_names_the_layout(tmp_path):
     """An original-layout file with a stray entry: the refusal says it has that layout's keys."""
     torch = pytest.importorskip("torch")
     from framework.engine import load_model
-    from framework.io.checkpoint import CheckpointError
+    from framework.weights import CheckpointError
     from tests.twins.esrgan import ESRGANSequential
     from .published import save_pth
     twin = ESRGANSequential(nf=8, nb=1, gc=4, stages=2)

@@ -14,7 +14,7 @@ import models  # noqa: F401  registers the architectures
 from framework.engine import load_into, load_model
 from framework.engine.cli import infer_main
 from framework.engine.convert import main as convert_main
-from framework.io.checkpoint import CheckpointError, load_weights, save_weights
+from framework.weights import CheckpointError, load_weights, save_weights
 from framework.nn import init
 from framework.registry import MODELS
 
@@ -90,7 +90,7 @@ def test_a_spec_that_fits_loads_as_before(tmp_path):
 
 def _swinir_car(tmp_path):
     """A window-7, no-upsampler SwinIR state_dict (the 006_colorCAR layout), as a .pth."""
-    from framework.io.pth_write import write_pth
+    from framework.weights import write_pth
     init.manual_seed(0)
     spec = {"type": "SwinIR", "upsampler": "", "scale": 1, "window_size": 7, "img_size": 14,
             "embed_dim": 6, "depths": [2], "num_heads": [2], "mlp_ratio": 2.0}

@@ -47,7 +47,7 @@ def test_matmul_parity_with_torch(sa, sb, rng):
 def test_attention_products_threaded_equal_serial(rng, monkeypatch):
     """q k^T and attn v at window-attention shapes (B*nW, heads, N, d): the sliced products on worker
     threads give bit-identical values and gradients to one np.matmul (the same per-matrix BLAS calls)."""
-    if linear_module._tiles.BLAS_THREADS is None:
+    if not sg.threads.blas_controllable():
         pytest.skip("the worker threads need numpy's OpenBLAS (its thread count is set per call)")
     q, k = t64(rng, 8, 3, 16, 6), t64(rng, 8, 3, 16, 6)
     g = rng.standard_normal((8, 3, 16, 16))
@@ -156,7 +156,7 @@ def test_linear_chunks_on_threads_equal_one_product(rows, rng, monkeypatch):
     """linear's rows in fixed chunks (here 3 rows) on worker threads: the output and input gradient
     are the one-product values, the weight and bias gradients the sums of per-chunk partials, the
     same bits whether the chunks run on 1 or 2 threads."""
-    if linear_module._tiles.BLAS_THREADS is None:
+    if not sg.threads.blas_controllable():
         pytest.skip("the worker threads need numpy's OpenBLAS (its thread count is set per call)")
     a, wa, ba = rng.standard_normal((rows, 5)), rng.standard_normal((4, 5)), rng.standard_normal(4)
     g = rng.standard_normal((rows, 4))
