@@ -36,8 +36,8 @@ def _check_output(src: Path, out: Path, overwrite: bool) -> None:
 
 def _weights(args) -> int:
     import numpy as np
-    from ..weights import CheckpointError, load_weights, save_weights, write_pth
-    from .loading import load_into
+    from ..weights import CheckpointError, load_into, load_weights, save_weights, write_pth
+
     src, out = Path(args.weights), Path(args.output)
     ext = out.suffix.lower()
     if ext not in (".safetensors", ".pth", ".pt"):

@@ -1,13 +1,9 @@
-"""Load a weights file into a model: the one path srgrad-infer / -eval / -export, srgrad-convert,
-`train.pretrained` and --resume take.
+"""Which model a weights file is, built and loaded: `load_model(path, spec, ...)`, what
+srgrad-infer / -eval / -export and srgrad-convert run (the file goes into the model through
+framework.weights.load_into, the one path from a file into a model, which train.pretrained and
+--resume take too).
 
-- `load_into(model, path, ...)` loads any file load_weights reads (srgrad's safetensors, a plain
-  safetensors file, a PyTorch .pth read without running code) into a built model: strictly (every
-  key and shape; the error names each mismatch and what the file holds) or, with strict=False,
-  what fits. A file in another published layout of the model (the original ESRGAN repository's
-  `model.N` keys, EDSR-PyTorch's, ...: the `layouts` beside the model's detect rule) is mapped to
-  the model's keys first.
-- `load_model(path, spec, ...)` decides the model first: `spec` (--model), else the spec the file
+`load_model` decides the model first: `spec` (--model), else the spec the file
   stores (srgrad's weights files), else a config's model:, else detected from the keys and shapes
   (framework/detect.py). A spec from anywhere is checked against the file's tensors before its
   model is built, and built within a parameter budget of the file's size: a file asking for a
@@ -16,19 +12,18 @@
 """
 from __future__ import annotations
 
-import inspect
 import os
 import sys
 
 import numpy as np
 
-from ..detect import (DetectError, NoMatch, _same, budget, check, describe, identify,
-                      shapes_of)
-from ..weights import CheckpointError, check_state_matches, load_weights
+from ..detect import DetectError, NoMatch, _same, budget, check, describe, identify, shapes_of
 from ..nn.module import BudgetError, parameter_budget
 from ..registry import MODELS
+from ..weights import CheckpointError, load_into
+from ..weights.loading import model_defaults, read
 
-__all__ = ["load_into", "load_model", "build_model"]
+__all__ = ["load_model", "build_model"]
 
 
 def build_model(spec: dict, scale: int | None = None, limit: int | None = None):
@@ -47,108 +42,6 @@ def build_model(spec: dict, scale: int | None = None, limit: int | None = None):
     except KeyError as exc:  # an unregistered model or layer (e.g. EDSR's block: spec)
         raise ValueError(f"{exc.args[0]} (a custom model or layer? pass --config with its "
                          f"imports:, or --import MODULE)") from None
-
-
-def _read(path, key, where):
-    source = os.fspath(path)
-    if not os.path.isfile(source):
-        raise CheckpointError(f"{where + '.path: ' if where else ''}{source} does not exist (or "
-                              f"is not a file)")
-    try:
-        return load_weights(source, key)
-    except CheckpointError as exc:
-        raise CheckpointError(f"{where}: {exc}" if where else str(exc)) from None
-
-
-def _defaults(name: str) -> dict:
-    params = inspect.signature(MODELS.get(name)).parameters
-    return {k: p.default for k, p in params.items() if p.default is not inspect.Parameter.empty}
-
-
-def _to_model_keys(model, state: dict, spec: dict | None, source: str, where: str):
-    """`state` in `model`'s keys: as it is when the key sets agree, else through the layout of the
-    model's detect rule the file is in (its implied keywords checked against `spec`)."""
-    name = (spec or {}).get("type") or type(model).__name__
-    own = model.state_dict()
-    if set(state) == set(own) or name not in MODELS.names() \
-            or not callable(getattr(MODELS.get(name), "detect", None)):
-        return state, None
-    given = {k: v for k, v in (spec or {}).items() if k != "type"}
-    try:
-        match = check(state, {"type": name, **given})
-    except NoMatch as err:
-        if any(r[0] is not None for r in err.reasons):  # the file is in one of its layouts
-            raise CheckpointError(f"{where + ': ' if where else ''}{source} does not fit the "
-                                  f"model {name}: {err}") from None
-        return state, None
-    if match.layout is None:
-        return state, None
-    defaults = _defaults(name)
-    differ = [f"{k}={v!r} (the model: {given.get(k, defaults.get(k))!r})"
-              for k, v in match.implied.items() if not _same(v, given.get(k, defaults.get(k)))]
-    if differ:
-        raise CheckpointError(f"{where + ': ' if where else ''}{source} is in {match.layout.name} "
-                              f"layout, whose weights say {', '.join(differ)}: set them in the "
-                              f"model's spec")
-    return match.convert(state), match
-
-
-def load_into(model, path, key: str | None = None, *, strict: bool = True, spec: dict | None = None,
-              where: str = "", say=None, state: dict | None = None, info: dict | None = None) -> dict:
-    """Load the weights file `path` into the built `model`; returns the file's info (with
-    "layout": the name of the layout its keys were mapped from, when they were).
-
-    Args:
-        key: which weights of the file (params / params_ema / a .pth entry; default as
-            load_weights: params_ema when there is one).
-        strict: every key and shape must match (default); False loads what matches and says
-            through `say` what it skipped.
-        spec: the model's spec {"type": ..., **keywords} (a config's model:), against which a
-            layout's implied keywords (a MeanShift's mean, ...) are checked.
-        where: the config key or option that named the file, for messages ("train.pretrained").
-        state, info: the file's state_dict and info when already read (the file is not read again).
-
-    Raises:
-        CheckpointError naming `where`, the file and every mismatching key with both shapes (and
-        the architecture the file holds, when framework.detect recognises it).
-    """
-    source = os.fspath(path)
-    if state is None:
-        state, info = _read(source, key, where)
-    info = dict(info or {})
-    say = say or (lambda msg: print(msg, file=sys.stderr))
-    state, match = _to_model_keys(model, state, spec, source, where)
-    if match is not None:
-        info["layout"] = match.layout.name
-    if strict:
-        try:
-            check_state_matches(model, state, source)
-        except CheckpointError as exc:
-            raise CheckpointError(f"{where + ': ' if where else ''}{exc}{_what_it_holds(state, spec)}"
-                                  + (f" (or set {where}.strict: false to load only the matching "
-                                     f"weights)" if where else "")) from None
-        model.load_state_dict(state)
-        return info
-    own = model.state_dict()
-    fits = {k: v for k, v in state.items() if k in own and tuple(v.shape) == own[k].shape}
-    skipped = ([f"{k} (not in the file)" for k in own if k not in state]
-               + [f"{k} (not in the model)" for k in state if k not in own]
-               + [f"{k} (file {tuple(v.shape)} vs model {own[k].shape})"
-                  for k, v in state.items() if k in own and k not in fits])
-    model.load_state_dict(fits, strict=False)
-    say(f"{where + ': ' if where else ''}loaded {len(fits)} of {len(own)} tensors from {source}"
-        + (f"; skipped {len(skipped)}: {', '.join(skipped)}" if skipped else ""))
-    return info
-
-
-def _what_it_holds(state, spec) -> str:
-    """'. The file holds RRDBNet(...)' when framework.detect recognises it, else ''."""
-    scale = (spec or {}).get("scale")
-    try:
-        found = identify(state, **({"scale": scale} if scale else {})).spec
-    except (ValueError, TypeError):
-        return ""
-    return f". The file holds {describe(found)}: set model: to that"
 
 
 def _spec_differs(a: dict, b: dict) -> bool:
@@ -185,7 +78,7 @@ def load_model(path, spec: dict | None = None, scale: int | None = None,
     known = dict(known or {})
     if scale is not None:
         known.setdefault("scale", scale)
-    state, info = _read(source, key, "")
+    state, info = read(source, key, "")
     stored = info.get("model")
     if fallback_spec and stored and not spec and _spec_differs(stored, fallback_spec):
         say(f"warning: --config's model {describe(fallback_spec)} differs from the one stored in "
@@ -198,7 +91,7 @@ def load_model(path, spec: dict | None = None, scale: int | None = None,
         if given.get("scale") and known.get("scale", given["scale"]) != given["scale"]:
             raise ValueError(f"{source}: the model is x{given['scale']}, --scale {known['scale']} "
                              f"disagrees")
-        defaults = _defaults(given["type"]) if given.get("type") in MODELS.names() else {}
+        defaults = model_defaults(given["type"]) if given.get("type") in MODELS.names() else {}
         for k, v in known.items():
             old = given.get(k, defaults.get(k))
             if not spec and k != "scale" and not _same(old, v):
@@ -246,7 +139,7 @@ def load_model(path, spec: dict | None = None, scale: int | None = None,
 
 def _resolved(spec: dict) -> dict:
     """Every constructor keyword of a spec (its value or the default), lists as tuples."""
-    out = {**_defaults(spec["type"]), **spec}
+    out = {**model_defaults(spec["type"]), **spec}
     return {k: tuple(v) if isinstance(v, list) else v for k, v in out.items()}
 
 
@@ -258,7 +151,7 @@ def _given_spec(given: dict, match, say, quiet: bool) -> dict:
     if match is None:
         return given
     spec = {**given, **{k: v for k, v in match.implied.items() if k not in given}}
-    defaults = _defaults(spec["type"])
+    defaults = model_defaults(spec["type"])
     for note in [] if quiet else match.notes:
         k = note.split("=", 1)[0]
         if k in defaults and not _same(match.spec[k], defaults[k]):

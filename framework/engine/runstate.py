@@ -11,7 +11,7 @@ from pathlib import Path
 from .. import weights as ckpt
 from ..io.atomic import write_atomic
 from ..io.config import dump_config
-from .loading import load_into
+from ..weights import load_into
 from .runlog import MetricsLog
 from .schema import config_hash
 

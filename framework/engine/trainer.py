@@ -30,7 +30,7 @@ from ..metrics import higher_is_better
 from ..optim import EMA
 from ..registry import DATASETS, LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
 from ..tensor import Tensor
-from .loading import load_into
+from ..weights import load_into
 from .runlog import Progress, RunLock, duration, plot_curves
 from .runstate import (RunState, TrainingError, TrainingInterrupted,  # noqa: F401  re-exported
                        find_latest_checkpoint)
