@@ -9,7 +9,7 @@ by name (framework/signatures.py)."""
 from __future__ import annotations
 
 from framework import nn
-from framework._check import int_arg, number
+from framework.check import int_arg, number
 from framework.detect import Assumed, Layout, count, need
 from framework.registry import LAYERS, MODELS
 

@@ -12,7 +12,7 @@ import math
 
 import framework.functional as F
 from framework import nn
-from framework._check import flag, int_arg, number
+from framework.check import flag, int_arg, number
 from framework.detect import Layout, NoMatch, count, need
 from framework.registry import MODELS
 

@@ -15,7 +15,7 @@ import math
 import framework.functional as F
 from framework import nn
 from framework.nn.conv import conv_act
-from framework._check import choice, flag, int_arg
+from framework.check import choice, flag, int_arg
 from framework.registry import MODELS
 
 from ._blocks import default_init_weights, make_layer

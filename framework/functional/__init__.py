@@ -1,6 +1,8 @@
 """Differentiable ops, one family per module; each module holds its Functions (and numba kernels)
 and the lowercase wrappers re-exported here. `import framework.functional as F`."""
 from ._util import unbroadcast
+from .attention import (attention, attention_softmax, window_attention, window_partition,
+                        window_reverse)
 from .activation import gelu, leaky_relu, prelu, relu, sigmoid, tanh
 from .conv import conv2d, conv_padding, conv_transpose2d
 from .dropout import drop_path, dropout
@@ -20,7 +22,8 @@ from .shape import (cat, chunk, crop_to, expand, flatten, getitem, pad, pad_to_m
 from .softmax import log_softmax, softmax
 
 __all__ = [
-    "unbroadcast", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d", "conv_padding",
+    "unbroadcast", "attention", "attention_softmax", "window_attention", "window_partition",
+    "window_reverse", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d", "conv_padding",
     "conv_transpose2d", "drop_path", "dropout", "abs", "add", "cast", "clamp", "clone", "div", "exp",
     "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub", "where", "imresize", "linear",
     "matmul", "binary_cross_entropy_with_logits", "softplus", "charbonnier_loss",
