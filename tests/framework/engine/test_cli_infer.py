@@ -422,7 +422,7 @@ def test_eval_takes_any_registered_metric_and_names_columns_as_metrics_csv(weigh
     rows = list(csv.DictReader(open(out)))
     assert list(rows[0]) == ["image", "mean_abs_rgb", "psnr_rgb", "bicubic_mean_abs_rgb",
                              "bicubic_psnr_rgb", "delta_psnr_rgb", "tta"]
-    model, _ = inference.load_model(weights)
+    model, _ = load_model(weights)
     from framework.data import HRImageDataset
     item = HRImageDataset(img, 2).get(0)
     sr = inference.super_resolve(model, item["lq"], 2, 3)
