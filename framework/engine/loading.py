@@ -194,7 +194,7 @@ def _detect(state, source: str, known: dict, say):
         else:
             msg += "\npass --model TYPE --scale S (and --model-arg k=v) or --config CONFIG"
         raise CheckpointError(f"{source} carries no model spec and {msg}") from None
-    how = f" ({match.layout.name} layout)" if match.layout is not None else ""
+    how = f" (in {match.layout.name})" if match.layout is not None else ""
     say(f"detected {describe(match.spec)} from the keys and shapes of {source}{how}")
     for note in match.notes:
         say(f"assumed {note} ({_flag(note.split('=', 1)[0], 'VALUE')} changes it)")

@@ -62,9 +62,8 @@ def _to_model_keys(model, state: dict, spec: dict | None, source: str, where: st
     differ = [f"{k}={v!r} (the model: {given.get(k, defaults.get(k))!r})"
               for k, v in match.implied.items() if not _same(v, given.get(k, defaults.get(k)))]
     if differ:
-        raise CheckpointError(f"{where + ': ' if where else ''}{source} is in {match.layout.name} "
-                              f"layout, whose weights say {', '.join(differ)}: set them in the "
-                              f"model's spec")
+        raise CheckpointError(f"{where + ': ' if where else ''}{source} is in {match.layout.name}, "
+                              f"whose weights say {', '.join(differ)}: set them in the model's spec")
     return match.convert(state), match
 
 

@@ -177,7 +177,8 @@ def test_original_esrgan_layout_loads_and_matches_its_twin(kw, stages, want, fmt
     assert info["layout"].startswith("the original ESRGAN repository's first layout")
     assert info["model"] == {"type": "RRDBNet", "num_in_ch": 3, "num_out_ch": 3, "num_feat": 8,
                              "num_block": 2, "num_grow_ch": 4, **want}
-    assert "detected RRDBNet(" in said[0] and "(the original ESRGAN" in said[0]
+    assert "detected RRDBNet(" in said[0]
+    assert "(in the original ESRGAN repository's first layout (model.N))" in said[0]
     assert_close(ours, ref)
 
 
