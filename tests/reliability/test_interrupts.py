@@ -285,7 +285,7 @@ def test_an_update_that_makes_the_weights_non_finite_is_never_checkpointed(make_
 
 def state_of(trainer):
     return ({k: v.copy() for k, v in trainer.model.state_dict().items()},
-            trainer.optimizer.state_dict()["state"][0]["step"])
+            trainer.recipe.optimizer.state_dict()["state"][0]["step"])
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -296,19 +296,19 @@ def test_skip_option_skips_non_finite_batches_and_leaves_the_state_alone(make_ti
     from framework.engine.schema import load_config
     cfg = load_config(make_tiny_config(iters=6, every=6), ["train.nonfinite_loss=skip"])
     t = Trainer(cfg, progress=False)
-    loss_fn, reduce = t.loss_fn, t._reduce_gradients
+    loss_fn, reduce = t.recipe.criteria["pixel"], t.recipe.reduce
     poison = {2: float("nan"), 3: float("inf")}  # iteration (1-based) -> loss factor
 
     def loss(out, gt):
         return loss_fn(out, gt) * poison.get(t.iteration + 1, 1.0)
 
-    def reduce_gradients(value):
+    def reduce_gradients(params, values):
         if t.iteration + 1 == 5:  # a NaN gradient in one weight, the loss itself finite
             p = next(iter(t.model.parameters()))
             p.grad.data[...] = np.nan
-        return reduce(value)
+        return reduce(params, values)
 
-    t.loss_fn, t._reduce_gradients = loss, reduce_gradients
+    t.recipe.criteria["pixel"], t.recipe.reduce = loss, reduce_gradients
     states = []
     original = t._train_step
 

@@ -1,4 +1,4 @@
-"""GAN training (framework/engine/gan.py): two iterations equal Real-ESRGAN's optimize_parameters run
+"""GAN training (framework/engine/recipes/gan.py): two iterations equal Real-ESRGAN's optimize_parameters run
 on torch twins with the same weights and data (float64, the generator held back by
 net_d_init_iters in the first), every term logged, a run killed with SIGKILL resumes bit for bit,
 and the config checks that need the GAN losses registered."""
@@ -10,8 +10,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from framework.engine import make_trainer
-from framework.engine.gan import GANTrainer
+from framework.engine import Trainer
+from framework.engine.recipes import GANRecipe
 from framework.engine.schema import load_config
 from framework.io import checkpoint as ckpt
 from framework.io.config import ConfigError
@@ -81,7 +81,7 @@ def _torch_twin_run(t, vgg_features, batches):
     g = build_twin({**G_SPEC, "scale": 2}).double()
     d = build_twin(D_SPEC).double()
     g.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in t.model.state_dict().items()})
-    d.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in t.net_d.state_dict().items()})
+    d.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in t.recipe.net_d.state_dict().items()})
     ema = {k: v.detach().clone() for k, v in g.named_parameters()}
     opt_g = torch.optim.Adam(g.parameters(), lr=1e-3, betas=(0.9, 0.99))
     opt_d = torch.optim.Adam(d.parameters(), lr=2e-3, betas=(0.9, 0.99))
@@ -160,8 +160,8 @@ def _close(ours, theirs, what, rtol=1e-9):
 def test_two_gan_iterations_equal_realesrgans_on_torch_twins(tmp_path, tiny_train, vgg):
     pytest.importorskip("torch")
     pytest.importorskip("tests.twins")
-    t = make_trainer(load_config(gan_config(tmp_path, tiny_train, vgg[0])), progress=False)
-    assert isinstance(t, GANTrainer)
+    t = Trainer(load_config(gan_config(tmp_path, tiny_train, vgg[0])), progress=False)
+    assert isinstance(t.recipe, GANRecipe)
     batches = [t.loader.get_batch(i) for i in range(2)]
     g, d, ema, logs = _torch_twin_run(t, vgg[1], batches)
     ours = []
@@ -177,14 +177,14 @@ def test_two_gan_iterations_equal_realesrgans_on_torch_twins(tmp_path, tiny_trai
     for k, v in g.state_dict().items():
         _close(t.model.state_dict()[k], v, f"G {k}")
     for k, v in d.state_dict().items():  # weight_orig, and the spectral norms' u and v buffers
-        _close(t.net_d.state_dict()[k], v, f"D {k}")
+        _close(t.recipe.net_d.state_dict()[k], v, f"D {k}")
     for k, v in ema.items():
-        _close(t.ema.state_dict()[k], v, f"EMA {k}")
+        _close(t.recipe.ema.state_dict()[k], v, f"EMA {k}")
 
 
 def test_gan_run_logs_every_term_and_saves_both_networks(tmp_path, tiny_train, vgg):
     path = gan_config(tmp_path, tiny_train, vgg[0], iters=3)
-    make_trainer(load_config(path), progress=False).fit()
+    Trainer(load_config(path), progress=False).fit()
     run = tmp_path / "runs" / "gan"
     with open(run / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
