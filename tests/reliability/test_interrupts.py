@@ -529,6 +529,33 @@ def test_a_lock_file_nobody_holds_is_taken_the_kernel_lock_decides(make_tiny_con
         holder.wait()
 
 
+@pytest.mark.parametrize("link", ["symlink", "hard link", "dangling symlink"])
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(make_tiny_config, tmp_path,
+                                                                        capsys, link):
+    """A `.lock` linked to a file elsewhere (a shared folder, an attack) had that file's content
+    replaced by "PID host" and the run went on. It is opened no-follow and must be a regular file
+    with one link: refused, one line, the target byte-identical (a dangling link creates nothing),
+    nothing written in the run folder."""
+    cfg = make_tiny_config(iters=2, every=2)
+    run = tmp_path / "runs" / "tiny"
+    run.mkdir(parents=True)
+    target = tmp_path / "precious.txt"
+    if link != "dangling symlink":
+        target.write_text("someone's data\n")
+    (os.link if link == "hard link" else os.symlink)(target, run / ".lock")
+    assert train_main([str(cfg), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    what = "a file with 2 hard links" if link == "hard link" else "a symbolic link"
+    assert f"error: refusing the lock file {run / '.lock'}: it is {what}, not a lock file this " \
+           f"run made" in err, err
+    assert "Traceback" not in err
+    if link == "dangling symlink":
+        assert not target.exists()
+    else:
+        assert target.read_text() == "someone's data\n"
+    assert sorted(p.name for p in run.iterdir()) == [".lock"]  # no checkpoints, no config.yaml
+
+
 # Holds the run lock of argv[1]: writes "PID HOST" unless argv[2] == "0" (then the file stays empty,
 # as between a starting run's open and its write), prints "locked", waits to be killed.
 LOCK_HOLDER = """
