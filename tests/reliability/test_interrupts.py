@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -21,7 +22,7 @@ from framework.engine.runlog import MetricsLog
 from framework.io import atomic
 from framework.io import checkpoint as ckpt
 
-from .conftest import run_train, start_train
+from .conftest import REPO, as_in_a_terminal, driver_env, run_train, start_train
 
 
 def wait_until(predicate, proc, timeout=60.0):
@@ -145,6 +146,80 @@ def test_sigterm_is_handled_like_ctrl_c_with_exit_143(make_tiny_config, tmp_path
     n = int(m.group(1))
     assert checkpoints(run) == [f"iter_{n:08d}.safetensors"]
     assert not (run / ".lock").exists()
+
+
+class StderrLines:
+    """The lines a child writes to stderr, collected by a thread as they come."""
+
+    def __init__(self, proc):
+        self.lines = []
+        self._thread = threading.Thread(target=lambda: self.lines.extend(proc.stderr), daemon=True)
+        self._thread.start()
+
+    def wait_for(self, text, proc, timeout=60.0):
+        wait_until(lambda: any(text in line for line in self.lines), proc, timeout)
+
+    def text(self):
+        self._thread.join(timeout=30)
+        return "".join(self.lines)
+
+
+def start_guarded(args, **kwargs):
+    """srgrad-train as its entry point runs it (srgrad_cli.run), through tests/reliability/
+    starting.py: `ready` on stderr once inside the guard, before numpy and numba load."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import srgrad_cli; srgrad_cli.run('tests.reliability.starting', "
+         "'main')", *map(str, args)], cwd=REPO, env=driver_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, **kwargs)
+    assert proc.stderr.readline() == "ready\n"
+    return proc
+
+
+@pytest.mark.parametrize("after", [0.0, 0.15, 0.4])
+def test_ctrl_c_while_the_command_starts_prints_no_traceback(make_tiny_config, after):
+    """The installed command imports numpy and numba (about a second) before its first line: a
+    Ctrl-C there printed a KeyboardInterrupt traceback from inside an import. srgrad_cli imports
+    the command inside its guard: one line, exit 130, at any moment (`after` seconds into the
+    import, or later: the run's own handling then)."""
+    cfg = make_tiny_config(iters=500, every=1000)
+    proc = start_guarded([cfg, "--no-progress"], preexec_fn=as_in_a_terminal)
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err, err
+
+
+def test_sigterm_while_the_command_starts_exits_quietly(make_tiny_config):
+    """SIGTERM before the trainer handles it: the process ends quietly, killed by the signal (the
+    shell's 143, what a handled SIGTERM exits with too)."""
+    cfg = make_tiny_config(iters=500, every=1000)
+    proc = start_guarded([cfg, "--no-progress"])
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM) and err == "", err
+
+
+def test_a_second_ctrl_c_while_the_process_exits_prints_no_traceback(make_tiny_config, tmp_path):
+    """After the first Ctrl-C's checkpoint and resume hint, the interpreter waits for the batch
+    loader's thread to finish its batch: a second Ctrl-C there printed a traceback from the
+    threads' shutdown. Now it ends the process at once, quietly, with the same exit code."""
+    cfg = make_tiny_config(iters=500, every=1000)
+    run = tmp_path / "runs" / "tiny"
+    proc = start_train([cfg], SRGRAD_TEST_LOAD_DELAY=1.0)  # each batch takes a second to load
+    err = StderrLines(proc)
+    wait_until(lambda: logged_rows(run) >= 2, proc)
+    proc.send_signal(signal.SIGINT)
+    err.wait_for("Resume with:", proc)
+    wait_until(lambda: not (run / ".lock").exists(), proc)  # the trainer has returned
+    proc.send_signal(signal.SIGINT)  # while a loader thread still sleeps in its batch
+    proc.wait(timeout=60)
+    text = err.text()
+    assert proc.returncode == 130, text
+    assert "Traceback" not in text and "Exception ignored" not in text, text
+    n = int(re.search(r"interrupted at iteration (\d+);", text).group(1))
+    assert checkpoints(run) == [f"iter_{n:08d}.safetensors"]
 
 
 # -- Ctrl-C during a validation ---------------------------------------------------------------------
