@@ -230,6 +230,46 @@ def test_killed_gan_run_resumes_bit_for_bit(tmp_path, tiny_train, vgg):
                 np.testing.assert_array_equal(va[name], vb[name])
 
 
+@pytest.mark.parametrize("recipe", ["sr", "gan"])
+def test_the_sharpened_target_is_taken_where_each_stage_takes_it(tmp_path, tiny_data, recipe):
+    """Real-ESRGAN's GAN model sharpens the target after the crop (RealESRGANModel.feed_data:
+    gt_usm = usm_sharpener(gt) after paired_random_crop); stage 1 (RealESRNetModel) crops the
+    sharpened HR image, as the dataset's gt_usm does. They differ within the USM's reach (25 px)
+    of the crop's border: here, everywhere in a 32 px crop. srgrad used the dataset's for both."""
+    from framework.data.degradations import usm_sharp
+    gan = recipe == "gan"
+    path = tmp_path / "usm.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: usm
+        scale: 2
+        dtype: float64
+        run_root: {tmp_path / 'runs'}
+        model: {G_SPEC}
+        datasets:
+          train: {{type: RealESRGANDataset, root: {tiny_data / 'train'}, gt_size: 32,
+                   crop_pad_size: 48, gt_usm: true}}
+        train:
+          total_iters: 1
+          batch_size: 2
+          optimizer: {{type: Adam, lr: 1.0e-3}}
+          losses: {{pixel: {{type: L1Loss}}}}
+          gt_usm: [pixel]
+        """) + (f"model_d: {D_SPEC}\n" if gan else ""))
+    overrides = ["train.losses.gan={type: GANLoss, gan_type: vanilla, loss_weight: 0.1}",
+                 "train.optimizer_d={type: Adam, lr: 1.0e-3}"] if gan else []
+    t = Trainer(load_config(path, overrides), progress=False)
+    assert type(t.recipe).__name__ == ("GANRecipe" if gan else "SRRecipe")
+    batch = t.loader.get_batch(0)
+    targets, pixel = [], t.recipe.criteria["pixel"]
+    t.recipe.criteria["pixel"] = lambda sr, target: targets.append(target.data.copy()) or \
+        pixel(sr, target)
+    t._train_step(batch)
+    crop_then_sharpen = usm_sharp(np.asarray(batch["gt"], np.float64))
+    sharpen_then_crop = np.asarray(batch["gt_usm"], np.float64)
+    assert np.abs(crop_then_sharpen - sharpen_then_crop).max() > 0.01  # the two are not alike
+    np.testing.assert_array_equal(targets[0], crop_then_sharpen if gan else sharpen_then_crop)
+
+
 @pytest.mark.parametrize("change,match", [
     ("train.losses.gan={type: L1Loss}", "train.losses.gan: L1Loss is not a GAN loss (type GANLoss)"),
     ("train.losses.pixel={type: GANLoss, gan_type: vanilla}",
