@@ -13,7 +13,8 @@ stopped.
 Data parallelism (over MPI, framework.engine.distributed) hooks in at one place, the recipe's
 `reduce` (every gradient ready, before the optimizer step); each rank loads its rows of the global
 batch; writes, logs, progress bars and validation happen only where `self.is_main`; a stop signal
-is acted on by every rank at the same iteration (`comm.any_`), after rank 0's checkpoint.
+that reached any rank is acted on by every rank at the same iteration (`comm.max_`): rank 0 saves,
+the others wait for its checkpoint, all exit 128 + the signal.
 """
 from __future__ import annotations
 
@@ -219,8 +220,9 @@ class Trainer:
             elif start == 0 and self._pretrained and self.val_set is not None:
                 last_val = self._log_row({}, validate=True)  # where the fine-tuning starts from
             while self.iteration < total:
-                if self.comm.any_(self._stop_signal is not None):
-                    self._interrupt()
+                stop = self.comm.max_(self._stop_signal or 0)
+                if stop:
+                    self._interrupt(stop)
                 with self._data_errors("the training batch"):
                     batch = next(batches)
                 random.manual_seed([self.cfg["seed"], self.iteration, _STEP_STREAM, 1])
@@ -242,8 +244,10 @@ class Trainer:
                                               or self.iteration == total):
                     self.save()
                     last_ckpt = self.iteration
-            if self.comm.any_(self._pending is not None):  # the final validation was stopped
-                self._interrupt()
+            # the final validation was stopped (on rank 0, by its signal)
+            stop = self.comm.max_((self._stop_signal or 0) if self._pending is not None else 0)
+            if stop:
+                self._interrupt(stop)
             if last_ckpt != self.iteration:  # resumed at the end: still leave net_latest
                 self.save()
         finally:
@@ -403,14 +407,15 @@ class Trainer:
         cfg = self.config_path or self.run_dir / "config.yaml"
         return f"srgrad-train {cfg} --resume auto"
 
-    def _interrupt(self):
-        """Every rank stops here at the same iteration: rank 0 saves (with the row of a stopped
-        validation), the others wait for it, then all raise TrainingInterrupted."""
+    def _interrupt(self, signum: int):
+        """Every rank stops here at the same iteration, for signal `signum` (whichever rank it
+        reached): rank 0 saves (with the row of a stopped validation), the others wait for it,
+        then all raise TrainingInterrupted."""
         during = self._pending is not None
         self.save()
         self.comm.barrier()  # nobody exits (under mpirun: ends the job) before the checkpoint is whole
         self._out.close()
-        hint, signum = self._resume_hint(), self._stop_signal or signal.SIGINT
+        hint = self._resume_hint()
         where = f" during the validation of iteration {self.iteration} (it runs again on resume)" \
             if during else ""
         self._say(f"interrupted at iteration {self.iteration}{where}; checkpoint saved in "
