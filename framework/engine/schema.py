@@ -1,7 +1,10 @@
 """What a training config holds: the schema `srgrad-train` validates a config against, before anything
 runs. Every key has a Field (a typed leaf with a default) or a Block (`{type: Name, **keywords}`,
-judged by its registry against the constructor: framework.registry.Registry.check). All problems are
-reported together, each naming the file and the dotted key, with a did-you-mean.
+judged by its registry against the constructor: framework.registry.Registry.check; both in
+engine/fields.py). The keys every recipe shares are here; each training recipe adds its own
+(framework/engine/recipes: the gan recipe's model_d, train.losses.gan, train.optimizer_d, ...),
+merged in by `full_schema`, and checks them. All problems are reported together, each naming the
+file and the dotted key, with a did-you-mean.
 
 A config is BasicSR-like (`name`, `scale`, `model: {type: ...}`, `datasets`, `train`, `val`,
 `checkpoint`, `imports`). Paths inside a config (dataset roots, `run_root`) are relative to the
