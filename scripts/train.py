@@ -2,7 +2,7 @@
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # srgrad_cli, beside framework/
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # srgrad_cli's folder
 from srgrad_cli import train  # noqa: E402  (imports the command inside its Ctrl-C guard)
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
-"""A run folder, the object a Trainer owns: its lock, config.yaml, the checkpoints (written atomically,
-found, pruned and read back, the newest loadable one first), the weights files (net_latest,
-net_best) and metrics.csv. Rank 0 alone writes. What goes into a checkpoint is the Trainer's and
+"""A run folder, the object a Trainer owns: its lock, config.yaml, the checkpoints (written
+atomically, found, pruned and read back, the newest loadable one first), the weights files
+(net_latest, net_best) and metrics.csv. Rank 0 alone writes. What goes into a checkpoint is the Trainer's and
 its recipe's; the files' format is framework/io/checkpoint.py's.
 """
 from __future__ import annotations

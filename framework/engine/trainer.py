@@ -413,7 +413,8 @@ class Trainer:
         then all raise TrainingInterrupted."""
         during = self._pending is not None
         self.save()
-        self.comm.barrier()  # nobody exits (under mpirun: ends the job) before the checkpoint is whole
+        # nobody exits (under mpirun an exit can end the job) before the checkpoint is whole
+        self.comm.barrier()
         self._out.close()
         hint = self._resume_hint()
         where = f" during the validation of iteration {self.iteration} (it runs again on resume)" \
@@ -423,7 +424,8 @@ class Trainer:
         raise TrainingInterrupted(f"interrupted at iteration {self.iteration}", hint, signum)
 
     def _interrupted_again(self) -> TrainingInterrupted:
-        """A second signal stopped the process at once, maybe inside a write: say what is on disk."""
+        """A second signal stopped the process at once, maybe inside a write: say what is on
+        disk."""
         hint, signum = self._resume_hint(), self._stop_signal or signal.SIGINT
         if self.is_main:
             self._say(f"interrupted again at iteration {self.iteration}: "

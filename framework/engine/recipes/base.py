@@ -88,7 +88,7 @@ class Recipe:
     SCHEMA: dict = {}
     UNUSED: dict = {}
     TERMS: tuple = ()
-    PRETRAINED = {"model": "pretrained"}  # network -> its train.<key> section of weights to start from
+    PRETRAINED = {"model": "pretrained"}  # network -> its train.<key> weights to start from
 
     def __init__(self, cfg: dict, comm, say=print):
         self.cfg, self.comm, self.say = cfg, comm, say
@@ -113,7 +113,7 @@ class Recipe:
         """The networks and optimizers beyond the generator's (a GAN: the discriminator)."""
 
     def add_network(self, name: str, spec: dict, key: str):
-        """Build `spec` (config key `key`) in the run's dtype, trained under checkpoint name `name`."""
+        """Build `spec` (config key `key`) in the run's dtype, trained as checkpoint name `name`."""
         with config_key(key):
             net = MODELS.build(spec).to(self.dtype)
         self.nets[name], self.specs[name] = net, spec

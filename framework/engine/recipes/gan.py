@@ -1,6 +1,6 @@
-"""GAN training (Real-ESRGAN's RealESRGANModel / BasicSR's SRGANModel): a generator (`model`) trained
-with pixel, perceptual and adversarial terms against a discriminator (`model_d`) that has its own
-optimizer and scheduler.
+"""GAN training (Real-ESRGAN's RealESRGANModel / BasicSR's SRGANModel): a generator (`model`)
+trained with pixel, perceptual and adversarial terms against a discriminator (`model_d`) that has
+its own optimizer and scheduler.
 
 One iteration, as BasicSR (`current_iter` = iteration + 1):
 1. generator: sr = G(lq); when current_iter % net_d_iters == 0 and current_iter > net_d_init_iters,
@@ -10,7 +10,8 @@ One iteration, as BasicSR (`current_iter` = iteration + 1):
    both backpropagated, one D step;
 3. the EMA of G, when train.ema_decay is set.
 D runs in training mode throughout (spectral norm does one power iteration per forward: three per
-iteration, as in BasicSR). metrics.csv logs each term, and out_d_real / out_d_fake (D's mean output).
+iteration, as in BasicSR). metrics.csv logs each term, and out_d_real / out_d_fake (D's mean
+output).
 
 The sharpened target (train.gt_usm) is RealESRGANModel's: the USM of the cropped GT (its feed_data
 sharpens self.gt again after paired_random_crop), not the crop of the sharpened HR image that

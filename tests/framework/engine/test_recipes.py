@@ -17,6 +17,7 @@ from framework.registry import RECIPES
 from .conftest import config_text
 
 D = "{type: UNetDiscriminatorSN, num_in_ch: 3, num_feat: 4}"
+GAN = "{type: GANLoss, gan_type: vanilla}"
 
 
 @pytest.fixture
@@ -31,7 +32,7 @@ def config(make_config):
 def test_the_recipe_follows_the_config_unless_it_says(config):
     assert type(Trainer(load_config(config()), progress=False).recipe).__name__ == "SRRecipe"
     gan = load_config(config(f"model_d: {D}"), ["train.optimizer_d={type: Adam, lr: 1.0e-3}",
-                                                "train.losses={gan: {type: GANLoss, gan_type: vanilla}}"])
+                                                f"train.losses={{gan: {GAN}}}"])
     assert gan["recipe"] is None and type(Trainer(gan, progress=False).recipe).__name__ == \
         "GANRecipe"
 
@@ -58,7 +59,7 @@ def test_a_gan_checkpoint_holds_what_it_always_held(config, tmp_path):
     checked by resuming files written before the recipes)."""
     path = config(f"model_d: {D}", iters=1, every=1)
     cfg = load_config(path, ["train.optimizer_d={type: Adam, lr: 1.0e-3}",
-                             "train.losses={pixel: {type: L1Loss}, gan: {type: GANLoss, gan_type: vanilla}}",
+                             f"train.losses={{pixel: {{type: L1Loss}}, gan: {GAN}}}",
                              "train.ema_decay=0.9", "datasets.val=null"])
     Trainer(cfg, progress=False).fit()
     state = ckpt.load_checkpoint(tmp_path / "runs" / "tiny" / "checkpoints" /
