@@ -1,14 +1,15 @@
 """A run folder, the object a Trainer owns: its lock, config.yaml, the checkpoints (written
 atomically, found, pruned and read back, the newest loadable one first), the weights files
 (net_latest, net_best) and metrics.csv. Rank 0 alone writes. What goes into a checkpoint is the Trainer's and
-its recipe's; the files' format is framework/io/checkpoint.py's.
+its recipe's; the files' format is framework/weights/checkpoint.py's.
 """
 from __future__ import annotations
 
 import signal
 from pathlib import Path
 
-from ..io import checkpoint as ckpt
+from .. import weights as ckpt
+from ..io.atomic import write_atomic
 from ..io.config import dump_config
 from .runlog import MetricsLog, RunLock
 
@@ -86,7 +87,7 @@ class RunFolder:
         if not self.write:
             return
         self.checkpoints.mkdir(exist_ok=True)
-        ckpt.write_atomic(self.path / "config.yaml", dump_config(cfg).encode())
+        write_atomic(self.path / "config.yaml", dump_config(cfg).encode())
         self.log = MetricsLog(self.path / "metrics.csv", columns, resume_iteration=resumed_at)
 
     def save_checkpoint(self, iteration: int, nets: dict, states: dict, /, **info) -> Path:

@@ -19,7 +19,7 @@ except ImportError:  # Windows
 
 import numpy as np
 
-from ..io.atomic import write_atomic
+from ..io.atomic import clean_partial_writes, write_atomic
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # (absent on Windows, where links need privileges)
 
@@ -41,7 +41,8 @@ class RunLock:
     attack) would have that file truncated and overwritten, so it is refused (RunLockedError) and
     left as it is. Where fcntl is missing (Windows) the file is created with O_EXCL and a leftover
     one must be deleted by hand. flock is not reliable on some network file systems
-    (docs/reliability.md)."""
+    (docs/reliability.md). Taking the lock also removes what a killed run left half-written in the
+    folder (framework.io.atomic.clean_partial_writes)."""
 
     def __init__(self, run_dir):
         self.path = Path(run_dir) / ".lock"
@@ -69,6 +70,8 @@ class RunLock:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, me, 0)
                 self._fd, self.owned = fd, True
+                # the folder is ours: what a killed run left half-written goes (io.atomic's rule)
+                clean_partial_writes(self.path.parent, recursive=True)
                 return
             os.close(fd)
         raise RunLockedError(f"could not take the lock {self.path}: it keeps being replaced")
@@ -210,10 +213,10 @@ def plot_curves(log: MetricsLog, out_path, psnr_key=None, baseline_key=None) -> 
         ax.set_xlabel("iteration")
         ax.set_ylabel(f"validation PSNR, {'Y' if psnr_key.endswith('_y') else 'RGB'} (dB)")
     fig.tight_layout()
-    tmp = f"{out_path}.tmp.png"
-    fig.savefig(tmp, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
-    os.replace(tmp, out_path)
+    write_atomic(out_path, png.getvalue())
     return True
 
 

@@ -150,7 +150,7 @@ class Trainer:
 
     def _load_checkpoint(self, path):
         """Everything a checkpoint holds, checked before anything is loaded."""
-        from ..io import checkpoint as ckpt
+        from .. import weights as ckpt
         state = ckpt.load_checkpoint(path)
         self.recipe.check_state(state, path)
         logs = state.get("log") or {}
@@ -197,7 +197,7 @@ class Trainer:
     def _open_tensorboard(self):
         if not self.cfg["train"].get("tensorboard"):
             return None
-        from ..io.tensorboard import SummaryWriter
+        from .tensorboard import SummaryWriter
         return SummaryWriter(self.run_dir / "tensorboard")
 
     # -- the loop ---------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ import math
 import numpy as np
 
 from ... import nn
-from ...io import checkpoint as ckpt
+from ... import weights as ckpt
 from ...io.config import ConfigError
 from ...optim import EMA
 from ...registry import LOSSES, MODELS, OPTIMIZERS, SCHEDULERS

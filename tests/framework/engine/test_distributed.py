@@ -370,7 +370,7 @@ def test_two_ranks_equal_one_process_and_each_other(setup, two_ranks):
 def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, two_ranks, tmp_path, how,
                                                                message, resume_ranks):
     from framework.engine.trainer import Trainer, find_latest_checkpoint
-    from framework.io import checkpoint as ckpt
+    from framework.weights import checkpoint as ckpt
     from framework.engine.schema import load_config
     name = f"dies_{how}"
     config = _set_name(setup, name)
@@ -408,7 +408,7 @@ def test_a_stop_signal_to_one_rank_stops_every_rank_after_rank_0s_save(setup, tw
     hint is printed, no rank aborts the job, the exit code is 143 (128 + SIGTERM), and a resume on 2
     ranks ends bit-identical to the uninterrupted run. Rank 1 used to return at once and call
     MPI_Abort, which killed rank 0 in the middle of its save."""
-    from framework.io import checkpoint as ckpt
+    from framework.weights import checkpoint as ckpt
     config = setup["root"] / "stopped.yaml"
     config.write_text(setup["config"].read_text().replace("name: dp", "name: stopped").replace(
         "checkpoint: {every: 1, keep: 10}", "checkpoint: {every: 1000, keep: 10}"))

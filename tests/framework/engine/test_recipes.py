@@ -10,7 +10,7 @@ import pytest
 
 from framework.engine import Trainer
 from framework.engine.schema import full_schema, load_config
-from framework.io import checkpoint as ckpt
+from framework.weights import checkpoint as ckpt
 from framework.io.config import ConfigError
 from framework.registry import RECIPES
 
