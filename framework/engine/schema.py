@@ -107,16 +107,16 @@ def full_schema() -> tuple[dict, tuple]:
     """(the schema with every registered recipe's SCHEMA merged in, its optional sections: the
     base's and every section a recipe adds). Recomputed when a recipe registers (a user's, through
     `imports:`); ValueError when two recipes claim the same key."""
-    names = tuple(RECIPES.names())
-    if names not in _MERGED:
+    recipes = tuple((name, RECIPES.get(name)) for name in RECIPES.names())
+    if recipes not in _MERGED:
         schema = _sections_copy(_BASE)
         optional = list(_BASE_OPTIONAL)
-        for name in names:
-            _merge(schema, RECIPES.get(name).SCHEMA, name, "", optional)
+        for name, recipe in recipes:
+            _merge(schema, recipe.SCHEMA, name, "", optional)
         train = schema["train"]
         train["gt_usm"] = Field("str_list", [], choices=tuple(train["losses"]))
-        _MERGED[names] = schema, tuple(optional)
-    return _MERGED[names]
+        _MERGED[recipes] = schema, tuple(optional)
+    return _MERGED[recipes]
 
 
 def _sections_copy(schema: dict) -> dict:
@@ -130,6 +130,9 @@ def _merge(into: dict, block: dict, owner: str, prefix: str, optional: list) -> 
             _merge(into[key], spec, owner, path + ".", optional)
         elif key in into:
             raise ValueError(f"recipe {owner}: config key {path} is already taken")
+        elif any(leaf.default is _REQUIRED for _, leaf in leaves({key: spec})):
+            raise ValueError(f"recipe {owner}: config key {path} needs a default (the configs of "
+                             f"other recipes do not set it)")
         else:
             into[key] = _sections_copy(spec) if isinstance(spec, dict) else spec
             if isinstance(spec, dict):  # a recipe's own sections are optional, like its keys

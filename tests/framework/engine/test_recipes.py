@@ -2,6 +2,7 @@
 checked against the others', and a new kind of training added as a recipe plus its schema block
 from a user's module (a teacher for distillation), without touching the loop or the schema."""
 import csv
+import re
 import sys
 import textwrap
 
@@ -9,6 +10,8 @@ import numpy as np
 import pytest
 
 from framework.engine import Trainer
+from framework.engine.fields import Field
+from framework.engine.recipes import Recipe
 from framework.engine.schema import full_schema, load_config
 from framework.weights import checkpoint as ckpt
 from framework.io.config import ConfigError
@@ -151,3 +154,17 @@ def test_a_new_kind_of_training_is_a_recipe_plus_its_schema_block(distill_module
     with pytest.raises(ConfigError, match="teacher: set, but the 'sr' recipe does not use it "
                                           r"\(a key of recipe: distill\)"):
         load_config(other)
+
+
+@pytest.mark.parametrize("schema,message", [
+    ({"train": {"optimizer": object()}}, "recipe bad: config key train.optimizer is already taken"),
+    ({"teacher": Field(str)}, "recipe bad: config key teacher needs a default (the configs of "
+                              "other recipes do not set it)"),
+])
+def test_a_recipe_whose_keys_clash_or_have_no_default_is_refused(config, schema, message):
+    RECIPES.register("bad", type("BadRecipe", (Recipe,), {"SCHEMA": schema}))
+    try:
+        with pytest.raises(ConfigError, match=re.escape(message)):
+            load_config(config())
+    finally:
+        RECIPES._items.pop("bad")
