@@ -95,7 +95,7 @@ def _train(args, comm) -> int:
     from .runlog import RunLockedError
     from .trainer import Trainer, TrainingError, TrainingInterrupted
 
-    run_dir, resume, config = None, args.resume, args.config
+    run_dir, resume, config, fitting = None, args.resume, args.config, False
     if resume and resume != "auto":
         path = Path(resume)
         if path.is_dir():  # its newest checkpoint that loads, as --resume auto
@@ -128,6 +128,7 @@ def _train(args, comm) -> int:
             raise
         if pending is not None:
             pending.wait()  # before the first step, which then loads every kernel from the cache
+        fitting = True
         result = trainer.fit()
     except ConfigError as exc:
         return error(str(exc), 2)
@@ -135,8 +136,9 @@ def _train(args, comm) -> int:
         if not exc.saved and comm.world_size > 1:  # stopped at once, alone: end the other ranks
             comm.abort("stopped at once by a second signal", 128 + exc.signum)
         return 128 + exc.signum
-    except KeyboardInterrupt:  # before the trainer took over the signals: nothing was written
-        print("interrupted before training started (nothing written)", file=sys.stderr)
+    except KeyboardInterrupt:  # before the trainer took over the signals, or as it handed back
+        print("interrupted" if fitting else "interrupted before training started (nothing "
+              "written)", file=sys.stderr)
         if comm.world_size > 1:
             comm.abort("interrupted before training started", 128 + signal.SIGINT)
         return 128 + signal.SIGINT

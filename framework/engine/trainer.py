@@ -67,6 +67,7 @@ class Trainer:
         self.best = {"value": None, "iteration": None}
         self.elapsed = 0.0
         self._stop_signal = None  # the first SIGINT/SIGTERM received: stop after this iteration
+        self._finishing = False  # fit() is cleaning up: signals are ignored until it returns
         self._terms: dict[str, list[float]] = {}  # loss terms since the last metrics.csv row
         self._pending = None  # the metrics row of an iteration whose validation is unfinished
         self._pretrained = False  # a new run that starts from train.pretrained weights
@@ -105,6 +106,7 @@ class Trainer:
         Raises TrainingInterrupted on Ctrl-C or SIGTERM (after saving), TrainingError on a
         non-finite loss."""
         self.folder.open()
+        self._finishing = False
         previous = self._install_signals()
         try:
             start = self._prepare_run()
@@ -115,9 +117,12 @@ class Trainer:
         except KeyboardInterrupt:  # a second signal: stopped at once, maybe inside a write
             raise self._interrupted_again() from None
         finally:
+            # stopped or done: a further signal no longer interrupts the cleanup (the lock's
+            # release); once the caller's handlers are back, the caller's code handles it
+            self._finishing = True
+            self.folder.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            self.folder.close()
 
     # -- starting and resuming --------------------------------------------------------------------
     def _prepare_run(self) -> int:
@@ -390,6 +395,8 @@ class Trainer:
         the current iteration (or stop the validation), save, stop. A second one: stop at once.
         Returns the previous handlers."""
         def handler(signum, frame):
+            if self._finishing:
+                return
             if self._stop_signal is not None:
                 raise KeyboardInterrupt
             self._stop_signal = signum
