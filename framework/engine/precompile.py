@@ -5,10 +5,11 @@ another (its compiler holds a process-wide lock). On a fresh install that is mos
 a run's first step (docs/benchmarks.md). Here:
 
 1. each of `jobs` child processes dry-runs the config: a fresh trainer fetches batch 0 (its dataset
-   and degradations, for real: a dataset may use a kernel's result in Python, so its kernels run
-   and compile in the child), then its recipe's dry step (every branch of one training step) and
-   one single-image forward, with every kernel call recorded and skipped (`_jit.recording`): the
-   (kernel, signature) list the run will compile;
+   and degradations), then takes its recipe's dry step (every branch of one training step) and one
+   single-image forward, with every kernel call recorded and skipped (`_jit.recording`): the
+   (kernel, signature) list the run will compile. A dataset that uses a kernel's result in Python
+   (RealESRGANDataset) fails on what a skipped call returns: its batch is then fetched again with
+   its kernels running (compiled in each child, as the run would, before the rest is shared out);
 2. the children compile that list together into numba's on-disk cache, each claiming one signature
    at a time (an O_EXCL file per signature), parallel kernels (the slowest to compile) first;
 3. the run then loads each kernel from the cache on its first call.
@@ -155,8 +156,14 @@ def _dry_run(cfg: dict) -> list:
         # (the pool threads' numpy ignores errstate, which is per thread: silence the warnings too)
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            with _jit.recording(run=True) as data_calls:
-                batch = trainer.loader.get_batch(0)
+            try:
+                with _jit.recording() as data_calls:
+                    batch = trainer.loader.get_batch(0)
+            except Exception:  # whatever the garbage makes the dataset's own code raise
+                # a dataset that uses a kernel's result in Python (RealESRGANDataset's noise) fails
+                # on what a skipped call returns: the batch for real, its kernels compiled here
+                with _jit.recording(run=True) as data_calls:
+                    batch = trainer.loader.get_batch(0)
             # recorded kernels leave garbage in their outputs: the dry step checks nothing
             with _jit.recording() as step_calls:
                 recipe.dry_step(batch)
