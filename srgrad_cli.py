@@ -61,7 +61,7 @@ def evaluate():
 
 
 def export():
-    run("framework.onnx.cli", "main")
+    run("framework.engine.export", "main")
 
 
 def convert():

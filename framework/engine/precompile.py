@@ -2,7 +2,7 @@
 
 numba compiles a kernel once per argument-type signature, on its first call, one signature after
 another (its compiler holds a process-wide lock). On a fresh install that is most of the wait before
-a run's first step (docs/benchmarks.md). Here:
+a run's first step (docs/benchmarks.md, "Start-up"). Here:
 
 1. each of `jobs` child processes dry-runs the config: a fresh trainer fetches batch 0 (its dataset
    and degradations), then takes its recipe's dry step (every branch of one training step) and one

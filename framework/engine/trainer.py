@@ -34,7 +34,7 @@ from .runfolder import (RunFolder, TrainingError, TrainingInterrupted,  # noqa: 
                         find_latest_checkpoint)
 from .runlog import Progress, duration, plot_curves
 from .schema import config_hash
-from .validation import ValidationStopped, Validator
+from .validation import ValidationStopped, Validator, column, main_metric
 
 __all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint"]
 
@@ -339,7 +339,7 @@ class Trainer:
         if not self.is_main or not means:
             return means
         vcfg = self.cfg["val"]
-        metric = "psnr" if "psnr" in vcfg["metrics"] else vcfg["metrics"][0]
+        metric = main_metric(vcfg["metrics"])
         key = self._key(metric)
         better = (lambda a, b: a > b) if higher_is_better(metric) else (lambda a, b: a < b)
         if key in means and (self.best["value"] is None or better(means[key], self.best["value"])):
@@ -356,7 +356,7 @@ class Trainer:
         return means
 
     def _key(self, metric):
-        return f"{metric}_{'y' if self.cfg['val']['y_channel'] else 'rgb'}"
+        return column(metric, self.cfg["val"]["y_channel"])
 
     def _plot(self):
         key = self._key("psnr") if "psnr" in self.cfg["val"]["metrics"] and self.val_set else None
