@@ -28,7 +28,7 @@ from framework.nn import init
 from framework.registry import MODELS
 
 from ._blocks import pad_to_requirement
-from .detect import NoMatch, count, need, split_shuffle
+from framework.detect import NoMatch, count, need, split_shuffle
 
 _HEADS = 4  # both attentions: dim_head = C // 4 and Channel_Attention(heads=4)
 _MINIMUM = 16  # spandrel's size requirement (ESA's stride-2 conv and 7x7 max pool need it)

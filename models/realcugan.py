@@ -24,7 +24,7 @@ from framework.nn.conv import run_fused
 from framework.registry import MODELS
 
 from ._blocks import pad_to_requirement
-from .detect import NoMatch, need
+from framework.detect import NoMatch, need
 
 _SLOPE = 0.1  # every LeakyReLU of the original
 # The input padding of each variant: the border around the image and the multiple the padded size

@@ -21,7 +21,7 @@ from framework.check import int_arg, number
 from framework.registry import MODELS
 
 from ._blocks import pad_to_requirement
-from .detect import NoMatch, count, need
+from framework.detect import NoMatch, count, need
 
 _LEVELS = 4  # SAFM's scales: full size, 1/2, 1/4, 1/8
 _MULTIPLE = 2 ** (_LEVELS - 1)  # spandrel's size requirement: a multiple of 8

@@ -9,7 +9,7 @@ import framework as sg
 from framework import nn
 from framework.nn import init
 from models._blocks import PixelShuffleUpsampler, default_init_weights, make_layer, pad_to_requirement
-from models.detect import NoMatch
+from framework.detect import NoMatch
 
 
 def test_make_layer_builds_fresh_blocks_and_passes_num_block_through():
