@@ -42,12 +42,12 @@ def check_pth_both_ways(spec: dict, shape, tmp_path):
 
 def check_published_file(spec: dict, shape, tmp_path, want: dict | None = None, extra=None, **known):
     """The twin's float32 state_dict as a bare torch.save file (the layout people share; plus the
-    `extra` entries such files carry) -> framework.engine.inference.load_model with no spec
+    `extra` entries such files carry) -> framework.engine.load_model with no spec
     (detected; `known` as --scale would give it) -> its output on an LR batch of `shape` equals the
     twin's. `want`: the detected spec."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    from framework.engine.inference import load_model
+    from framework.engine import load_model
     torch.manual_seed(3)
     twin = twins.build_twin(spec).eval()
     path = tmp_path / "published.pth"

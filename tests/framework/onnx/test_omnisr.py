@@ -7,27 +7,20 @@ import numpy as np
 import pytest
 
 import models  # noqa: F401  registers the architectures
-from framework.engine.inference import load_model
-from framework.engine.export import main
 from framework.nn import init
 from framework.registry import MODELS
 
-from ._util import image, ort_run, require_onnx, srgrad_run
+from ._util import export_published, image, ort_run, require_onnx, srgrad_run
 
 require_onnx()
 
 
-def test_export_a_published_file(tmp_path, capsys):
-    torch = pytest.importorskip("torch")
+def test_export_a_published_file(tmp_path):
+    pytest.importorskip("torch")
     init.manual_seed(0)
     model = MODELS.build({"type": "OmniSR", "num_feat": 16, "window_size": 4, "scale": 3})
-    path = tmp_path / "OmniSR_x3.pth"
-    torch.save({k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()}, path)
-    out = tmp_path / "omnisr.onnx"
-    assert main(["--weights", str(path), "--output", str(out), "--input-size", "19", "16"]) == 0
-    text = capsys.readouterr().out
+    out, text, model = export_published(model, tmp_path, "OmniSR_x3", (19, 16))
     assert "fixed size: Reshape" in text
-    model, _ = load_model(path, say=lambda msg: None)
     for seed in (0, 1):
         x = image(1, 3, 19, 16, seed=seed)
         np.testing.assert_allclose(ort_run(out, x)[0], srgrad_run(model, x)[0], rtol=0, atol=1e-4)

@@ -7,25 +7,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework.engine.inference import load_model
-from framework.engine.export import main
 from tests.models.cases import build
 
-from ._util import check, image, ort_run, require_onnx, srgrad_run
+from ._util import check, export_published, image, ort_run, require_onnx, srgrad_run
 
 require_onnx()
 
 
-def test_export_a_published_file(tmp_path, capsys):
-    torch = pytest.importorskip("torch")
+def test_export_a_published_file(tmp_path):
+    pytest.importorskip("torch")
     model, _ = build("RealCUGAN", 4, pro=True)
-    path = tmp_path / "pro-conservative-up4x.pth"
-    torch.save({k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()}, path)
-    out = tmp_path / "cugan.onnx"
-    assert main(["--weights", str(path), "--output", str(out), "--input-size", "34", "36"]) == 0
-    text = capsys.readouterr().out
+    out, text, model = export_published(model, tmp_path, "pro-conservative-up4x", (34, 36))
     assert "dynamic batch/height/width" in text
-    model, _ = load_model(path, say=lambda msg: None)
     for x in (image(1, 3, 34, 36), image(2, 3, 33, 41, seed=1)):
         np.testing.assert_allclose(ort_run(out, x)[0], srgrad_run(model, x)[0], rtol=0, atol=1e-4)
 

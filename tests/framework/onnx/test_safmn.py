@@ -7,29 +7,21 @@ import numpy as np
 import pytest
 
 import models  # noqa: F401  registers the architectures
-from framework.engine.inference import load_model
-from framework.engine.export import main
 from framework.nn import init
 from framework.registry import MODELS
 
-from ._util import image, ort_run, require_onnx, srgrad_run
+from ._util import export_published, image, op_types, ort_run, require_onnx, srgrad_run
 
 require_onnx()
 
 
-def test_export_a_published_file(tmp_path, capsys):
-    torch = pytest.importorskip("torch")
+def test_export_a_published_file(tmp_path):
+    pytest.importorskip("torch")
     init.manual_seed(0)
     model = MODELS.build({"type": "SAFMN", "dim": 12, "n_blocks": 2, "scale": 2})
-    path = tmp_path / "SAFMN_DF2K_x2.pth"
-    torch.save({"params": {k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()}}, path)
-    out = tmp_path / "safmn.onnx"
-    assert main(["--weights", str(path), "--output", str(out), "--input-size", "21", "16"]) == 0
-    text = capsys.readouterr().out
+    out, text, model = export_published(model, tmp_path, "SAFMN_DF2K_x2", (21, 16), wrap="params")
     assert "dynamic batch/height/width" in text
-    import onnx
-    ops = [n.op_type for n in onnx.load(str(out)).graph.node]
+    ops = op_types(out)
     assert ops.count("MaxPool") == 6 and ops.count("Resize") == 6 and "LayerNormalization" in ops
-    model, _ = load_model(path, say=lambda msg: None)
     for x in (image(1, 3, 21, 16), image(2, 3, 9, 30, seed=1)):
         np.testing.assert_allclose(ort_run(out, x)[0], srgrad_run(model, x)[0], rtol=0, atol=1e-4)
