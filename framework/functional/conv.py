@@ -31,6 +31,7 @@ import numpy as np
 from .._check import float_array, int_arg, int_pair, number
 from .. import autograd
 from ..autograd import Function
+from . import _depthwise as _direct
 from . import _tiles
 from . import _winograd as _wino
 from .activation import leaky_relu, rectify_, rectify_grad, relu
@@ -188,6 +189,8 @@ def _winograd_weight_grad(x, y, geo, tf):
 def _correlate(x, w, geo, bias=None):
     """Y = W @ im2col(X) (+ bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW)."""
     N, g, O = x.shape[0], geo.groups, w.shape[0]
+    if _direct.applies(geo, x.shape[1], O):  # depthwise or large kernel: no column matrix
+        return _direct.correlate(x, w, geo, bias, _run, _workers())
     tf = _winograd_table(geo, x.shape[1], O)
     if tf is not None:
         return _winograd(x, w, geo, tf, bias)
@@ -214,6 +217,8 @@ def _correlate(x, w, geo, bias=None):
 def _correlate_adjoint(y, w, geo, c_out, bias=None):
     """X = col2im(W^T @ Y) (+ bias): Y (N, O, OH, OW), W (O, C/g, kh, kw) -> X (N, C, H, W)."""
     N, g, O = y.shape[0], geo.groups, w.shape[0]
+    if _direct.applies(geo, c_out, O):
+        return _direct.adjoint(y, w, geo, c_out, bias, _run, _workers())
     flipped = geo.flipped()
     if flipped is not None and (O <= c_out or _winograd_table(flipped, O, c_out) is not None):
         return _correlate(y, _flip(w, g, c_out), flipped, bias)  # O kh kw rows, or Winograd: no col2im
@@ -277,6 +282,8 @@ def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
     C, (kh, kw) = x.shape[1], geo.kernel
+    if _direct.applies(geo, C, O):
+        return _direct.weight_grad(x, y, geo, w_shape, _run, _workers())
     tf = _winograd_table(geo, C, O, weight_grad=True)
     if tf is not None:
         return _winograd_weight_grad(x, y, geo, tf)
