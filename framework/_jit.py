@@ -5,6 +5,8 @@
   only the kernel's file, but a kernel inlines the kernels it calls from other files
   (`_winograd` calls `_im2col.valid_range`), so an edit there would leave a stale machine code.
 - no `fastmath`: kernels are gradchecked in float64, and reassociation would break the adjoint tests.
+  It also keeps results bit-identical whatever instruction set the host has (no reassociated
+  sums, no FMA contraction): docs/numerics.md.
 - no explicit signatures: the same kernel compiles for float32 and float64 on first use.
 
 How a kernel stays fast to run and to compile (docs/benchmarks.md has the figures):

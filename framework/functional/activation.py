@@ -392,7 +392,10 @@ def tanh(x):
 
 def gelu(x, approximate="none"):
     """x Phi(x) with the exact normal CDF (approximate="none", default) or torch's tanh form
-    (approximate="tanh")."""
+    (approximate="tanh"). Special values follow IEEE arithmetic on the formulas, in both dtypes:
+    gelu(+inf) = +inf, gelu(-inf) = -inf * 0 = NaN, the gradient Phi(x) + x phi(x) is NaN at
+    +-inf, the left tail is -0 with gradient 0 (torch agrees except its float32 AVX-512 kernel,
+    which gives NaN at +inf: docs/numerics.md)."""
     float_array("gelu", "input", x)
     fn = {"none": GELUExact, "tanh": GELUTanh}[choice("gelu", "approximate", approximate, ("none", "tanh"))]
     return fn.apply(x)
