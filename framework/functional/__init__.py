@@ -3,14 +3,14 @@ and the lowercase wrappers re-exported here. `import framework.functional as F`.
 from ._util import unbroadcast
 from .activation import gelu, leaky_relu, prelu, relu, sigmoid, tanh
 from .conv import conv2d, conv_padding, conv_transpose2d
-from .dropout import drop_path, dropout
+from .dropout import drop_path, dropout, dropout2d
 from .elementwise import (abs, add, cast, clamp, clone, div, exp, log, maximum, minimum, mul, neg,
                           pow, sqrt, sub, where)
 from .imresize import imresize
 from .linear import linear, matmul
-from .logistic import binary_cross_entropy_with_logits, softplus
+from .logistic import binary_cross_entropy_with_logits, mish, silu, softplus
 from .loss import charbonnier_loss, frobenius_loss, l1_loss, mse_loss
-from .normalization import batch_norm, layer_norm
+from .normalization import batch_norm, group_norm, layer_norm
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
 from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from .reduce import argmax, argmin, max, mean, min, std, sum, var
@@ -20,13 +20,14 @@ from .shape import (cat, chunk, crop_to, expand, flatten, getitem, pad, pad_to_m
 from .softmax import log_softmax, softmax
 
 __all__ = [
-    "unbroadcast", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d", "conv_padding",
-    "conv_transpose2d", "drop_path", "dropout", "abs", "add", "cast", "clamp", "clone", "div", "exp",
-    "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub", "where", "imresize", "linear",
-    "matmul", "binary_cross_entropy_with_logits", "softplus", "charbonnier_loss",
-    "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "layer_norm", "pixel_shuffle",
-    "pixel_unshuffle", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d", "argmax", "argmin", "max",
-    "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand", "pad_to_multiple",
-    "chunk", "flatten", "getitem", "pad", "permute", "reshape", "roll", "split", "squeeze", "stack",
-    "transpose", "unsqueeze", "log_softmax", "softmax",
+    "unbroadcast", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d",
+    "conv_padding", "conv_transpose2d", "drop_path", "dropout", "dropout2d", "abs", "add", "cast",
+    "clamp", "clone", "div", "exp", "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub",
+    "where", "imresize", "linear", "matmul", "binary_cross_entropy_with_logits", "mish", "silu",
+    "softplus", "charbonnier_loss", "frobenius_loss", "l1_loss", "mse_loss", "batch_norm",
+    "group_norm", "layer_norm", "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d",
+    "avg_pool2d", "max_pool2d", "argmax", "argmin", "max", "mean", "min", "std", "sum", "var",
+    "interpolate", "cat", "crop_to", "expand", "pad_to_multiple", "chunk", "flatten", "getitem",
+    "pad", "permute", "reshape", "roll", "split", "squeeze", "stack", "transpose", "unsqueeze",
+    "log_softmax", "softmax",
 ]

@@ -1,5 +1,6 @@
-"""Normalisation: batch_norm over (N, C, ...) with PyTorch's running-statistics rule, and layer_norm
-over the trailing axes (fused numba kernels: one pass per row each way)."""
+"""Normalisation: batch_norm over (N, C, ...) with PyTorch's running-statistics rule, layer_norm
+over the trailing axes (fused numba kernels: one pass per row each way), and group_norm (layer_norm's
+row kernels on rows (N groups, C / groups x ...), then a per-channel scale and shift)."""
 from __future__ import annotations
 
 import math
@@ -8,12 +9,12 @@ import numpy as np
 from numba import types
 from numba.extending import overload
 
-from .._check import float_array, int_list, is_int, number
+from .._check import float_array, int_arg, int_list, is_int, number
 from .._jit import kernel, launch, prange
 from ..autograd import Function
 from ._util import data_of
 
-__all__ = ["batch_norm", "layer_norm"]
+__all__ = ["batch_norm", "layer_norm", "group_norm"]
 
 
 class BatchNormFunction(Function):
@@ -274,3 +275,76 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
             raise TypeError(f"{name}: {arg} dtype {ta.dtype} differs from input dtype {xa.dtype}")
     eps = number(name, "eps", eps, low=0)
     return LayerNormFunction.apply(x, weight, bias, normalized_shape=shape, eps=eps)
+
+
+
+class GroupNormFunction(Function):
+    """x (N, C, ...) as rows (N groups, C / groups x ...), each standardised by layer_norm's row
+    kernels, then y = xhat w[c] + b[c]; weight, bias (C,) or None."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, *, groups, eps):
+        N, C = x.shape[:2]
+        rows = np.ascontiguousarray(x).reshape(N * groups, -1)
+        D = rows.shape[1]
+        xhat = np.empty(rows.shape, x.dtype)
+        mean, rstd = np.empty(rows.shape[0]), np.empty(rows.shape[0])
+        launch(_layer_norm_kernel, x.size < _SERIAL_ELEMS, rows, np.ones(D, x.dtype),
+               np.zeros(D, x.dtype), float(eps), xhat, mean, rstd)
+        xhat = xhat.reshape(x.shape)
+        per_channel = (C,) + (1,) * (x.ndim - 2)
+        y = xhat if weight is None else xhat * weight.reshape(per_channel)
+        if bias is not None:
+            y = y + bias.reshape(per_channel)
+        ctx.save_for_backward(rows, xhat, weight, mean, rstd)
+        ctx.groups = groups
+        return y if y is not xhat else xhat.copy()
+
+    @staticmethod
+    def backward(ctx, g):
+        # dL/dxhat = g w[c]; dL/dx: layer_norm's row rule on it; dL/dw = sum g xhat; dL/db = sum g
+        rows, xhat, w, mean, rstd = ctx.saved_tensors
+        need_x, need_w, need_b = ctx.needs_input_grad
+        shape, axes = xhat.shape, (0,) + tuple(range(2, xhat.ndim))
+        per_channel = (shape[1],) + (1,) * (xhat.ndim - 2)
+        g = np.asarray(g, xhat.dtype)
+        gx = None
+        if need_x:
+            gh = np.ascontiguousarray(g if w is None else g * w.reshape(per_channel)).reshape(rows.shape)
+            R, D = rows.shape
+            chunk = max(32, -(-R // 512))
+            parts = -(-R // chunk)
+            gx = np.empty(rows.shape, rows.dtype)
+            launch(_layer_norm_grad_kernel, rows.size < _SERIAL_ELEMS, gh, rows, np.ones(D, rows.dtype),
+                   mean, rstd, chunk, True, gx, np.zeros((parts, D)), np.zeros((parts, D)))
+            gx = gx.reshape(shape)
+        gw = (g * xhat).sum(axis=axes, dtype=np.float64).astype(xhat.dtype) if need_w else None
+        gb = g.sum(axis=axes, dtype=np.float64).astype(xhat.dtype) if need_b else None
+        return gx, gw, gb
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.group_norm: x (N, C, ...) in num_groups groups of C / num_groups channels,
+    each (sample, group) normalised by its mean and biased variance over its channels and positions,
+    (x - mean) / sqrt(var + eps) (eps default 1e-5), then scaled by weight and shifted by bias, both
+    (C,) or None (default)."""
+    name = "group_norm"
+    xa = float_array(name, "input", x)
+    if xa.ndim < 2:
+        raise ValueError(f"{name}: expected an input (N, C, ...), got shape {xa.shape}")
+    C = xa.shape[1]
+    groups = int_arg(name, "num_groups", num_groups)
+    if C % groups:
+        raise ValueError(f"{name}: num_groups={groups} does not divide the {C} channels of input "
+                         f"{xa.shape}")
+    for arg, t in (("weight", weight), ("bias", bias)):
+        if t is not None:
+            ta = float_array(name, arg, t)
+            if ta.shape != (C,):
+                raise ValueError(f"{name}: {arg} must have shape ({C},), got {ta.shape}")
+            if ta.dtype != xa.dtype:
+                raise TypeError(f"{name}: {arg} dtype {ta.dtype} differs from input dtype {xa.dtype}")
+    eps = number(name, "eps", eps, low=0)
+    if xa.size == 0:
+        raise ValueError(f"{name}: input of shape {xa.shape} has no element to normalise")
+    return GroupNormFunction.apply(x, weight, bias, groups=groups, eps=eps)
