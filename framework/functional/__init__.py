@@ -6,6 +6,7 @@ from .conv import conv2d, conv_padding, conv_transpose2d
 from .dropout import drop_path, dropout, dropout2d
 from .elementwise import (abs, add, cast, clamp, clone, div, exp, log, maximum, minimum, mul, neg,
                           pow, sqrt, sub, where)
+from .grid_sample import grid_sample
 from .imresize import imresize
 from .linear import linear, matmul
 from .logistic import binary_cross_entropy_with_logits, mish, silu, softplus
@@ -23,11 +24,11 @@ __all__ = [
     "unbroadcast", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d",
     "conv_padding", "conv_transpose2d", "drop_path", "dropout", "dropout2d", "abs", "add", "cast",
     "clamp", "clone", "div", "exp", "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub",
-    "where", "imresize", "linear", "matmul", "binary_cross_entropy_with_logits", "mish", "silu",
-    "softplus", "charbonnier_loss", "frobenius_loss", "l1_loss", "mse_loss", "batch_norm",
-    "group_norm", "layer_norm", "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d",
-    "avg_pool2d", "max_pool2d", "argmax", "argmin", "max", "mean", "min", "std", "sum", "var",
-    "interpolate", "cat", "crop_to", "expand", "pad_to_multiple", "chunk", "flatten", "getitem",
-    "pad", "permute", "reshape", "roll", "split", "squeeze", "stack", "transpose", "unsqueeze",
-    "log_softmax", "softmax",
+    "where", "grid_sample", "imresize", "linear", "matmul", "binary_cross_entropy_with_logits",
+    "mish", "silu", "softplus", "charbonnier_loss", "frobenius_loss", "l1_loss", "mse_loss",
+    "batch_norm", "group_norm", "layer_norm", "pixel_shuffle", "pixel_unshuffle",
+    "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d", "argmax", "argmin", "max", "mean", "min",
+    "std", "sum", "var", "interpolate", "cat", "crop_to", "expand", "pad_to_multiple", "chunk",
+    "flatten", "getitem", "pad", "permute", "reshape", "roll", "split", "squeeze", "stack",
+    "transpose", "unsqueeze", "log_softmax", "softmax",
 ]

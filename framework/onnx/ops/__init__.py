@@ -2,4 +2,4 @@
 registers them all."""
 from . import (activation, conv, elementwise, linear, normalization, pixel_shuffle, pool,  # noqa: F401
                reduce, softmax)
-from . import logistic, resample, shape  # noqa: F401
+from . import grid_sample, logistic, resample, shape  # noqa: F401
