@@ -14,7 +14,9 @@ from .rrdbnet import RRDBNet
 from .rcan import RCAN
 from .swinir import SwinIR
 from .span import SPAN
+from .plksr import PLKSR
+from .realplksr import RealPLKSR
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "SPAN"]
+           "RRDBNet", "RCAN", "SwinIR", "SPAN", "PLKSR", "RealPLKSR"]

@@ -83,6 +83,19 @@ def check_parity(spec: dict, shape, dtype, train: bool = True):
         assert_close(p.grad.data, theirs[k].grad.numpy(), dtype, f"gradient of {k}", floor)
 
 
+def check_eval_output(spec: dict, shape, dtype=np.float64):
+    """The eval() output, ours vs the twin, under no_grad (for originals whose eval() path writes in
+    place and has no backward, e.g. PLKSR's partial conv)."""
+    torch = pytest.importorskip("torch")
+    twins = pytest.importorskip("tests.twins")
+    model = build(spec).to(dtype).eval()
+    torch_dtype = {np.float64: torch.float64, np.float32: torch.float32}[dtype]
+    twin = twins.twin_of(model, spec, dtype=torch_dtype).eval()
+    x = inputs(spec, shape)[0].astype(dtype)
+    with sg.no_grad(), torch.no_grad():
+        assert_close(model(sg.tensor(x)).data, twin(torch.from_numpy(x)).numpy(), dtype, "eval() output")
+
+
 def check_adam_step(spec: dict, shape, lr: float = 1e-3, margin: float = 2e-3):
     """One Adam step (lr 1e-3) lowers the L1 loss by at least `margin` of it. The target is the
     nearest-upsampled input brightened by 0.1, so the output biases alone have a consistent
