@@ -14,14 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
+from .._check import clip_message
 from .outputs import OutputError
 
 __all__ = ["train_main", "infer_main", "eval_main", "train", "infer", "evaluate"]
 
 
 def error(msg: str, code: int = 1) -> int:
-    """Print `error: msg` on stderr; return the exit code (1: failed, 2: bad config/arguments)."""
-    print(f"error: {msg}", file=sys.stderr)
+    """Print `error: msg` on stderr, bounded (a message may quote a value from the input); return
+    the exit code (1: failed, 2: bad config/arguments)."""
+    print(f"error: {clip_message(msg)}", file=sys.stderr)
     return code
 
 
@@ -81,7 +83,7 @@ def train_main(argv=None) -> int:
 
 def _train(args, comm) -> int:
     from . import distributed
-    from ..io.checkpoint import CheckpointError
+    from ..weights import CheckpointError
     from ..io.config import ConfigError
     from .schema import load_config
     from .runlog import RunLockedError
@@ -100,6 +102,7 @@ def _train(args, comm) -> int:
         return error("give a CONFIG (or --resume RUN_DIR)", 2)
     try:
         cfg = load_config(config, args.overrides)
+        _check_tensorboard(cfg, config)
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
         shown = " ".join(shlex.quote(str(a)) for a in [config, *(
             x for o in args.overrides for x in ("--set", o))])
@@ -145,6 +148,18 @@ def _train(args, comm) -> int:
     return 0
 
 
+def _check_tensorboard(cfg, config) -> None:
+    """train.tensorboard needs tensorboardX (an optional extra): a ConfigError naming it before
+    anything starts. Only training writes event files: other commands read such a config fine."""
+    from ..io.config import ConfigError
+    from .tensorboard import tensorboardx
+    if cfg["train"]["tensorboard"]:
+        try:
+            tensorboardx()
+        except ModuleNotFoundError as exc:
+            raise ConfigError(f"{config}: train.tensorboard: {exc}; or set it to false") from None
+
+
 # -- infer ----------------------------------------------------------------------------------------
 def model_args(p, tiles: bool = True, weights: bool = True):
     """The options that say which model: --weights (unless the command takes it positionally),
@@ -186,7 +201,7 @@ def load_model_from_args(args):
         spec = {"type": args.model}
         for kv in args.model_arg:
             key, _, value = kv.partition("=")
-            spec[key] = parse_scalar(value)
+            spec[key] = parse_scalar(value, f"--model-arg {key}")
         if args.scale:
             spec["scale"] = args.scale
     return load_model(args.weights, spec, args.scale, fallback, key=getattr(args, "key", None))
@@ -252,6 +267,7 @@ def _check_outscale_sizes(files, outscale) -> None:
 
 def _infer(args) -> int:
     from tqdm.auto import tqdm
+    from ..io.atomic import clean_partial_writes
     from ..io.image import list_images
     from .inference import upscale_file
     from .outputs import plan_outputs
@@ -269,6 +285,8 @@ def _infer(args) -> int:
         (int(outscale) if outscale.is_integer() else outscale)
     todo, skipped = plan_outputs(files, args.output, src.is_dir(), args.suffix, args.ext,
                                  args.overwrite, shown)
+    for folder in {dst.parent for _, dst in todo + skipped}:  # what a killed run left half-written
+        clean_partial_writes(folder, keep=files)
     for f, dst in skipped:
         print(f"skipped {f}: {dst} exists (--overwrite replaces it)", file=sys.stderr)
     if outscale is not None:

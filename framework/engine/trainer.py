@@ -235,7 +235,7 @@ class Trainer(RunState):
     def _open_tensorboard(self):
         if not self.cfg["train"].get("tensorboard"):
             return None
-        from ..io.tensorboard import SummaryWriter
+        from .tensorboard import SummaryWriter
         return SummaryWriter(self.run_dir / "tensorboard")
 
     # -- the loop ---------------------------------------------------------------------------------

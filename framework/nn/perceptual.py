@@ -4,7 +4,7 @@ over torchvision's pretrained VGG weights read from a file the user points to.
 
 The weights: torchvision's `vgg19-dcbb9e9d.pth` (or the file of another vgg_type), passed as
 `weights=` or in the environment variable SRGRAD_VGG19_WEIGHTS (SRGRAD_<VGG_TYPE>_WEIGHTS), read by
-framework.io.checkpoint.load_weights (no pickle, no torch). Only the `features.<i>` entries up to the
+framework.weights.load_weights (no pickle, no torch). Only the `features.<i>` entries up to the
 deepest requested layer are used. The network is frozen: no parameter requires a gradient, it stays in
 eval mode whatever train() is called with, and it belongs to the loss, not to the generator, so it is
 never in the generator's state_dict or checkpoints.
@@ -21,6 +21,7 @@ from .._check import choice, did_you_mean, flag, int_arg, number
 from ..autograd import no_grad
 from ..registry import LOSSES
 from ..tensor import Tensor
+from ..weights import load_weights
 from .activation import ReLU
 from .conv import Conv2d
 from .module import Module, Sequential
@@ -157,7 +158,6 @@ class VGGFeatureExtractor(Module):
     def _load(self, path: str, sources: dict, owner: str) -> None:
         """Copy `features.<index>.<key>` of the file into vgg_net.<name>.<key>: every key must be
         there with the right shape; other entries (the classifier, deeper layers) are ignored."""
-        from ..io.checkpoint import load_weights  # the reader imports framework.nn: imported late
         state, _ = load_weights(path)
         for name, module in self.vgg_net.named_children():
             for key, tensor in list(module.named_parameters()) + list(module.named_buffers()):

@@ -169,9 +169,9 @@ def test_adam_step_lowers_the_loss():
 
 def test_pth_round_trip_through_load_weights(tmp_path):
     """torch.save({'params': sd}) as BasicSR writes it (int64 index, float32 masks included) ->
-    framework.io.checkpoint.load_weights -> strict load -> the same output; detect on it too."""
+    framework.weights.load_weights -> strict load -> the same output; detect on it too."""
     torch = pytest.importorskip("torch")
-    from framework.io.checkpoint import load_weights
+    from framework.weights import load_weights
     s = spec("pixelshuffle", 3, resi_connection="3conv")
     model = checks.build(s, seed=1).eval()
     path = tmp_path / "net_g.pth"

@@ -14,8 +14,9 @@ import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, inference
 from framework.engine.cli import eval_main, infer_main
 from framework.io import image as image_io
-from framework.io.checkpoint import save_weights
+from framework.weights import save_weights
 from framework.nn import init
+from tests.conftest import dead_pid, partial_name
 
 SPEC = {"type": "FSRCNN", "d": 8, "s": 4, "m": 1}
 
@@ -172,6 +173,59 @@ def test_an_interrupted_image_write_leaves_the_previous_file(tmp_path, monkeypat
         image_io.write_image(path, np.zeros((3, 8, 8), np.float32))
     monkeypatch.setattr(Image.Image, "save", real)
     assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["x.png"]
+
+
+def _old_temp_name_link(kind, src, out):
+    """A symlink or hard link at `<output>.tmp` (the temporary name the writer once used) pointing
+    to the input: another user's trap in a shared folder."""
+    trap = out.parent / (out.name + ".tmp")
+    if kind == "symlink":
+        trap.symlink_to(src)
+    else:
+        os.link(src, trap)
+    return trap
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_a_link_at_the_old_temp_name_never_redirects_the_write(weights, tmp_path, kind):
+    src = _png(tmp_path / "in.png")
+    before = src.read_bytes()
+    out = tmp_path / "out.png"
+    trap = _old_temp_name_link(kind, src, out)
+    assert infer(weights, "--input", src, "--output", out) == 0
+    assert src.read_bytes() == before  # the input is untouched...
+    assert image_io.read_image(out)[0].shape == (3, 20, 24)  # ...and the output is the SR image
+    assert trap.is_symlink() if kind == "symlink" else os.path.samefile(trap, src)
+
+
+def test_an_input_named_like_the_old_temp_name_is_neither_consumed_nor_deleted(weights, tmp_path):
+    src = tmp_path / "x.png.tmp"
+    os.rename(_png(tmp_path / "made.png"), src)  # a PNG whatever its name says
+    before = src.read_bytes()
+    assert infer(weights, "--input", src, "--output", tmp_path / "x.png") == 0
+    assert src.read_bytes() == before
+    assert image_io.read_image(tmp_path / "x.png")[0].shape == (3, 20, 24)
+
+
+def test_partial_files_of_killed_writes_in_the_output_folder_are_removed(weights, tmp_path):
+    """Only those of dead processes, and never an input, whatever its name."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    _png(src / "a.png")
+    dead = dead_pid()
+    out.mkdir()
+    partial = out / partial_name("a_x2.png", dead)
+    partial.write_bytes(b"half a PNG")
+    alive = out / partial_name("b_x2.png", os.getpid())
+    alive.write_bytes(b"a write in progress")
+    assert infer(weights, "--input", src, "--output", out) == 0
+    assert not partial.exists() and alive.exists()
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["a_x2.png"]
+    # an input named like a leftover, in the output folder itself: read, never removed
+    odd = src / partial_name("c.png", dead)
+    os.rename(src / "a.png", odd)
+    assert infer(weights, "--input", odd, "--output", src / "c_x2.png") == 0
+    assert odd.exists() and (src / "c_x2.png").exists()
 
 
 # -- memory: tiled inference is bounded by a tile -------------------------------------------------

@@ -8,7 +8,7 @@ from PIL import Image
 import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, load_model, upscale
 from framework.engine.cli import eval_main, infer_main
-from framework.io.checkpoint import save_weights
+from framework.weights import save_weights
 from framework.nn import init
 
 SPECS = {

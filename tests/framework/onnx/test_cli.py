@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework.io.checkpoint import save_weights
+from framework.weights import save_weights
 from framework.onnx.cli import main
 from tests.models.cases import build
 

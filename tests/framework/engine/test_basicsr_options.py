@@ -13,7 +13,7 @@ import yaml
 
 import framework as sg
 from framework import nn
-from framework.io.basicsr_options import BASICSR_SPELLINGS, translate_options
+from framework.engine.basicsr_options import BASICSR_SPELLINGS, translate_options
 from framework.engine.schema import SCHEMA, validate
 from framework.engine.zoo import load_zoo
 from framework.io.config import ConfigError, ConfigLoader
