@@ -22,8 +22,7 @@ def check_pth_both_ways(spec: dict, shape, tmp_path):
     equals the twin's. float32, as published."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    from framework.io.pth import load_pth_state_dict
-    from framework.io.pth_write import write_pth
+    from framework.weights import load_pth_state_dict, write_pth
 
     model = checks.build(spec, seed=1)
     x = np.random.default_rng(0).uniform(0, 1, shape).astype(np.float32)
