@@ -125,6 +125,23 @@ def _mish_kernel(x, grad, g, out):
         out[i] = g[i] * (t + v * s * (tc * (one + t))) if grad else v * t
 
 
+@kernel(parallel=True)
+def _sigmoid_kernel(x, grad, g, out):
+    """out = sigmoid(x), or (grad, x holding sigmoid's output s) g s (1 - s); flat arrays."""
+    for i in prange(x.size):
+        v = x[i]
+        if grad:
+            out[i] = g[i] * (v * (_like(1.0, v) - v))
+        else:
+            out[i] = _logistic(v)[0]
+
+
+def sigmoid_pass(x, g=None):
+    """sigmoid(x) as one vectorised pass, or (g given, x = sigmoid's output) its backward
+    g s (1 - s); activation.py's sigmoid runs on these."""
+    return _self_gated(_sigmoid_kernel, x, g)
+
+
 def _self_gated(kern, x, g=None):
     """kern over flat x (and the upstream gradient g when given): y, or dL/dx, in x's shape. The
     backward recomputes the gate from x (one array fewer saved than keeping it)."""

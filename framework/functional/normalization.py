@@ -1,6 +1,7 @@
 """Normalisation: batch_norm over (N, C, ...) with PyTorch's running-statistics rule, layer_norm
-over the trailing axes (fused numba kernels: one pass per row each way), and group_norm (layer_norm's
-row kernels on rows (N groups, C / groups x ...), then a per-channel scale and shift)."""
+over the trailing axes (fused numba kernels: one pass per row each way), and group_norm (rows
+(N groups, C / groups x ...) with layer_norm's moments and gradient rule, the per-channel scale and
+shift in the same pass)."""
 from __future__ import annotations
 
 import math
@@ -278,48 +279,70 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 
+@kernel(parallel=True)
+def _group_norm_kernel(x, w, b, groups, eps, y, mean, rstd):
+    """Per row r = (sample, group) of x (N groups, C/groups HW): mean and rstd as layer_norm's
+    kernel, then y = (x - mean) rstd w[c] + b[c] with c the row's channels in turn (w, b (C,))."""
+    R, D = x.shape
+    cg = w.shape[0] // groups
+    hw = D // cg
+    for r in prange(R):
+        s, _ = _row_moments(x, r, 0.0)
+        mu = s / D
+        s1, q = _row_moments(x, r, mu)
+        rs = 1.0 / math.sqrt((q - s1 * s1 / D) / D + eps)
+        mean[r] = mu
+        rstd[r] = rs
+        m, sc = _like(mu, x[r, 0]), _like(rs, x[r, 0])
+        c0 = (r % groups) * cg
+        for c in range(cg):
+            wc, bc = w[c0 + c], b[c0 + c]
+            xs, ys = x[r, c * hw:(c + 1) * hw], y[r, c * hw:(c + 1) * hw]
+            for j in range(hw):
+                ys[j] = (xs[j] - m) * sc * wc + bc
+
+
 class GroupNormFunction(Function):
-    """x (N, C, ...) as rows (N groups, C / groups x ...), each standardised by layer_norm's row
-    kernels, then y = xhat w[c] + b[c]; weight, bias (C,) or None."""
+    """x (N, C, ...) as rows (N groups, C / groups x ...), each standardised and given its channels'
+    scale and shift in one pass (_group_norm_kernel); weight, bias (C,) or None."""
 
     @staticmethod
     def forward(ctx, x, weight, bias, *, groups, eps):
         N, C = x.shape[:2]
         rows = np.ascontiguousarray(x).reshape(N * groups, -1)
-        D = rows.shape[1]
-        xhat = np.empty(rows.shape, x.dtype)
+        w = np.ones(C, x.dtype) if weight is None else weight
+        b = np.zeros(C, x.dtype) if bias is None else bias
+        y = np.empty(rows.shape, x.dtype)
         mean, rstd = np.empty(rows.shape[0]), np.empty(rows.shape[0])
-        launch(_layer_norm_kernel, x.size < _SERIAL_ELEMS, rows, np.ones(D, x.dtype),
-               np.zeros(D, x.dtype), float(eps), xhat, mean, rstd)
-        xhat = xhat.reshape(x.shape)
-        per_channel = (C,) + (1,) * (x.ndim - 2)
-        y = xhat if weight is None else xhat * weight.reshape(per_channel)
-        if bias is not None:
-            y = y + bias.reshape(per_channel)
-        ctx.save_for_backward(rows, xhat, weight, mean, rstd)
-        ctx.groups = groups
-        return y if y is not xhat else xhat.copy()
+        launch(_group_norm_kernel, x.size < _SERIAL_ELEMS, rows, w, b, groups, float(eps), y, mean, rstd)
+        ctx.save_for_backward(rows, weight, mean, rstd)
+        ctx.shape = x.shape
+        return y.reshape(x.shape)
 
     @staticmethod
     def backward(ctx, g):
         # dL/dxhat = g w[c]; dL/dx: layer_norm's row rule on it; dL/dw = sum g xhat; dL/db = sum g
-        rows, xhat, w, mean, rstd = ctx.saved_tensors
+        rows, w, mean, rstd = ctx.saved_tensors
+        shape, dt = ctx.shape, rows.dtype
         need_x, need_w, need_b = ctx.needs_input_grad
-        shape, axes = xhat.shape, (0,) + tuple(range(2, xhat.ndim))
-        per_channel = (shape[1],) + (1,) * (xhat.ndim - 2)
-        g = np.asarray(g, xhat.dtype)
+        axes = (0,) + tuple(range(2, len(shape)))
+        per_channel = (shape[1],) + (1,) * (len(shape) - 2)
+        g = np.asarray(g, dt)
         gx = None
         if need_x:
             gh = np.ascontiguousarray(g if w is None else g * w.reshape(per_channel)).reshape(rows.shape)
             R, D = rows.shape
             chunk = max(32, -(-R // 512))
             parts = -(-R // chunk)
-            gx = np.empty(rows.shape, rows.dtype)
-            launch(_layer_norm_grad_kernel, rows.size < _SERIAL_ELEMS, gh, rows, np.ones(D, rows.dtype),
+            gx = np.empty(rows.shape, dt)
+            launch(_layer_norm_grad_kernel, rows.size < _SERIAL_ELEMS, gh, rows, np.ones(D, dt),
                    mean, rstd, chunk, True, gx, np.zeros((parts, D)), np.zeros((parts, D)))
             gx = gx.reshape(shape)
-        gw = (g * xhat).sum(axis=axes, dtype=np.float64).astype(xhat.dtype) if need_w else None
-        gb = g.sum(axis=axes, dtype=np.float64).astype(xhat.dtype) if need_b else None
+        gw = None
+        if need_w:  # xhat recomputed as the forward formed it (in the input's dtype)
+            xhat = ((rows - mean.astype(dt)[:, None]) * rstd.astype(dt)[:, None]).reshape(shape)
+            gw = (g * xhat).sum(axis=axes, dtype=np.float64).astype(dt)
+        gb = g.sum(axis=axes, dtype=np.float64).astype(dt) if need_b else None
         return gx, gw, gb
 
 

@@ -211,3 +211,19 @@ def test_self_gated_errors():
         F.silu(np.zeros(3, np.int64))
     with pytest.raises(TypeError, match="mish: input must be float32 or float64"):
         F.mish(np.zeros(3, np.int32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_sigmoid_pass_within_a_few_ulps_of_exact(dtype):
+    """F.sigmoid's one-pass kernel (logistic.sigmoid_pass) against math's float64: values within 4
+    ulps of the dtype (down to x = -80 in float32, where its exp underflows), the derivative
+    s (1 - s) within 4 ulps of 1 (absolute: the product of the rounded s)."""
+    a = np.concatenate([np.linspace(-80, 90, 4001), np.linspace(-3, 3, 1201)]).astype(dtype)
+    x = sg.tensor(a, requires_grad=True)
+    y = F.sigmoid(x)
+    y.backward(np.ones(a.shape, dtype))
+    s = np.array([_sigmoid_pair(float(v))[0] for v in a])
+    sc = np.array([_sigmoid_pair(float(v))[1] for v in a])
+    spacing = np.spacing(s.astype(dtype)).astype(np.float64)
+    assert y.dtype == dtype and (np.abs(y.data - s) <= 4 * spacing).all()
+    assert np.abs(x.grad.data - s * sc).max() <= 4 * np.spacing(dtype(1))
