@@ -61,10 +61,19 @@ class Conv3XC(nn.Module):
         return w, (b + self.sk.bias.data).astype(w1.dtype)
 
     def update_params(self):
-        """Write the fused weights into eval_conv (in place: optimisers and state_dict see them)."""
+        """Write the fused weights into eval_conv (in place: optimisers and state_dict see them).
+        The original fuses on every eval() forward; here the fusion is redone only when a branch
+        weight or eval_conv changed since the last one (a copy of each is kept to compare): the
+        same weights, without a dozen small products per layer per image."""
+        arrays = [p.data for p in self.parameters()]
+        last = self.__dict__.get("_fused_from")
+        if last is not None and all(a.shape == b.shape and a.dtype == b.dtype and np.array_equal(a, b)
+                                    for a, b in zip(arrays, last)):
+            return
         w, b = self.fused()
         np.copyto(self.eval_conv.weight.data, w)
         np.copyto(self.eval_conv.bias.data, b)
+        self._fused_from = [p.data.copy() for p in self.parameters()]
 
     def forward(self, x):
         if self.deploy:

@@ -117,6 +117,11 @@ def test_eval_conv_is_not_trained_and_follows_the_branches():
     w, b = model.block_1.c2_r.fused()
     np.testing.assert_array_equal(sd["block_1.c2_r.eval_conv.weight"], w)  # refreshed by eval()
     assert not np.array_equal(w, before["block_1.c2_r.eval_conv.weight"])
+    state = {k: (np.full_like(v, 7.0) if "eval_conv" in k else v) for k, v in sd.items()}
+    model.load_state_dict(state)  # an eval_conv that disagrees with its branches: the branches win
+    with sg.no_grad():
+        model(x)
+    np.testing.assert_array_equal(model.state_dict()["block_1.c2_r.eval_conv.weight"], w)
     fused = checks.build(spec(deploy=True))
     assert all(p.requires_grad for p in fused.parameters())  # deploy: eval_conv is the layer
 
