@@ -66,10 +66,11 @@ CASES = {
     "RCAN": ({"type": "RCAN", "scale": 2, "num_feat": 32, "num_group": 2, "num_block": 2,
               "squeeze_factor": 8}, 24),
     # issue 30's efficient convnets at their CPU-sized configs (configs/*_cpu_x2.yaml)
-    "SPAN": ({"type": "SPAN", "scale": 2, "feature_channels": 32, "num_blocks": 4, "norm": False}, 24),
-    "PLKSR": ({"type": "PLKSR", "scale": 2, "dim": 32, "n_blocks": 4, "kernel_size": 13, "ccm_type": "DCCM",
+    "SPAN": ({"type": "SPAN", "scale": 2, "feature_channels": 16, "num_blocks": 2, "norm": False}, 24),
+    "PLKSR": ({"type": "PLKSR", "scale": 2, "dim": 24, "n_blocks": 3, "kernel_size": 13, "ccm_type": "DCCM",
                "use_ea": False}, 24),
-    "RealPLKSR": ({"type": "RealPLKSR", "scale": 2, "dim": 32, "n_blocks": 4, "kernel_size": 13}, 24),
+    "RealPLKSR": ({"type": "RealPLKSR", "scale": 2, "dim": 24, "n_blocks": 3, "kernel_size": 13,
+                   "use_ea": False, "layer_norm": True}, 24),
 }
 DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
 MODERN = ["SRVGGNetCompact", "MSRResNet", "RRDBNet", "RCAN", "SwinIR"]  # --models modern
