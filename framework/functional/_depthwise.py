@@ -18,8 +18,9 @@ long multiply-add over the whole block, vectorised, four taps per pass (`_taps`)
 gradient sums the same products into one row of partial sums per tap and folds each once (without
 fastmath a scalar sum would not vectorise).
 
-Tasks own disjoint outputs (images x output channels x row bands for the forward, output channels
-for the weight gradient) and run on conv.py's worker threads (_tiles.run); every output element
+Dense convolutions with many multiply-adds per output (FFT_WORK) take the frequency domain instead
+(_fftconv.py). Tasks own disjoint outputs (images x output channels x row bands for the forward,
+output channels for the weight gradient) and run on conv.py's worker threads (_tiles.run); every output element
 gets its terms in one fixed order (bias, then c, p, q; then b, i, j), so results do not depend on
 the thread count.
 """
@@ -28,6 +29,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._jit import kernel
+from . import _fftconv
 
 # The route takes every depthwise convolution (groups == in == out channels) and the dense or grouped
 # ones whose kernel has at least LARGE_KERNEL taps and at most LARGE_KERNEL_MAX_CHANNELS input
@@ -36,6 +38,9 @@ LARGE_KERNEL = 7 * 7
 LARGE_KERNEL_MAX_CHANNELS = 16
 # Bytes of one task's padded planes: whole images of small maps, row bands of large ones.
 PLANE_BYTES = 1 << 20
+# Dense stride-1 convolutions (groups 1, no dilation) with at least FFT_WORK multiply-adds per output
+# value (input channels x taps: PLKSR's 16 x 17^2) go through the frequency domain (_fftconv.py).
+FFT_WORK = 2500
 # Rows per band of the weight gradient's partial sums (kept in L1 with four taps' rows).
 _GRAD_ROWS = 8
 _LANES = 16  # partial sums per fold: the fold vectorises, and its order is fixed
@@ -205,10 +210,17 @@ def _forward_tasks(n, o, opg, rows, row_cap, workers):
             for b in range(n) for o0 in range(0, o, o_step) for r0, r1 in bands]
 
 
+def _by_fft(c, cpg, kernel, dilation):
+    """Whether the frequency domain computes this correlation (FFT_WORK)."""
+    return cpg == c and dilation == (1, 1) and cpg * kernel[0] * kernel[1] >= FFT_WORK
+
+
 def _forward_call(x, w, pad, out_hw, bias, run, workers, dilation):
     """y (N, O, *out_hw) = the direct correlation of x with w padded by pad (top, left)."""
     N, C = x.shape[:2]
     O, cpg, kh, kw = w.shape
+    if _by_fft(C, cpg, (kh, kw), dilation):
+        return _fftconv.correlate(x, w, pad, out_hw, bias)
     y = np.empty((N, O, *out_hw), x.dtype)
     if y.size == 0:
         return y
@@ -257,6 +269,8 @@ def weight_grad(x, y, geo, w_shape, run, workers):
     dwt = np.zeros((O, cpg, kh * kw), x.dtype)
     if x.shape[0] == 0 or y.size == 0:
         return dwt.reshape(w_shape)
+    if _by_fft(x.shape[1], cpg, (kh, kw), geo.dilation):
+        return _fftconv.weight_grad(x, y, geo.padding, w_shape)
     (ph, pw), (dh, dw) = geo.padding, geo.dilation
     N, (OH, OW) = x.shape[0], geo.features
     Wp = OW + dw * (kw - 1)

@@ -196,3 +196,59 @@ def test_buffers_full_of_nan_are_never_read_unwritten(dtype, monkeypatch):
     cnt = 4 - np.abs(np.arange(7) - 3)
     np.testing.assert_array_equal(w.grad.numpy()[:, 0], np.broadcast_to(np.outer(cnt, cnt), (2, 7, 7)))
     np.testing.assert_array_equal(x.grad.numpy(), 16)  # each of the 16 outputs reads each pixel once
+
+
+# -- the frequency-domain route (_fftconv.py) ---------------------------------------------------------
+@pytest.fixture
+def fft_calls(monkeypatch):
+    """The FFT routines that ran (correlate, weight_grad)."""
+    from framework.functional import _fftconv
+    calls = []
+    for name in ("correlate", "weight_grad"):
+        real = getattr(_fftconv, name)
+        monkeypatch.setattr(_fftconv, name, lambda *a, _r=real, _n=name: calls.append(_n) or _r(*a))
+    return calls
+
+
+FFT = [  # dense convolutions with >= FFT_WORK multiply-adds per output: PLKSR's partial large kernel
+    ((2, 16, 11, 9), (16, 16, 13, 13), dict(padding=6)),
+    ((1, 16, 20, 23), (16, 16, 17, 17), dict(padding=8)),
+    ((2, 16, 5, 3), (3, 16, 15, 13), dict(padding=(7, 6))),  # a map smaller than the kernel
+    ((1, 16, 9, 8), (4, 16, 13, 13), dict(padding=(2, 9))),  # asymmetric, beyond the kernel: a crop
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("x_shape,w_shape,options", FFT)
+def test_fft_route_matches_torch(x_shape, w_shape, options, dtype, fft_calls):
+    _parity(x_shape, w_shape, options, dtype=dtype)
+    # forward and dW; dx too when the flipped kernel (O input channels) also does the work
+    dx = w_shape[0] * w_shape[2] * w_shape[3] >= _depthwise.FFT_WORK
+    assert sorted(fft_calls) == ["correlate"] * (1 + dx) + ["weight_grad"]
+
+
+def test_fft_route_on_large_maps_cuts_tiles(monkeypatch, fft_calls):
+    """A map wider than FFT_SIDE is cut into tiles (one patch per tile), the output the same."""
+    from framework.functional import _fftconv
+    monkeypatch.setattr(_fftconv, "FFT_SIDE", 32)
+    assert _fftconv._plan(70, 13) == (32, 20, 4)
+    _parity((1, 16, 70, 45), (2, 16, 13, 13), dict(padding=6), seed=3)
+    assert "correlate" in fft_calls
+
+
+@pytest.mark.parametrize("x_shape,w_shape,options", [
+    ((2, 3, 5, 4), (2, 3, 3, 3), dict(padding=1)),
+    ((1, 2, 4, 6), (3, 2, 5, 3), dict(padding=(3, 0))),
+])
+def test_fft_route_gradcheck(x_shape, w_shape, options, rng, monkeypatch, fft_calls):
+    """With FFT_WORK at 1 every dense direct-route conv takes the FFT (LARGE_KERNEL lowered too)."""
+    monkeypatch.setattr(_depthwise, "FFT_WORK", 1)
+    monkeypatch.setattr(_depthwise, "LARGE_KERNEL", 1)
+    x, w, b = t64(rng, *x_shape), t64(rng, *w_shape), t64(rng, w_shape[0])
+    assert sg.gradcheck(lambda x, w, b: F.conv2d(x, w, b, **options), (x, w, b))
+    assert "weight_grad" in fft_calls
+
+
+def test_fft_sizes_are_smooth():
+    from framework.functional._fftconv import _smooth
+    assert [_smooth(n) for n in (1, 7, 29, 37, 81, 97, 121)] == [1, 8, 30, 40, 81, 100, 125]
