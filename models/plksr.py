@@ -23,11 +23,11 @@ import numpy as np
 
 import framework.functional as F
 from framework import nn
-from framework._check import choice, flag, int_arg, int_list, number
+from framework.check import choice, flag, int_arg, int_list, number
 from framework.nn import init
+from framework.detect import NoMatch, Unknown, indices, need
 from framework.registry import MODELS
 
-from .detect import NoMatch, Unknown, indices, need
 
 _CCM = {"CCM": (3, 1), "ICCM": (1, 3), "DCCM": (3, 3)}  # kernel sizes of the two convolutions
 _LK_TYPES = ("PLK", "SparsePLK", "RectSparsePLK")

@@ -19,11 +19,11 @@ import numpy as np
 
 import framework.functional as F
 from framework import nn
-from framework._check import choice, flag, int_arg, number
+from framework.check import choice, flag, int_arg, number
 from framework.nn import init
+from framework.detect import NoMatch, Unknown, indices, need
 from framework.registry import MODELS
 
-from .detect import NoMatch, Unknown, indices, need
 from .plksr import EA, PLKConv2d, channel_mixer, check_odd_kernel, partial_channels, read_split_ratio, \
     repeat_channels, trunc_normal
 

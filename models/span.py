@@ -22,11 +22,11 @@ import numpy as np
 
 import framework.functional as F
 from framework import nn
-from framework._check import flag, int_arg, number
+from framework.check import flag, int_arg, number
+from framework.detect import NoMatch, need, split_shuffle
 from framework.registry import MODELS
 
 from ._blocks import channel_mean
-from .detect import NoMatch, need, split_shuffle
 
 _RGB_MEAN = (0.4488, 0.4371, 0.4040)
 

@@ -30,11 +30,11 @@ from ..metrics import higher_is_better
 from ..optim import EMA
 from ..registry import DATASETS, LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
 from ..tensor import Tensor
-from .pretrained import load_pretrained
+from ..weights import load_into
 from .runlog import Progress, RunLock, duration, plot_curves
 from .runstate import (RunState, TrainingError, TrainingInterrupted,  # noqa: F401  re-exported
                        find_latest_checkpoint)
-from .validation import ValidationStopped, Validator
+from .validation import ValidationStopped, Validator, column, main_metric
 
 __all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint",
            "make_trainer"]
@@ -194,9 +194,9 @@ class Trainer(RunState):
             spec = self.cfg["train"][key]
             if net is None or spec["path"] is None:
                 continue
-            info = load_pretrained(net, spec["path"], spec["key"], spec["strict"],
-                                   f"train.{key}", say=self._say,
-                                   scale=self.scale if key == "pretrained" else None)
+            info = load_into(net, spec["path"], spec["key"], strict=spec["strict"],
+                             where=f"train.{key}", say=self._say,
+                             spec=self.model_spec if key == "pretrained" else None)
             self._pretrained = True
             self._say(f"train.{key}: starting from {spec['path']} ({info.get('key') or 'weights'})")
             self.comm.broadcast_params(net)
@@ -212,7 +212,7 @@ class Trainer(RunState):
         return len(self.criteria) > 1
 
     def _key(self, metric):
-        return f"{metric}_{'y' if self.cfg['val']['y_channel'] else 'rgb'}"
+        return column(metric, self.cfg["val"]["y_channel"])
 
     def _summary(self):
         """What is about to run, in a few lines (rank 0)."""
@@ -451,7 +451,7 @@ class Trainer(RunState):
         if not self.is_main or not means:
             return means
         vcfg = self.cfg["val"]
-        metric = "psnr" if "psnr" in vcfg["metrics"] else vcfg["metrics"][0]
+        metric = main_metric(vcfg["metrics"])
         key = self._key(metric)
         better = (lambda a, b: a > b) if higher_is_better(metric) else (lambda a, b: a < b)
         if key in means and (self.best["value"] is None or better(means[key], self.best["value"])):

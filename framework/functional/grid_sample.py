@@ -25,7 +25,7 @@ import numpy as np
 from .._check import choice, flag, float_array
 from .._jit import kernel, prange
 from ..autograd import Function
-from .normalization import _like
+from .rows import like
 
 __all__ = ["grid_sample"]
 
@@ -57,9 +57,9 @@ def _reflect(c, twice_low, twice_high):
 def _source(coord, size, align, padding):
     """(the source coordinate of a normalised grid value, its derivative) in coord's float type,
     as ATen's grid_sampler_compute_source_index_set_grad."""
-    one = _like(1.0, coord)
+    one = like(1.0, coord)
     two = one + one
-    n = _like(size, coord)
+    n = like(size, coord)
     if align:
         c, d = (coord + one) / two * (n - one), (n - one) / two
     else:

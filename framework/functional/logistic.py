@@ -3,7 +3,7 @@ binary_cross_entropy_with_logits (the GAN losses' vanilla and wgan_softplus type
 activations built on the logistic function, silu(x) = x sigmoid(x) and mish(x) = x tanh(softplus(x)).
 
 silu and mish are one fused numba pass each way. Both need only e = exp(-|x|) <= 1, which never
-overflows (float32 through softmax's vectorisable exp):
+overflows (float32 through rows.py's vectorisable exp):
 
     sigmoid(x)           = 1 / (1 + e)                      (x >= 0),  e / (1 + e)           (x < 0)
     tanh(softplus(x))    = (1 + 2e) / (1 + 2e + 2e^2)        (x >= 0),  n / (n + 2), n = e (e + 2)  (x < 0)
@@ -24,15 +24,11 @@ import numpy as np
 from .._check import choice, float_array, number
 from .._jit import kernel, launch, prange
 from ..autograd import Function
-from .normalization import _like
-from .softmax import _exp
+from .loss import REDUCTIONS
+from .rows import SERIAL_ELEMS, like, vexp
 
 __all__ = ["softplus", "binary_cross_entropy_with_logits", "silu", "mish"]
 
-# Below this many elements silu's and mish's kernels run on one thread (_jit.launch; softmax's).
-_SERIAL_ELEMS = 1 << 15
-
-_REDUCTIONS = ("mean", "sum", "none")
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -94,10 +90,10 @@ def _logistic(v):
     """(s, 1 - s, t, 1 - t) for s = sigmoid(v), t = tanh(softplus(v)) in v's float type, from
     e = exp(-|v|) (module docstring); each complement from its own quotient, not by a subtraction
     that would cancel in the tails. A NaN stays NaN."""
-    one = _like(1.0, v)
+    one = like(1.0, v)
     two = one + one
     pos = v >= 0
-    e = _exp(-v if pos else v)
+    e = vexp(-v if pos else v)
     q = one / (one + e)
     p = e * q  # e / (1 + e)
     if pos:  # t = (1 + 2e) / (1 + 2e + 2e^2), 1 - t = 2e^2 / (1 + 2e + 2e^2)
@@ -111,7 +107,7 @@ def _logistic(v):
 def _silu_kernel(x, grad, g, out):
     """out = x sigmoid(x), or (grad) g s (1 + x (1 - s)); flat arrays."""
     for i in prange(x.size):
-        v, one = x[i], _like(1.0, x[i])
+        v, one = x[i], like(1.0, x[i])
         s, sc, _, _ = _logistic(v)
         out[i] = g[i] * (s * (one + v * sc)) if grad else v * s
 
@@ -120,7 +116,7 @@ def _silu_kernel(x, grad, g, out):
 def _mish_kernel(x, grad, g, out):
     """out = x tanh(softplus(x)), or (grad) g (t + x s (1 - t^2)); flat arrays."""
     for i in prange(x.size):
-        v, one = x[i], _like(1.0, x[i])
+        v, one = x[i], like(1.0, x[i])
         s, _, t, tc = _logistic(v)
         out[i] = g[i] * (t + v * s * (tc * (one + t))) if grad else v * t
 
@@ -131,7 +127,7 @@ def _sigmoid_kernel(x, grad, g, out):
     for i in prange(x.size):
         v = x[i]
         if grad:
-            out[i] = g[i] * (v * (_like(1.0, v) - v))
+            out[i] = g[i] * (v * (like(1.0, v) - v))
         else:
             out[i] = _logistic(v)[0]
 
@@ -148,7 +144,7 @@ def _self_gated(kern, x, g=None):
     flat = np.ascontiguousarray(x).reshape(-1)
     out = np.empty_like(flat)
     gf = flat if g is None else np.ascontiguousarray(g, flat.dtype).reshape(-1)
-    launch(kern, flat.size < _SERIAL_ELEMS, flat, g is not None, gf, out)
+    launch(kern, flat.size < SERIAL_ELEMS, flat, g is not None, gf, out)
     return out.reshape(x.shape)
 
 
@@ -207,7 +203,7 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean"):
         raise ValueError(f"{op}: target shape {ta.shape} must equal input shape {xa.shape}")
     if xa.dtype != ta.dtype:
         raise TypeError(f"{op}: input dtype {xa.dtype} and target dtype {ta.dtype} differ")
-    choice(op, "reduction", reduction, _REDUCTIONS)
+    choice(op, "reduction", reduction, REDUCTIONS)
     if xa.size == 0 and reduction == "mean":
         raise ValueError(f"{op}: the mean of an empty input is undefined")
     return BCEWithLogitsFunction.apply(input, target, reduction=reduction)

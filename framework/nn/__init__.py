@@ -5,6 +5,7 @@ from .activation import GELU, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, Sigmoid,
 from .conv import Conv2d, ConvTranspose2d
 from .dropout import Dropout, Dropout2d, DropPath
 from .gan_loss import GANLoss
+from .jpeg import DiffJPEG
 from .linear import Identity, Linear
 from .loss import CharbonnierLoss, L1Loss, MSELoss
 from .normalization import BatchNorm2d, GroupNorm, LayerNorm
@@ -18,8 +19,8 @@ from . import init, utils
 __all__ = [
     "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU",
     "LogSoftmax", "Mish", "PReLU", "ReLU", "Sigmoid", "SiLU", "Softmax", "Tanh", "Conv2d",
-    "ConvTranspose2d", "Dropout", "Dropout2d", "DropPath", "GANLoss", "Identity", "Linear",
-    "CharbonnierLoss", "L1Loss", "MSELoss", "BatchNorm2d", "GroupNorm", "LayerNorm",
+    "ConvTranspose2d", "Dropout", "Dropout2d", "DropPath", "DiffJPEG", "GANLoss", "Identity",
+    "Linear", "CharbonnierLoss", "L1Loss", "MSELoss", "BatchNorm2d", "GroupNorm", "LayerNorm",
     "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool2d",
     "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_", "clip_grad_value_", "init", "utils",
 ]

@@ -46,6 +46,8 @@ _FILES = {"vgg11": "vgg11-8a719046.pth", "vgg13": "vgg13-19584684.pth", "vgg16":
           "vgg19_bn": "vgg19_bn-c79401a0.pth"}
 _URL = "https://download.pytorch.org/models/"
 _MEAN, _STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet statistics of [0, 1] images
+# PerceptualLoss's criterion names (BasicSR's) -> the functional loss each one is
+_CRITERIA = {"l1": F.l1_loss, "l2": F.mse_loss, "fro": F.frobenius_loss}
 
 
 def vgg_layer_names(vgg_type: str = "vgg19") -> list[str]:
@@ -237,7 +239,7 @@ class PerceptualLoss(Module):
             number(owner, f"layer_weights[{k!r}]", v)
         number(owner, "perceptual_weight", perceptual_weight)
         number(owner, "style_weight", style_weight)
-        choice(owner, "criterion", criterion, ("l1", "l2", "fro"))
+        choice(owner, "criterion", criterion, tuple(_CRITERIA))
 
     @classmethod
     def check_kwargs(cls, kwargs: dict) -> None:
@@ -255,9 +257,7 @@ class PerceptualLoss(Module):
             raise ValueError(str(exc)) from None
 
     def _distance(self, a, b):
-        if self.criterion_type == "fro":
-            return F.frobenius_loss(a, b)
-        return F.l1_loss(a, b) if self.criterion_type == "l1" else F.mse_loss(a, b)
+        return _CRITERIA[self.criterion_type](a, b)
 
     @staticmethod
     def _gram(x):

@@ -53,7 +53,7 @@ def check_published_file_infers(spec: dict, shape, tmp_path, want_spec: dict | N
     with no model spec: detected as `want_spec` (default: spec), its eval() output the twin's."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    from framework.engine.inference import load_model
+    from framework.engine import load_model
 
     torch.manual_seed(5)
     twin = twins.build_twin(spec)

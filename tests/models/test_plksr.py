@@ -10,7 +10,7 @@ import pytest
 
 import framework as sg
 from framework.registry import MODELS
-from models.detect import detect
+from framework.detect import detect
 from models.plksr import PLKConv2d
 
 from . import basicsr_checks as checks

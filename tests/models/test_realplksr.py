@@ -10,7 +10,7 @@ import pytest
 import framework as sg
 import framework.functional as F
 from framework.registry import MODELS
-from models.detect import detect
+from framework.detect import detect
 from models.realplksr import _init_pos
 
 from . import basicsr_checks as checks
