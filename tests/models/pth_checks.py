@@ -82,7 +82,7 @@ def check_export_cli(spec: dict, hw, tmp_path, other_shape=None):
         pytest.skip(unavailable_reason())
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    from framework.onnx.cli import main
+    from framework.engine.export import main
     from tests.framework.onnx._util import op_types, ort_run
 
     torch.manual_seed(6)
