@@ -72,40 +72,38 @@ def _split(z):
     return np.ascontiguousarray(z.real), np.ascontiguousarray(z.imag)
 
 
+@kernel
+def _add_conj_product(ar, ai, pr, pi, qr, qi):
+    """a += p conj(q) on rows of nf, complex as (real, imag) rows."""
+    for f in range(ar.shape[0]):
+        ar[f] += pr[f] * qr[f] + pi[f] * qi[f]
+        ai[f] += pi[f] * qr[f] - pr[f] * qi[f]
+
+
 @kernel(parallel=True)
 def _mac(xr, xi, wr, wi, yr, yi):
     """y[b, o] = sum_c x[b, c] conj(w[o, c]), complex as (real, imag) arrays of (.., nf)."""
-    B, C, nf = xr.shape
+    B, C = xr.shape[:2]
     O = wr.shape[0]
     for t in prange(B * O):
         b, o = t // O, t % O
-        ar, ai = yr[b, o], yi[b, o]
-        for f in range(nf):
-            ar[f] = 0
-            ai[f] = 0
+        yr[b, o, :] = 0
+        yi[b, o, :] = 0
         for c in range(C):
-            pr, pi, qr, qi = xr[b, c], xi[b, c], wr[o, c], wi[o, c]
-            for f in range(nf):
-                ar[f] += pr[f] * qr[f] + pi[f] * qi[f]
-                ai[f] += pi[f] * qr[f] - pr[f] * qi[f]
+            _add_conj_product(yr[b, o], yi[b, o], xr[b, c], xi[b, c], wr[o, c], wi[o, c])
 
 
 @kernel(parallel=True)
 def _mac_grad(xr, xi, gr, gi, rr, ri):
     """r[o, c] = sum_b x[b, c] conj(g[b, o]), complex as (real, imag) arrays of (.., nf)."""
-    B, C, nf = xr.shape
+    B, C = xr.shape[:2]
     O = gr.shape[1]
     for t in prange(O * C):
         o, c = t // C, t % C
-        ar, ai = rr[o, c], ri[o, c]
-        for f in range(nf):
-            ar[f] = 0
-            ai[f] = 0
+        rr[o, c, :] = 0
+        ri[o, c, :] = 0
         for b in range(B):
-            pr, pi, qr, qi = xr[b, c], xi[b, c], gr[b, o], gi[b, o]
-            for f in range(nf):
-                ar[f] += pr[f] * qr[f] + pi[f] * qi[f]
-                ai[f] += pi[f] * qr[f] - pr[f] * qi[f]
+            _add_conj_product(rr[o, c], ri[o, c], xr[b, c], xi[b, c], gr[b, o], gi[b, o])
 
 
 def _join(re, im, shape):
