@@ -31,7 +31,7 @@ import numpy as np
 from .._check import float_array, int_arg, int_pair, number
 from .. import autograd
 from ..autograd import Function
-from . import _tiles
+from . import _direct, _tiles
 from . import _winograd as _wino
 from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
@@ -185,8 +185,44 @@ def _winograd_weight_grad(x, y, geo, tf):
     return _wino.weight_grad(x, y, tf, geo.padding, tiles, elems, TW, _run)
 
 
-def _correlate(x, w, geo, bias=None):
-    """Y = W @ im2col(X) (+ bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW)."""
+# The direct route (_direct.py): stride 1, no dilation, no groups, and at least this many channels on
+# the output side (its vectors run over output channels; fewer leave most lanes empty).
+_DIRECT_MIN_CHANNELS = 16
+
+
+def _direct_route(geo, c, o):
+    """Whether the correlation between sides of c and o channels (its forward, or its weight
+    gradient) takes the direct route."""
+    return (geo.stride == (1, 1) and geo.dilation == (1, 1) and geo.groups == 1
+            and o >= _DIRECT_MIN_CHANNELS)
+
+
+def _direct_correlate(x, w, geo, bias, slope):
+    """_correlate by the direct route, the activation fused (_direct.correlate)."""
+    Wp = _direct.padded_width(geo.features[1], geo.kernel[1])
+    tiles, _ = _split(x.shape[0], geo.features[0], x.shape[1] * Wp * x.itemsize, _workers())
+    return _direct.correlate(x, w, geo.features, geo.padding, bias, slope, tiles, _run)
+
+
+def _direct_weight_grad(x, y, geo):
+    """_weight_grad by the direct route (_direct.weight_grad)."""
+    workers = _workers()
+    step = max(1, -(-x.shape[0] // workers))
+    image_tiles = [(b, min(x.shape[0], b + step)) for b in range(0, x.shape[0], step)]
+    return _direct.weight_grad(x, y, geo.padding, geo.kernel, image_tiles, _run, workers)
+
+
+def _correlate(x, w, geo, bias=None, slope=None):
+    """Y = act(W @ im2col(X) + bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW); slope:
+    None (no activation), 0 (relu) or the leaky relu's slope, applied to the fresh output."""
+    if _direct_route(geo, x.shape[1], w.shape[0]):
+        return _direct_correlate(x, w, geo, bias, slope)
+    y = _correlate_gemm(x, w, geo, bias)
+    return y if slope is None else rectify_(y, slope)
+
+
+def _correlate_gemm(x, w, geo, bias=None):
+    """_correlate by Winograd or im2col and BLAS, without an activation."""
     N, g, O = x.shape[0], geo.groups, w.shape[0]
     tf = _winograd_table(geo, x.shape[1], O)
     if tf is not None:
@@ -215,8 +251,9 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
     """X = col2im(W^T @ Y) (+ bias): Y (N, O, OH, OW), W (O, C/g, kh, kw) -> X (N, C, H, W)."""
     N, g, O = y.shape[0], geo.groups, w.shape[0]
     flipped = geo.flipped()
-    if flipped is not None and (O <= c_out or _winograd_table(flipped, O, c_out) is not None):
-        return _correlate(y, _flip(w, g, c_out), flipped, bias)  # O kh kw rows, or Winograd: no col2im
+    if flipped is not None and (O <= c_out or _winograd_table(flipped, O, c_out) is not None
+                                or _direct_route(flipped, O, c_out)):
+        return _correlate(y, _flip(w, g, c_out), flipped, bias)  # O kh kw rows, or no col2im at all
     H, W = geo.image
     OH, OW = geo.features
     wt = w.reshape(g, O // g, -1).transpose(0, 2, 1)  # (g, C/g * kh * kw, O/g)
@@ -277,6 +314,8 @@ def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
     C, (kh, kw) = x.shape[1], geo.kernel
+    if _direct_route(geo, C, O):
+        return _direct_weight_grad(x, y, geo)
     tf = _winograd_table(geo, C, O, weight_grad=True)
     if tf is not None:
         return _winograd_weight_grad(x, y, geo, tf)
@@ -307,9 +346,7 @@ class Conv2dFunction(Function):
     @staticmethod
     def forward(ctx, x, w, b=None, *, geo, relu_slope=None):
         x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
-        y = _correlate(x, w, geo, b)
-        if relu_slope is not None:
-            rectify_(y, relu_slope)
+        y = _correlate(x, w, geo, b, relu_slope)
         ctx.save_for_backward(x, w, y if relu_slope is not None else None)
         ctx.geo, ctx.relu_slope = geo, relu_slope
         return y

@@ -1,0 +1,171 @@
+"""Explicit SIMD vectors for the few kernels whose speed is register blocking (functional/_direct.py).
+
+LLVM's loop vectoriser decides by heuristics that change with the CPU and the loop's size (a 16-lane
+loop of 8 accumulators came out as register spills on AVX2 and as sensible code on AVX-512), so the
+hot kernels say what they mean instead: a `Vector(dtype, lanes)` is one LLVM vector value, which
+numba keeps in registers as it keeps any local scalar, and four intrinsics act on it:
+
+    vload(a, i, lanes)   a[i:i + lanes] of a contiguous 1-D array (no bounds check: validate first)
+    vstore(a, i, v)      a[i:i + lanes] = v
+    vsplat(x, lanes)     x in every lane
+    vfma(a, b, c)        a b + c per lane, rounded once (llvm.fma: IEEE fused multiply-add)
+    vadd(a, b)           a + b per lane
+
+vfma is exact IEEE arithmetic, not fastmath: the same inputs give the same bits on every CPU, with or
+without FMA hardware (where LLVM calls libm's fma), and lanes never mix, so a lane's sum keeps its
+order whatever the vector width. `wide()` marks the calling kernel for 512-bit vectors: LLVM's tuning
+for recent Intel server CPUs prefers 256-bit ones (`prefer-256-bit`), which splits every 16-lane
+operation in two and halves the registers a kernel can block in (docs/benchmarks.md).
+
+`lanes()` is the vector width the register blocking wants on the CPU numba compiles for (numba's
+own target, so NUMBA_CPU_NAME / NUMBA_CPU_FEATURES count): it changes speed only, never a result.
+"""
+from __future__ import annotations
+
+import functools
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.datamodel import models, register_default
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
+
+__all__ = ["Vector", "vload", "vstore", "vsplat", "vfma", "vadd", "wide", "lanes", "target"]
+
+
+class Vector(types.Type):
+    """numba type of an LLVM vector <lanes x dtype>."""
+
+    def __init__(self, dtype, lanes):
+        self.dtype, self.lanes = dtype, lanes
+        super().__init__(name=f"Vector({dtype}, {lanes})")
+
+
+@register_default(Vector)
+class _VectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        element = dmm.lookup(fe_type.dtype).get_value_type()
+        super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
+
+
+def _literal_lanes(n):
+    if not isinstance(n, types.IntegerLiteral) or n.literal_value < 1:
+        raise TypingError(f"lanes must be a positive compile-time constant, got {n}")
+    return n.literal_value
+
+
+def _element_pointer(context, builder, arrty, arr, i, vector):
+    """Pointer to arr[i] as a pointer to the vector type."""
+    data = context.make_array(arrty)(context, builder, arr).data
+    return builder.bitcast(builder.gep(data, [i]), vector.as_pointer())
+
+
+def _check_array(arr):
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.layout != "C":
+        raise TypingError(f"expected a contiguous 1-D array, got {arr}")
+
+
+@intrinsic
+def vload(typingctx, arr, i, n):
+    _check_array(arr)
+    vt = Vector(arr.dtype, _literal_lanes(n))
+
+    def codegen(context, builder, sig, args):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], context.get_value_type(vt))
+        return builder.load(ptr, align=arr.dtype.bitwidth // 8)
+    return vt(arr, types.intp, n), codegen
+
+
+@intrinsic
+def vstore(typingctx, arr, i, v):
+    _check_array(arr)
+    if not isinstance(v, Vector) or v.dtype != arr.dtype:
+        raise TypingError(f"vstore: {v} into {arr}")
+
+    def codegen(context, builder, sig, args):
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], args[2].type)
+        builder.store(args[2], ptr, align=arr.dtype.bitwidth // 8)
+        return context.get_dummy_value()
+    return types.none(arr, types.intp, v), codegen
+
+
+@intrinsic
+def vsplat(typingctx, x, n):
+    if not isinstance(x, types.Float):
+        raise TypingError(f"vsplat: a float scalar, got {x}")
+    count = _literal_lanes(n)
+    vt = Vector(x, count)
+
+    def codegen(context, builder, sig, args):
+        lt = context.get_value_type(vt)
+        one = builder.insert_element(ir.Constant(lt, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
+        zeros = ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count)
+        return builder.shuffle_vector(one, ir.Constant(lt, ir.Undefined), zeros)
+    return vt(x, n), codegen
+
+
+@intrinsic
+def vfma(typingctx, a, b, c):
+    if not (isinstance(a, Vector) and a == b == c):
+        raise TypingError(f"vfma: three vectors of one type, got {a}, {b}, {c}")
+
+    def codegen(context, builder, sig, args):
+        t = args[0].type
+        name = f"llvm.fma.v{t.count}f{a.dtype.bitwidth}"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name)
+        return builder.call(fn, args)
+    return a(a, b, c), codegen
+
+
+@intrinsic
+def vadd(typingctx, a, b):
+    if not (isinstance(a, Vector) and a == b):
+        raise TypingError(f"vadd: two vectors of one type, got {a}, {b}")
+
+    def codegen(context, builder, sig, args):
+        return builder.fadd(args[0], args[1])
+    return a(a, b), codegen
+
+
+@intrinsic
+def wide(typingctx):
+    """Let the calling kernel use 512-bit vectors where the CPU has them (LLVM's function attributes;
+    llvmlite's checked set knows only the keyword attributes, hence the plain set.add)."""
+    def codegen(context, builder, sig, args):
+        for attr in ('"prefer-vector-width"="512"', '"min-legal-vector-width"="512"'):
+            set.add(builder.function.attributes, attr)
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+# CPUs whose LLVM model has AVX-512 (for NUMBA_CPU_NAME without NUMBA_CPU_FEATURES, where numba
+# passes no feature list and LLVM takes the model's own)
+_AVX512_MODELS = ("skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake", "tigerlake",
+                  "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "diamondrapids",
+                  "znver4", "znver5", "x86-64-v4", "knl", "knm")
+
+
+@functools.lru_cache(maxsize=None)
+def target() -> tuple[str, str]:
+    """(CPU name, feature list) numba compiles for: the host's, or NUMBA_CPU_NAME / _FEATURES'."""
+    from numba.core.registry import cpu_target
+    codegen = cpu_target.target_context.codegen()
+    return codegen._get_host_cpu_name(), codegen._tm_features
+
+
+@functools.lru_cache(maxsize=None)
+def has_avx512() -> bool:
+    """Whether the kernels compile for a CPU with AVX-512F (32 vector registers of 16 floats)."""
+    name, features = target()
+    if features:
+        return "+avx512f" in features.split(",")
+    return name.startswith(_AVX512_MODELS)
+
+
+def lanes(dtype_bits: int = 32) -> int:
+    """Output channels per register block of the direct convolution (_direct.py): 8 accumulators of
+    this many lanes fill 16 of AVX-512's 32 registers (2 zmm each for float32), or 8 of AVX2's 16
+    (a ymm each); 16-lane blocks on AVX2 spill."""
+    full = 512 if has_avx512() else 256
+    return 2 * full // dtype_bits if has_avx512() else full // dtype_bits
