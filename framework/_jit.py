@@ -5,6 +5,8 @@
   only the kernel's file, but a kernel inlines the kernels it calls from other files
   (`_winograd` calls `_im2col.valid_range`), so an edit there would leave a stale machine code.
 - no `fastmath`: kernels are gradchecked in float64, and reassociation would break the adjoint tests.
+  Where a kernel wants fused multiply-adds it says so (_simd.vfma: exact IEEE, the same bits on
+  every CPU); LLVM never contracts a * b + c on its own here.
 - no explicit signatures: the same kernel compiles for float32 and float64 on first use.
 
 How a kernel stays fast to run and to compile (docs/benchmarks.md has the figures):
@@ -34,12 +36,13 @@ def source_stamp() -> str:
 
 def stamp_of(root: pathlib.Path) -> str:
     """sha256 of every file under root/framework and root/models that imports this module (so
-    defines kernels), path and text: any edit to any of them invalidates every cached kernel."""
+    defines kernels), and of _simd.py (its intrinsics become part of the kernels that use them), path
+    and text: any edit to any of them invalidates every cached kernel."""
     digest = hashlib.sha256()
     for package in _PACKAGES:
         for path in sorted((root / package).rglob("*.py")):
             text = path.read_bytes()
-            if b"_jit import" in text or path.name == "_jit.py":
+            if b"_jit import" in text or path.name in ("_jit.py", "_simd.py"):
                 digest.update(str(path.relative_to(root)).encode() + b"\0" + text + b"\0")
     return digest.hexdigest()
 

@@ -77,3 +77,13 @@ def test_every_kernel_uses_the_stamped_cache():
     from framework.functional import _im2col
     locator = _im2col.im2col._cache._impl.locator
     assert locator.get_source_stamp() == _jit.source_stamp()
+
+
+def test_the_stamp_covers_the_simd_intrinsics(tmp_path):
+    """_simd.py defines no kernel, but its intrinsics are compiled into every kernel that calls them:
+    an edit there must recompile them too."""
+    _package(tmp_path, add=1)
+    (tmp_path / "framework" / "_simd.py").write_text("# intrinsics\n")
+    before = _jit.stamp_of(tmp_path)
+    (tmp_path / "framework" / "_simd.py").write_text("# intrinsics, edited\n")
+    assert _jit.stamp_of(tmp_path) != before
