@@ -40,6 +40,62 @@ class Row:
         return None if not self.torch_ms else self.ours_ms / self.torch_ms
 
 
+# The CPU flags that decide which kernels the libraries run (lscpu names them this way)
+_VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                 "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
+# Environment variables that change the kernels or the threads of one side
+_KNOBS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
+          "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")
+
+
+def _cpu():
+    """(model name, its vector extensions) from /proc/cpuinfo, or what platform knows."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() in ("flags", "Features"):
+                flags = set(value.split())
+    except OSError:
+        pass
+    return model, [f for f in _VECTOR_FLAGS if f in flags]
+
+
+def machine() -> list[str]:
+    """The facts that make two timings comparable: the CPU and its vector extensions, the kernels
+    each library picked for it (OpenBLAS's core type through threadpoolctl, numba's target CPU and
+    vector width, torch's ATen capability), the environment variables that change either, and the
+    load average."""
+    model, flags = _cpu()
+    lines = [f"CPU: {model}, {os.cpu_count()} logical CPUs; vector extensions: {' '.join(flags) or 'none known'}"]
+    try:
+        import numpy  # noqa: F401  (loads its OpenBLAS, which threadpoolctl then reports)
+        from threadpoolctl import threadpool_info
+        blas = [f"{i.get('internal_api')} {i.get('version')} core {i.get('architecture')}, "
+                f"{i.get('num_threads')} threads" for i in threadpool_info() if i.get("user_api") == "blas"]
+        lines.append(f"numpy BLAS: {'; '.join(blas) or 'none found'}")
+    except ImportError:
+        lines.append("numpy BLAS: unknown (threadpoolctl is not installed)")
+    from framework import _simd
+    name, _ = _simd.target()
+    lines.append(f"numba target CPU: {name} ({'AVX-512' if _simd.has_avx512() else 'no AVX-512'}; "
+                 f"direct conv blocks of {_simd.lanes(32)} float32 lanes)")
+    try:
+        import torch
+        lines.append(f"torch {torch.__version__}: ATen CPU capability {torch.backends.cpu.get_cpu_capability()}")
+    except ImportError:
+        lines.append("torch: absent")
+    knobs = [f"{k}={os.environ[k]}" for k in _KNOBS if k in os.environ]
+    lines.append(f"environment: {' '.join(knobs) or 'none of ' + ', '.join(_KNOBS[:6])}")
+    try:
+        lines.append(f"load average at start: {' '.join(pathlib.Path('/proc/loadavg').read_text().split()[:3])}")
+    except OSError:
+        pass
+    return lines
+
+
 def time_pair(ours, theirs, repeat: int = 5, warmup: int = 1):
     """Median ms of `ours()` and `theirs()` (theirs may be None), interleaved run by run."""
     for _ in range(warmup):
@@ -95,9 +151,10 @@ def main(argv=None):
     unknown = sorted(set(names) - set(sections()))
     if unknown:
         ap.error(f"unknown section(s) {unknown}; known: {sections()}")
-    header = (f"{datetime.date.today()} on {platform.machine()} {platform.processor() or ''}, "
-              f"{args.threads} threads, torch {tv}, numba {numba.__version__}; command: "
-              f"python scripts/benchmark.py {' '.join(argv if argv is not None else sys.argv[1:])}")
+    header = "\n".join([
+        f"{datetime.date.today()}, {args.threads} threads, torch {tv}, numba {numba.__version__}; command: "
+        f"python scripts/benchmark.py {' '.join(argv if argv is not None else sys.argv[1:])}",
+        *(f"- {line}" for line in machine())])
     print(header)
     blocks = [header]
     for name in names:
