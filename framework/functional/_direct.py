@@ -266,7 +266,7 @@ def weight_grad(x, g, padding, kernel_size, image_tiles, run, workers):
     per = _blocks(Kpad // P, max(1, 2 * workers // OB)) * P
     tasks = [(ob, t0, min(Kpad, t0 + per)) for ob in range(OB) for t0 in range(0, Kpad, per)]
 
-    gf = gt.reshape(N, -1)
+    gf = gt.reshape(N, OH * OW * OB * L)
     rb = max(1, round((N * OH * OW) ** 0.5 / OW))  # about sqrt(terms) blocks of sqrt(terms) terms
 
     def work(task, buf):
