@@ -1,19 +1,22 @@
 """Direct convolution for conv.py's stride-1 correlations: each output summed where it is stored,
-vectorised over output channels, with the sums in registers (_simd.py's explicit vectors).
+with the sums in registers (_simd.py's explicit vectors).
 
-The forward keeps, per register block, 8 output pixels of one row x `lanes` output channels in 8
-vector accumulators, and adds into them one kernel tap of one input channel at a time: a vector of
-weights (wt[o-block, c, i, j], the lanes contiguous) times one input pixel in every lane. The weight
-gradient keeps 8 taps (c, i, j) x `lanes` output channels and runs over every output pixel of the
-batch: a vector of the gradient (channels last) times one input pixel per tap. Each output element is
-one fused multiply-add chain in a fixed order (c, i, j for the forward; image, row, column for the
-weight gradient), so the result does not depend on the tiles, the threads or the vector width, and is
-the same on every CPU (vfma rounds once, in hardware or in libm).
+The forward keeps, per register block, 8 output channels x `lanes` consecutive output pixels in 8
+vector accumulators and adds into them one kernel tap of one input channel at a time: one weight in
+every lane times a vector of input pixels. The image side is zero-padded once into flat planes of
+rows Wp = OW + kw - 1 wide, and the output is computed at every flat position q = h Wp + w, so that
+tap (i, j) of the whole block is one contiguous load at q + i Wp + j; the kw - 1 positions at the end
+of each row are junk, dropped when the block is copied into the output (with the activation). The
+weight gradient keeps 8 taps (c, i, j) x `lanes` output channels and runs over every output pixel of
+the batch: a vector of the gradient (channels last) times one input pixel per tap.
+
+Each output element is one fused multiply-add chain in a fixed order (channels in blocks, then
+(c, i, j) within a block for the forward; images, rows and columns for the weight gradient), so the
+result does not depend on the tiles, the threads or the vector width, and is the same on every CPU
+(vfma rounds once, in hardware or in libm).
 
     correlate(x, w, ...)    y  = act(W * x + b)       conv2d forward; conv2d's dL/dx (flipped kernel)
     weight_grad(x, g, ...)  dW = sum_n g_n * x_n      conv2d's weight gradient
-
-The input is zero-padded once (a band of rows per tile), so the inner loops have no edges.
 """
 from __future__ import annotations
 
@@ -26,14 +29,12 @@ from .._jit import kernel
 from .._simd import vadd, vfma, vload, vsplat, vstore, wide
 from ._im2col import valid_range
 
-P = 8  # output pixels (forward) or taps (weight gradient) per register block: a0..a7 below
+P = 8  # output channels (forward) or taps (weight gradient) per register block: a0..a7 below
 # Products per partial sum of the forward: each output is a sum of blocks of about this many
 # (channels x taps), each a chain from 0 added to the running total. One chain over all C kh kw terms
 # had up to 5x im2col's float32 error, over all N OH OW pixels of the weight gradient 15x; the weight
 # gradient's blocks are rows of about sqrt(N OH OW) pixels (docs/benchmarks.md).
 BLOCK_TERMS = 128
-
-
 ALIGN = 64  # bytes: a vector load or store within one cache line (split ones cost ~13% here)
 
 
@@ -47,33 +48,51 @@ def _aligned_empty(shape, dtype):
     return _aligned(np.empty(n + ALIGN // np.dtype(dtype).itemsize, dtype))[:n].reshape(shape)
 
 
-def padded_width(OW, kw):
-    """Width of the padded input rows the forward reads: whole blocks of P output pixels."""
-    return -(-OW // P) * P + kw - 1
+def _blocks(n, L):
+    return -(-n // L)
+
+
+def row_elems(C, OW, kw):
+    """Buffer elements per output row of the forward: its padded input row."""
+    return C * (OW + kw - 1)
+
+
+def plane_sizes(rows, OW, kh, kw, L):
+    """(Wp, Q, S) of a band of `rows` output rows: padded row width, flat output positions (whole
+    vectors of L) and the padded input plane's length (what the last vector's taps read)."""
+    Wp = OW + kw - 1
+    Q = _blocks(rows * Wp, L) * L
+    return Wp, Q, Q + (kh - 1) * Wp + kw - 1
 
 
 @kernel
-def _pad(x, xp, b0, top, left):
-    """xp[b, c, i, j] = x[b0 + b, c, top + i, j - left], 0 outside x: a band of padded rows."""
-    nb, C, rows, Wp = xp.shape
+def _pad(x, xf, b0, top, left, Wp):
+    """xf[b, c, i Wp + j] = x[b0 + b, c, top + i, j - left], 0 outside x, for the rows i that fit in
+    xf's planes; 0 past the last whole row: a band of padded rows as flat planes."""
+    nb, C, S = xf.shape
     H, W = x.shape[2], x.shape[3]
+    rows = S // Wp
     i0, i1 = valid_range(top, 1, H, rows)
     j0, j1 = valid_range(-left, 1, W, Wp)
     for t in range(nb * C):
         b, c = t // C, t % C
+        plane = xf[b, c]
         for i in range(rows):
-            row = xp[b, c, i]
+            row = plane[i * Wp:(i + 1) * Wp]
             if i < i0 or i >= i1:
                 for j in range(Wp):
                     row[j] = 0
                 continue
             for j in range(j0):
                 row[j] = 0
-            d, s = row[j0:j1], x[b0 + b, c, top + i, j0 - left:]
+            d, src = row[j0:j1], x[b0 + b, c, top + i, j0 - left:]
             for j in range(d.shape[0]):
-                d[j] = s[j]
+                d[j] = src[j]
             for j in range(j1, Wp):
                 row[j] = 0
+        tail = plane[rows * Wp:]
+        for j in range(tail.shape[0]):
+            tail[j] = 0
 
 
 @kernel
@@ -94,51 +113,80 @@ def _channels_last(g, gt, b0):
                 d[o] = 0
 
 
+@kernel
+def _store(acc, y, b, r0, rows, o, q, Wp, slope, act):
+    """y[b, o + k, r0 + h, w] = act(acc[k L + p]) for the L flat positions q + p = h Wp + w of a
+    finished block that are pixels of the band (w < OW, h < rows, o + k < O); act: 0 none, 1 relu (slope 0:
+    -0 to +0, NaN kept, as activation.rectify_) or leaky relu."""
+    L = acc.shape[0] // P
+    O, OW = y.shape[1], y.shape[3]
+    zero = y.dtype.type(0)
+    p = q
+    while p < q + L:
+        h, w = p // Wp, p % Wp
+        if w >= OW:  # a row's junk end
+            p += Wp - w
+            continue
+        n = min(OW - w, q + L - p)
+        if h < rows:
+            for k in range(min(P, O - o)):
+                src, dst = acc[k * L + p - q:k * L + p - q + n], y[b, o + k, r0 + h, w:w + n]
+                if not act:
+                    for m in range(n):
+                        dst[m] = src[m]
+                elif slope == zero:
+                    for m in range(n):
+                        v = src[m]
+                        dst[m] = zero if v <= zero else v
+                else:
+                    for m in range(n):
+                        v = src[m]
+                        dst[m] = v if v > zero else v * slope
+        p += n
+
+
 @functools.lru_cache(maxsize=None)
 def _correlate_kernel(L):
-    """The forward kernel for blocks of L output channels (a compile-time constant)."""
+    """The forward kernel for vectors of L pixels (a compile-time constant)."""
 
     @kernel
-    def correlate(xp, wt, bias, y, b0, r0, cb, slope, act, acc):
-        """y[b0 + b, o, r0 + h, w] = act(sum_{c, i, j} wt[o // L, c, i, j, o % L] xp[b, c, h + i,
-        w + j] + bias[o]) for the nb padded images (or bands) xp (nb, C, rows + kh - 1, Wp); the sum
-        in blocks of cb channels (each a chain from 0, then added to the running total, the first
-        block's chain starting from the bias); act: 0 none, 1 relu (slope 0) or leaky relu. acc:
-        scratch of P L (the running totals)."""
+    def correlate(xf, wt, bias, y, b0, r0, rows, Wp, cb, slope, act, acc):
+        """y[b0 + b, o, r0 + h, w] = act(sum_{c, i, j} wt[o // P, c, i, j, o % P] xf[b, c, q + i Wp +
+        j] + bias[o]) at every flat position q = h Wp + w of the band of `rows` rows (a whole number
+        of vectors of L; the junk ones dropped by _store); the sum in blocks of cb channels, each a chain from 0
+        (the first from the bias) added to the running total in acc (P L)."""
         wide()
-        nb, C, Hp, _ = xp.shape
+        nb, C, S = xf.shape
         OB, _, kh, kw, _ = wt.shape
-        O, OW = y.shape[1], y.shape[3]
-        rows = Hp - kh + 1
-        zero = y.dtype.type(0)
-        for t in range(nb * OB * rows):
-            b, ob, h = t // (OB * rows), (t // rows) % OB, t % rows
-            for w0 in range(0, OW, P):
+        Q = (rows * Wp + L - 1) // L * L
+        zero = vsplat(acc.dtype.type(0), L)
+        for t in range(nb * (Q // L)):
+            b, q = t // (Q // L), t % (Q // L) * L
+            for ob in range(OB):  # every output block while the band's input near q is in cache
+                o = ob * P
                 for c0 in range(0, C, cb):
-                    a0 = vload(bias, ob * L, L) if c0 == 0 else vsplat(zero, L)
-                    a1 = a2 = a3 = a4 = a5 = a6 = a7 = a0
+                    if c0 == 0:
+                        a0, a1, a2, a3 = vsplat(bias[o], L), vsplat(bias[o + 1], L), vsplat(bias[o + 2], L), vsplat(bias[o + 3], L)
+                        a4, a5, a6, a7 = vsplat(bias[o + 4], L), vsplat(bias[o + 5], L), vsplat(bias[o + 6], L), vsplat(bias[o + 7], L)
+                    else:
+                        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
                     for c in range(c0, min(C, c0 + cb)):
+                        xc = xf[b, c, q:]
                         for i in range(kh):
-                            xr, wr = xp[b, c, h + i, w0:], wt[ob, c, i]
                             for j in range(kw):
-                                wv = vload(wr[j], 0, L)
-                                a0 = vfma(wv, vsplat(xr[j], L), a0)
-                                a1 = vfma(wv, vsplat(xr[j + 1], L), a1)
-                                a2 = vfma(wv, vsplat(xr[j + 2], L), a2)
-                                a3 = vfma(wv, vsplat(xr[j + 3], L), a3)
-                                a4 = vfma(wv, vsplat(xr[j + 4], L), a4)
-                                a5 = vfma(wv, vsplat(xr[j + 5], L), a5)
-                                a6 = vfma(wv, vsplat(xr[j + 6], L), a6)
-                                a7 = vfma(wv, vsplat(xr[j + 7], L), a7)
+                                xv = vload(xc, i * Wp + j, L)
+                                wr = wt[ob, c, i, j]
+                                a0 = vfma(vsplat(wr[0], L), xv, a0)
+                                a1 = vfma(vsplat(wr[1], L), xv, a1)
+                                a2 = vfma(vsplat(wr[2], L), xv, a2)
+                                a3 = vfma(vsplat(wr[3], L), xv, a3)
+                                a4 = vfma(vsplat(wr[4], L), xv, a4)
+                                a5 = vfma(vsplat(wr[5], L), xv, a5)
+                                a6 = vfma(vsplat(wr[6], L), xv, a6)
+                                a7 = vfma(vsplat(wr[7], L), xv, a7)
                     if c0 > 0:
-                        a0 = vadd(vload(acc, 0, L), a0)
-                        a1 = vadd(vload(acc, L, L), a1)
-                        a2 = vadd(vload(acc, 2 * L, L), a2)
-                        a3 = vadd(vload(acc, 3 * L, L), a3)
-                        a4 = vadd(vload(acc, 4 * L, L), a4)
-                        a5 = vadd(vload(acc, 5 * L, L), a5)
-                        a6 = vadd(vload(acc, 6 * L, L), a6)
-                        a7 = vadd(vload(acc, 7 * L, L), a7)
+                        a0, a1, a2, a3 = vadd(vload(acc, 0, L), a0), vadd(vload(acc, L, L), a1), vadd(vload(acc, 2 * L, L), a2), vadd(vload(acc, 3 * L, L), a3)
+                        a4, a5, a6, a7 = vadd(vload(acc, 4 * L, L), a4), vadd(vload(acc, 5 * L, L), a5), vadd(vload(acc, 6 * L, L), a6), vadd(vload(acc, 7 * L, L), a7)
                     vstore(acc, 0, a0)
                     vstore(acc, L, a1)
                     vstore(acc, 2 * L, a2)
@@ -147,14 +195,7 @@ def _correlate_kernel(L):
                     vstore(acc, 5 * L, a5)
                     vstore(acc, 6 * L, a6)
                     vstore(acc, 7 * L, a7)
-                n = min(P, OW - w0)
-                for l in range(min(L, O - ob * L)):
-                    yr = y[b0 + b, ob * L + l, r0 + h, w0:w0 + n]
-                    for p in range(n):
-                        v = acc[p * L + l]
-                        if act:  # as activation.rectify_: relu sends -0 to +0, NaN stays NaN
-                            v = (zero if v <= zero else v) if slope == zero else (v if v > zero else v * slope)
-                        yr[p] = v
+                _store(acc, y, b0 + b, r0, rows, o, q, Wp, slope, act)
 
     return correlate
 
@@ -169,20 +210,21 @@ def _weight_grad_kernel(L):
         taps t in [t0, t1) (a multiple of P apart; offsets padded to whole blocks): per image, per
         block of rb rows, a chain from 0 over the block's pixels, added to the running total in
         that order. xf (nb, C Hp Wp): flat padded images; gf (nb, OH OW Opad): the gradient
-        channels last, flat."""
+        channels last, flat. Every tap block runs over one block of rows before the next block, so
+        the gradient's rows stay in L1 (a whole batch's did not fit in L2)."""
         wide()
         nb, Opad = gf.shape[0], dwt.shape[0] * L
         OH = gf.shape[1] // (OW * Opad)
+        d = dwt[ob]
         zero = vsplat(dwt.dtype.type(0), L)
-        for t in range(t0, t1, P):
-            f0, f1, f2, f3 = offsets[t], offsets[t + 1], offsets[t + 2], offsets[t + 3]
-            f4, f5, f6, f7 = offsets[t + 4], offsets[t + 5], offsets[t + 6], offsets[t + 7]
-            d = dwt[ob]
-            for q in range(P):
-                vstore(d[t + q], 0, zero)
-            for b in range(nb):
-                xb, gb = xf[b], gf[b]
-                for h0 in range(0, OH, rb):
+        for t in range(t0, t1):
+            vstore(d[t], 0, zero)
+        for b in range(nb):
+            xb, gb = xf[b], gf[b]
+            for h0 in range(0, OH, rb):
+                for t in range(t0, t1, P):
+                    f0, f1, f2, f3 = offsets[t], offsets[t + 1], offsets[t + 2], offsets[t + 3]
+                    f4, f5, f6, f7 = offsets[t + 4], offsets[t + 5], offsets[t + 6], offsets[t + 7]
                     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
                     for h in range(h0, min(OH, h0 + rb)):
                         s = h * Wp  # each tap's row as a view from 0: no negative-index wrap (_jit.py)
@@ -211,8 +253,13 @@ def _weight_grad_kernel(L):
     return weight_grad
 
 
-def _blocks(n, L):
-    return -(-n // L)
+def _lanes(O, dtype):
+    """Output channels per register block of the weight gradient for O of them: the full width
+    (_simd.lanes), or half of it for O up to half where a register holds half the full width
+    (AVX-512: 16 float32 lanes in 8 zmm accumulators for RRDBNet's 16-channel dense convs, not 32
+    lanes half empty)."""
+    full = _simd.lanes(8 * np.dtype(dtype).itemsize)
+    return full // 2 if _simd.has_avx512() and O <= full // 2 else full
 
 
 def correlate(x, w, features, padding, bias, slope, tiles, run):
@@ -225,30 +272,36 @@ def correlate(x, w, features, padding, bias, slope, tiles, run):
     OH, OW = features
     dt = x.dtype
     L = _simd.lanes(8 * dt.itemsize)
-    OB = _blocks(O, L)
-    wt = _aligned_empty((OB, C, kh, kw, L), dt)  # (o-block, c, i, j, lane): a tap's lanes contiguous
+    OB = _blocks(O, P)
+    wt = _aligned_empty((OB, C, kh, kw, P), dt)  # (o-block, c, i, j, o % P): a tap's weights together
+    wt[...] = 0
     for ob in range(OB):
-        n = min(L, O - ob * L)
-        wt[ob, ..., :n] = w[ob * L:ob * L + n].transpose(1, 2, 3, 0)
-        wt[ob, ..., n:] = 0
-    b = np.zeros(OB * L, dt)
+        n = min(P, O - ob * P)
+        wt[ob, ..., :n] = w[ob * P:ob * P + n].transpose(1, 2, 3, 0)
+    b = np.zeros(OB * P, dt)
     if bias is not None:
         b[:O] = bias
     y = np.empty((N, O, OH, OW), dt)
-    Wp = padded_width(OW, kw)
     kern = _correlate_kernel(L)
     act, s = slope is not None, dt.type(0 if slope is None else slope)
     cb = max(1, BLOCK_TERMS // (kh * kw))
     slack = ALIGN // dt.itemsize
-    elems = max([(b1 - b0) * C * (r1 - r0 + kh - 1) * Wp for b0, b1, r0, r1 in tiles], default=0) + P * L + slack
+
+    def sizes(tile):
+        b0, b1, r0, r1 = tile
+        Wp, Q, S = plane_sizes(r1 - r0, OW, kh, kw, L)
+        S = _blocks(S, slack) * slack  # every plane starts aligned
+        return Wp, S, P * L + (b1 - b0) * C * S
+
+    elems = max([sizes(t)[2] for t in tiles], default=0) + slack
 
     def work(tile, buf):
         b0, b1, r0, r1 = tile
+        Wp, S, n = sizes(tile)
         buf = _aligned(buf)
-        n = (b1 - b0) * C * (r1 - r0 + kh - 1) * Wp
-        xp = buf[P * L:P * L + n].reshape(b1 - b0, C, r1 - r0 + kh - 1, Wp)
-        _pad(x, xp, b0, r0 - padding[0], padding[1])
-        kern(xp, wt, b, y, b0, r0, cb, s, act, buf[:P * L])
+        xf = buf[P * L:n].reshape(b1 - b0, C, S)
+        _pad(x, xf, b0, r0 - padding[0], padding[1], Wp)
+        kern(xf, wt, b, y, b0, r0, r1 - r0, Wp, cb, s, act, buf[:P * L])
 
     run(tiles, work, elems, dt)
     return y
@@ -261,15 +314,15 @@ def weight_grad(x, g, padding, kernel_size, image_tiles, run, workers):
     O, OH, OW = g.shape[1:]
     kh, kw = kernel_size
     dt = x.dtype
-    L = _simd.lanes(8 * dt.itemsize)
+    L = _lanes(O, dt)
     OB = _blocks(O, L)
     Hp, Wp = OH + kh - 1, OW + kw - 1
-    xp = np.empty((N, C, Hp, Wp), dt)
+    xf = np.empty((N, C, Hp * Wp), dt)
     gt = _aligned_empty((N, OH * OW, OB * L), dt)
 
     def layout(tile, buf):
         b0, b1 = tile
-        _pad(x, xp[b0:b1], b0, -padding[0], padding[1])
+        _pad(x, xf[b0:b1], b0, -padding[0], padding[1], Wp)
         _channels_last(g.reshape(N, O, OH * OW), gt[b0:b1], b0)
 
     run(image_tiles, layout, 1, dt)
@@ -280,7 +333,7 @@ def weight_grad(x, g, padding, kernel_size, image_tiles, run, workers):
     offsets[:K] = (c * Hp + i) * Wp + j
     dwt = _aligned_empty((OB, Kpad, L), dt)
     kern = _weight_grad_kernel(L)
-    xf = xp.reshape(N, C * Hp * Wp)
+    xf = xf.reshape(N, C * Hp * Wp)
     # tasks: (o-block, a run of whole tap blocks); every sum runs over all pixels in one task
     per = _blocks(Kpad // P, max(1, 2 * workers // OB)) * P
     tasks = [(ob, t0, min(Kpad, t0 + per)) for ob in range(OB) for t0 in range(0, Kpad, per)]

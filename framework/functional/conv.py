@@ -199,8 +199,8 @@ def _direct_route(geo, c, o):
 
 def _direct_correlate(x, w, geo, bias, slope):
     """_correlate by the direct route, the activation fused (_direct.correlate)."""
-    Wp = _direct.padded_width(geo.features[1], geo.kernel[1])
-    tiles, _ = _split(x.shape[0], geo.features[0], x.shape[1] * Wp * x.itemsize, _workers())
+    row = _direct.row_elems(x.shape[1], geo.features[1], geo.kernel[1])
+    tiles, _ = _split(x.shape[0], geo.features[0], row * x.itemsize, _workers())
     return _direct.correlate(x, w, geo.features, geo.padding, bias, slope, tiles, _run)
 
 
