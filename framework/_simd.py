@@ -7,9 +7,12 @@ numba keeps in registers as it keeps any local scalar, and four intrinsics act o
 
     vload(a, i, lanes)   a[i:i + lanes] of a contiguous 1-D array (no bounds check: validate first)
     vstore(a, i, v)      a[i:i + lanes] = v
+    vstore_part(a, i, v, lo, hi)   a[i + p] = v[p] for lanes lo <= p < hi only (a masked store: the
+                         other lanes' addresses are never touched, so i may be negative)
     vsplat(x, lanes)     x in every lane
     vfma(a, b, c)        a b + c per lane, rounded once (llvm.fma: IEEE fused multiply-add)
     vadd(a, b)           a + b per lane
+    vrelu(v), vleaky(v, s)   activation.rectify_'s relu (-0 to +0, NaN kept) and leaky relu per lane
 
 vfma is exact IEEE arithmetic, not fastmath: the same inputs give the same bits on every CPU, with or
 without FMA hardware (where LLVM calls libm's fma), and lanes never mix, so a lane's sum keeps its
@@ -31,7 +34,8 @@ from numba.core.datamodel import models, register_default
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-__all__ = ["Vector", "vload", "vstore", "vsplat", "vfma", "vadd", "wide", "lanes", "target"]
+__all__ = ["Vector", "vload", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vrelu", "vleaky", "wide",
+           "lanes", "target"]
 
 
 class Vector(types.Type):
@@ -90,19 +94,46 @@ def vstore(typingctx, arr, i, v):
     return types.none(arr, types.intp, v), codegen
 
 
+def _splat(builder, value, count):
+    """An LLVM vector of count copies of value."""
+    vt = ir.VectorType(value.type, count)
+    one = builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count))
+
+
+@intrinsic
+def vstore_part(typingctx, arr, i, v, lo, hi):
+    _check_array(arr)
+    if not isinstance(v, Vector) or v.dtype != arr.dtype:
+        raise TypingError(f"vstore_part: {v} into {arr}")
+
+    def codegen(context, builder, sig, args):
+        vt = args[2].type
+        count, i64 = vt.count, ir.IntType(64)
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], vt)
+        lanes_ = ir.Constant(ir.VectorType(i64, count), list(range(count)))
+        lo_, hi_ = (context.cast(builder, a, t, types.int64) for a, t in zip(args[3:], sig.args[3:]))
+        mask = builder.and_(builder.icmp_signed(">=", lanes_, _splat(builder, lo_, count)),
+                            builder.icmp_signed("<", lanes_, _splat(builder, hi_, count)))
+        fnty = ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), ir.IntType(32),
+                                               ir.VectorType(ir.IntType(1), count)])
+        name = f"llvm.masked.store.v{count}f{v.dtype.bitwidth}.p0"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        builder.call(fn, [args[2], ptr, ir.Constant(ir.IntType(32), v.dtype.bitwidth // 8), mask])
+        return context.get_dummy_value()
+    return types.none(arr, types.intp, v, lo, hi), codegen
+
+
 @intrinsic
 def vsplat(typingctx, x, n):
     if not isinstance(x, types.Float):
         raise TypingError(f"vsplat: a float scalar, got {x}")
     count = _literal_lanes(n)
-    vt = Vector(x, count)
 
     def codegen(context, builder, sig, args):
-        lt = context.get_value_type(vt)
-        one = builder.insert_element(ir.Constant(lt, ir.Undefined), args[0], ir.Constant(ir.IntType(32), 0))
-        zeros = ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count)
-        return builder.shuffle_vector(one, ir.Constant(lt, ir.Undefined), zeros)
-    return vt(x, n), codegen
+        return _splat(builder, args[0], count)
+    return Vector(x, count)(x, n), codegen
 
 
 @intrinsic
@@ -126,6 +157,29 @@ def vadd(typingctx, a, b):
     def codegen(context, builder, sig, args):
         return builder.fadd(args[0], args[1])
     return a(a, b), codegen
+
+
+@intrinsic
+def vrelu(typingctx, v):
+    if not isinstance(v, Vector):
+        raise TypingError(f"vrelu: a vector, got {v}")
+
+    def codegen(context, builder, sig, args):  # v <= 0 (ordered): +0; NaN fails it and stays
+        zero = ir.Constant(args[0].type, None)
+        return builder.select(builder.fcmp_ordered("<=", args[0], zero), zero, args[0])
+    return v(v), codegen
+
+
+@intrinsic
+def vleaky(typingctx, v, s):
+    if not isinstance(v, Vector):
+        raise TypingError(f"vleaky: a vector, got {v}")
+
+    def codegen(context, builder, sig, args):  # v > 0 (ordered): v, else v s (NaN s is NaN)
+        x = args[0]
+        slope = _splat(builder, context.cast(builder, args[1], sig.args[1], v.dtype), x.type.count)
+        return builder.select(builder.fcmp_ordered(">", x, ir.Constant(x.type, None)), x, builder.fmul(x, slope))
+    return v(v, s), codegen
 
 
 @intrinsic

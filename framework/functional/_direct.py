@@ -26,7 +26,7 @@ import numpy as np
 
 from .. import _simd
 from .._jit import kernel
-from .._simd import vadd, vfma, vload, vsplat, vstore, wide
+from .._simd import vadd, vfma, vleaky, vload, vrelu, vsplat, vstore, vstore_part, wide
 from ._im2col import valid_range
 
 P = 8  # output channels (forward) or taps (weight gradient) per register block: a0..a7 below
@@ -114,13 +114,21 @@ def _channels_last(g, gt, b0):
 
 
 @kernel
-def _store(acc, y, b, r0, rows, o, q, Wp, slope, act):
-    """y[b, o + k, r0 + h, w] = act(acc[k L + p]) for the L flat positions q + p = h Wp + w of a
-    finished block that are pixels of the band (w < OW, h < rows, o + k < O); act: 0 none, 1 relu (slope 0:
-    -0 to +0, NaN kept, as activation.rectify_) or leaky relu."""
-    L = acc.shape[0] // P
-    O, OW = y.shape[1], y.shape[3]
-    zero = y.dtype.type(0)
+def _put(y, b, o, h, off, v, lo, hi, slope, act):
+    """y[b, o, h, off + p] = act(v[p]) for lanes lo <= p < hi, if channel o exists; act: 0 none,
+    1 relu (slope 0) or leaky relu, as activation.rectify_."""
+    if o < y.shape[1]:
+        if act:
+            v = vrelu(v) if slope == 0 else vleaky(v, slope)
+        vstore_part(y[b, o, h], off, v, lo, hi)
+
+
+@kernel
+def _store(y, b, r0, rows, o, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, a7):
+    """The finished block: output channels o..o + 7 at the L flat positions q..q + L - 1 = h Wp + w,
+    into y[b, o + k, r0 + h, w] for the pixels of the band (w < OW, h < rows): one masked store per
+    channel and row it covers."""
+    OW = y.shape[3]
     p = q
     while p < q + L:
         h, w = p // Wp, p % Wp
@@ -129,19 +137,9 @@ def _store(acc, y, b, r0, rows, o, q, Wp, slope, act):
             continue
         n = min(OW - w, q + L - p)
         if h < rows:
-            for k in range(min(P, O - o)):
-                src, dst = acc[k * L + p - q:k * L + p - q + n], y[b, o + k, r0 + h, w:w + n]
-                if not act:
-                    for m in range(n):
-                        dst[m] = src[m]
-                elif slope == zero:
-                    for m in range(n):
-                        v = src[m]
-                        dst[m] = zero if v <= zero else v
-                else:
-                    for m in range(n):
-                        v = src[m]
-                        dst[m] = v if v > zero else v * slope
+            lo, off = p - q, q - h * Wp
+            for k, v in ((0, a0), (1, a1), (2, a2), (3, a3), (4, a4), (5, a5), (6, a6), (7, a7)):
+                _put(y, b, o + k, r0 + h, off, v, lo, lo + n, slope, act)
         p += n
 
 
@@ -187,6 +185,9 @@ def _correlate_kernel(L):
                     if c0 > 0:
                         a0, a1, a2, a3 = vadd(vload(acc, 0, L), a0), vadd(vload(acc, L, L), a1), vadd(vload(acc, 2 * L, L), a2), vadd(vload(acc, 3 * L, L), a3)
                         a4, a5, a6, a7 = vadd(vload(acc, 4 * L, L), a4), vadd(vload(acc, 5 * L, L), a5), vadd(vload(acc, 6 * L, L), a6), vadd(vload(acc, 7 * L, L), a7)
+                    if c0 + cb >= C:
+                        _store(y, b0 + b, r0, rows, o, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, a7)
+                        continue
                     vstore(acc, 0, a0)
                     vstore(acc, L, a1)
                     vstore(acc, 2 * L, a2)
@@ -195,7 +196,6 @@ def _correlate_kernel(L):
                     vstore(acc, 5 * L, a5)
                     vstore(acc, 6 * L, a6)
                     vstore(acc, 7 * L, a7)
-                _store(acc, y, b0 + b, r0, rows, o, q, Wp, slope, act)
 
     return correlate
 
@@ -284,7 +284,7 @@ def correlate(x, w, features, padding, bias, slope, tiles, run):
     y = np.empty((N, O, OH, OW), dt)
     kern = _correlate_kernel(L)
     act, s = slope is not None, dt.type(0 if slope is None else slope)
-    cb = max(1, BLOCK_TERMS // (kh * kw))
+    cb = _blocks(C, _blocks(C * kh * kw, BLOCK_TERMS))  # channels per block, the blocks even
     slack = ALIGN // dt.itemsize
 
     def sizes(tile):
