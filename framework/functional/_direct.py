@@ -97,20 +97,22 @@ def _pad(x, xf, b0, top, left, Wp):
 
 @kernel
 def _channels_last(g, gt, b0):
-    """gt[b, h w, o] = g[b0 + b, o, h, w] (channels past g's: 0): the weight gradient's layout."""
+    """gt[b, q, o] = g[b0 + b, o, q] (channels past g's: 0): the weight gradient's layout, in blocks
+    of 16 pixels (their rows of gt stay in L1 while every channel writes into them)."""
     nb, HW, Opad = gt.shape
     O = g.shape[1]
     for b in range(nb):
-        src = g[b0 + b]
-        dst = gt[b]
-        for o in range(O):
-            s = src[o]
-            for q in range(HW):
-                dst[q, o] = s[q]
-        for q in range(HW):
-            d = dst[q]
-            for o in range(O, Opad):
-                d[o] = 0
+        src, dst = g[b0 + b], gt[b]
+        for q0 in range(0, HW, 16):
+            n = min(16, HW - q0)
+            for o in range(O):
+                s = src[o, q0:q0 + n]
+                for q in range(n):
+                    dst[q0 + q, o] = s[q]
+            for q in range(q0, q0 + n):
+                d = dst[q]
+                for o in range(O, Opad):
+                    d[o] = 0
 
 
 @kernel
