@@ -3,7 +3,7 @@
 - `cache=True`, stamped by the whole kernel source: a kernel compiles once per machine and is reused
   by every later process, until any file that defines kernels changes. numba's own stamp hashes
   only the kernel's file, but a kernel inlines the kernels it calls from other files
-  (`_winograd` calls `_im2col.valid_range`), so an edit there would leave a stale machine code.
+  (`_direct` calls `_im2col.valid_range`), so an edit there would leave a stale machine code.
 - no `fastmath`: kernels are gradchecked in float64, and reassociation would break the adjoint tests.
   Where a kernel wants fused multiply-adds it says so (_simd.vfma: exact IEEE, the same bits on
   every CPU); LLVM never contracts a * b + c on its own here.

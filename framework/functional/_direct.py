@@ -264,11 +264,26 @@ def _lanes(O, dtype):
     return full // 2 if _simd.has_avx512() and O <= full // 2 else full
 
 
-def correlate(x, w, features, padding, bias, slope, tiles, run):
+def _tile_sizes(tile, C, OW, kh, kw, dtype):
+    """(Wp, S, elems) of a tile: padded row width, plane length (a whole number of ALIGN bytes, so
+    that every plane starts aligned) and its buffer: P L running totals, then the planes."""
+    b0, b1, r0, r1 = tile
+    L, slack = _simd.lanes(8 * np.dtype(dtype).itemsize), ALIGN // np.dtype(dtype).itemsize
+    Wp, _, S = plane_sizes(r1 - r0, OW, kh, kw, L)
+    S = _blocks(S, slack) * slack
+    return Wp, S, P * L + (b1 - b0) * C * S
+
+
+def buffer_elems(tiles, C, OW, kh, kw, dtype):
+    """Elements of the buffer the forward needs per worker for these tiles (with room to align)."""
+    return max([_tile_sizes(t, C, OW, kh, kw, dtype)[2] for t in tiles], default=0) + ALIGN // np.dtype(dtype).itemsize
+
+
+def correlate(x, w, features, padding, bias, slope, tiles, elems, run):
     """conv.py's _correlate for a stride-1, undilated, ungrouped kernel, with the activation fused
     (slope None: none, 0: relu, > 0: leaky relu). x (N, C, H, W), w (O, C, kh, kw) -> (N, O, OH, OW)
     with features = (OH, OW); tiles (b0, b1, r0, r1) over (images, output rows); `run(tasks, work,
-    elems, dtype)` runs them with a buffer of elems per worker."""
+    elems, dtype)` runs them with a buffer of elems (buffer_elems) per worker."""
     N, C = x.shape[:2]
     O, _, kh, kw = w.shape
     OH, OW = features
@@ -287,19 +302,10 @@ def correlate(x, w, features, padding, bias, slope, tiles, run):
     kern = _correlate_kernel(L)
     act, s = slope is not None, dt.type(0 if slope is None else slope)
     cb = _blocks(C, _blocks(C * kh * kw, BLOCK_TERMS))  # channels per block, the blocks even
-    slack = ALIGN // dt.itemsize
-
-    def sizes(tile):
-        b0, b1, r0, r1 = tile
-        Wp, Q, S = plane_sizes(r1 - r0, OW, kh, kw, L)
-        S = _blocks(S, slack) * slack  # every plane starts aligned
-        return Wp, S, P * L + (b1 - b0) * C * S
-
-    elems = max([sizes(t)[2] for t in tiles], default=0) + slack
 
     def work(tile, buf):
         b0, b1, r0, r1 = tile
-        Wp, S, n = sizes(tile)
+        Wp, S, n = _tile_sizes(tile, C, OW, kh, kw, dt)
         buf = _aligned(buf)
         xf = buf[P * L:n].reshape(b1 - b0, C, S)
         _pad(x, xf, b0, r0 - padding[0], padding[1], Wp)

@@ -15,18 +15,18 @@ from framework.functional import _direct
 from framework.functional import conv as conv_module
 from tests.conftest import t64
 
-# (input, weight, options): widths that are and are not a multiple of the 8-pixel block, more output
-# channels than one vector block and a partial last block, 1x1 and 5x5, no padding, uneven "same"
-# padding, one pixel, one input channel
+# (input, weight, options): widths that are and are not a multiple of the vector, more output
+# channels than one block of 8 and a partial last block, 5x5 and 7x7 (one input channel), a 1x1 with
+# padding, no padding, uneven "same" padding, one pixel; every one with >= 32 products per output
 CASES = [
-    ((2, 3, 5, 9), (16, 3, 3, 3), dict(padding=1)),
-    ((1, 2, 6, 17), (19, 2, 3, 3), dict(padding=1)),
-    ((2, 1, 4, 8), (40, 1, 3, 3), dict(padding=1)),
+    ((2, 4, 5, 9), (16, 4, 3, 3), dict(padding=1)),
+    ((1, 4, 6, 17), (19, 4, 3, 3), dict(padding=1)),
+    ((2, 1, 6, 8), (40, 1, 7, 7), dict(padding=3)),
     ((1, 2, 7, 6), (16, 2, 5, 5), dict(padding=2)),
-    ((2, 3, 6, 5), (17, 3, 3, 3), dict()),
-    ((1, 2, 5, 6), (16, 2, 2, 4), dict(padding="same")),
-    ((2, 3, 4, 5), (16, 3, 1, 1), dict()),
-    ((1, 2, 1, 1), (16, 2, 3, 3), dict(padding=1)),
+    ((2, 4, 6, 5), (17, 4, 3, 3), dict()),
+    ((1, 4, 5, 6), (16, 4, 2, 4), dict(padding="same")),
+    ((2, 32, 3, 4), (16, 32, 1, 1), dict(padding=1)),
+    ((1, 4, 1, 1), (16, 4, 3, 3), dict(padding=1)),
 ]
 
 
@@ -88,9 +88,9 @@ def test_input_gradient_and_transposed_conv_take_the_direct_route(rng, monkeypat
 def test_fused_activation_is_the_unfused_one_bit_for_bit(slope, dtype, rng):
     """relu_slope in the store: the same bits as rectify_ after the conv, -0 to +0 under relu, NaN
     kept; and its gradient."""
-    x = rng.standard_normal((2, 3, 6, 9)).astype(dtype)
+    x = rng.standard_normal((2, 4, 6, 9)).astype(dtype)
     x[0, 0, 2, 3] = np.nan
-    w = rng.standard_normal((16, 3, 3, 3)).astype(dtype)
+    w = rng.standard_normal((16, 4, 3, 3)).astype(dtype)
     w[5] = -0.0  # channel 5 is -0.0 everywhere outside the NaN's reach
     X = sg.tensor(x, requires_grad=True)
     y = F.conv2d(X, sg.tensor(w), padding=1, relu_slope=slope)
@@ -195,3 +195,19 @@ def test_the_same_bits_for_every_vector_width():
     avx2 = _child({"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""})
     assert avx2["lanes"] == 8
     assert avx2["bits"] == host["bits"]
+
+
+def test_route_choice():
+    """Stride 1, no dilation, no groups, not a plain 1x1 GEMM, 16+ output channels and 32+ products
+    per output; a function of the shapes only (docs/benchmarks.md's thresholds)."""
+    def geo(k=3, side=8, **kw):
+        pad = kw.get("padding", k // 2)
+        return conv_module._Geometry((k, k), kw.get("stride", (1, 1)), (pad, pad), kw.get("dilation", (1, 1)),
+                                     kw.get("groups", 1), (side, side), (side, side))
+    route = conv_module._direct_route
+    assert route(geo(), 4, 16) and route(geo(side=512), 64, 64) and route(geo(5), 2, 16)
+    assert route(geo(1, padding=1), 32, 16)  # a padded 1x1 is no plain GEMM
+    assert not route(geo(), 3, 64)  # 27 products: a first layer's im2col GEMM was faster
+    assert not route(geo(), 64, 15) and not route(geo(1, padding=0), 64, 64)
+    for g in (geo(stride=(2, 2)), geo(dilation=(2, 2)), geo(groups=2)):
+        assert not route(g, 64, 64)
