@@ -65,6 +65,15 @@ def _element_pointer(context, builder, arrty, arr, i, vector):
     return builder.bitcast(builder.gep(data, [i]), vector.as_pointer())
 
 
+def _boundscheck(context, builder, arrty, arr, first, last):
+    """Under NUMBA_BOUNDSCHECK=1 (as numba's own indexing): IndexError unless first and last, the
+    first and last element a vector access touches, are indices of arr."""
+    if context.enable_boundscheck:
+        (length,) = cgutils.unpack_tuple(builder, context.make_array(arrty)(context, builder, arr).shape, 1)
+        for index in (first, last):
+            cgutils.do_boundscheck(context, builder, index, length)
+
+
 def _check_array(arr):
     if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.layout != "C":
         raise TypingError(f"expected a contiguous 1-D array, got {arr}")
@@ -76,6 +85,8 @@ def vload(typingctx, arr, i, n):
     vt = Vector(arr.dtype, _literal_lanes(n))
 
     def codegen(context, builder, sig, args):
+        last = builder.add(args[1], ir.Constant(args[1].type, vt.lanes - 1))
+        _boundscheck(context, builder, sig.args[0], args[0], args[1], last)
         ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], context.get_value_type(vt))
         return builder.load(ptr, align=arr.dtype.bitwidth // 8)
     return vt(arr, types.intp, n), codegen
@@ -88,6 +99,8 @@ def vstore(typingctx, arr, i, v):
         raise TypingError(f"vstore: {v} into {arr}")
 
     def codegen(context, builder, sig, args):
+        last = builder.add(args[1], ir.Constant(args[1].type, v.lanes - 1))
+        _boundscheck(context, builder, sig.args[0], args[0], args[1], last)
         ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], args[2].type)
         builder.store(args[2], ptr, align=arr.dtype.bitwidth // 8)
         return context.get_dummy_value()
@@ -114,6 +127,10 @@ def vstore_part(typingctx, arr, i, v, lo, hi):
         ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], vt)
         lanes_ = ir.Constant(ir.VectorType(i64, count), list(range(count)))
         lo_, hi_ = (context.cast(builder, a, t, types.int64) for a, t in zip(args[3:], sig.args[3:]))
+        if context.enable_boundscheck:
+            with builder.if_then(builder.icmp_signed("<", lo_, hi_)):
+                last = builder.sub(builder.add(args[1], hi_), ir.Constant(i64, 1))
+                _boundscheck(context, builder, sig.args[0], args[0], builder.add(args[1], lo_), last)
         mask = builder.and_(builder.icmp_signed(">=", lanes_, _splat(builder, lo_, count)),
                             builder.icmp_signed("<", lanes_, _splat(builder, hi_, count)))
         fnty = ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), ir.IntType(32),

@@ -92,3 +92,37 @@ def test_lanes_follow_the_target(monkeypatch):
         assert _simd.has_avx512() is wide_, target
         assert _simd.lanes(32) == (32 if wide_ else 8) and _simd.lanes(64) == (16 if wide_ else 4)
     _simd.has_avx512.cache_clear()
+
+
+def test_vector_accesses_are_bounds_checked_under_numba_boundscheck():
+    """With NUMBA_BOUNDSCHECK=1 (tests/framework/functional/test_properties.py reruns the ops so)
+    a vector load or store that reaches past either end of its array raises IndexError, as numba's
+    own indexing does; a masked store checks only the lanes it writes."""
+    import subprocess
+    import sys
+    child = """
+import numba, numpy as np
+from framework._simd import vload, vsplat, vstore, vstore_part
+@numba.njit
+def load(a, i):
+    vstore(np.zeros(8, np.float32), 0, vload(a, i, 8))
+@numba.njit
+def part(a, i, lo, hi):
+    vstore_part(a, i, vsplat(np.float32(1), 8), lo, hi)
+a = np.zeros(16, np.float32)
+out = []
+for f, args in ((load, (a, 8)), (load, (a, 9)), (load, (a, -1)), (part, (a, -3, 3, 8)), (part, (a, 10, 0, 7)),
+                (part, (a, 100, 5, 5))):
+    try:
+        f(*args)
+        out.append("ok")
+    except IndexError:
+        out.append("IndexError")
+print(" ".join(out))
+"""
+    import os
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1")
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ok", "IndexError", "IndexError", "ok", "IndexError", "ok"]
