@@ -81,7 +81,7 @@ def machine() -> list[str]:
     from framework import _simd
     name, _ = _simd.target()
     lines.append(f"numba target CPU: {name} ({'AVX-512' if _simd.has_avx512() else 'no AVX-512'}; "
-                 f"direct conv blocks of {_simd.lanes(32)} float32 lanes)")
+                 f"the direct conv's vectors {_simd.lanes(32)} float32 lanes)")
     try:
         import torch
         lines.append(f"torch {torch.__version__}: ATen CPU capability {torch.backends.cpu.get_cpu_capability()}")

@@ -133,10 +133,10 @@ def _flip(w, groups, c):
 
 # The direct route (_direct.py) takes stride-1, undilated, ungrouped, non-pointwise correlations with
 # at least _DIRECT_MIN_CHANNELS on the output side and _DIRECT_MIN_TAPS products per output (C kh kw):
-# below them im2col's GEMM was faster (a first layer's 3 x 3 x 3 taps, a last layer's 3 outputs);
+# below them im2col's GEMM was faster (8 outputs, a first layer's 3 x 3 x 3 taps, a last layer's 3);
 # a 1x1 conv is one GEMM (docs/benchmarks.md, "Where the code's thresholds come from"). A function of
 # shapes only, never of the batch or the CPU, so that every machine takes the same route.
-_DIRECT_MIN_CHANNELS = 16
+_DIRECT_MIN_CHANNELS = 12
 _DIRECT_MIN_TAPS = 32
 
 

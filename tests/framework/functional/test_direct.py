@@ -47,7 +47,7 @@ def _spy(monkeypatch):
 @pytest.mark.parametrize("x_shape,w_shape,options", CASES)
 def test_matches_torch_and_gradcheck(x_shape, w_shape, options, rng, monkeypatch):
     """conv2d's value and every gradient through the direct route against torch (float64); the input
-    gradient is the direct forward of the flipped kernel wherever it has 16+ channels to fill."""
+    gradient is the direct forward of the flipped kernel wherever it has 12+ channels to fill."""
     torch = pytest.importorskip("torch")
     calls = _spy(monkeypatch)
     x, w, b = t64(rng, *x_shape), t64(rng, *w_shape), t64(rng, w_shape[0])
@@ -59,7 +59,7 @@ def test_matches_torch_and_gradcheck(x_shape, w_shape, options, rng, monkeypatch
     ty.backward(torch.from_numpy(g))
     for ours, theirs in ((y, ty), (x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
         np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-11, atol=1e-11)
-    assert calls == {"correlate": 1, "weight_grad": 1}  # the input gradient has < 16 channels
+    assert calls == {"correlate": 1, "weight_grad": 1}  # the input gradient has < 12 channels
     x, w, b = t64(rng, *x_shape), t64(rng, *w_shape), t64(rng, w_shape[0])
     assert sg.gradcheck(lambda x, w, b: F.conv2d(x, w, b, **options), (x, w, b))
 
@@ -198,7 +198,7 @@ def test_the_same_bits_for_every_vector_width():
 
 
 def test_route_choice():
-    """Stride 1, no dilation, no groups, not a plain 1x1 GEMM, 16+ output channels and 32+ products
+    """Stride 1, no dilation, no groups, not a plain 1x1 GEMM, 12+ output channels and 32+ products
     per output; a function of the shapes only (docs/benchmarks.md's thresholds)."""
     def geo(k=3, side=8, **kw):
         pad = kw.get("padding", k // 2)
@@ -208,6 +208,7 @@ def test_route_choice():
     assert route(geo(), 4, 16) and route(geo(side=512), 64, 64) and route(geo(5), 2, 16)
     assert route(geo(1, padding=1), 32, 16)  # a padded 1x1 is no plain GEMM
     assert not route(geo(), 3, 64)  # 27 products: a first layer's im2col GEMM was faster
-    assert not route(geo(), 64, 15) and not route(geo(1, padding=0), 64, 64)
+    assert route(geo(side=48), 12, 12)  # FSRCNN's mapping layers
+    assert not route(geo(), 64, 11) and not route(geo(1, padding=0), 64, 64)
     for g in (geo(stride=(2, 2)), geo(dilation=(2, 2)), geo(groups=2)):
         assert not route(g, 64, 64)

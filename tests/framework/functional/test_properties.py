@@ -340,7 +340,7 @@ def test_interpolate_antialias_one_pixel_wide_is_column_by_column(mode):
 
 @st.composite
 def direct_case(draw, transposed=False):
-    """Shapes of the direct route (conv.py's _direct_route: stride 1, no dilation or groups, 16+
+    """Shapes of the direct route (conv.py's _direct_route: stride 1, no dilation or groups, 12+
     output channels, 32+ products per output): odd and one-pixel maps, every padding, kernels 1-5."""
     kh, kw = draw(st.integers(1, 5)), draw(st.integers(1, 5))
     c, o = draw(st.integers(-(-32 // (kh * kw)), 40)), draw(st.integers(16, 40))
