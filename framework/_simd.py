@@ -20,8 +20,9 @@ order whatever the vector width. `wide()` marks the calling kernel for 512-bit v
 for recent Intel server CPUs prefers 256-bit ones (`prefer-256-bit`), which splits every 16-lane
 operation in two and halves the registers a kernel can block in (docs/benchmarks.md).
 
-`lanes()` is the vector width the register blocking wants on the CPU numba compiles for (numba's
-own target, so NUMBA_CPU_NAME / NUMBA_CPU_FEATURES count): it changes speed only, never a result.
+`lanes()` and `has_avx512()` describe the vector registers of the CPU numba compiles for (numba's
+own target, so NUMBA_CPU_NAME / NUMBA_CPU_FEATURES count); kernels size their register blocks by
+them, which changes speed only, never a result.
 """
 from __future__ import annotations
 
@@ -235,8 +236,6 @@ def has_avx512() -> bool:
 
 
 def lanes(dtype_bits: int = 32) -> int:
-    """Output channels per register block of the direct convolution (_direct.py): 8 accumulators of
-    this many lanes fill 16 of AVX-512's 32 registers (2 zmm each for float32), or 8 of AVX2's 16
-    (a ymm each); 16-lane blocks on AVX2 spill."""
-    full = 512 if has_avx512() else 256
-    return 2 * full // dtype_bits if has_avx512() else full // dtype_bits
+    """Lanes of one vector register for elements of this many bits on the CPU numba compiles for:
+    512-bit registers (32 of them) with AVX-512, else 256-bit ones (16 with AVX2)."""
+    return (512 if has_avx512() else 256) // dtype_bits

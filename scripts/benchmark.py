@@ -78,10 +78,14 @@ def machine() -> list[str]:
         lines.append(f"numpy BLAS: {'; '.join(blas) or 'none found'}")
     except ImportError:
         lines.append("numpy BLAS: unknown (threadpoolctl is not installed)")
+    import numpy as np
     from framework import _simd
+    from framework.functional import _direct
     name, _ = _simd.target()
-    lines.append(f"numba target CPU: {name} ({'AVX-512' if _simd.has_avx512() else 'no AVX-512'}; "
-                 f"the direct conv's vectors {_simd.lanes(32)} float32 lanes)")
+    channels, pixels = _direct.forward_block(np.float32)
+    lines.append(f"numba target CPU: {name} ({'AVX-512' if _simd.has_avx512() else 'no AVX-512'}: "
+                 f"{_simd.lanes(32)} float32 lanes per register; direct conv blocks of {channels} "
+                 f"channels x {pixels} pixels)")
     try:
         import torch
         lines.append(f"torch {torch.__version__}: ATen CPU capability {torch.backends.cpu.get_cpu_capability()}")

@@ -29,7 +29,7 @@ from .._jit import kernel
 from .._simd import vadd, vfma, vleaky, vload, vrelu, vsplat, vstore, vstore_part, wide
 from ._im2col import valid_range
 
-P = 8  # output channels (forward) or taps (weight gradient) per register block: a0..a7 below
+MAX_BLOCK = 8  # output channels (forward) or taps (weight gradient) per register block: a0..a7 below
 # Products per partial sum of the forward: each output is a sum of blocks of about this many
 # (channels x taps), each a chain from 0 added to the running total. One chain over all C kh kw terms
 # had up to 5x im2col's float32 error, over all N OH OW pixels of the weight gradient 15x; the weight
@@ -126,8 +126,8 @@ def _put(y, b, o, h, off, v, lo, hi, slope, act):
 
 
 @kernel
-def _store(y, b, r0, rows, o, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, a7):
-    """The finished block: output channels o..o + 7 at the L flat positions q..q + L - 1 = h Wp + w,
+def _store(y, b, r0, rows, o, NP, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, a7):
+    """The finished block: output channels o..o + NP - 1 at the L flat positions q..q + L - 1 = h Wp + w,
     into y[b, o + k, r0 + h, w] for the pixels of the band (w < OW, h < rows): one masked store per
     channel and row it covers."""
     OW = y.shape[3]
@@ -141,20 +141,22 @@ def _store(y, b, r0, rows, o, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, 
         if h < rows:
             lo, off = p - q, q - h * Wp
             for k, v in ((0, a0), (1, a1), (2, a2), (3, a3), (4, a4), (5, a5), (6, a6), (7, a7)):
-                _put(y, b, o + k, r0 + h, off, v, lo, lo + n, slope, act)
+                if k < NP:
+                    _put(y, b, o + k, r0 + h, off, v, lo, lo + n, slope, act)
         p += n
 
 
 @functools.lru_cache(maxsize=None)
-def _correlate_kernel(L):
-    """The forward kernel for vectors of L pixels (a compile-time constant)."""
+def _correlate_kernel(L, NP):
+    """The forward kernel for blocks of NP <= 8 output channels x L pixels (compile-time constants:
+    the accumulators past NP are dead code)."""
 
     @kernel
     def correlate(xf, wt, bias, y, b0, r0, rows, Wp, cb, slope, act, acc):
-        """y[b0 + b, o, r0 + h, w] = act(sum_{c, i, j} wt[o // P, c, i, j, o % P] xf[b, c, q + i Wp +
-        j] + bias[o]) at every flat position q = h Wp + w of the band of `rows` rows (a whole number
-        of vectors of L; the junk ones dropped by _store); the sum in blocks of cb channels, each a chain from 0
-        (the first from the bias) added to the running total in acc (P L)."""
+        """y[b0 + b, o, r0 + h, w] = act(sum_{c, i, j} wt[o // NP, c, i, j, o % NP] xf[b, c, q + i Wp
+        + j] + bias[o]) at every flat position q = h Wp + w of the band of `rows` rows (a whole
+        number of vectors of L; the junk ones dropped by _store); the sum in blocks of cb channels,
+        each a chain from 0 (the first from the bias) added to the running total in acc (8 L)."""
         wide()
         nb, C, S = xf.shape
         OB, _, kh, kw, _ = wt.shape
@@ -163,13 +165,14 @@ def _correlate_kernel(L):
         for t in range(nb * (Q // L)):
             b, q = t // (Q // L), t % (Q // L) * L
             for ob in range(OB):  # every output block while the band's input near q is in cache
-                o = ob * P
+                o = ob * NP
                 for c0 in range(0, C, cb):
+                    a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
                     if c0 == 0:
                         a0, a1, a2, a3 = vsplat(bias[o], L), vsplat(bias[o + 1], L), vsplat(bias[o + 2], L), vsplat(bias[o + 3], L)
-                        a4, a5, a6, a7 = vsplat(bias[o + 4], L), vsplat(bias[o + 5], L), vsplat(bias[o + 6], L), vsplat(bias[o + 7], L)
-                    else:
-                        a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
+                        a4, a5 = vsplat(bias[o + 4], L), vsplat(bias[o + 5], L)
+                        if NP > 6:
+                            a6, a7 = vsplat(bias[o + 6], L), vsplat(bias[o + 7], L)
                     for c in range(c0, min(C, c0 + cb)):
                         xc = xf[b, c, q:]
                         for i in range(kh):
@@ -182,13 +185,16 @@ def _correlate_kernel(L):
                                 a3 = vfma(vsplat(wr[3], L), xv, a3)
                                 a4 = vfma(vsplat(wr[4], L), xv, a4)
                                 a5 = vfma(vsplat(wr[5], L), xv, a5)
-                                a6 = vfma(vsplat(wr[6], L), xv, a6)
-                                a7 = vfma(vsplat(wr[7], L), xv, a7)
+                                if NP > 6:
+                                    a6 = vfma(vsplat(wr[6], L), xv, a6)
+                                    a7 = vfma(vsplat(wr[7], L), xv, a7)
                     if c0 > 0:
                         a0, a1, a2, a3 = vadd(vload(acc, 0, L), a0), vadd(vload(acc, L, L), a1), vadd(vload(acc, 2 * L, L), a2), vadd(vload(acc, 3 * L, L), a3)
-                        a4, a5, a6, a7 = vadd(vload(acc, 4 * L, L), a4), vadd(vload(acc, 5 * L, L), a5), vadd(vload(acc, 6 * L, L), a6), vadd(vload(acc, 7 * L, L), a7)
+                        a4, a5 = vadd(vload(acc, 4 * L, L), a4), vadd(vload(acc, 5 * L, L), a5)
+                        if NP > 6:
+                            a6, a7 = vadd(vload(acc, 6 * L, L), a6), vadd(vload(acc, 7 * L, L), a7)
                     if c0 + cb >= C:
-                        _store(y, b0 + b, r0, rows, o, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, a7)
+                        _store(y, b0 + b, r0, rows, o, NP, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, a7)
                         continue
                     vstore(acc, 0, a0)
                     vstore(acc, L, a1)
@@ -196,22 +202,24 @@ def _correlate_kernel(L):
                     vstore(acc, 3 * L, a3)
                     vstore(acc, 4 * L, a4)
                     vstore(acc, 5 * L, a5)
-                    vstore(acc, 6 * L, a6)
-                    vstore(acc, 7 * L, a7)
+                    if NP > 6:
+                        vstore(acc, 6 * L, a6)
+                        vstore(acc, 7 * L, a7)
 
     return correlate
 
 
 @functools.lru_cache(maxsize=None)
-def _weight_grad_kernel(L):
-    """The weight-gradient kernel for blocks of L output channels (a compile-time constant)."""
+def _weight_grad_kernel(L, NT):
+    """The weight-gradient kernel for blocks of NT <= 8 taps x L output channels (compile-time
+    constants: the accumulators past NT are dead code)."""
 
     @kernel
     def weight_grad(xf, gf, offsets, Wp, OW, rb, dwt, ob, t0, t1):
         """dwt[ob, t, l] = sum_{b, h, w} g[b, h, w, ob L + l] xf[b, offsets[t] + h Wp + w] for the
-        taps t in [t0, t1) (a multiple of P apart; offsets padded to whole blocks): per image, per
-        block of rb rows, a chain from 0 over the block's pixels, added to the running total in
-        that order. xf (nb, C Hp Wp): flat padded images; gf (nb, OH OW Opad): the gradient
+        taps t in [t0, t1) (a multiple of NT apart; offsets padded to whole blocks and 8 more): per
+        image, per block of rb rows, a chain from 0 over the block's pixels, added to the running
+        total in that order. xf (nb, C Hp Wp): flat padded images; gf (nb, OH OW Opad): the gradient
         channels last, flat. Every tap block runs over one block of rows before the next block, so
         the gradient's rows stay in L1 (a whole batch's did not fit in L2)."""
         wide()
@@ -224,7 +232,7 @@ def _weight_grad_kernel(L):
         for b in range(nb):
             xb, gb = xf[b], gf[b]
             for h0 in range(0, OH, rb):
-                for t in range(t0, t1, P):
+                for t in range(t0, t1, NT):
                     f0, f1, f2, f3 = offsets[t], offsets[t + 1], offsets[t + 2], offsets[t + 3]
                     f4, f5, f6, f7 = offsets[t + 4], offsets[t + 5], offsets[t + 6], offsets[t + 7]
                     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
@@ -241,37 +249,44 @@ def _weight_grad_kernel(L):
                             a3 = vfma(gv, vsplat(x3[w], L), a3)
                             a4 = vfma(gv, vsplat(x4[w], L), a4)
                             a5 = vfma(gv, vsplat(x5[w], L), a5)
-                            a6 = vfma(gv, vsplat(x6[w], L), a6)
-                            a7 = vfma(gv, vsplat(x7[w], L), a7)
+                            if NT > 6:
+                                a6 = vfma(gv, vsplat(x6[w], L), a6)
+                                a7 = vfma(gv, vsplat(x7[w], L), a7)
                     vstore(d[t], 0, vadd(vload(d[t], 0, L), a0))
                     vstore(d[t + 1], 0, vadd(vload(d[t + 1], 0, L), a1))
                     vstore(d[t + 2], 0, vadd(vload(d[t + 2], 0, L), a2))
                     vstore(d[t + 3], 0, vadd(vload(d[t + 3], 0, L), a3))
                     vstore(d[t + 4], 0, vadd(vload(d[t + 4], 0, L), a4))
                     vstore(d[t + 5], 0, vadd(vload(d[t + 5], 0, L), a5))
-                    vstore(d[t + 6], 0, vadd(vload(d[t + 6], 0, L), a6))
-                    vstore(d[t + 7], 0, vadd(vload(d[t + 7], 0, L), a7))
+                    if NT > 6:
+                        vstore(d[t + 6], 0, vadd(vload(d[t + 6], 0, L), a6))
+                        vstore(d[t + 7], 0, vadd(vload(d[t + 7], 0, L), a7))
 
     return weight_grad
 
 
-def _lanes(O, dtype):
-    """Output channels per register block of the weight gradient for O of them: the full width
-    (_simd.lanes), or half of it for O up to half where a register holds half the full width
-    (AVX-512: 16 float32 lanes in 8 zmm accumulators for RRDBNet's 16-channel dense convs, not 32
-    lanes half empty)."""
-    full = _simd.lanes(8 * np.dtype(dtype).itemsize)
-    return full // 2 if _simd.has_avx512() and O <= full // 2 else full
+def forward_block(dtype):
+    """(output channels, pixels) per register block of the forward: 8 x two registers of lanes with
+    AVX-512's 32 registers (16 accumulators), 6 x two with AVX2's 16 (12; 8 x one was 5-17% slower,
+    8 x two spilled: docs/benchmarks.md)."""
+    return (MAX_BLOCK if _simd.has_avx512() else 6), 2 * _simd.lanes(8 * np.dtype(dtype).itemsize)
+
+
+def weight_grad_block(O, dtype):
+    """(taps, output channels) per register block of the weight gradient, as the forward's, with one
+    register of output channels where O fits in one (RRDBNet's 16-channel dense convs)."""
+    taps, lanes = forward_block(dtype)
+    return taps, lanes // 2 if O <= lanes // 2 else lanes
 
 
 def _tile_sizes(tile, C, OW, kh, kw, dtype):
     """(Wp, S, elems) of a tile: padded row width, plane length (a whole number of ALIGN bytes, so
     that every plane starts aligned) and its buffer: P L running totals, then the planes."""
     b0, b1, r0, r1 = tile
-    L, slack = _simd.lanes(8 * np.dtype(dtype).itemsize), ALIGN // np.dtype(dtype).itemsize
+    L, slack = forward_block(dtype)[1], ALIGN // np.dtype(dtype).itemsize
     Wp, _, S = plane_sizes(r1 - r0, OW, kh, kw, L)
     S = _blocks(S, slack) * slack
-    return Wp, S, P * L + (b1 - b0) * C * S
+    return Wp, S, MAX_BLOCK * L + (b1 - b0) * C * S
 
 
 def buffer_elems(tiles, C, OW, kh, kw, dtype):
@@ -288,18 +303,18 @@ def correlate(x, w, features, padding, bias, slope, tiles, elems, run):
     O, _, kh, kw = w.shape
     OH, OW = features
     dt = x.dtype
-    L = _simd.lanes(8 * dt.itemsize)
-    OB = _blocks(O, P)
-    wt = _aligned_empty((OB, C, kh, kw, P), dt)  # (o-block, c, i, j, o % P): a tap's weights together
+    NP, L = forward_block(dt)
+    OB = _blocks(O, NP)
+    wt = _aligned_empty((OB, C, kh, kw, NP), dt)  # (o-block, c, i, j, o % NP): a tap's weights together
     wt[...] = 0
     for ob in range(OB):
-        n = min(P, O - ob * P)
-        wt[ob, ..., :n] = w[ob * P:ob * P + n].transpose(1, 2, 3, 0)
-    b = np.zeros(OB * P, dt)
+        n = min(NP, O - ob * NP)
+        wt[ob, ..., :n] = w[ob * NP:ob * NP + n].transpose(1, 2, 3, 0)
+    b = np.zeros(OB * NP + MAX_BLOCK, dt)  # (a0..a7 read past the last block)
     if bias is not None:
         b[:O] = bias
     y = np.empty((N, O, OH, OW), dt)
-    kern = _correlate_kernel(L)
+    kern = _correlate_kernel(L, NP)
     act, s = slope is not None, dt.type(0 if slope is None else slope)
     cb = _blocks(C, _blocks(C * kh * kw, BLOCK_TERMS))  # channels per block, the blocks even
 
@@ -307,9 +322,9 @@ def correlate(x, w, features, padding, bias, slope, tiles, elems, run):
         b0, b1, r0, r1 = tile
         Wp, S, n = _tile_sizes(tile, C, OW, kh, kw, dt)
         buf = _aligned(buf)
-        xf = buf[P * L:n].reshape(b1 - b0, C, S)
+        xf = buf[MAX_BLOCK * L:n].reshape(b1 - b0, C, S)
         _pad(x, xf, b0, r0 - padding[0], padding[1], Wp)
-        kern(xf, wt, b, y, b0, r0, r1 - r0, Wp, cb, s, act, buf[:P * L])
+        kern(xf, wt, b, y, b0, r0, r1 - r0, Wp, cb, s, act, buf[:MAX_BLOCK * L])
 
     run(tiles, work, elems, dt)
     return y
@@ -322,7 +337,7 @@ def weight_grad(x, g, padding, kernel_size, image_tiles, run, workers):
     O, OH, OW = g.shape[1:]
     kh, kw = kernel_size
     dt = x.dtype
-    L = _lanes(O, dt)
+    NT, L = weight_grad_block(O, dt)
     OB = _blocks(O, L)
     Hp, Wp = OH + kh - 1, OW + kw - 1
     xf = np.empty((N, C, Hp * Wp), dt)
@@ -335,15 +350,15 @@ def weight_grad(x, g, padding, kernel_size, image_tiles, run, workers):
 
     run(image_tiles, layout, 1, dt)
     K = C * kh * kw
-    Kpad = _blocks(K, P) * P
+    Kpad = _blocks(K, NT) * NT
     c, i, j = np.unravel_index(np.arange(K), (C, kh, kw))
-    offsets = np.zeros(Kpad, np.int64)  # the padded taps read element 0: junk rows, dropped below
+    offsets = np.zeros(Kpad + MAX_BLOCK, np.int64)  # padded taps read element 0: junk, dropped below
     offsets[:K] = (c * Hp + i) * Wp + j
     dwt = _aligned_empty((OB, Kpad, L), dt)
-    kern = _weight_grad_kernel(L)
+    kern = _weight_grad_kernel(L, NT)
     xf = xf.reshape(N, C * Hp * Wp)
     # tasks: (o-block, a run of whole tap blocks); every sum runs over all pixels in one task
-    per = _blocks(Kpad // P, max(1, 2 * workers // OB)) * P
+    per = _blocks(Kpad // NT, max(1, 2 * workers // OB)) * NT
     tasks = [(ob, t0, min(Kpad, t0 + per)) for ob in range(OB) for t0 in range(0, Kpad, per)]
 
     gf = gt.reshape(N, OH * OW * OB * L)

@@ -81,8 +81,10 @@ def test_wide_kernels_use_512_bit_registers():
 
 
 def test_lanes_follow_the_target(monkeypatch):
-    """8 accumulators of lanes(): 16 zmm on AVX-512 (two per float32 block), 8 ymm on AVX2; from
-    numba's feature list, or from the CPU model when NUMBA_CPU_NAME comes without one."""
+    """A register's lanes: zmm with AVX-512, ymm without; from numba's feature list, or from the CPU
+    model when NUMBA_CPU_NAME comes without one. The direct conv's blocks follow (8 x 2 registers with
+    AVX-512's 32, 6 x 2 with AVX2's 16)."""
+    from framework.functional import _direct
     cases = [(("rocketlake", "+avx2,+avx512f,+fma"), True), (("haswell", "+avx2,-avx512f,+fma"), False),
              (("sapphirerapids", ""), True), (("haswell", ""), False), (("znver4", ""), True),
              (("x86-64", ""), False), (("generic", ""), False)]
@@ -90,7 +92,10 @@ def test_lanes_follow_the_target(monkeypatch):
         monkeypatch.setattr(_simd, "target", lambda target=target: target)
         _simd.has_avx512.cache_clear()
         assert _simd.has_avx512() is wide_, target
-        assert _simd.lanes(32) == (32 if wide_ else 8) and _simd.lanes(64) == (16 if wide_ else 4)
+        assert _simd.lanes(32) == (16 if wide_ else 8) and _simd.lanes(64) == (8 if wide_ else 4)
+        assert _direct.forward_block(np.float32) == ((8, 32) if wide_ else (6, 16))
+        assert _direct.weight_grad_block(64, np.float32) == ((8, 32) if wide_ else (6, 16))
+        assert _direct.weight_grad_block(16, np.float32) == ((8, 16) if wide_ else (6, 16))
     _simd.has_avx512.cache_clear()
 
 

@@ -188,9 +188,9 @@ def _child(env_extra):
 
 
 def test_the_same_bits_for_every_vector_width():
-    """An AVX2 build (NUMBA_CPU_NAME=haswell with LLVM's own feature list: 8 lanes of ymm) gives the
-    host build's bits (32 lanes on AVX-512): each lane's chain is the same whatever the width, and
-    vfma rounds once everywhere."""
+    """An AVX2 build (NUMBA_CPU_NAME=haswell with LLVM's own feature list: ymm registers, blocks of 6
+    channels x 16 pixels) gives the host build's bits (AVX-512 here: blocks of 8 x 32): each
+    output's chain is the same whatever the blocking, and vfma rounds once everywhere."""
     host = _child({})
     avx2 = _child({"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""})
     assert avx2["lanes"] == 8
