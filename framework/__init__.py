@@ -5,7 +5,7 @@ from .tensor import Tensor, from_numpy, ones, randn, tensor, zeros
 from . import functional
 from .gradcheck import GradcheckError, gradcheck
 from .random import manual_seed
-from .serialization import load, save
+from .weights import load, save
 from .threads import get_num_threads, set_num_threads
 
 __version__ = "0.1.0"

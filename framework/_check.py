@@ -9,11 +9,39 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import reprlib
 
 import numpy as np
 
 __all__ = ["ArgumentTypeError", "is_int", "is_number", "int_arg", "pair", "int_pair", "int_list", "number", "flag", "choice",
-           "float_array", "did_you_mean"]
+           "float_array", "did_you_mean", "show", "clip_message"]
+
+_REPR = reprlib.Repr()
+_REPR.maxstring = _REPR.maxother = 160
+_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
+_REPR.maxlevel = 3
+SHOW_CHARS = 240            # the most a value takes in a message
+MESSAGE_LINE_CHARS = 1000   # the most one line of an error message takes (clip_message)
+MESSAGE_LINES = 60          # and its number of lines
+
+
+def show(value) -> str:
+    """repr for messages, bounded (at most SHOW_CHARS): a value built from YAML aliases can expand
+    to billions of items, and its full repr would exhaust memory before the error is shown."""
+    text = _REPR.repr(value)
+    return text if len(text) <= SHOW_CHARS else text[:SHOW_CHARS - 3] + "..."
+
+
+def clip_message(text: str) -> str:
+    """An error message bounded for printing: each line at most MESSAGE_LINE_CHARS, at most
+    MESSAGE_LINES lines, with what was left out counted."""
+    lines = str(text).split("\n")
+    out = [line if len(line) <= MESSAGE_LINE_CHARS else
+           f"{line[:MESSAGE_LINE_CHARS]}... ({len(line) - MESSAGE_LINE_CHARS:,} more characters)"
+           for line in lines[:MESSAGE_LINES]]
+    if len(lines) > MESSAGE_LINES:
+        out.append(f"... ({len(lines) - MESSAGE_LINES:,} more lines)")
+    return "\n".join(out)
 
 
 class ArgumentTypeError(TypeError, ValueError):
@@ -46,7 +74,7 @@ def int_arg(owner: str, name: str, value, minimum: int | None = 1) -> int:
     if not is_int(value) or (minimum is not None and value < minimum):
         what = "an int" if minimum is None else _bound(minimum)
         error = ValueError if is_int(value) else ArgumentTypeError
-        raise error(f"{_prefix(owner)}{name} must be {what}, got {value!r}")
+        raise error(f"{_prefix(owner)}{name} must be {what}, got {show(value)}")
     return int(value)
 
 
@@ -56,15 +84,15 @@ def pair(owner: str, name: str, value, kind=int, minimum=None, positive: bool = 
     `minimum` or, with `positive`, for a value that is not finite and > 0."""
     items = tuple(value) if isinstance(value, (tuple, list)) else (value, value)
     if len(items) != 2:
-        raise ValueError(f"{_prefix(owner)}{name} must have 2 entries (H, W), got {value!r}")
+        raise ValueError(f"{_prefix(owner)}{name} must have 2 entries (H, W), got {show(value)}")
     ok = is_int if kind is int else is_number
     if not all(ok(v) for v in items):
         what = "an int or a pair of ints" if kind is int else "a number or a pair of numbers"
-        raise ArgumentTypeError(f"{_prefix(owner)}{name} must be {what}, got {value!r}")
+        raise ArgumentTypeError(f"{_prefix(owner)}{name} must be {what}, got {show(value)}")
     if minimum is not None and any(v < minimum for v in items):
-        raise ValueError(f"{_prefix(owner)}{name} must be >= {minimum}, got {value!r}")
+        raise ValueError(f"{_prefix(owner)}{name} must be >= {minimum}, got {show(value)}")
     if positive and not all(v > 0 and math.isfinite(v) for v in items):
-        raise ValueError(f"{_prefix(owner)}{name} must be positive, got {value!r}")
+        raise ValueError(f"{_prefix(owner)}{name} must be positive, got {show(value)}")
     return tuple(kind(v) for v in items)
 
 
@@ -81,10 +109,10 @@ def int_list(owner: str, name: str, value, length: int | None = None, minimum: i
             or not all(is_int(v) and v >= minimum for v in value):
         count = f"{length} " if length is not None else ""
         raise ValueError(f"{_prefix(owner)}{name} must be a list of {count}ints >= {minimum}, got "
-                         f"{value!r}")
+                         f"{show(value)}")
     if odd and any(v % 2 == 0 for v in value):
         raise ValueError(f"{_prefix(owner)}{name} must be odd (padded to keep the size), got "
-                         f"{value!r}")
+                         f"{show(value)}")
     return tuple(int(v) for v in value)
 
 
@@ -96,7 +124,7 @@ def number(owner: str, name: str, value, low=None, high=None, low_open: bool = F
     if not is_number(value):
         hint = " (YAML 1.1 reads 1e-4 as a string: write 1.0e-4)" if isinstance(value, str) else ""
         raise ArgumentTypeError(f"{_prefix(owner)}{name} must be a number, got {type(value).__name__} "
-                        f"{value!r}{hint}")
+                        f"{show(value)}{hint}")
     v = float(value)
     below = low is not None and (v <= low if low_open else v < low)
     above = high is not None and (v >= high if high_open else v > high)
@@ -107,19 +135,21 @@ def number(owner: str, name: str, value, low=None, high=None, low_open: bool = F
             rule = f"< {high}" if high_open else f"<= {high}"
         else:
             rule = f"in {'(' if low_open else '['}{low}, {high}{')' if high_open else ']'}"
-        raise ValueError(f"{_prefix(owner)}{name} must be {rule}, got {value!r}")
+        raise ValueError(f"{_prefix(owner)}{name} must be {rule}, got {show(value)}")
     return v
 
 
 def flag(owner: str, name: str, value) -> bool:
     """A real bool (TypeError for 0/1, 'yes', None)."""
     if not isinstance(value, (bool, np.bool_)):
-        raise ArgumentTypeError(f"{_prefix(owner)}{name} must be a bool, got {value!r}")
+        raise ArgumentTypeError(f"{_prefix(owner)}{name} must be a bool, got {show(value)}")
     return bool(value)
 
 
 def did_you_mean(name, known) -> str:
     """"; did you mean 'x'?" for the closest known name (a case-only difference first), or ""."""
+    if not isinstance(name, (str, int, float)) or len(str(name)) > SHOW_CHARS:
+        return ""  # a list or a long text is no misspelt name
     known = [str(k) for k in known]
     same_letters = [k for k in known if k.lower() == str(name).lower()]
     hint = same_letters or difflib.get_close_matches(str(name), known, n=1, cutoff=0.6)
@@ -130,7 +160,7 @@ def choice(owner: str, name: str, value, choices):
     """`value` if it is one of `choices`, else ValueError listing them (with a did-you-mean)."""
     if not isinstance(value, (str, int, float, type(None))) or value not in choices:
         raise ValueError(f"{_prefix(owner)}{name} must be one of {', '.join(map(repr, choices))}, got "
-                         f"{value!r}{did_you_mean(value, choices)}")
+                         f"{show(value)}{did_you_mean(value, choices)}")
     return value
 
 

@@ -1,12 +1,15 @@
 """The one numba policy every kernel compiles through.
 
 - `cache=True`, stamped by the whole kernel source: a kernel compiles once per machine and is reused
-  by every later process, until any file that defines kernels changes. numba's own stamp hashes
-  only the kernel's file, but a kernel inlines the kernels it calls from other files
+  by every later process, until any file of framework/ that defines kernels changes. numba's own
+  stamp hashes only the kernel's file, but a kernel inlines the kernels it calls from other files
   (`_direct` calls `_im2col.valid_range`), so an edit there would leave a stale machine code.
+  A kernel defined outside framework/ (a user's own layer file) is stamped by the framework's
+  kernels and its own file: it may inline framework kernels, and its edits recompile it alone.
 - no `fastmath`: kernels are gradchecked in float64, and reassociation would break the adjoint tests.
-  Where a kernel wants fused multiply-adds it says so (_simd.vfma: exact IEEE, the same bits on
-  every CPU); LLVM never contracts a * b + c on its own here.
+  It also keeps results bit-identical whatever instruction set the host has (no reassociated
+  sums, no FMA contraction): docs/numerics.md. A kernel that wants fused multiply-adds says so
+  (`_simd.vfma`: IEEE's fma, rounded once, the same bits with or without FMA hardware).
 - no explicit signatures: the same kernel compiles for float32 and float64 on first use.
 
 How a kernel stays fast to run and to compile (docs/benchmarks.md has the figures):
@@ -25,31 +28,41 @@ import numba
 from numba.core import caching
 from numba.core.registry import CPUDispatcher
 
-_PACKAGES = ("framework", "models")  # the folders next to each other that hold every kernel
+_PACKAGE = pathlib.Path(__file__).resolve().parent  # framework/: every kernel of the library
 
 
 @functools.lru_cache(maxsize=None)
 def source_stamp() -> str:
     """The stamp of this installation's kernels (`stamp_of` the folder that holds framework/)."""
-    return stamp_of(pathlib.Path(__file__).resolve().parent.parent)
+    return stamp_of(_PACKAGE.parent)
 
 
 def stamp_of(root: pathlib.Path) -> str:
-    """sha256 of every file under root/framework and root/models that imports this module (so
-    defines kernels), and of _simd.py (its intrinsics become part of the kernels that use them), path
-    and text: any edit to any of them invalidates every cached kernel."""
+    """sha256 of every file under root/framework that imports this module (so defines kernels), and
+    of _simd.py (its intrinsics become part of the kernels that call them), path and text: any edit
+    to any of them invalidates every cached kernel."""
     digest = hashlib.sha256()
-    for package in _PACKAGES:
-        for path in sorted((root / package).rglob("*.py")):
-            text = path.read_bytes()
-            if b"_jit import" in text or path.name in ("_jit.py", "_simd.py"):
-                digest.update(str(path.relative_to(root)).encode() + b"\0" + text + b"\0")
+    for path in sorted((root / "framework").rglob("*.py")):
+        text = path.read_bytes()
+        if b"_jit import" in text or path.name in ("_jit.py", "_simd.py"):
+            digest.update(str(path.relative_to(root)).encode() + b"\0" + text + b"\0")
     return digest.hexdigest()
+
+
+@functools.lru_cache(maxsize=None)
+def file_stamp(py_file: str) -> str:
+    """The stamp of the kernels defined in `py_file`: source_stamp() for a file of framework/, else
+    sha256 of source_stamp() and the file's text (read once per process, as numba reads a
+    kernel's source once)."""
+    path = pathlib.Path(py_file).resolve()
+    if path.is_relative_to(_PACKAGE):
+        return source_stamp()
+    return hashlib.sha256(source_stamp().encode() + b"\0" + path.read_bytes()).hexdigest()
 
 
 class _KernelSourceStamp:
     def get_source_stamp(self):
-        return source_stamp()
+        return file_stamp(self._py_file)
 
 
 # numba's own locators in numba's own order (NUMBA_CACHE_DIR, then __pycache__, then the user's

@@ -126,7 +126,7 @@ class Function:
                     inputs.append(None)
             node = Node(cls, ctx, inputs, tuple((t.shape, t.dtype) for t in tensors), versions)
             for i, t in enumerate(tensors):
-                if t.dtype.kind == "f":  # floating (np.issubdtype cost ~4 us per op)
+                if t.dtype.kind == "f":  # floating (np.issubdtype was a per-op cost: docs/benchmarks.md)
                     t.requires_grad = True
                     t._node, t._index = node, i
         if _tracer is not None:
@@ -138,8 +138,8 @@ _TENSOR = []
 
 
 def _tensor_class():
-    """framework.tensor.Tensor, imported once (tensor.py imports this module: a per-call import
-    statement cost ~1.5 us of every op)."""
+    """framework.tensor.Tensor, imported once (tensor.py imports this module; a per-call import
+    statement is a cost on every op: docs/benchmarks.md, "Per-op overhead")."""
     if not _TENSOR:
         from .tensor import Tensor
         _TENSOR.append(Tensor)

@@ -24,7 +24,9 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
 
     fn: callable of Tensors returning a Tensor (or tuple). inputs: Tensor or tuple of Tensors; those
     with requires_grad are checked and must be float64. On failure raises GradcheckError naming the
-    input, the input element, the output element, the numeric and the analytic value."""
+    input, the input element, the output element, the numeric and the analytic value. The inputs
+    are perturbed in place while it runs and left as they were given: the same `.data` array with
+    the same values, the same `.grad`."""
     inputs = tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
     checked = [i for i, t in enumerate(inputs) if isinstance(t, Tensor) and t.requires_grad]
     if not checked:
@@ -33,8 +35,22 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
         if inputs[i].dtype != np.float64:
             raise TypeError(f"gradcheck: input {i} is {inputs[i].dtype}; gradcheck needs float64 "
                             "(float32 central differences are too coarse)")
-    for i in checked:  # the numeric loop perturbs a flat view, so the data must be contiguous
-        inputs[i].data = np.ascontiguousarray(inputs[i].data)
+    # The caller's tensors are left as they were: the same .data array (values restored element by
+    # element, even when fn raises) and the same .grad. The numeric loop perturbs a flat view, so a
+    # non-contiguous .data is swapped for a contiguous copy while the check runs.
+    kept = {}
+    for i in checked:
+        t = inputs[i]
+        kept.setdefault(id(t), (t, t.data, t.grad))
+        t.data = np.ascontiguousarray(t.data)
+    try:
+        return _check(fn, inputs, checked, eps, atol, rtol, raise_exception)
+    finally:
+        for t, data, grad in kept.values():
+            t.data, t.grad = data, grad
+
+
+def _check(fn, inputs, checked, eps, atol, rtol, raise_exception) -> bool:
     outs = _outputs(fn, inputs)
     sizes = [o.numel() for o in outs]
     # Analytic Jacobian: one backward per output element, with a one-hot upstream gradient.
@@ -63,11 +79,13 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
             flat = inputs[i].data.reshape(-1)  # a view: perturbs the tensor in place
             for e in range(flat.size):
                 orig = flat[e]
-                flat[e] = orig + eps
-                plus = np.concatenate([o.data.ravel() for o in _outputs(fn, inputs)])
-                flat[e] = orig - eps
-                minus = np.concatenate([o.data.ravel() for o in _outputs(fn, inputs)])
-                flat[e] = orig
+                try:
+                    flat[e] = orig + eps
+                    plus = np.concatenate([o.data.ravel() for o in _outputs(fn, inputs)])
+                    flat[e] = orig - eps
+                    minus = np.concatenate([o.data.ravel() for o in _outputs(fn, inputs)])
+                finally:
+                    flat[e] = orig
                 numeric = (plus - minus) / (2 * eps)
                 got = analytic[i][:, e]
                 bad = np.abs(got - numeric) > atol + rtol * np.abs(numeric)

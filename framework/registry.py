@@ -9,20 +9,8 @@ from __future__ import annotations
 
 import inspect
 import numbers
-import reprlib
 
-from ._check import did_you_mean
-
-_REPR = reprlib.Repr()
-_REPR.maxstring = _REPR.maxother = 160
-_REPR.maxlist = _REPR.maxtuple = _REPR.maxdict = _REPR.maxset = 6
-_REPR.maxlevel = 3
-
-
-def show(value) -> str:
-    """repr for messages, bounded: a value built from YAML aliases can expand to billions of items,
-    and its full repr would exhaust memory before the error is shown."""
-    return _REPR.repr(value)
+from ._check import did_you_mean, show
 
 
 class Registry:
@@ -65,7 +53,7 @@ class Registry:
     def build(self, spec: dict, **extra):
         """Instantiate `{type: Name, **kwargs}`; `extra` keywords are added (spec wins on conflict)."""
         if not isinstance(spec, dict) or "type" not in spec:
-            raise ValueError(f"{self.kind} spec must be a mapping with a 'type' key, got {spec!r}")
+            raise ValueError(f"{self.kind} spec must be a mapping with a 'type' key, got {show(spec)}")
         kwargs = {k: v for k, v in spec.items() if k != "type"}
         return self.get(spec["type"])(**{**extra, **kwargs})
 

@@ -7,7 +7,7 @@ import numpy as np
 
 from framework import nn
 from framework.nn.conv import conv_act
-from framework._check import int_arg, is_number
+from framework.check import int_arg, is_number
 from framework.nn import init
 
 from .detect import NoMatch, indices, need

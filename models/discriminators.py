@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import framework.functional as F
 from framework import nn
-from framework._check import choice, flag, int_arg
+from framework.check import choice, flag, int_arg
 from framework.registry import MODELS
 
 __all__ = ["VGGStyleDiscriminator", "UNetDiscriminatorSN", "DISCRIMINATORS"]

@@ -6,7 +6,7 @@ not a buffer, as there). Optional `block`: a layer spec appended to every residu
 from __future__ import annotations
 
 from framework import nn
-from framework._check import int_arg, number
+from framework.check import int_arg, number
 from framework.registry import LAYERS, MODELS
 
 from ._blocks import PixelShuffleUpsampler, ResidualBlockNoBN, channel_mean, upsampler_scale

@@ -6,7 +6,7 @@ rearranged into the scale x scale sub-pixel grid. Parameter names follow the com
 from __future__ import annotations
 
 from framework import nn
-from framework._check import int_arg, int_list
+from framework.check import int_arg, int_list
 from framework.registry import MODELS
 
 from .detect import need, split_shuffle

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import framework.functional as F
 from framework import nn
-from framework._check import int_arg
+from framework.check import int_arg
 from framework.registry import MODELS
 
 from ._blocks import ResidualBlockNoBN, default_init_weights, make_layer, supported_scale

@@ -7,7 +7,7 @@ not a buffer, as there (BasicSR's state_dicts have no mean key)."""
 from __future__ import annotations
 
 from framework import nn
-from framework._check import int_arg, number
+from framework.check import int_arg, number
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, channel_mean, make_layer, upsampler_scale

@@ -9,7 +9,7 @@ from __future__ import annotations
 import framework.functional as F
 from framework import nn
 from framework.nn.conv import conv_act
-from framework._check import choice, int_arg
+from framework.check import choice, int_arg
 from framework.registry import MODELS
 
 from ._blocks import default_init_weights, make_layer, supported_scale

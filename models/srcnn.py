@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from framework import nn
 from framework.nn.conv import conv_act
-from framework._check import int_arg, int_list
+from framework.check import int_arg, int_list
 from framework.registry import MODELS
 
 from .detect import Unknown, need

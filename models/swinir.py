@@ -8,7 +8,7 @@ A Swin block is windowed multi-head self-attention with a learnt relative-positi
 other block on windows shifted by half a window, the wrapped-around tokens kept apart by an additive
 -100 mask), then an MLP, each pre-normed and residual. Windows are one reshape + transpose copy
 (no loop over windows), the bias is gathered from its table once per block call, and the scale,
-bias and mask are applied inside the softmax's pass (models/_swin.py).
+bias and mask are applied inside the softmax's pass (framework/functional/attention.py).
 
 State_dict keys, order and shapes are BasicSR's, with its persistent buffers (each attention's
 `relative_position_index`, each shifted block's `attn_mask` for `img_size`), so a BasicSR
@@ -26,13 +26,12 @@ import numpy as np
 
 import framework.functional as F
 from framework import nn
-from framework._check import choice, flag, int_arg, int_list, number, pair
+from framework.functional.attention import relative_position_index, shift_mask
+from framework.check import choice, flag, int_arg, int_list, number, pair
 from framework.nn import init
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, upsampler_scale
-from ._swin import (attention_softmax, relative_position_index, shift_mask, window_attention,
-                    window_partition, window_reverse)
 from .detect import NoMatch, Unknown, count, need
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv")
@@ -71,14 +70,14 @@ class WindowAttention(nn.Module):
     def forward(self, x, mask=None):
         b_, n, c = x.shape
         heads = self.num_heads
-        if not (self.training and self.attn_drop.p > 0):  # one fused pass (models/_swin.py)
-            y = window_attention(self.qkv(x), self.bias(), heads, self.scale, mask)
+        if not (self.training and self.attn_drop.p > 0):  # one fused pass
+            y = F.window_attention(self.qkv(x), heads, self.scale, self.bias(), mask)
             return self.proj_drop(self.proj(y))
         qkv = F.reshape(self.qkv(x), (b_, n, 3, heads, c // heads))
         q, k, v = (F.reshape(t, (b_, heads, n, c // heads))
                    for t in F.split(F.permute(qkv, (2, 0, 3, 1, 4)), 1, 0))
         # softmax((q scale) k^T + bias + mask), the scale, bias and mask inside the softmax's pass
-        attn = attention_softmax(q @ F.transpose(k, -2, -1), self.bias(), self.scale, mask)
+        attn = F.attention_softmax(q @ F.transpose(k, -2, -1), self.scale, self.bias(), mask)
         attn = self.attn_drop(attn)
         x = F.reshape(F.transpose(attn @ v, 1, 2), (b_, n, c))
         return self.proj_drop(self.proj(x))
@@ -140,8 +139,8 @@ class SwinTransformerBlock(nn.Module):
         y = F.reshape(self.norm1(x), (b, h, w, c))
         if shift:
             y = F.roll(y, (-shift, -shift), (1, 2))
-        y = self.attn(window_partition(y, ws), mask=self.mask(h, w, x.dtype))
-        y = window_reverse(y, ws, h, w)
+        y = self.attn(F.window_partition(y, ws), mask=self.mask(h, w, x.dtype))
+        y = F.window_reverse(y, ws, h, w)
         if shift:
             y = F.roll(y, (shift, shift), (1, 2))
         x = x + self.drop_path(F.reshape(y, (b, h * w, c)))

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from framework import nn
 from framework.nn.conv import run_fused
-from framework._check import int_arg
+from framework.check import int_arg
 from framework.registry import MODELS
 
 from .detect import NoMatch, Unknown, indices, need

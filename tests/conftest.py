@@ -1,5 +1,8 @@
-"""Shared test helpers: float64 leaf tensors, smooth test images, a tiny training config."""
+"""Shared test helpers: float64 leaf tensors, smooth test images, a tiny training config, the name a
+killed write leaves."""
 import os
+import subprocess
+import sys
 import textwrap
 
 # The race tests (tests/framework/functional/test_parallel.py) need two numba threads even on a
@@ -19,6 +22,7 @@ import pytest  # noqa: E402
 from PIL import Image  # noqa: E402
 
 import framework as sg  # noqa: E402
+from framework.io import atomic  # noqa: E402
 
 
 @pytest.fixture
@@ -81,3 +85,17 @@ def make_tiny_config(tmp_path, tiny_train):
         path.write_text(tiny_config_text(train_root or tiny_train, tmp_path / "runs", **kw))
         return path
     return make
+
+
+def dead_pid() -> int:
+    """The PID of a process that has ended (and been reaped)."""
+    child = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                           capture_output=True, text=True, check=True)
+    return int(child.stdout)
+
+
+def partial_name(name: str, pid=None, host=None) -> str:
+    """The temporary name framework.io.atomic gives a write of `name` by process `pid` (default: one
+    that has ended, i.e. what a killed write leaves behind) on `host` (default: this machine)."""
+    pid = dead_pid() if pid is None else pid
+    return f".{name}.{host or atomic._HOST}-{pid}-{'0' * 16}{atomic.TEMP_SUFFIX}"

@@ -259,11 +259,8 @@ def _worker_start(parent: int, stop):
     global _STOP
     _STOP = stop
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    import numba
-    numba.set_num_threads(1)
-    from ..functional import _tiles
-    if _tiles.BLAS_THREADS is not None:
-        _tiles.BLAS_THREADS[1](1)
+    from ..threads import set_num_threads
+    set_num_threads(1)
     threading.Thread(target=_watch_parent, args=(parent,), daemon=True).start()
 
 
@@ -323,6 +320,9 @@ def main(argv=None) -> int:
         return 2
     except SystemExit as exc:  # --help
         return exc.code if isinstance(exc.code, int) else 0
+    from ..io.atomic import clean_partial_writes
+    for folder in [out, out / "HR", *(out / "LR_bicubic" / f"X{s}" for s in scales)]:
+        clean_partial_writes(folder)  # what a killed run left half-written
     tasks = [(p, out, args.crop_size, args.step, args.thresh_size, scales, args.compression_level)
              for p in images]
     workers = min(args.workers or _default_workers(), len(tasks))

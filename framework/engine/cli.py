@@ -14,14 +14,16 @@ from pathlib import Path
 
 import numpy as np
 
-from .outputs import OutputError
+from .._check import clip_message
+from .outputs import OutputError, check_output
 
 __all__ = ["train_main", "infer_main", "eval_main", "train", "infer", "evaluate"]
 
 
 def error(msg: str, code: int = 1) -> int:
-    """Print `error: msg` on stderr; return the exit code (1: failed, 2: bad config/arguments)."""
-    print(f"error: {msg}", file=sys.stderr)
+    """Print `error: msg` on stderr, bounded (a message may quote a value from the input); return
+    the exit code (1: failed, 2: bad config/arguments)."""
+    print(f"error: {clip_message(msg)}", file=sys.stderr)
     return code
 
 
@@ -81,7 +83,7 @@ def train_main(argv=None) -> int:
 
 def _train(args, comm) -> int:
     from . import distributed
-    from ..io.checkpoint import CheckpointError
+    from ..weights import CheckpointError
     from ..io.config import ConfigError
     from .schema import load_config
     from .runlog import RunLockedError
@@ -100,6 +102,7 @@ def _train(args, comm) -> int:
         return error("give a CONFIG (or --resume RUN_DIR)", 2)
     try:
         cfg = load_config(config, args.overrides)
+        _check_tensorboard(cfg, config)
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
         shown = " ".join(shlex.quote(str(a)) for a in [config, *(
             x for o in args.overrides for x in ("--set", o))])
@@ -145,6 +148,18 @@ def _train(args, comm) -> int:
     return 0
 
 
+def _check_tensorboard(cfg, config) -> None:
+    """train.tensorboard needs tensorboardX (an optional extra): a ConfigError naming it before
+    anything starts. Only training writes event files: other commands read such a config fine."""
+    from ..io.config import ConfigError
+    from .tensorboard import tensorboardx
+    if cfg["train"]["tensorboard"]:
+        try:
+            tensorboardx()
+        except ModuleNotFoundError as exc:
+            raise ConfigError(f"{config}: train.tensorboard: {exc}; or set it to false") from None
+
+
 # -- infer ----------------------------------------------------------------------------------------
 def model_args(p, tiles: bool = True, weights: bool = True):
     """The options that say which model: --weights (unless the command takes it positionally),
@@ -186,7 +201,7 @@ def load_model_from_args(args):
         spec = {"type": args.model}
         for kv in args.model_arg:
             key, _, value = kv.partition("=")
-            spec[key] = parse_scalar(value)
+            spec[key] = parse_scalar(value, f"--model-arg {key}")
         if args.scale:
             spec["scale"] = args.scale
     return load_model(args.weights, spec, args.scale, fallback, key=getattr(args, "key", None))
@@ -252,6 +267,7 @@ def _check_outscale_sizes(files, outscale) -> None:
 
 def _infer(args) -> int:
     from tqdm.auto import tqdm
+    from ..io.atomic import clean_partial_writes
     from ..io.image import list_images
     from .inference import upscale_file
     from .outputs import plan_outputs
@@ -269,6 +285,8 @@ def _infer(args) -> int:
         (int(outscale) if outscale.is_integer() else outscale)
     todo, skipped = plan_outputs(files, args.output, src.is_dir(), args.suffix, args.ext,
                                  args.overwrite, shown)
+    for folder in {dst.parent for _, dst in todo + skipped}:  # what a killed run left half-written
+        clean_partial_writes(folder, keep=files)
     for f, dst in skipped:
         print(f"skipped {f}: {dst} exists (--overwrite replaces it)", file=sys.stderr)
     if outscale is not None:
@@ -281,12 +299,16 @@ def _infer(args) -> int:
 
 
 # -- evaluate -------------------------------------------------------------------------------------
+EVAL_METRICS = ("psnr", "ssim")
+
+
 def eval_main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="srgrad-eval", description="PSNR/SSIM (Y channel, BasicSR "
-                                "conventions) of a model on HR images, next to bicubic (MATLAB "
-                                "imresize). The LR inputs are made exactly as in training "
-                                "validation (HRImageDataset: mod-crop, imresize, 8-bit LR; gray "
-                                "images replicated to RGB), so the numbers match metrics.csv.")
+    p = argparse.ArgumentParser(prog="srgrad-eval", description="Image-quality metrics (default "
+                                "PSNR and SSIM on the Y channel, BasicSR conventions) of a model on "
+                                "HR images, next to bicubic (MATLAB imresize). The LR inputs are "
+                                "made exactly as in training validation (HRImageDataset: mod-crop, "
+                                "imresize, 8-bit LR; gray images replicated to RGB), so the numbers "
+                                "and the column names match metrics.csv.")
     model_args(p)
     p.add_argument("--input", required=True, help="an HR image or a folder of HR images")
     p.add_argument("--lq", help="a folder of the matching LR images (paired evaluation, DIV2K "
@@ -294,8 +316,14 @@ def eval_main(argv=None) -> int:
                    "made from the HR images with imresize, as in training validation")
     p.add_argument("--lq-template", default="{name}x{scale}", help="LR file name (without "
                    "extension) for an HR image called {name} (default {name}x{scale})")
+    p.add_argument("--metrics", nargs="+", default=list(EVAL_METRICS), metavar="NAME",
+                   help="registered metrics to measure (default: psnr ssim; a metric registered "
+                   "by an --import module works too); the delta_ column is the first's, psnr's "
+                   "when listed")
     p.add_argument("--csv", help="CSV output (default: eval_<weights>_<input>.csv beside the "
-                   "weights; an existing one is never overwritten: _2, _3, ... are added)")
+                   "weights, made unique with _2, _3, ...); never an input, and an existing file "
+                   "only with --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace an existing --csv file")
     p.add_argument("--rgb", action="store_true", help="measure on RGB instead of Y")
     p.add_argument("--crop-border", type=int, default=None, help="default: the scale")
     tta_arg(p)
@@ -308,13 +336,24 @@ def _eval_data(args, scale, in_ch):
     from ..data import HRImageDataset, PairedImageDataset
     color = "y" if in_ch == 1 else "rgb"
     src = Path(args.input)
-    if not src.exists():
-        raise OutputError(f"--input {src}: no such file or folder")
     if args.lq:
-        if not src.is_dir():
-            raise OutputError(f"--input {src}: with --lq, --input is a folder of HR images")
         return PairedImageDataset(src, args.lq, scale, filename_tmpl=args.lq_template, color=color)
     return HRImageDataset(src, scale, color=color)
+
+
+def _eval_inputs(args) -> list:
+    """What srgrad-eval reads, as (what, path) pairs: its --csv may be none of them."""
+    from ..io.image import list_images
+    src = Path(args.input)
+    if not src.exists():
+        raise OutputError(f"--input {src}: no such file or folder")
+    if args.lq and not src.is_dir():
+        raise OutputError(f"--input {src}: with --lq, --input is a folder of HR images")
+    images = list_images(src) if src.is_dir() else [src]
+    if args.lq and Path(args.lq).is_dir():
+        images += list_images(Path(args.lq))
+    return ([("--weights file", args.weights), ("--config file", args.config)]
+            + [("input image", f) for f in images])
 
 
 def _csv_path(args) -> Path:
@@ -332,36 +371,48 @@ def _csv_path(args) -> Path:
     return path
 
 
+def _check_metrics(names) -> None:
+    """Every --metrics name registered (after --import ran), else a one-line error listing them."""
+    from ..registry import METRICS
+    for name in names:
+        try:
+            METRICS.get(name)
+        except KeyError as exc:
+            raise OutputError(f"--metrics: {exc.args[0]}") from None
+
+
 def _evaluate(args) -> int:
-    from tqdm.auto import tqdm
     from ..io.atomic import atomic_open
-    from ..metrics import measure
-    from .inference import bicubic, model_in_channels, super_resolve
+    from .inference import model_in_channels, super_resolve
+    from .validation import column, main_metric, score_images
+    inputs = _eval_inputs(args)
+    out = _csv_path(args)
+    if args.csv:
+        check_output(out, "--csv", inputs, args.overwrite)
     model, info = load_model_from_args(args)
+    _check_metrics(args.metrics)
     scale, in_ch = info["scale"], model_in_channels(info)
     data = _eval_data(args, scale, in_ch)
     crop = scale if args.crop_border is None else args.crop_border
     y = not args.rgb
-    tag = "Y" if y else "RGB"
-    out = _csv_path(args)
+    metrics = list(dict.fromkeys(args.metrics))  # each once, in the order given
+    delta = main_metric(metrics)
     rows = []
-    for i in tqdm(range(len(data)), desc="evaluate", unit="img", disable=args.no_progress):
-        item = data.get(i)
-        lq, hr = item["lq"], item["gt"]
-        sr = super_resolve(model, lq, scale, in_ch, args.tile, args.tile_overlap, args.tta)
-        bic = bicubic(lq, scale, "imresize")
+    for _, item, _, _, values in score_images(
+            data, lambda lq: super_resolve(model, lq, scale, in_ch, args.tile, args.tile_overlap,
+                                           args.tta),
+            scale, metrics, crop, y, progress=not args.no_progress, desc="evaluate"):
         row = {"image": item["name"]}
-        for prefix, image in (("", sr), ("bicubic_", bic)):
-            row.update({f"{prefix}{m}_{tag}": v
-                        for m, v in measure(image, hr, ("psnr", "ssim"), crop, y).items()})
-        row[f"delta_psnr_{tag}"] = row[f"psnr_{tag}"] - row[f"bicubic_psnr_{tag}"]
+        for prefix in ("", "bicubic_"):
+            row.update({prefix + column(m, y): values[prefix + m] for m in metrics})
+        row["delta_" + column(delta, y)] = values[delta] - values["bicubic_" + delta]
         rows.append(row)
     cols = list(rows[0])
     mean = {"image": "mean", **{c: float(np.mean([r[c] for r in rows])) for c in cols[1:]}}
     lr_from = f"LR from {args.lq}" if args.lq else "LR made by MATLAB imresize"
     tta = "self-ensemble x8 (--tta)" if args.tta else "no self-ensemble"
-    _print_table(rows + [mean], cols, f"x{scale}, {tag} channel, crop_border={crop}, {lr_from}, "
-                 f"bicubic = MATLAB imresize of the LR, {tta}")
+    _print_table(rows + [mean], cols, f"x{scale}, {'Y' if y else 'RGB'} channel, crop_border={crop}, "
+                 f"{lr_from}, bicubic = MATLAB imresize of the LR, {tta}")
     text = io.StringIO(newline="")
     writer = csv.DictWriter(text, cols + ["tta"])  # tta: 1 when the SR columns are x8 ensembles
     writer.writeheader()

@@ -8,10 +8,10 @@ plain safetensors file); OUT by its extension: `.safetensors`, srgrad's weights 
 model spec (detected when IN names none), so srgrad-infer needs no config; with --plain, the bare
 state_dict a torch user loads with `safetensors.torch.load_file` + `load_state_dict`; `.pth`/`.pt`,
 torch.save's format as BasicSR writes it, `{"params": ..., "params_ema": ...}` (bare with --plain),
-written without torch or pickle (framework/io/pth_write.py). The weights are loaded into the model
+written without torch or pickle (framework/weights/pth_write.py). The weights are loaded into the model
 they belong to first (strictly): a conversion that would not load is refused.
 
-options: a BasicSR option file -> an srgrad config (framework/io/basicsr_options.py): dropped keys
+options: a BasicSR option file -> an srgrad config (framework/engine/basicsr_options.py): dropped keys
 are listed, untranslatable ones are an error, the result is validated.
 """
 from __future__ import annotations
@@ -35,8 +35,8 @@ def _check_output(src: Path, out: Path, overwrite: bool) -> None:
 
 
 def _weights(args) -> int:
-    from ..io.checkpoint import CheckpointError, check_state_matches, load_weights, save_weights
-    from ..io.pth_write import write_pth
+    from ..weights import CheckpointError, check_state_matches, load_weights, save_weights
+    from ..weights import write_pth
     src, out = Path(args.weights), Path(args.output)
     ext = out.suffix.lower()
     if ext not in (".safetensors", ".pth", ".pt"):
@@ -71,7 +71,7 @@ def _weights(args) -> int:
 
 def _options(args) -> int:
     from ..io.atomic import write_atomic
-    from ..io.basicsr_options import translate_options
+    from .basicsr_options import translate_options
     from ..io.config import dump_config, read_yaml
     from .schema import validate
     from .zoo import load_zoo

@@ -115,7 +115,7 @@ def _run(args) -> int:
 
     from ..data import BatchLoader
     from ..data.realesrgan import TRACE_KEYS
-    from ..io.atomic import write_atomic
+    from ..io.atomic import clean_partial_writes, write_atomic
     from ..io.image import write_image
     from .schema import load_config
     if args.count is not None and args.count < 1:
@@ -140,6 +140,7 @@ def _run(args) -> int:
         names = [ds.names[int(loader.order(k // n)[k % n])] for k in range(count)]
         plan, table = _plan(out, names, ds.gt_usm, inputs, src if src.is_dir() else None,
                             args.overwrite)
+        clean_partial_writes(out, keep=inputs)  # what a killed run left half-written
         rows = []
         for k in tqdm(range(count), desc="degrade", unit="sample", disable=args.no_progress):
             sample = loader.sample(k)

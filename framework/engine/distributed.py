@@ -20,13 +20,13 @@ Which path runs (`init(mode)`; mode defaults to the `SRGRAD_DISTRIBUTED` environ
 """
 from __future__ import annotations
 
-import ctypes
-import glob
 import os
 import sys
 import time
 
 import numpy as np
+
+from ..threads import limit_blas_threads
 
 __all__ = ["DistributedError", "SingleProcess", "MPICommunicator", "FlatGradients", "init",
            "is_mpi_launch", "launch_world_size", "local_world_size", "default_threads",
@@ -95,7 +95,8 @@ def configure_threads(environ=None) -> int | None:
     MKL_NUM_THREADS) only take effect in libraries that are not loaded yet (and in child processes);
     `import framework` has already loaded numpy and numba, so the count is also applied at run time:
     `numba.set_num_threads` (numba starts its pool lazily, at the first parallel kernel, and the
-    setting is per calling thread: call it from the training thread) and the BLAS library's setter.
+    setting is per calling thread: call it from the training thread) and the BLAS library's
+    (framework.threads.limit_blas_threads).
     """
     env = os.environ if environ is None else environ
     threads = default_threads(env)
@@ -115,28 +116,8 @@ def configure_threads(environ=None) -> int | None:
         import numba
         numba.set_num_threads(min(threads, numba.config.NUMBA_NUM_THREADS))
     if not user_blas:
-        _limit_blas_threads(threads)
+        limit_blas_threads(threads)
     return threads
-
-
-def _limit_blas_threads(threads: int) -> None:
-    """Apply a BLAS thread count after numpy has loaded its BLAS: through threadpoolctl when it is
-    installed (any BLAS), otherwise through the OpenBLAS that numpy's wheels bundle."""
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        threadpool_limits = None
-    if threadpool_limits is not None:
-        threadpool_limits(threads, user_api="blas")
-        return
-    libs = os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*")
-    for path in glob.glob(libs):
-        lib = ctypes.CDLL(path)  # already loaded by numpy: this returns the same handle
-        for symbol in ("scipy_openblas_set_num_threads64_", "scipy_openblas_set_num_threads",
-                       "openblas_set_num_threads64_", "openblas_set_num_threads"):
-            if hasattr(lib, symbol):
-                getattr(lib, symbol)(ctypes.c_int(threads))
-                return
 
 
 # -- the flat gradient buffer -------------------------------------------------------------------

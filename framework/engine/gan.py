@@ -48,7 +48,7 @@ class GANTrainer(Trainer):
     def _load_optimizers(self, state):
         super()._load_optimizers(state)
         if not state.get("optimizer_d"):
-            from ..io.checkpoint import CheckpointError
+            from ..weights import CheckpointError
             raise CheckpointError("the checkpoint holds no optimizer_d state (not a GAN run's?)")
         self.optimizer_d.load_state_dict(state["optimizer_d"])
         if self.scheduler_d is not None and state.get("scheduler_d") is not None:

@@ -23,7 +23,7 @@ from .. import functional as F
 from .._check import choice, number, pair
 from ..autograd import no_grad
 from ..functional.resample import _NEAREST_LARGE, MODES, Table, axis_table, resample
-from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
+from ..weights import CheckpointError, check_state_matches, load_weights
 from ..registry import BASELINES, MODELS
 from ..tensor import Tensor
 from .tta import self_ensemble as ensemble

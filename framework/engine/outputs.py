@@ -1,7 +1,8 @@
-"""Where srgrad-infer writes, decided and checked before any image is processed: never over an input
-(files, folders, symlinks and case-insensitive file systems: the same file is the same inode), never
-over any existing file without --overwrite, an output extension that can be written, a folder that
-can be written to."""
+"""Where the commands write, decided and checked before any work: never over an input (files,
+folders, symlinks and case-insensitive file systems: the same file is the same inode), never over
+any existing file without --overwrite, an output extension that can be written, a folder that can be
+written to. `plan_outputs` for srgrad-infer's images, `check_output` for a command's one file
+(srgrad-eval's CSV, srgrad-export's model)."""
 from __future__ import annotations
 
 import os
@@ -10,7 +11,7 @@ from pathlib import Path
 
 from ..io.image import WRITE_EXTENSIONS, has_alpha
 
-__all__ = ["OutputError", "plan_outputs", "output_name"]
+__all__ = ["OutputError", "plan_outputs", "output_name", "check_output"]
 
 
 class OutputError(ValueError):
@@ -43,6 +44,26 @@ def _check_folder(folder: Path, what: str) -> None:
         probe.unlink()
     except OSError as exc:
         raise OutputError(f"{what} {folder} is not writable: {exc.strerror or exc}") from None
+
+
+def check_output(path, flag: str, inputs, overwrite: bool) -> Path:
+    """`path` checked as the one output file of a command, before any work, else OutputError.
+
+    inputs: (what, path) pairs the command reads, e.g. ("--weights file", w), ("input image", f)
+    (a None path is skipped): the output may be none of them (the same file, through any link),
+    with or without `overwrite`. An existing file is replaced only with `overwrite`; a folder
+    never; the output's folder must be writable. flag: the option that named it, for messages."""
+    path = Path(path)
+    for what, src in inputs:
+        if src is not None and _same_file(path, Path(src)):
+            raise OutputError(f"refusing to write {flag} {path}: it is the {what} {src} (the same "
+                              f"file); choose another name")
+    if path.is_dir():
+        raise OutputError(f"{flag} {path} is a folder; give a file name")
+    if (path.exists() or path.is_symlink()) and not overwrite:
+        raise OutputError(f"{flag} {path} exists; pass --overwrite to replace it")
+    _check_folder(path.parent if str(path.parent) else Path("."), f"the folder of {flag}")
+    return path
 
 
 def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str, overwrite: bool,

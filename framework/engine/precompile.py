@@ -1,8 +1,8 @@
-"""Compile a run's kernels before its first step, on every core (issue 19's cold start).
+"""Compile a run's kernels before its first step, on every core.
 
 numba compiles a kernel once per argument-type signature, on its first call, one signature after
 another (its compiler holds a process-wide lock). On a fresh install that is most of the wait before
-a run's first step: the quickstart needs 26 signatures, about 10 s of one core. Here:
+a run's first step (docs/benchmarks.md, "Start-up"). Here:
 
 1. each of `jobs` child processes dry-runs the config: a fresh trainer fetches batch 0 (its dataset
    and degradations), takes one training step and one single-image forward, with every kernel call

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from ..io.checkpoint import CheckpointError, check_state_matches, load_weights
+from ..weights import CheckpointError, check_state_matches, load_weights
 
 __all__ = ["load_pretrained"]
 

@@ -18,7 +18,7 @@ except ImportError:  # Windows
 
 import numpy as np
 
-from ..io.atomic import write_atomic
+from ..io.atomic import clean_partial_writes, write_atomic
 
 __all__ = ["RunLockedError", "RunLock", "MetricsLog", "plot_curves", "comparison_strip",
            "labelled_strip", "detail_box", "Progress", "duration"]
@@ -34,7 +34,9 @@ class RunLock:
     can never both hold it (taking over a stale PID file was a race: both could judge it stale and
     one could delete the other's fresh lock). The file holds "PID HOSTNAME" of the owner, only for
     messages. Where fcntl is missing (Windows) the file is created with O_EXCL and a leftover one
-    must be deleted by hand. flock is not reliable on some network file systems (docs/reliability.md)."""
+    must be deleted by hand. flock is not reliable on some network file systems (docs/reliability.md).
+    Taking the lock also removes what a killed run left half-written in the folder
+    (framework.io.atomic.clean_partial_writes)."""
 
     def __init__(self, run_dir):
         self.path = Path(run_dir) / ".lock"
@@ -62,6 +64,8 @@ class RunLock:
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, me, 0)
                 self._fd, self.owned = fd, True
+                # the folder is ours: what a killed run left half-written goes (io.atomic's rule)
+                clean_partial_writes(self.path.parent, recursive=True)
                 return
             os.close(fd)
         raise RunLockedError(f"could not take the lock {self.path}: it keeps being replaced")
@@ -172,10 +176,10 @@ def plot_curves(log: MetricsLog, out_path, psnr_key=None, baseline_key=None) -> 
         ax.set_xlabel("iteration")
         ax.set_ylabel(f"validation PSNR, {'Y' if psnr_key.endswith('_y') else 'RGB'} (dB)")
     fig.tight_layout()
-    tmp = f"{out_path}.tmp.png"
-    fig.savefig(tmp, dpi=100)
+    png = io.BytesIO()
+    fig.savefig(png, format="png", dpi=100)
     plt.close(fig)
-    os.replace(tmp, out_path)
+    write_atomic(out_path, png.getvalue())
     return True
 
 

@@ -8,7 +8,8 @@ from __future__ import annotations
 import signal
 from pathlib import Path
 
-from ..io import checkpoint as ckpt
+from .. import weights as ckpt
+from ..io.atomic import write_atomic
 from ..io.config import dump_config
 from .runlog import MetricsLog
 from .schema import config_hash
@@ -59,7 +60,7 @@ class RunState:
             self._load_pretrained()
         if self.is_main:
             (self.run_dir / "checkpoints").mkdir(exist_ok=True)
-            ckpt.write_atomic(self.run_dir / "config.yaml", dump_config(self.cfg).encode())
+            write_atomic(self.run_dir / "config.yaml", dump_config(self.cfg).encode())
             self.log = MetricsLog(self.run_dir / "metrics.csv", self._columns(),
                                   resume_iteration=self.iteration if ckpt_path else None)
             self._tensorboard = self._open_tensorboard()

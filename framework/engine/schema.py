@@ -236,7 +236,7 @@ def _section(cfg, schema, prefix, source, errors):
 
 
 def _basicsr_key(key):
-    from ..io.basicsr_options import BASICSR_SPELLINGS
+    from .basicsr_options import BASICSR_SPELLINGS
     return BASICSR_SPELLINGS.get(key)
 
 
@@ -244,7 +244,7 @@ def _hint(key, known) -> str:
     """A did-you-mean, or for a BasicSR option name (network_g, total_iter, optim_g, ...) the
     srgrad key that holds it."""
     if _basicsr_key(key):
-        from ..io.basicsr_options import BASICSR_SPELLINGS
+        from .basicsr_options import BASICSR_SPELLINGS
         return (f"; {key!r} is BasicSR's spelling, srgrad's key is {BASICSR_SPELLINGS[key]!r} "
                 f"(srgrad-convert options translates a whole BasicSR option file).")
     return did_you_mean(key, known)
@@ -304,7 +304,7 @@ def _cross_checks(cfg, source, errors):
     for path, block in (("model", cfg["model"]), ("datasets.train", cfg["datasets"]["train"]),
                         ("datasets.val", cfg["datasets"]["val"])):
         if block is not None and "scale" in block and block["scale"] != scale:
-            errors.append(f"{_where(source, path + '.scale')}: {block['scale']!r} disagrees with "
+            errors.append(f"{_where(source, path + '.scale')}: {show(block['scale'])} disagrees with "
                           f"the top-level scale {scale}")
     _check_channels(cfg, source, errors)
     _check_training(cfg, source, errors)
@@ -383,7 +383,7 @@ def _check_channels(cfg, source, errors):
         color = block.get("color", "rgb")
         needed = {"y": 1, "rgb": 3}.get(color)
         if needed is not None and needed != in_ch:
-            errors.append(f"{_where(source, f'datasets.{name}.color')}: {color!r} data has "
+            errors.append(f"{_where(source, f'datasets.{name}.color')}: {show(color)} data has "
                           f"{needed} channel(s) but the model takes num_in_ch={in_ch} (set "
                           f"model.num_in_ch and model.num_out_ch to {needed})")
 

@@ -34,7 +34,7 @@ from .pretrained import load_pretrained
 from .runlog import Progress, RunLock, duration, plot_curves
 from .runstate import (RunState, TrainingError, TrainingInterrupted,  # noqa: F401  re-exported
                        find_latest_checkpoint)
-from .validation import ValidationStopped, Validator
+from .validation import ValidationStopped, Validator, column, main_metric
 
 __all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint",
            "make_trainer"]
@@ -212,7 +212,7 @@ class Trainer(RunState):
         return len(self.criteria) > 1
 
     def _key(self, metric):
-        return f"{metric}_{'y' if self.cfg['val']['y_channel'] else 'rgb'}"
+        return column(metric, self.cfg["val"]["y_channel"])
 
     def _summary(self):
         """What is about to run, in a few lines (rank 0)."""
@@ -235,7 +235,7 @@ class Trainer(RunState):
     def _open_tensorboard(self):
         if not self.cfg["train"].get("tensorboard"):
             return None
-        from ..io.tensorboard import SummaryWriter
+        from .tensorboard import SummaryWriter
         return SummaryWriter(self.run_dir / "tensorboard")
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -451,7 +451,7 @@ class Trainer(RunState):
         if not self.is_main or not means:
             return means
         vcfg = self.cfg["val"]
-        metric = "psnr" if "psnr" in vcfg["metrics"] else vcfg["metrics"][0]
+        metric = main_metric(vcfg["metrics"])
         key = self._key(metric)
         better = (lambda a, b: a > b) if higher_is_better(metric) else (lambda a, b: a < b)
         if key in means and (self.best["value"] is None or better(means[key], self.best["value"])):

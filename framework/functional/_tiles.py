@@ -8,8 +8,6 @@ functions take it as arguments.
 """
 from __future__ import annotations
 
-import ctypes
-import glob
 import os
 import queue
 import threading
@@ -18,27 +16,15 @@ from concurrent.futures import ThreadPoolExecutor
 import numba
 import numpy as np
 
-
-def _find_blas_threads():
-    """(get, set) of the thread count of the OpenBLAS bundled with numpy, or None (another BLAS)."""
-    for path in glob.glob(os.path.join(os.path.dirname(np.__file__), os.pardir, "numpy.libs", "*openblas*")):
-        lib = ctypes.CDLL(path)  # already loaded by numpy: the same handle
-        for stem in ("scipy_openblas_", "openblas_"):
-            for suffix in ("64_", ""):
-                get = getattr(lib, f"{stem}get_num_threads{suffix}", None)
-                put = getattr(lib, f"{stem}set_num_threads{suffix}", None)
-                if get is not None and put is not None:
-                    return get, put
-    return None
+from ..threads import blas_controllable, limit_blas_threads, restore_blas_threads
 
 
-BLAS_THREADS = _find_blas_threads()
-_POOL = {"size": 0, "pid": 0, "executor": None, "active": 0, "blas_before": 0, "lock": threading.Lock()}
+_POOL = {"size": 0, "pid": 0, "executor": None, "active": 0, "blas_before": (), "lock": threading.Lock()}
 
 
 def default_workers():
     """Worker threads for tiles: numba's thread count, or 1 when BLAS threads cannot be limited."""
-    return numba.get_num_threads() if BLAS_THREADS is not None else 1
+    return numba.get_num_threads() if blas_controllable() else 1
 
 
 def _enter(n):
@@ -50,10 +36,8 @@ def _enter(n):
                 _POOL["executor"].shutdown(wait=False)
             _POOL.update(executor=ThreadPoolExecutor(n, thread_name_prefix="srgrad-conv"), size=n,
                          pid=os.getpid(), active=0)
-        get, put = BLAS_THREADS
         if _POOL["active"] == 0:
-            _POOL["blas_before"] = get()
-            put(1)
+            _POOL["blas_before"] = limit_blas_threads(1)
         _POOL["active"] += 1
         return _POOL["executor"]
 
@@ -62,7 +46,7 @@ def _leave():
     with _POOL["lock"]:
         _POOL["active"] -= 1
         if _POOL["active"] == 0:
-            BLAS_THREADS[1](_POOL["blas_before"])
+            restore_blas_threads(_POOL["blas_before"])
 
 
 # Column buffers kept between calls: a fresh one page-faults on first touch, which costs as much as

@@ -14,7 +14,7 @@ from numba.extending import overload
 from .._check import choice, float_array
 from .._jit import kernel, launch, prange
 from ..autograd import Function
-from .softmax import _exp32
+from .rows import exp32
 
 __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
 
@@ -26,7 +26,7 @@ def _flat(a):
 # Below this many elements GELU's kernels run on one thread (_jit.launch; softmax's threshold).
 _SERIAL_ELEMS = 1 << 15
 
-_expf = kernel(_exp32)  # softmax's vectorisable float32 exp, as a call (nested inlining trips numba)
+_expf = kernel(exp32)  # rows.py's vectorisable float32 exp, as a call (nested inlining trips numba)
 
 # The elementwise kernels here are serial on purpose: they are memory-bound, so two threads gain at
 # most 2x, while a parallel region waits for a descheduled thread on a shared machine
@@ -75,8 +75,8 @@ def _leaky_relu_grad_kernel(g, s, slope, gx):
 
 class LeakyReLUFunction(Function):
     # One numba pass each way: numpy's where/multiply made a full-size slope array and two passes
-    # (23% of RRDBNet's 512x512 inference). With slope >= 0 the output is saved, not the input: it
-    # has the input's sign, and the next layer holds it anyway.
+    # (docs/benchmarks.md). With slope >= 0 the output is saved, not the input: it has the input's
+    # sign, and the next layer holds it anyway.
     @staticmethod
     def forward(ctx, x, *, negative_slope):
         slope = x.dtype.type(negative_slope)
@@ -141,7 +141,7 @@ def _prelu_grad_kernel(g, x, w, gx, gw_rows, need_x):
             for i in range(xs.shape[0]):
                 gxs[i] = gs[i] * wc if xs[i] <= 0 else gs[i]
         # g min(x, 0) (no branch: random signs mispredict), into four float64 partial sums, which
-        # vectorises: 10x faster than one branchy sum (11 -> 1 ms on (16, 56, 48, 48))
+        # vectorises where one branchy sum does not (docs/benchmarks.md)
         zero, n = xs.dtype.type(0), xs.shape[0] // 4 * 4
         acc0 = acc1 = acc2 = acc3 = 0.0
         for i in range(0, n, 4):
@@ -392,7 +392,10 @@ def tanh(x):
 
 def gelu(x, approximate="none"):
     """x Phi(x) with the exact normal CDF (approximate="none", default) or torch's tanh form
-    (approximate="tanh")."""
+    (approximate="tanh"). Special values follow IEEE arithmetic on the formulas, in both dtypes:
+    gelu(+inf) = +inf, gelu(-inf) = -inf * 0 = NaN, the gradient Phi(x) + x phi(x) is NaN at
+    +-inf, the left tail is -0 with gradient 0 (torch agrees except its float32 AVX-512 kernel,
+    which gives NaN at +inf: docs/numerics.md)."""
     float_array("gelu", "input", x)
     fn = {"none": GELUExact, "tanh": GELUTanh}[choice("gelu", "approximate", approximate, ("none", "tanh"))]
     return fn.apply(x)

@@ -11,10 +11,9 @@ import numpy as np
 
 from .._check import choice, float_array, number
 from ..autograd import Function
+from .loss import REDUCTIONS
 
 __all__ = ["softplus", "binary_cross_entropy_with_logits"]
-
-_REDUCTIONS = ("mean", "sum", "none")
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -90,7 +89,7 @@ def binary_cross_entropy_with_logits(input, target, reduction="mean"):
         raise ValueError(f"{op}: target shape {ta.shape} must equal input shape {xa.shape}")
     if xa.dtype != ta.dtype:
         raise TypeError(f"{op}: input dtype {xa.dtype} and target dtype {ta.dtype} differ")
-    choice(op, "reduction", reduction, _REDUCTIONS)
+    choice(op, "reduction", reduction, REDUCTIONS)
     if xa.size == 0 and reduction == "mean":
         raise ValueError(f"{op}: the mean of an empty input is undefined")
     return BCEWithLogitsFunction.apply(input, target, reduction=reduction)

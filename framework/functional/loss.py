@@ -2,7 +2,7 @@
 "none"), and frobenius_loss, the norm ||input - target||_F (PerceptualLoss's criterion "fro").
 
 The pointwise three differ only in the elementwise penalty rho(d) of d = input - target and its
-derivative, so one Function serves them all (the penalty is data, not code)."""
+derivative, written once (`_penalty`), so one Function and its two kernels serve them all."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,47 +11,42 @@ from .._check import choice, float_array, number
 from .._jit import kernel
 from ..autograd import Function
 
-__all__ = ["l1_loss", "mse_loss", "charbonnier_loss", "frobenius_loss"]
+__all__ = ["l1_loss", "mse_loss", "charbonnier_loss", "frobenius_loss", "REDUCTIONS"]
+
+REDUCTIONS = ("mean", "sum", "none")  # torch's names, for every loss here, logistic.py's and nn's
+_KINDS = {"l1": 0, "mse": 1, "charbonnier": 2}
 
 
-def _l1(d, eps):
-    return np.abs(d), np.sign(d)  # sign(0) = 0: tied elements get no gradient, as torch
-
-
-def _mse(d, eps):
-    return d * d, 2 * d
-
-
-def _charbonnier(d, eps):
-    r = np.sqrt(d * d + d.dtype.type(eps) ** 2)
+@kernel
+def _penalty(d, kind, eps):
+    """(rho(d), rho'(d)) of kind 0 l1: |d|, sign d (sign 0 = 0: tied elements get no gradient, as
+    torch); 1 mse: d^2, 2 d; 2 charbonnier: r = sqrt(d^2 + eps^2), d / r. In d's float type."""
+    if kind == 0:
+        return abs(d), np.sign(d)
+    if kind == 1:
+        return d * d, d + d
+    r = np.sqrt(d * d + eps * eps)
     return r, d / r
 
 
-_PENALTIES = {"l1": _l1, "mse": _mse, "charbonnier": _charbonnier}
-_KINDS = {"l1": 0, "mse": 1, "charbonnier": 2}  # the same penalties in _reduced_kernel
-_REDUCTIONS = ("mean", "sum", "none")
+@kernel
+def _pointwise_kernel(x, t, kind, eps, value, deriv):
+    """Flat arrays: value = rho(x - t), deriv = rho'(x - t) (reduction "none")."""
+    for i in range(x.shape[0]):
+        value[i], deriv[i] = _penalty(x[i] - t[i], kind, eps)
 
 
 @kernel
 def _reduced_kernel(x, t, kind, eps, deriv, row_sums):
     """One pass of a reduced loss over x, t viewed as (R, L): deriv = rho'(x - t) and row_sums[r] =
-    sum_l rho(x - t) in float64 (the caller adds the rows). kind: 0 l1, 1 mse, 2 charbonnier, with
-    the formulas of _l1, _mse, _charbonnier. Serial: memory-bound work (see activation.py)."""
+    sum_l rho(x - t) in float64 (the caller adds the rows). Serial: memory-bound work (see
+    activation.py)."""
     R, L = x.shape
     for r in range(R):
         acc = 0.0
         for i in range(L):
-            d = x[r, i] - t[r, i]
-            if kind == 0:
-                acc += abs(d)
-                deriv[r, i] = np.sign(d)
-            elif kind == 1:
-                acc += d * d
-                deriv[r, i] = 2 * d
-            else:
-                v = np.sqrt(d * d + eps * eps)
-                acc += v
-                deriv[r, i] = d / v
+            v, deriv[r, i] = _penalty(x[r, i] - t[r, i], kind, eps)
+            acc += v
         row_sums[r] = acc
 
 
@@ -59,16 +54,19 @@ class PointwiseLoss(Function):
     @staticmethod
     def forward(ctx, x, t, *, kind, eps, reduction):
         ctx.reduction = reduction
+        deriv = np.empty(x.shape, x.dtype)
+        xc, tc = np.ascontiguousarray(x), np.ascontiguousarray(t)
         if reduction == "none":
-            value, deriv = _PENALTIES[kind](x - t, eps)
+            value = np.empty(x.shape, x.dtype)
+            _pointwise_kernel(xc.reshape(-1), tc.reshape(-1), _KINDS[kind], x.dtype.type(eps),
+                              value.reshape(-1), deriv.reshape(-1))
             ctx.save_for_backward(deriv)
             return value
         # "mean" and "sum": one fused pass (numpy's subtract, abs, sign and sum made four)
         rows = (x.shape[0], x.size // x.shape[0]) if x.ndim and x.shape[0] else (1, x.size)
-        deriv = np.empty(x.shape, x.dtype)
         row_sums = np.empty(rows[0], np.float64)
-        _reduced_kernel(np.ascontiguousarray(x).reshape(rows), np.ascontiguousarray(t).reshape(rows),
-                        _KINDS[kind], x.dtype.type(eps), deriv.reshape(rows), row_sums)
+        _reduced_kernel(xc.reshape(rows), tc.reshape(rows), _KINDS[kind], x.dtype.type(eps),
+                        deriv.reshape(rows), row_sums)
         ctx.save_for_backward(deriv)
         total = x.dtype.type(row_sums.sum())
         return total / x.dtype.type(x.size) if reduction == "mean" else total
@@ -110,7 +108,7 @@ def _operands(op, x, t):
 
 def _loss(op, kind, x, t, eps, reduction):
     _operands(op, x, t)
-    choice(op, "reduction", reduction, _REDUCTIONS)
+    choice(op, "reduction", reduction, REDUCTIONS)
     return PointwiseLoss.apply(x, t, kind=kind, eps=eps, reduction=reduction)
 
 

@@ -5,13 +5,12 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from numba import types
-from numba.extending import overload
 
 from .._check import float_array, int_list, is_int, number
 from .._jit import kernel, launch, prange
 from ..autograd import Function
 from ._util import data_of
+from .rows import SERIAL_ELEMS, like, row_grad_sums, row_moments
 
 __all__ = ["batch_norm", "layer_norm"]
 
@@ -105,91 +104,20 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 
 # -- layer_norm ----------------------------------------------------------------------------------------
 
-# Below this many elements one thread is faster (_jit.launch).
-_SERIAL_ELEMS = 1 << 15
-
-
-def _like(v, ref):
-    """v in ref's float type (inside kernels): a float32 row is normalised in float32 arithmetic,
-    which vectorises twice as wide, once its mean and rstd are known (in float64)."""
-    return v
-
-
-@overload(_like, inline="always")
-def _like_overload(v, ref):
-    if isinstance(ref, types.Float) and ref.bitwidth == 32:
-        return lambda v, ref: np.float32(v)
-    return lambda v, ref: v
-
-
-@kernel
-def _row_moments(x, r, mu):
-    """sum_j (x[r, j] - mu) and sum_j (x[r, j] - mu)^2 in float64, with four accumulators each: a
-    single accumulator is one long chain of dependent adds (compiled without fastmath, LLVM may not
-    reorder it), four run side by side."""
-    D = x.shape[1]
-    a0 = a1 = a2 = a3 = 0.0
-    q0 = q1 = q2 = q3 = 0.0
-    j = 0
-    while j + 4 <= D:
-        d0, d1, d2, d3 = x[r, j] - mu, x[r, j + 1] - mu, x[r, j + 2] - mu, x[r, j + 3] - mu
-        a0 += d0
-        a1 += d1
-        a2 += d2
-        a3 += d3
-        q0 += d0 * d0
-        q1 += d1 * d1
-        q2 += d2 * d2
-        q3 += d3 * d3
-        j += 4
-    while j < D:
-        d0 = x[r, j] - mu
-        a0 += d0
-        q0 += d0 * d0
-        j += 1
-    return (a0 + a1) + (a2 + a3), (q0 + q1) + (q2 + q3)
-
-
-@kernel
-def _row_grad_sums(g, x, w, r, mu):
-    """sum_j g w and sum_j g w (x - mu) over row r, float64, four accumulators each."""
-    D = x.shape[1]
-    a0 = a1 = a2 = a3 = 0.0
-    b0 = b1 = b2 = b3 = 0.0
-    j = 0
-    while j + 4 <= D:
-        h0, h1, h2, h3 = g[r, j] * w[j], g[r, j + 1] * w[j + 1], g[r, j + 2] * w[j + 2], g[r, j + 3] * w[j + 3]
-        a0 += h0
-        a1 += h1
-        a2 += h2
-        a3 += h3
-        b0 += h0 * (x[r, j] - mu)
-        b1 += h1 * (x[r, j + 1] - mu)
-        b2 += h2 * (x[r, j + 2] - mu)
-        b3 += h3 * (x[r, j + 3] - mu)
-        j += 4
-    while j < D:
-        h0 = g[r, j] * w[j]
-        a0 += h0
-        b0 += h0 * (x[r, j] - mu)
-        j += 1
-    return (a0 + a1) + (a2 + a3), (b0 + b1) + (b2 + b3)
-
-
 @kernel(parallel=True)
 def _layer_norm_kernel(x, w, b, eps, y, mean, rstd):
     """Per row r of x (R, D): mean, rstd = 1 / sqrt(biased var + eps) (float64, saved), then
     y = (x - mean) rstd w + b. The row stays in cache across its three sweeps."""
     R, D = x.shape
     for r in prange(R):
-        s, _ = _row_moments(x, r, 0.0)
+        s, _ = row_moments(x, r, 0.0)
         mu = s / D
-        s1, q = _row_moments(x, r, mu)
+        s1, q = row_moments(x, r, mu)
         var = (q - s1 * s1 / D) / D  # s1 ~ 0 corrects for the rounding of mu (corrected two-pass)
         rs = 1.0 / math.sqrt(var + eps)
         mean[r] = mu
         rstd[r] = rs
-        m, s = _like(mu, x[r, 0]), _like(rs, x[r, 0])
+        m, s = like(mu, x[r, 0]), like(rs, x[r, 0])
         for j in range(D):
             y[r, j] = (x[r, j] - m) * s * w[j] + b[j]
 
@@ -203,13 +131,13 @@ def _layer_norm_grad_kernel(g, x, w, mean, rstd, chunk, need_x, gx, gw_part, gb_
     for c in prange(gw_part.shape[0]):
         for r in range(c * chunk, min(R, (c + 1) * chunk)):
             mu, rs = mean[r], rstd[r]
-            m, s = _like(mu, x[r, 0]), _like(rs, x[r, 0])
+            m, s = like(mu, x[r, 0]), like(rs, x[r, 0])
             for j in range(D):
                 gw_part[c, j] += g[r, j] * ((x[r, j] - m) * s)
                 gb_part[c, j] += g[r, j]
             if need_x:
-                sg, sgx = _row_grad_sums(g, x, w, r, mu)
-                a, b = _like(sg / D, x[r, 0]), _like(sgx * rs / D, x[r, 0])
+                sg, sgx = row_grad_sums(g, x, w, r, mu)
+                a, b = like(sg / D, x[r, 0]), like(sgx * rs / D, x[r, 0])
                 for j in range(D):
                     gx[r, j] = s * (g[r, j] * w[j] - a - (x[r, j] - m) * s * b)
 
@@ -227,7 +155,7 @@ class LayerNormFunction(Function):
         b = np.zeros(rows[1], x.dtype) if bias is None else bias.reshape(-1)
         y = np.empty(rows, x.dtype)
         mean, rstd = np.empty(rows[0]), np.empty(rows[0])
-        launch(_layer_norm_kernel, x.size < _SERIAL_ELEMS, x2, w, b, float(eps), y, mean, rstd)
+        launch(_layer_norm_kernel, x.size < SERIAL_ELEMS, x2, w, b, float(eps), y, mean, rstd)
         ctx.save_for_backward(x2, w, mean, rstd)
         ctx.shapes = (x.shape, normalized_shape)
         return y.reshape(x.shape)
@@ -244,7 +172,7 @@ class LayerNormFunction(Function):
         gx = np.empty(x2.shape if need_x else (1, 1), x2.dtype)  # the kernel writes it only if need_x
         gw_part, gb_part = np.zeros((parts, D)), np.zeros((parts, D))
         g2 = np.ascontiguousarray(g, dtype=x2.dtype).reshape(x2.shape)
-        launch(_layer_norm_grad_kernel, x2.size < _SERIAL_ELEMS, g2, x2, w, mean, rstd, chunk, need_x,
+        launch(_layer_norm_grad_kernel, x2.size < SERIAL_ELEMS, g2, x2, w, mean, rstd, chunk, need_x,
                gx, gw_part, gb_part)
         gw = gw_part.sum(axis=0).astype(x2.dtype).reshape(wshape) if need_w else None
         gb = gb_part.sum(axis=0).astype(x2.dtype).reshape(wshape) if need_b else None

@@ -17,15 +17,22 @@ import sys
 
 import yaml
 
-from .._check import did_you_mean
-from ..registry import show
+from .._check import clip_message, did_you_mean, show
 
 __all__ = ["ConfigError", "ConfigLoader", "parse_yaml", "read_yaml", "parse_scalar", "apply_override",
-           "import_modules", "dump_config", "show"]
+           "import_modules", "dump_config", "show", "MAX_ITEMS"]
+
+# values in one YAML document (or one --set value) once its aliases are expanded: a real config has
+# a few hundred; a "billion laughs" (a list of aliases to lists of aliases ...) has billions
+MAX_ITEMS = 100_000
 
 
 class ConfigError(ValueError):
-    """Any problem with a config: the message names the file and the dotted key path."""
+    """Any problem with a config: the message names the file and the dotted key path. The message is
+    bounded (framework._check.clip_message), whatever value it quotes."""
+
+    def __init__(self, message: str = ""):
+        super().__init__(clip_message(message))
 
 
 class ConfigLoader(yaml.SafeLoader):
@@ -63,6 +70,7 @@ def parse_yaml(text: str, source: str = "<string>") -> dict:
         raise ConfigError(f"{source}: not valid YAML: {exc}") from None
     except RecursionError:  # PyYAML composes nested nodes recursively
         raise ConfigError(f"{source}: not valid YAML: nested too deeply") from None
+    check_size(data, source)
     if data is None:
         data = {}
     if not isinstance(data, dict):
@@ -85,9 +93,47 @@ def read_yaml(path) -> dict:
 def parse_scalar(text: str, source: str = "--set"):
     """A `--set` value, parsed as a YAML scalar with the config's loader (`2e-4` -> float)."""
     try:
-        return yaml.load(text, Loader=ConfigLoader)
+        value = yaml.load(text, Loader=ConfigLoader)
     except (yaml.YAMLError, RecursionError) as exc:
         raise ConfigError(f"{source}: cannot parse value {show(text)}: {exc}") from None
+    check_size(value, source)
+    return value
+
+
+def check_size(data, source: str) -> None:
+    """ConfigError unless `data` (parsed YAML) holds at most MAX_ITEMS values once its aliases are
+    expanded, and no value contains itself. A YAML alias repeats a node without copying it, so a
+    small file can stand for a value too big to print, hash or save (a "billion laughs"); checked
+    here, before anything renders it. Counts shared nodes once each: linear in the file's size."""
+    sizes, open_nodes = {}, set()
+
+    def where(path):
+        return f"{source}: {'.'.join(k[:80] if isinstance(k, str) else show(k) for k in path)}" \
+            if path else source
+
+    def size(node, path):
+        if not isinstance(node, (dict, list)):
+            return 1
+        key = id(node)
+        if key in sizes:
+            return sizes[key]
+        if key in open_nodes:
+            raise ConfigError(f"{where(path)}: the value contains itself (a recursive YAML alias)")
+        open_nodes.add(key)
+        items = node.items() if isinstance(node, dict) else enumerate(node)
+        n = 1 + len(node) * isinstance(node, dict) + sum(size(v, path + (k,)) for k, v in items)
+        open_nodes.discard(key)
+        if n > MAX_ITEMS:
+            raise ConfigError(f"{where(path)}: holds {n:,} values once its YAML aliases are "
+                              f"expanded, more than the {MAX_ITEMS:,} a config may hold (a "
+                              f"'billion laughs'?)")
+        sizes[key] = n
+        return n
+
+    try:
+        size(data, ())
+    except RecursionError:
+        raise ConfigError(f"{source}: nested too deeply") from None
 
 
 def apply_override(cfg: dict, assignment: str, keys_at=None, source: str = "--set") -> None:
@@ -110,7 +156,7 @@ def apply_override(cfg: dict, assignment: str, keys_at=None, source: str = "--se
                               f"{did_you_mean(part, known_here)} Known keys here: "
                               f"{', '.join(sorted(known_here))}")
         if last:
-            node[part] = parse_scalar(value, source)
+            node[part] = parse_scalar(value, f"{source} {key.strip()}")
             return
         child = node.get(part)
         if child is None:

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from .. import functional as F
 from .._check import choice, number
+from ..functional.loss import REDUCTIONS
 from ..registry import LOSSES
 from .module import Module
 
 __all__ = ["L1Loss", "MSELoss", "CharbonnierLoss"]
 
-_REDUCTIONS = ("mean", "sum", "none")
-
-
 class _Loss(Module):
     def __init__(self, reduction: str = "mean", loss_weight: float = 1.0):
         super().__init__()
         name = type(self).__name__
-        self.reduction = choice(name, "reduction", reduction, _REDUCTIONS)
+        self.reduction = choice(name, "reduction", reduction, REDUCTIONS)
         self.loss_weight = number(name, "loss_weight", loss_weight, low=0)
 
     @classmethod

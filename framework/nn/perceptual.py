@@ -4,7 +4,7 @@ over torchvision's pretrained VGG weights read from a file the user points to.
 
 The weights: torchvision's `vgg19-dcbb9e9d.pth` (or the file of another vgg_type), passed as
 `weights=` or in the environment variable SRGRAD_VGG19_WEIGHTS (SRGRAD_<VGG_TYPE>_WEIGHTS), read by
-framework.io.checkpoint.load_weights (no pickle, no torch). Only the `features.<i>` entries up to the
+framework.weights.load_weights (no pickle, no torch). Only the `features.<i>` entries up to the
 deepest requested layer are used. The network is frozen: no parameter requires a gradient, it stays in
 eval mode whatever train() is called with, and it belongs to the loss, not to the generator, so it is
 never in the generator's state_dict or checkpoints.
@@ -21,6 +21,7 @@ from .._check import choice, did_you_mean, flag, int_arg, number
 from ..autograd import no_grad
 from ..registry import LOSSES
 from ..tensor import Tensor
+from ..weights import load_weights
 from .activation import ReLU
 from .conv import Conv2d
 from .module import Module, Sequential
@@ -45,6 +46,8 @@ _FILES = {"vgg11": "vgg11-8a719046.pth", "vgg13": "vgg13-19584684.pth", "vgg16":
           "vgg19_bn": "vgg19_bn-c79401a0.pth"}
 _URL = "https://download.pytorch.org/models/"
 _MEAN, _STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)  # ImageNet statistics of [0, 1] images
+# PerceptualLoss's criterion names (BasicSR's) -> the functional loss each one is
+_CRITERIA = {"l1": F.l1_loss, "l2": F.mse_loss, "fro": F.frobenius_loss}
 
 
 def vgg_layer_names(vgg_type: str = "vgg19") -> list[str]:
@@ -157,7 +160,6 @@ class VGGFeatureExtractor(Module):
     def _load(self, path: str, sources: dict, owner: str) -> None:
         """Copy `features.<index>.<key>` of the file into vgg_net.<name>.<key>: every key must be
         there with the right shape; other entries (the classifier, deeper layers) are ignored."""
-        from ..io.checkpoint import load_weights  # the reader imports framework.nn: imported late
         state, _ = load_weights(path)
         for name, module in self.vgg_net.named_children():
             for key, tensor in list(module.named_parameters()) + list(module.named_buffers()):
@@ -237,7 +239,7 @@ class PerceptualLoss(Module):
             number(owner, f"layer_weights[{k!r}]", v)
         number(owner, "perceptual_weight", perceptual_weight)
         number(owner, "style_weight", style_weight)
-        choice(owner, "criterion", criterion, ("l1", "l2", "fro"))
+        choice(owner, "criterion", criterion, tuple(_CRITERIA))
 
     @classmethod
     def check_kwargs(cls, kwargs: dict) -> None:
@@ -255,9 +257,7 @@ class PerceptualLoss(Module):
             raise ValueError(str(exc)) from None
 
     def _distance(self, a, b):
-        if self.criterion_type == "fro":
-            return F.frobenius_loss(a, b)
-        return F.l1_loss(a, b) if self.criterion_type == "l1" else F.mse_loss(a, b)
+        return _CRITERIA[self.criterion_type](a, b)
 
     @staticmethod
     def _gram(x):

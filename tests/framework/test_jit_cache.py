@@ -1,7 +1,8 @@
 """The numba cache policy of framework/_jit.py: a cached kernel is reused by a later process, and an
-edit to ANY kernel file (not only the kernel's own) makes the next process recompile. numba's own
-stamp hashes only the kernel's file, so a kernel that inlines a helper from another file kept the
-helper's old machine code after the helper changed."""
+edit to ANY kernel file of framework/ (not only the kernel's own) makes the next process recompile.
+numba's own stamp hashes only the kernel's file, so a kernel that inlines a helper from another file
+kept the helper's old machine code after the helper changed. A user's kernel file outside
+framework/ is stamped by framework's kernels and itself: its edits recompile it, not the library."""
 import os
 import pathlib
 import shutil
@@ -34,6 +35,23 @@ RUN = textwrap.dedent("""
 """)
 
 
+# a user's own kernel module beside the package (a custom layer file named in a config's imports:)
+USER_LAYER = textwrap.dedent("""
+    from framework._jit import kernel
+    from framework.helpers import helper
+
+    @kernel
+    def layer(x):
+        return helper(x) * {times}
+""")
+RUN_USER = textwrap.dedent("""
+    from my_layer import layer
+    from framework.users import twice_plus
+    print(layer(1.0), layer.stats.cache_hits.__len__() > 0, twice_plus(1.0),
+          twice_plus.stats.cache_hits.__len__() > 0)
+""")
+
+
 def _package(tmp_path, add):
     pkg = tmp_path / "framework"
     pkg.mkdir(exist_ok=True)
@@ -44,14 +62,14 @@ def _package(tmp_path, add):
     (pkg / "notes.py").write_text(f"NOTE = {add}\n")  # imports no kernel: not in the stamp
 
 
-def _run(tmp_path):
+def _run(tmp_path, script=RUN):
     env = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}  # the in-tree __pycache__
     env["PYTHONPATH"] = str(tmp_path)
-    out = subprocess.run([sys.executable, "-c", RUN], env=env, cwd=tmp_path, capture_output=True,
+    out = subprocess.run([sys.executable, "-c", script], env=env, cwd=tmp_path, capture_output=True,
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
-    value, hit = out.stdout.split()
-    return float(value), hit == "True"
+    words = out.stdout.split()
+    return tuple(w == "True" if w in ("True", "False") else float(w) for w in words)
 
 
 def test_a_later_process_reuses_the_cache_and_an_edit_in_another_file_recompiles(tmp_path):
@@ -64,10 +82,28 @@ def test_a_later_process_reuses_the_cache_and_an_edit_in_another_file_recompiles
     assert _run(tmp_path) == (22.0, True)
 
 
+def test_a_users_kernel_file_is_stamped_by_itself_and_the_framework(tmp_path):
+    _package(tmp_path, add=1)
+    (tmp_path / "my_layer.py").write_text(USER_LAYER.format(times=3))
+    assert _run(tmp_path, RUN_USER) == (6.0, False, 4.0, False)
+    assert _run(tmp_path, RUN_USER) == (6.0, True, 4.0, True)
+    # the user's edit: their kernel recompiles (with framework's stamp alone it was (6.0, True):
+    # the old machine code), the library's stays cached
+    (tmp_path / "my_layer.py").write_text(USER_LAYER.format(times=5))
+    assert _run(tmp_path, RUN_USER) == (10.0, False, 4.0, True)
+    assert _run(tmp_path, RUN_USER) == (10.0, True, 4.0, True)
+    # a framework edit reaches the user's kernel, which inlines the helper
+    (tmp_path / "framework" / "helpers.py").write_text(HELPER.format(add=10))
+    assert _run(tmp_path, RUN_USER) == (55.0, False, 22.0, False)
+
+
 def test_the_stamp_covers_kernel_files_only(tmp_path):
     _package(tmp_path, add=1)
     before = _jit.stamp_of(tmp_path)
     (tmp_path / "framework" / "notes.py").write_text("NOTE = 2\n")
+    assert _jit.stamp_of(tmp_path) == before
+    (tmp_path / "models").mkdir()  # kernels outside framework/ are stamped by their own file
+    (tmp_path / "models" / "layer.py").write_text(USER_LAYER.format(times=3))
     assert _jit.stamp_of(tmp_path) == before
     (tmp_path / "framework" / "users.py").write_text(USER + "\n# a comment is an edit too\n")
     assert _jit.stamp_of(tmp_path) != before
@@ -87,3 +123,9 @@ def test_the_stamp_covers_the_simd_intrinsics(tmp_path):
     before = _jit.stamp_of(tmp_path)
     (tmp_path / "framework" / "_simd.py").write_text("# intrinsics, edited\n")
     assert _jit.stamp_of(tmp_path) != before
+
+
+def test_no_kernel_lives_outside_framework():
+    """models/ is a client of the framework: a model's own op goes into functional/ as a family."""
+    root = ROOT / "models"
+    assert not [p.name for p in root.rglob("*.py") if b"_jit" in p.read_bytes() or b"numba" in p.read_bytes()]

@@ -98,10 +98,10 @@ def check_adam_step(spec: dict, shape, lr: float = 1e-3, margin: float = 2e-3):
 
 
 def check_pth_round_trip(spec: dict, shape, tmp_path):
-    """torch.save({'params': state_dict}) as BasicSR writes it -> framework.io.pth -> a model built
+    """torch.save({'params': state_dict}) as BasicSR writes it -> framework.weights.pth -> a model built
     with another seed -> the same output as the model that was saved."""
     torch = pytest.importorskip("torch")
-    pth = pytest.importorskip("framework.io.pth")
+    pth = pytest.importorskip("framework.weights.pth")
     model = build(spec, seed=1)
     path = tmp_path / "net_g.pth"
     torch.save({"params": {k: torch.from_numpy(np.array(v)) for k, v in model.state_dict().items()}},

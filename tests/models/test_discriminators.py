@@ -192,7 +192,7 @@ def test_pth_round_trip_through_load_weights(spec, shape, tmp_path):
     """torch.save({'params': state_dict}) as BasicSR saves net_d -> load_weights -> a model built
     with another seed gives the saved model's output."""
     torch = pytest.importorskip("torch")
-    from framework.io.checkpoint import load_weights
+    from framework.weights import load_weights
     model = checks.build(spec, seed=1)
     model(sg.tensor(np.random.default_rng(5).uniform(0, 1, shape), dtype=np.float32))  # move u, v, BN
     path = tmp_path / "net_d.pth"

@@ -1,7 +1,7 @@
-"""SwinIR: BasicSR's keys in order (buffers included), the relative-position index and the shift mask
-worked by hand, parity with the torch twin (output and every gradient of an L1 loss) for every
-upsampler and residual connection, padded sizes, train and eval modes; drop path; BasicSR's init; a
-.pth round trip through load_weights; an Adam step; shapes; errors; detection."""
+"""SwinIR: BasicSR's keys in order (buffers included), parity with the torch twin (output and every
+gradient of an L1 loss) for every upsampler and residual connection, padded sizes, train and eval
+modes; drop path; BasicSR's init; a .pth round trip through load_weights; an Adam step; shapes;
+errors; detection. Its window ops: tests/framework/functional/test_attention.py."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +10,6 @@ import pytest
 import framework as sg
 from framework.registry import MODELS
 from models.detect import detect
-from models._swin import relative_position_index, shift_mask
 
 from . import basicsr_checks as checks
 
@@ -57,25 +56,6 @@ def test_state_dict_keys_are_basicsrs():
 ])
 def test_keys_and_shapes_equal_the_twins(kw):
     checks.check_keys(spec(**kw))
-
-
-def test_relative_position_index_by_hand():
-    """A 2x2 window: tokens (0,0), (0,1), (1,0), (1,1); row (dy + 1) * 3 + (dx + 1) of a 3x3 table."""
-    want = [[4, 3, 1, 0], [5, 4, 2, 1], [7, 6, 4, 3], [8, 7, 5, 4]]
-    np.testing.assert_array_equal(relative_position_index(2, 2), want)
-    assert relative_position_index(2, 3).max() == 3 * 5 - 1  # wh x ww: (2*2-1) x (2*3-1) rows
-
-
-def test_shift_mask_by_hand():
-    """4x4 tokens, window 2, shift 1: rows {0,1}, {2}, {3} (and columns alike) are the regions.
-    Window 0 (top left) is one region; window 1 (top right) splits by column; window 3 (bottom
-    right) holds four regions: only a token with itself is unmasked."""
-    m = shift_mask(4, 4, 2, 1)
-    assert m.shape == (4, 4, 4) and m.dtype == np.float32 and not m.flags.writeable
-    np.testing.assert_array_equal(m[0], 0)
-    col = np.array([0, 1, 0, 1])  # tokens (0,2), (0,3), (1,2), (1,3): their column region
-    np.testing.assert_array_equal(m[1], np.where(col[:, None] == col[None, :], 0, -100))
-    np.testing.assert_array_equal(m[3], np.where(np.eye(4, dtype=bool), 0, -100))
 
 
 def test_mask_at_another_size_leaves_the_buffer_alone():
@@ -169,9 +149,9 @@ def test_adam_step_lowers_the_loss():
 
 def test_pth_round_trip_through_load_weights(tmp_path):
     """torch.save({'params': sd}) as BasicSR writes it (int64 index, float32 masks included) ->
-    framework.io.checkpoint.load_weights -> strict load -> the same output; detect on it too."""
+    framework.weights.load_weights -> strict load -> the same output; detect on it too."""
     torch = pytest.importorskip("torch")
-    from framework.io.checkpoint import load_weights
+    from framework.weights import load_weights
     s = spec("pixelshuffle", 3, resi_connection="3conv")
     model = checks.build(s, seed=1).eval()
     path = tmp_path / "net_g.pth"
@@ -278,149 +258,13 @@ def test_detect_reads_img_size_and_window_from_the_buffers():
     assert detect(checks.build(spec("", 1, depths=[1])).state_dict())["img_size"] == 64  # no mask: default
 
 
-# -- the window ops (models/_swin.py) -----------------------------------------------------------------
-def _attention_inputs(b_, heads, n, nw, seed=0):
-    rng = np.random.default_rng(seed)
-    s = sg.tensor(rng.standard_normal((b_, heads, n, n)), requires_grad=True)
-    bias = sg.tensor(rng.standard_normal((heads, n, n)) * 0.5, requires_grad=True)
-    mask = np.where(rng.uniform(size=(nw, n, n)) < 0.3, -100.0, 0.0) if nw else None
-    return s, bias, mask
-
-
-@pytest.mark.parametrize("b_,heads,n,nw", [(4, 2, 3, 2), (1, 1, 1, 1), (6, 3, 5, 0), (3, 1, 4, 3)])
-def test_attention_softmax_gradcheck(b_, heads, n, nw):
-    from framework.gradcheck import gradcheck
-    from models._swin import attention_softmax
-    s, bias, mask = _attention_inputs(b_, heads, n, nw)
-    w = np.random.default_rng(9).standard_normal((b_, heads, n, n))
-    assert gradcheck(lambda a, b: attention_softmax(a, b, 0.7, mask) * sg.tensor(w), (s, bias))
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("nw", [0, 2])
-def test_attention_softmax_matches_torch(nw, dtype):
-    """softmax((q scale) k^T + bias + mask) as BasicSR writes it; float32 keeps float32."""
-    torch = pytest.importorskip("torch")
-    from models._swin import attention_softmax
-    b_, heads, n = 4, 3, 16
-    s, bias, mask = _attention_inputs(b_, heads, n, nw, seed=1)
-    s, bias = sg.tensor(s.data.astype(dtype), requires_grad=True), sg.tensor(bias.data.astype(dtype),
-                                                                               requires_grad=True)
-    g = np.random.default_rng(2).standard_normal((b_, heads, n, n)).astype(dtype)
-    y = attention_softmax(s, bias, 0.3, mask)
-    (y * sg.tensor(g)).sum().backward()
-    ts, tb = (torch.from_numpy(a.data.copy()).requires_grad_(True) for a in (s, bias))
-    t = ts * 0.3 + tb.unsqueeze(0)
-    if mask is not None:
-        t = (t.view(b_ // nw, nw, heads, n, n) + torch.from_numpy(mask.astype(dtype)).unsqueeze(1)).view(
-            b_, heads, n, n)
-    ty = torch.softmax(t, -1)
-    (ty * torch.from_numpy(g)).sum().backward()
-    for ours, theirs, what in ((y.data, ty.detach().numpy(), "output"), (s.grad.data, ts.grad.numpy(), "ds"),
-                               (bias.grad.data, tb.grad.numpy(), "dbias")):
-        checks.assert_close(ours, theirs, dtype, what)
-
-
-def test_attention_softmax_errors():
-    from models._swin import attention_softmax
-    s, bias, _ = _attention_inputs(2, 2, 3, 0)
-    with pytest.raises(ValueError, match=r"attention_softmax: scores \(2, 2, 3, 3\) and bias \(2, 3, 4\)"):
-        attention_softmax(s, sg.tensor(np.zeros((2, 3, 4))), 1.0)
-    with pytest.raises(ValueError, match=r"attention_softmax: mask \(3, 3, 3\) is not \(nW, 3, 3\)"):
-        attention_softmax(s, bias, 1.0, np.zeros((3, 3, 3)))
-    with pytest.raises(TypeError, match="bias dtype float32 differs"):
-        attention_softmax(s, sg.tensor(np.zeros((2, 3, 3), np.float32)), 1.0)
-
-
-@pytest.mark.parametrize("shape,ws", [((2, 4, 6, 3), 2), ((1, 3, 3, 1), 3), ((1, 1, 1, 2), 1)])
-def test_window_partition_round_trip_and_gradcheck(shape, ws):
-    from framework.gradcheck import gradcheck
-    from models._swin import window_partition, window_reverse
-    x = sg.tensor(np.random.default_rng(0).standard_normal(shape), requires_grad=True)
-    b, h, w, c = shape
-    win = window_partition(x, ws)
-    assert win.shape == (b * (h // ws) * (w // ws), ws * ws, c)
-    # window 0 holds the top-left ws x ws tokens, row-major; the last window the bottom-right ones
-    np.testing.assert_array_equal(win.data[0], x.data[0, :ws, :ws].reshape(-1, c))
-    np.testing.assert_array_equal(win.data[-1], x.data[-1, h - ws:, w - ws:].reshape(-1, c))
-    np.testing.assert_array_equal(window_reverse(win, ws, h, w).data, x.data)
-    assert gradcheck(lambda t: window_partition(t, ws) * 1.5, (x,))
-    assert gradcheck(lambda t: window_reverse(t, ws, h, w) * 1.5, (sg.tensor(win.data, requires_grad=True),))
-    with pytest.raises(ValueError, match="window_partition: expected"):
-        window_partition(sg.tensor(np.zeros((1, ws + 1, ws, 1))), ws) if ws > 1 else window_partition(
-            sg.tensor(np.zeros((1, 2, 2))), ws)
-
-
-# -- the fused window attention -------------------------------------------------------------------
-def _window_attention_inputs(b_, heads, n, d, nw, dtype=np.float64, seed=0):
-    rng = np.random.default_rng(seed)
-    qkv = sg.tensor(rng.standard_normal((b_, n, 3 * heads * d)).astype(dtype), requires_grad=True)
-    bias = sg.tensor((rng.standard_normal((heads, n, n)) * 0.5).astype(dtype), requires_grad=True)
-    mask = np.where(rng.uniform(size=(nw, n, n)) < 0.3, -100.0, 0.0).astype(dtype) if nw else None
-    return qkv, bias, mask
-
-
-def _torch_window_attention(torch, qkv, bias, heads, scale, mask):
-    """BasicSR's WindowAttention.forward between its two linears."""
-    b_, n, c3 = qkv.shape
-    c = c3 // 3
-    q, k, v = qkv.reshape(b_, n, 3, heads, c // heads).permute(2, 0, 3, 1, 4)
-    attn = (q * scale) @ k.transpose(-2, -1) + bias.unsqueeze(0)
-    if mask is not None:
-        nw = mask.shape[0]
-        attn = (attn.view(b_ // nw, nw, heads, n, n) + torch.from_numpy(mask).unsqueeze(1)).view(-1, heads, n, n)
-    return (torch.softmax(attn, -1) @ v).transpose(1, 2).reshape(b_, n, c)
-
-
-@pytest.mark.parametrize("b_,heads,n,d,nw", [(4, 2, 3, 2, 2), (1, 1, 1, 1, 1), (3, 3, 5, 1, 0), (2, 1, 4, 3, 2)])
-def test_window_attention_gradcheck(b_, heads, n, d, nw):
-    from framework.gradcheck import gradcheck
-    from models._swin import window_attention
-    qkv, bias, mask = _window_attention_inputs(b_, heads, n, d, nw)
-    w = np.random.default_rng(9).standard_normal((b_, n, heads * d))
-    assert gradcheck(lambda a, b: window_attention(a, b, heads, 0.7, mask) * sg.tensor(w), (qkv, bias))
-
-
-@pytest.mark.parametrize("dtype", [np.float64, np.float32])
-@pytest.mark.parametrize("b_,heads,n,d,nw", [(4, 3, 16, 5, 0), (18, 2, 9, 3, 2), (10, 1, 1, 2, 5)])
-def test_window_attention_matches_torch(b_, heads, n, d, nw, dtype):
-    """Values, d qkv and d bias against BasicSR's unfused form; b_ > 8 spans several of the
-    backward's window chunks (the bias gradient's partials)."""
-    torch = pytest.importorskip("torch")
-    from models._swin import window_attention
-    qkv, bias, mask = _window_attention_inputs(b_, heads, n, d, nw, dtype, seed=1)
-    g = np.random.default_rng(2).standard_normal((b_, n, heads * d)).astype(dtype)
-    y = window_attention(qkv, bias, heads, 0.3, mask)
-    y.backward(g)
-    tq, tb = (torch.from_numpy(a.data.copy()).requires_grad_(True) for a in (qkv, bias))
-    ty = _torch_window_attention(torch, tq, tb, heads, 0.3, mask)
-    ty.backward(torch.from_numpy(g))
-    assert y.dtype == qkv.grad.dtype == bias.grad.dtype == dtype
-    for ours, theirs, what in ((y.data, ty.detach().numpy(), "output"), (qkv.grad.data, tq.grad.numpy(), "dqkv"),
-                               (bias.grad.data, tb.grad.numpy(), "dbias")):
-        checks.assert_close(ours, theirs, dtype, what)
-
-
-def test_window_attention_errors():
-    from models._swin import window_attention
-    qkv, bias, _ = _window_attention_inputs(2, 2, 3, 2, 0)
-    with pytest.raises(ValueError, match=r"window_attention: qkv \(2, 3, 12\) and bias \(2, 3, 4\)"):
-        window_attention(qkv, sg.tensor(np.zeros((2, 3, 4))), 2, 1.0)
-    with pytest.raises(ValueError, match=r"C a multiple of 5 heads"):
-        window_attention(qkv, sg.tensor(np.zeros((5, 3, 3))), 5, 1.0)
-    with pytest.raises(ValueError, match=r"window_attention: mask \(3, 3, 3\) is not \(nW, 3, 3\)"):
-        window_attention(qkv, bias, 2, 1.0, np.zeros((3, 3, 3)))
-    with pytest.raises(TypeError, match="bias dtype float32 differs"):
-        window_attention(qkv, sg.tensor(np.zeros((2, 3, 3), np.float32)), 2, 1.0)
-
-
 def test_attention_dropout_keeps_the_unfused_path(monkeypatch):
     """attn_drop_rate > 0 in training: dropout sits between the softmax and the product with v, so
     the block runs the unfused ops; in eval() the fused one."""
-    from models import _swin
+    from framework.functional.attention import AttentionSoftmaxFunction, WindowAttentionFunction
     from models.swinir import WindowAttention
     seen = []
-    for cls in (_swin.AttentionSoftmax, _swin.WindowAttentionFunction):
+    for cls in (AttentionSoftmaxFunction, WindowAttentionFunction):
         monkeypatch.setattr(cls, "forward", staticmethod(
             lambda ctx, *a, _f=cls.forward, _n=cls.__name__, **k: (seen.append(_n), _f(ctx, *a, **k))[1]))
     attn = WindowAttention(8, (2, 2), 2, attn_drop=0.5)
@@ -429,4 +273,4 @@ def test_attention_dropout_keeps_the_unfused_path(monkeypatch):
     attn(x)
     attn.eval()
     attn(x)
-    assert seen == ["AttentionSoftmax", "WindowAttentionFunction"]
+    assert seen == ["AttentionSoftmaxFunction", "WindowAttentionFunction"]

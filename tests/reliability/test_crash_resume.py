@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from framework.engine.trainer import find_latest_checkpoint
-from framework.io import checkpoint as ckpt
+from framework.weights import checkpoint as ckpt
 
 from .conftest import run_train, start_train
 

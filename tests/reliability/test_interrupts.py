@@ -19,7 +19,9 @@ from framework.engine import Trainer
 from framework.engine.cli import train_main
 from framework.engine.runlog import MetricsLog
 from framework.io import atomic
-from framework.io import checkpoint as ckpt
+from framework.weights import checkpoint as ckpt
+
+from tests.conftest import dead_pid, partial_name
 
 from .conftest import run_train, start_train
 
@@ -117,7 +119,7 @@ def test_second_sigint_after_the_checkpoint_says_it_was_written(make_tiny_config
                        SRGRAD_TEST_REPLACE_DELAY=1.0, SRGRAD_TEST_REPLACE_ONLY="net_latest")
     wait_until(lambda: logged_rows(run) >= 4, proc)
     proc.send_signal(signal.SIGINT)
-    wait_until(lambda: (run / "net_latest.safetensors.tmp").exists(), proc)
+    wait_until(lambda: any(run.glob(".net_latest.safetensors.*.srgrad.tmp")), proc)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
@@ -362,9 +364,32 @@ def test_second_process_on_the_same_run_folder_is_refused(make_tiny_config, tmp_
     assert ckpt.load_checkpoint(run / "checkpoints" / f"iter_{n:08d}.safetensors")["iteration"] == n
 
 
+def test_a_resume_removes_partial_files_of_killed_writes_and_nothing_else(make_tiny_config,
+                                                                           tmp_path):
+    """A kill mid-write leaves a temporary file; the next run on the folder (which owns it once it
+    holds the lock) removes those of dead processes, in every subfolder, and leaves any other file
+    alone, a symlink with the same kind of name included."""
+    cfg = make_tiny_config(iters=2, every=2)
+    run = tmp_path / "runs" / "tiny"
+    assert train_main([str(cfg), "--no-progress"]) == 0
+    dead = dead_pid()
+    partial = [run / partial_name("net_latest.safetensors", dead),
+               run / "checkpoints" / partial_name("iter_00000004.safetensors", dead)]
+    for path in partial:
+        path.write_bytes(b"half a file")
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes(b"not the run's")
+    link = run / partial_name("config.yaml", dead)
+    link.symlink_to(outside)
+    assert train_main([str(cfg), "--resume", "auto", "--set", "train.total_iters=3",
+                       "--no-progress"]) == 0
+    assert not any(p.exists() for p in partial)
+    assert link.is_symlink() and outside.read_bytes() == b"not the run's"
+
+
 # -- full disk, unwritable folders ----------------------------------------------------------------
 class FullDisk:
-    """`open` for framework.io.checkpoint: the first file (after `after` others) whose path
+    """`open` for framework.weights.checkpoint: the first file (after `after` others) whose path
     contains `fail_on` takes half its bytes, then the disk is full (ENOSPC)."""
 
     def __init__(self, fail_on, after=0):

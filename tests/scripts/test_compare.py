@@ -6,7 +6,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from framework.io.checkpoint import save_weights
+from framework.weights import save_weights
 from framework.io.image import read_image, write_image
 from framework.nn import init
 from framework.engine.zoo import load_zoo

@@ -101,7 +101,7 @@ def generate_poisson_noise(img, scale=1.0, gray_noise=False, *, rng) -> np.ndarr
 
     The means take at most 256 values, so each pixel is drawn by inverse CDF from a tabulated
     Poisson CDF (`poisson_cdf_table`) with one `rng.random()` uniform, in C order: exact in
-    distribution and ~5x faster than rng.poisson."""
+    distribution and faster than rng.poisson (docs/benchmarks.md)."""
     img = _chw("generate_poisson_noise", img)
     scale = number("generate_poisson_noise", "scale", scale, 0.0)
     src = img

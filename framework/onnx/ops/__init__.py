@@ -1,5 +1,5 @@
 """The converters, one file per op family (mirroring framework/functional/); importing this package
 registers them all."""
-from . import (activation, conv, elementwise, linear, normalization, pixel_shuffle, pool,  # noqa: F401
-               reduce, softmax)
-from . import resample, shape  # noqa: F401
+from . import (activation, attention, conv, elementwise, linear, normalization,  # noqa: F401
+               pixel_shuffle, pool, reduce, softmax)
+from . import jpeg, resample, shape  # noqa: F401

@@ -14,7 +14,7 @@ from PIL import Image
 from framework.data import HRImageDataset, PairedImageDataset
 from framework.data.prepare import main, windows
 
-from ...conftest import smooth_image
+from ...conftest import partial_name, smooth_image
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -103,7 +103,9 @@ def test_a_rerun_writes_only_what_is_missing(hr_dir, tmp_path, capsys, monkeypat
     first = _tree(out)
     (out / "HR" / "a_s002.png").unlink()
     (out / "LR_bicubic" / "X2" / "b_s001x2.png").unlink()
-    (out / "HR" / "b_s003.png.tmp").write_bytes(b"half a file")  # left by a kill
+    (out / "HR" / "b_s003.png.tmp").write_bytes(b"half a file")  # not the writer's name: kept
+    partial = out / "HR" / partial_name("b_s003.png")
+    partial.write_bytes(b"half a file")  # left by a kill: removed when the rerun starts
     decoded = []
     import framework.io.image as image_io
     real = image_io.read_image
@@ -115,7 +117,7 @@ def test_a_rerun_writes_only_what_is_missing(hr_dir, tmp_path, capsys, monkeypat
     assert sorted(decoded) == ["a.png", "b.png"]  # c's outputs all exist: not even decoded
     second = _tree(out)
     second.pop("HR/b_s003.png.tmp")  # a stale temporary is harmless: never listed as an image
-    assert second == first
+    assert second == first and not partial.exists()
 
 
 def _processes_with(marker):

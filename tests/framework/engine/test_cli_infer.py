@@ -14,8 +14,9 @@ import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, inference
 from framework.engine.cli import eval_main, infer_main
 from framework.io import image as image_io
-from framework.io.checkpoint import save_weights
+from framework.weights import save_weights
 from framework.nn import init
+from tests.conftest import dead_pid, partial_name
 
 SPEC = {"type": "FSRCNN", "d": 8, "s": 4, "m": 1}
 
@@ -174,6 +175,59 @@ def test_an_interrupted_image_write_leaves_the_previous_file(tmp_path, monkeypat
     assert path.read_bytes() == before and sorted(os.listdir(tmp_path)) == ["x.png"]
 
 
+def _old_temp_name_link(kind, src, out):
+    """A symlink or hard link at `<output>.tmp` (the temporary name the writer once used) pointing
+    to the input: another user's trap in a shared folder."""
+    trap = out.parent / (out.name + ".tmp")
+    if kind == "symlink":
+        trap.symlink_to(src)
+    else:
+        os.link(src, trap)
+    return trap
+
+
+@pytest.mark.parametrize("kind", ["symlink", "hardlink"])
+def test_a_link_at_the_old_temp_name_never_redirects_the_write(weights, tmp_path, kind):
+    src = _png(tmp_path / "in.png")
+    before = src.read_bytes()
+    out = tmp_path / "out.png"
+    trap = _old_temp_name_link(kind, src, out)
+    assert infer(weights, "--input", src, "--output", out) == 0
+    assert src.read_bytes() == before  # the input is untouched...
+    assert image_io.read_image(out)[0].shape == (3, 20, 24)  # ...and the output is the SR image
+    assert trap.is_symlink() if kind == "symlink" else os.path.samefile(trap, src)
+
+
+def test_an_input_named_like_the_old_temp_name_is_neither_consumed_nor_deleted(weights, tmp_path):
+    src = tmp_path / "x.png.tmp"
+    os.rename(_png(tmp_path / "made.png"), src)  # a PNG whatever its name says
+    before = src.read_bytes()
+    assert infer(weights, "--input", src, "--output", tmp_path / "x.png") == 0
+    assert src.read_bytes() == before
+    assert image_io.read_image(tmp_path / "x.png")[0].shape == (3, 20, 24)
+
+
+def test_partial_files_of_killed_writes_in_the_output_folder_are_removed(weights, tmp_path):
+    """Only those of dead processes, and never an input, whatever its name."""
+    src, out = tmp_path / "in", tmp_path / "out"
+    src.mkdir()
+    _png(src / "a.png")
+    dead = dead_pid()
+    out.mkdir()
+    partial = out / partial_name("a_x2.png", dead)
+    partial.write_bytes(b"half a PNG")
+    alive = out / partial_name("b_x2.png", os.getpid())
+    alive.write_bytes(b"a write in progress")
+    assert infer(weights, "--input", src, "--output", out) == 0
+    assert not partial.exists() and alive.exists()
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == ["a_x2.png"]
+    # an input named like a leftover, in the output folder itself: read, never removed
+    odd = src / partial_name("c.png", dead)
+    os.rename(src / "a.png", odd)
+    assert infer(weights, "--input", odd, "--output", src / "c_x2.png") == 0
+    assert odd.exists() and (src / "c_x2.png").exists()
+
+
 # -- memory: tiled inference is bounded by a tile -------------------------------------------------
 def test_tiled_upscale_file_allocates_no_full_size_float_image(weights, tmp_path):
     """A 360x480 RGB image x2 with 64-pixel tiles: numpy's peak allocation stays near the LR image +
@@ -223,7 +277,7 @@ def test_eval_single_image_paired_lr_and_csv_never_replaced(weights, tmp_path, c
     paired = list(csv.DictReader(open(tmp_path / "paired.csv")))
     assert [r["image"] for r in paired] == ["0001.png", "0002.png", "mean"]
     # paired LR differ from imresize LR: the bicubic baseline differs too
-    assert paired[0]["bicubic_psnr_Y"] != rows[0]["bicubic_psnr_Y"]
+    assert paired[0]["bicubic_psnr_y"] != rows[0]["bicubic_psnr_y"]
 
 
 # -- --tta and --outscale -------------------------------------------------------------------------
@@ -316,5 +370,69 @@ def test_eval_tta_says_so_in_the_table_and_the_csv(weights, tmp_path, capsys):
     plain = list(csv.DictReader(open(weights.parent / "eval_net_0001.csv")))
     tta = list(csv.DictReader(open(weights.parent / "eval_net_0001_tta.csv")))
     assert [r["tta"] for r in plain] == ["0", "0"] and [r["tta"] for r in tta] == ["1", "1"]
-    assert tta[0]["psnr_Y"] != plain[0]["psnr_Y"]
-    assert tta[0]["bicubic_psnr_Y"] == plain[0]["bicubic_psnr_Y"]
+    assert tta[0]["psnr_y"] != plain[0]["psnr_y"]
+    assert tta[0]["bicubic_psnr_y"] == plain[0]["bicubic_psnr_y"]
+
+
+def test_eval_csv_follows_the_output_rules(weights, tmp_path, capsys):
+    """Issue 26: --csv replaced any file silently, the image being evaluated or the weights file
+    included. Now it refuses an input (also through a link, with or without --overwrite) and an
+    existing file without --overwrite, before any work."""
+    hr = tmp_path / "hr"
+    hr.mkdir()
+    img = _png(hr / "0001.png", h=32, w=28, seed=3)
+    other = tmp_path / "notes.csv"
+    other.write_text("mine\n")
+    link = tmp_path / "link.csv"
+    link.symlink_to(img)
+    kept = {p: p.read_bytes() for p in (img, weights, other)}
+
+    def run(csv_path, *extra):
+        return eval_main(["--weights", str(weights), "--input", str(hr), "--csv", str(csv_path),
+                          "--no-progress", *extra])
+    for target, what in ((img, "input image"), (weights, "--weights file"), (link, "input image")):
+        for extra in ([], ["--overwrite"]):
+            assert run(target, *extra) == 2
+            err = capsys.readouterr().err
+            assert f"refusing to write --csv {target}: it is the {what}" in err, err
+    assert run(other) == 2
+    assert f"--csv {other} exists; pass --overwrite to replace it" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in (img, weights, other)} == kept and link.is_symlink()
+    assert run(other, "--overwrite") == 0
+    assert list(csv.DictReader(open(other)))[0]["image"] == "0001.png"
+
+
+def test_eval_takes_any_registered_metric_and_names_columns_as_metrics_csv(weights, tmp_path,
+                                                                           capsys, monkeypatch):
+    """--metrics: a user's metric from an --import module beside psnr; columns <metric>_y /
+    <metric>_rgb and bicubic_ ones as metrics.csv, the delta of psnr; an unknown name a one-line
+    error naming the known ones."""
+    (tmp_path / "my_metric.py").write_text(
+        "from framework.registry import METRICS\n\n"
+        "@METRICS.register('mean_abs')\n"
+        "def mean_abs(sr, hr, crop_border, y_channel):\n"
+        "    return float(abs(sr - hr).mean())\n"
+        "mean_abs.higher_is_better = False\n")
+    monkeypatch.chdir(tmp_path)
+    img = _png(tmp_path / "0001.png", h=32, w=28, seed=3)
+    out = tmp_path / "m.csv"
+    assert eval_main(["--weights", str(weights), "--input", str(img), "--csv", str(out),
+                      "--import", "my_metric", "--metrics", "mean_abs", "psnr", "--rgb",
+                      "--no-progress"]) == 0
+    rows = list(csv.DictReader(open(out)))
+    assert list(rows[0]) == ["image", "mean_abs_rgb", "psnr_rgb", "bicubic_mean_abs_rgb",
+                             "bicubic_psnr_rgb", "delta_psnr_rgb", "tta"]
+    model, _ = inference.load_model(weights)
+    from framework.data import HRImageDataset
+    item = HRImageDataset(img, 2).get(0)
+    sr = inference.super_resolve(model, item["lq"], 2, 3)
+    # mean_abs ignores crop_border: the whole image; psnr measured on RGB, cropped by the scale
+    assert float(rows[0]["mean_abs_rgb"]) == pytest.approx(float(abs(sr - item["gt"]).mean()),
+                                                           abs=1e-4)
+    from framework.metrics import psnr
+    assert float(rows[0]["psnr_rgb"]) == pytest.approx(psnr(sr, item["gt"], crop_border=2,
+                                                            y_channel=False), abs=1e-4)
+    assert eval_main(["--weights", str(weights), "--input", str(img), "--metrics", "nope",
+                      "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "--metrics" in err and "nope" in err and "psnr" in err

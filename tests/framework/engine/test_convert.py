@@ -9,7 +9,7 @@ import pytest
 import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, load_model
 from framework.engine.convert import main
-from framework.io.checkpoint import load_weights
+from framework.weights import load_weights
 from framework.nn import init
 
 SPEC = {"type": "RRDBNet", "num_feat": 8, "num_block": 1, "num_grow_ch": 4, "scale": 4}

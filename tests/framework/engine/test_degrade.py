@@ -12,7 +12,7 @@ from PIL import Image
 from framework.data import BatchLoader, RealESRGANDataset
 from framework.data.realesrgan import TRACE_KEYS
 from framework.engine.degrade import main
-from tests.conftest import smooth_image
+from tests.conftest import partial_name, smooth_image
 
 SEED, BATCH = 3, 2
 DATA = dict(scale=2, gt_size=16, crop_pad_size=32)
@@ -89,7 +89,7 @@ def test_samples_are_the_trainers(hr, usm_config, tmp_path, capsys):
     stem = ds.names[index][:-4]
     np.testing.assert_array_equal(_read(out / f"{stem}_2_lq.png"), sample["lq"] * 255)
     assert rows[2]["kernel1"] == trace["kernel1"] and rows[2]["kernel1"] != ""
-    assert int(rows[2]["jpeg1_quality"]) == trace["jpeg1_quality"]
+    assert float(rows[2]["jpeg1_quality"]) == pytest.approx(trace["jpeg1_quality"], rel=1e-5)
     assert float(rows[2]["noise2_level"]) == pytest.approx(trace["noise2_level"], rel=1e-5)
     assert rows[2]["noise1_gray"] == str(trace["noise1_gray"]).lower()
 
@@ -134,12 +134,15 @@ def test_refuses_an_existing_output_until_overwrite(hr, tmp_path, capsys):
     assert _run("--config", config, "--input", hr, "--output", out) == 0
     table = out / "degradations.csv"
     table.write_text("mine")
+    partial = out / partial_name("degradations.csv")
+    partial.write_text("half")  # a killed run's
     assert _run("--config", config, "--input", hr, "--output", out) == 2
     err = capsys.readouterr().err
     assert "exists (and 4 more of this run's outputs); pass --overwrite" in err
-    assert err.count("\n") == 1 and table.read_text() == "mine"
+    assert err.count("\n") == 1 and table.read_text() == "mine" and partial.exists()
     assert _run("--config", config, "--input", hr, "--output", out, "--overwrite") == 0
     assert table.read_text().startswith("sample,iteration,row,image,kernel1,")
+    assert not partial.exists()  # a run that writes removes what a killed one left
 
 
 @pytest.mark.parametrize("case, match", [

@@ -369,7 +369,7 @@ def test_two_ranks_equal_one_process_and_each_other(setup, two_ranks):
 def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, two_ranks, tmp_path, how,
                                                                message, resume_ranks):
     from framework.engine.trainer import Trainer, find_latest_checkpoint
-    from framework.io import checkpoint as ckpt
+    from framework.weights import checkpoint as ckpt
     from framework.engine.schema import load_config
     name = f"dies_{how}"
     config = _set_name(setup, name)

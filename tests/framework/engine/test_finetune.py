@@ -9,9 +9,9 @@ import pytest
 from framework.engine import Trainer, load_model, upscale
 from framework.engine.cli import train_main
 from framework.engine.schema import load_config
-from framework.io import checkpoint as ckpt
-from framework.io.checkpoint import CheckpointError
-from framework.io.pth_write import write_pth
+from framework.weights import checkpoint as ckpt
+from framework.weights import CheckpointError
+from framework.weights import write_pth
 from framework.metrics import measure
 
 from .conftest import TINY_MODEL

@@ -13,7 +13,7 @@ import pytest
 from framework.engine import make_trainer
 from framework.engine.gan import GANTrainer
 from framework.engine.schema import load_config
-from framework.io import checkpoint as ckpt
+from framework.weights import checkpoint as ckpt
 from framework.io.config import ConfigError
 
 G_SPEC = {"type": "SRVGGNetCompact", "num_in_ch": 3, "num_out_ch": 3, "num_feat": 4,

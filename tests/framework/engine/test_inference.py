@@ -8,7 +8,7 @@ from PIL import Image
 import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, load_model, upscale
 from framework.engine.cli import eval_main, infer_main
-from framework.io.checkpoint import save_weights
+from framework.weights import save_weights
 from framework.nn import init
 
 SPECS = {
@@ -165,12 +165,12 @@ def test_evaluate_prints_table_and_writes_csv(weights, tmp_path, capsys):
     lq = F.imresize(Tensor(hr[None]), scale_factor=0.5).data[0]
     lq = np.round(np.clip(lq, 0, 1) * 255) / 255  # 8-bit LR, as validation during training
     expected = M.psnr(bicubic(lq, 2), hr, crop_border=2)
-    assert float(rows[0]["bicubic_psnr_Y"]) == pytest.approx(expected, abs=1e-4)
-    mean = (float(rows[0]["psnr_Y"]) + float(rows[1]["psnr_Y"])) / 2
-    assert float(rows[2]["psnr_Y"]) == pytest.approx(mean, abs=1e-3)
+    assert float(rows[0]["bicubic_psnr_y"]) == pytest.approx(expected, abs=1e-4)
+    mean = (float(rows[0]["psnr_y"]) + float(rows[1]["psnr_y"])) / 2
+    assert float(rows[2]["psnr_y"]) == pytest.approx(mean, abs=1e-3)
     for r in rows:  # the delta-vs-bicubic column
-        assert float(r["delta_psnr_Y"]) == pytest.approx(float(r["psnr_Y"]) -
-                                                         float(r["bicubic_psnr_Y"]), abs=2e-4)
+        assert float(r["delta_psnr_y"]) == pytest.approx(float(r["psnr_y"]) -
+                                                         float(r["bicubic_psnr_y"]), abs=2e-4)
 
 
 def test_bicubic_baselines():

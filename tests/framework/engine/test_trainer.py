@@ -12,7 +12,7 @@ import pytest
 from framework.engine import Trainer, TrainingError, TrainingInterrupted, load_model
 from framework.engine.cli import train_main
 from framework.engine.runlog import RunLock, RunLockedError
-from framework.io import checkpoint as ckpt
+from framework.weights import checkpoint as ckpt
 from framework.engine.schema import load_config
 
 REPO = pathlib.Path(__file__).resolve().parents[3]

@@ -148,17 +148,22 @@ def test_gelu_float32_accuracy_against_float64():
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_gelu_special_values_follow_torch(dtype):
-    torch = pytest.importorskip("torch")
+def test_gelu_special_values(dtype):
+    """gelu's documented values (its docstring): x Phi(x) and Phi(x) + x phi(x) evaluated as IEEE
+    does, so gelu(+inf) = +inf, gelu(-inf) = -inf * 0 = NaN, a gradient at +-inf is NaN, and the
+    tails underflow to -0 / 0 and 1 / 0. Not torch's values: its float32 gelu runs oneDNN, whose
+    AVX-512 kernel returns NaN at +inf where its AVX2 one and float64 return +inf
+    (docs/numerics.md)."""
     v = np.array([0.0, np.inf, -np.inf, np.nan, -40.0, 40.0, -1e30, 1e30, 1e-30], dtype)
     x = sg.tensor(v, requires_grad=True)
     y = F.gelu(x)
     y.backward(np.ones_like(v))
-    tx = torch.tensor(v, requires_grad=True)
-    ty = torch.nn.functional.gelu(tx)
-    ty.backward(torch.ones_like(tx))
-    np.testing.assert_array_equal(y.data, ty.detach().numpy())  # NaN == NaN here; -0 == 0
-    np.testing.assert_array_equal(x.grad.data, tx.grad.numpy())
+    want_y = np.array([0.0, np.inf, np.nan, np.nan, -0.0, 40.0, -0.0, 1e30, 0.5 * 1e-30], dtype)
+    want_g = np.array([0.5, np.nan, np.nan, np.nan, 0.0, 1.0, 0.0, 1.0, 0.5], dtype)
+    np.testing.assert_array_equal(y.data, want_y)  # NaN == NaN here
+    num = ~np.isnan(want_y)  # a NaN's sign means nothing
+    np.testing.assert_array_equal(np.signbit(y.data[num]), np.signbit(want_y[num]))  # -0 on the left
+    np.testing.assert_array_equal(x.grad.data, want_g)
 
 
 def test_gelu_float32_torch_parity(rng):

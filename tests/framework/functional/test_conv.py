@@ -3,7 +3,6 @@ import pytest
 
 import framework as sg
 import framework.functional as F
-from framework.functional import _tiles
 from framework.functional import conv as conv_module
 from tests.conftest import t64
 
@@ -213,8 +212,7 @@ def test_worker_threads_match_one_thread_and_restore_blas_threads(rng, monkeypat
         y.backward(np.cos(np.arange(y.numel())).reshape(y.shape))
         return [y.numpy(), X.grad.numpy(), W.grad.numpy()]
 
-    blas = _tiles.BLAS_THREADS
-    before = blas[0]() if blas else None
+    before = sg.threads.blas_threads()
     results = [None, None]
     threads = [threading.Thread(target=lambda i=i: results.__setitem__(i, grads())) for i in range(2)]
     for t in threads:
@@ -226,8 +224,7 @@ def test_worker_threads_match_one_thread_and_restore_blas_threads(rng, monkeypat
     for got in results:
         for a, ref in zip(got, serial):
             np.testing.assert_allclose(a, ref, rtol=1e-13, atol=1e-13)
-    if blas:
-        assert blas[0]() == before
+    assert sg.threads.blas_threads() == before
 
 
 @pytest.mark.parametrize("w_shape", [(3, 2, 3, 3), (16, 16, 3, 3)])  # im2col, direct

@@ -1,11 +1,7 @@
 """The direct convolution route (functional/_direct.py): forward, input gradient and weight gradient
-against torch in float64 and by gradcheck, the fused bias and activation, tiles, float32 accuracy
-against float64, and the same bits for every vector width (an AVX2 build in a child process)."""
-import json
-import os
-import subprocess
-import sys
-
+against torch in float64 and by gradcheck, the fused bias and activation, tiles and threads, float32
+accuracy against float64, the route's rule. That an AVX2 build (its blocks of 6 channels x 16 pixels)
+gives the same bits as an AVX-512 one (8 x 32): tests/framework/test_isa_independence.py."""
 import numpy as np
 import pytest
 
@@ -159,42 +155,6 @@ def test_float32_error_is_im2cols(x_shape, w_shape, rng):
     (docs/benchmarks.md); the direct route's blocked sums stay at 2-5e-7."""
     errors = _float32_errors(x_shape, w_shape, rng)
     assert max(errors) < 8e-7, errors
-
-
-CHILD = """
-import json, sys
-import numpy as np
-sys.path.insert(0, {root!r})
-import framework as sg, framework.functional as F
-from framework import _simd
-rng = np.random.default_rng(5)
-x = rng.standard_normal((2, 16, 7, 10)).astype(np.float32)
-w = rng.standard_normal((24, 16, 3, 3)).astype(np.float32)
-X, W = sg.tensor(x, requires_grad=True), sg.tensor(w, requires_grad=True)
-y = F.conv2d(X, W, padding=1, relu_slope=0.2)
-y.backward(np.linspace(-1, 1, y.numpy().size, dtype=np.float32).reshape(y.shape))
-print(json.dumps({{"lanes": _simd.lanes(32), "bits": [a.view(np.uint32).tolist() for a in
-                  (y.numpy(), X.grad.numpy(), W.grad.numpy())]}}))
-"""
-
-
-def _child(env_extra):
-    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-    env = dict(os.environ, **env_extra)
-    out = subprocess.run([sys.executable, "-c", CHILD.format(root=root)], env=env, capture_output=True,
-                         text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-3000:]
-    return json.loads(out.stdout.strip().splitlines()[-1])
-
-
-def test_the_same_bits_for_every_vector_width():
-    """An AVX2 build (NUMBA_CPU_NAME=haswell with LLVM's own feature list: ymm registers, blocks of 6
-    channels x 16 pixels) gives the host build's bits (AVX-512 here: blocks of 8 x 32): each
-    output's chain is the same whatever the blocking, and vfma rounds once everywhere."""
-    host = _child({})
-    avx2 = _child({"NUMBA_CPU_NAME": "haswell", "NUMBA_CPU_FEATURES": ""})
-    assert avx2["lanes"] == 8
-    assert avx2["bits"] == host["bits"]
 
 
 def test_route_choice():

@@ -1,8 +1,6 @@
 """softmax and log_softmax: gradcheck over axes and odd / one-element sizes, torch parity of values
 and gradients (float64 tight, float32 close), stability at extreme values, -inf and NaN as torch,
-the float32 exp, threads, errors."""
-import importlib
-
+threads, errors (the row kernels and their float32 exp: test_rows.py)."""
 import numba
 import numpy as np
 import pytest
@@ -11,7 +9,6 @@ import framework as sg
 import framework.functional as F
 from tests.conftest import t64
 
-softmax_module = importlib.import_module("framework.functional.softmax")
 OPS = {"softmax": F.softmax, "log_softmax": F.log_softmax}
 CASES = [((2, 3, 5), -1), ((2, 3, 5), 1), ((2, 3, 5), 0), ((2, 3, 5), -3), ((7,), 0), ((1,), 0),
          ((), 0), ((), -1), ((2, 1, 3), 1), ((3, 4), 1)]
@@ -91,38 +88,6 @@ def test_masked_entries_and_nan_as_torch(dtype):
         theirs = getattr(torch, name)(torch.tensor(a), -1).numpy()
         np.testing.assert_allclose(ours, theirs, rtol=1e-6 if dtype == np.float32 else 1e-15)
         assert np.array_equal(np.isnan(ours), np.isnan(theirs))
-
-
-@numba.njit(cache=True)
-def _exp_each(t, out):
-    for i in range(t.size):
-        out[i] = softmax_module._exp(t[i])  # the overload: _exp32 for float32, math.exp for float64
-
-
-def test_float32_exp_accuracy():
-    """The compiled float32 exp against float64 exp: within 2 ulp where float32 is normal, exactly 0
-    below -87, NaN kept; float64 takes math.exp itself."""
-    t = np.concatenate([-np.linspace(0, 87, 200001), [-1e-30, -87.5, -1e4, -np.inf, np.nan]])
-    got = np.empty(t.size, np.float32)
-    _exp_each(t.astype(np.float32), got)
-    ref = np.exp(t.astype(np.float32).astype(np.float64))
-    normal = t >= -87
-    ulp = np.spacing(ref[normal].astype(np.float32)).astype(np.float64)
-    assert np.max(np.abs(got[normal] - ref[normal]) / ulp) <= 2
-    assert np.all(got[t < -87] == 0) and np.isnan(got[-1])
-    got64 = np.empty(t.size)
-    _exp_each(t, got64)
-    np.testing.assert_array_equal(got64, np.exp(t))
-
-
-def test_float32_kernel_uses_the_fast_exp(rng):
-    """Inside the row kernel the overload picks _exp32 for float32: its values, to rounding."""
-    a = (rng.standard_normal((4, 9)) * 3).astype(np.float32)
-    y = F.softmax(sg.tensor(a), -1).data
-    e = np.empty(a.size, np.float32)
-    _exp_each((a - a.max(axis=1, keepdims=True)).ravel(), e)
-    e = e.reshape(a.shape).astype(np.float64)
-    np.testing.assert_allclose(y, e / e.sum(axis=1, keepdims=True), rtol=2e-7)
 
 
 def test_parallel_equals_serial(rng):

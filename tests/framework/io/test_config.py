@@ -2,6 +2,7 @@
 module names only, never file paths (the config's folder goes on sys.path only when there is
 something to import); YAML without Python tags; the loader is a safe loader."""
 import re
+import subprocess
 import sys
 
 import pytest
@@ -106,7 +107,7 @@ def test_yaml_python_tags_are_refused(tmp_path, tiny_train, tag, capsys):
     # and through a command-line override
     ok = tmp_path / "ok.yaml"
     ok.write_text(tiny_config_text(tiny_train, tmp_path / "runs"))
-    with pytest.raises(ConfigError, match=r"--set: cannot parse value .*could not determine a "
+    with pytest.raises(ConfigError, match=r"--set name: cannot parse value .*could not determine a "
                                           r"constructor"):
         load_config(ok, [f"name={value}"])
     assert not marker.exists()
@@ -116,3 +117,65 @@ def test_the_config_loader_is_a_safe_loader():
     assert issubclass(config_mod.ConfigLoader, yaml.SafeLoader)
     with pytest.raises(ConfigError):
         parse_config("a: !!python/object/apply:os.getcwd []", do_imports=False)
+
+
+def laughs(levels: int) -> str:
+    """A "billion laughs" as one YAML flow value: ten aliases of ten aliases ... (10**levels
+    strings, about 50 characters a level)."""
+    parts = ["&l0 [" + ", ".join(["lol"] * 10) + "]"]
+    parts += [f"&l{i} [" + ", ".join([f"*l{i - 1}"] * 10) + "]" for i in range(1, levels)]
+    return "[" + ", ".join(parts) + "]"
+
+
+def test_check_size_counts_the_expanded_values_and_names_the_key():
+    config_mod.check_size(yaml.safe_load(f"a: {laughs(4)}"), "ok.yaml")  # 12,346 values: fine
+    with pytest.raises(ConfigError, match=r"^x.yaml: a.4: holds 111,111 values once its YAML "
+                                          r"aliases are expanded, more than the 100,000 a config "
+                                          r"may hold \(a 'billion laughs'\?\)$"):
+        config_mod.check_size(yaml.safe_load(f"a: {laughs(9)}"), "x.yaml")
+    with pytest.raises(ConfigError, match=r"^x.yaml: b.0: the value contains itself \(a "
+                                          r"recursive YAML alias\)$"):
+        parse_config("b: &b [*b]\n", "x.yaml", do_imports=False)
+
+
+BOMB_RUN = """
+import sys
+from framework.engine.cli import train_main
+print(train_main([sys.argv[1], "--no-progress"]))
+print(train_main([sys.argv[2], "--no-progress", "--set", "model.num_feat=" + sys.argv[3]]))
+"""
+
+
+def test_a_billion_laughs_in_a_file_or_a_set_is_refused_at_once_in_one_short_line(tmp_path,
+                                                                                   tiny_train):
+    """10**9 leaves from 500 bytes, in a config file and in a --set value: a one-line refusal
+    naming the key, before anything renders the value (it printed 580 KB for 10**5 leaves and hung
+    at 1.6-3 GB for 10**9). Run in a child process, so that a regression fails the test (by its
+    timeout or its output) instead of hanging the suite."""
+    text = tiny_config_text(tiny_train, tmp_path / "runs")
+    bomb, ok = tmp_path / "bomb.yaml", tmp_path / "ok.yaml"
+    bomb.write_text(text.replace("num_feat: [4, 4]", f"num_feat: {laughs(9)}"))
+    ok.write_text(text)
+    assert "num_feat: [4, 4]" in text and len(laughs(9)) < 600
+    child = subprocess.run([sys.executable, "-c", BOMB_RUN, str(bomb), str(ok), laughs(9)],
+                           capture_output=True, text=True, timeout=300)
+    assert child.stdout.split() == ["2", "2"], child.stderr[-2000:]
+    lines = child.stderr.splitlines()
+    assert lines == [
+        f"error: {bomb}: model.num_feat.4: holds 111,111 values once its YAML aliases are "
+        f"expanded, more than the 100,000 a config may hold (a 'billion laughs'?)",
+        "error: --set model.num_feat: 4: holds 111,111 values once its YAML aliases are expanded, "
+        "more than the 100,000 a config may hold (a 'billion laughs'?)"], child.stderr[-2000:]
+
+
+def test_every_message_is_bounded(tmp_path):
+    """A value below the limit but long to print (a 100,000-character string) in a message: the
+    repr is cut (framework._check.show), and so is each line of a ConfigError and of a command's
+    error (clip_message)."""
+    with pytest.raises(ConfigError) as exc:
+        parse_config(f"name: [{'x' * 100_000}]\n", "cfg.yaml", do_imports=False)
+    assert max(len(line) for line in str(exc.value).split("\n")) < 400
+    long = ConfigError("\n".join(["a" * 5000] + ["b"] * 100))  # 101 lines
+    first, *rest = str(long).split("\n")
+    assert first == "a" * 1000 + "... (4,000 more characters)"
+    assert len(rest) == 60 and rest[-1] == "... (41 more lines)"

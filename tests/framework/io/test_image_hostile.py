@@ -337,3 +337,21 @@ def test_compressed_metadata_bomb_in_a_small_png(tmp_path, tag, prefix):
                                          rf"Decompressed data too large"):
         read_image(path)
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - rss < 64 * 1024
+
+
+def test_corrupt_lossy_webp_decodes_without_an_error_as_documented(tmp_path):
+    """docs/reliability.md says so (WebP has no checksum; Pillow decodes damaged data into wrong
+    pixels): this pins the statement, so the note goes when Pillow starts detecting it."""
+    from PIL import features
+    if not features.check("webp"):
+        pytest.skip("Pillow without WebP")
+    rgb = (np.random.default_rng(0).random((64, 64, 3)) * 255).astype(np.uint8)
+    good, bad = tmp_path / "good.webp", tmp_path / "bad.webp"
+    Image.fromarray(rgb).save(good, quality=80)
+    data = bytearray(good.read_bytes())
+    data[len(data) // 2] ^= 0xFF  # one flipped byte in the middle of the VP8 data
+    bad.write_bytes(bytes(data))
+    a, _ = read_image(good)
+    b, _ = read_image(bad)  # no error...
+    assert b.shape == a.shape == (3, 64, 64)
+    assert (a != b).any(axis=0).mean() > 0.05  # ...and wrong pixels

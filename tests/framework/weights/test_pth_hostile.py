@@ -1,4 +1,4 @@
-"""Hostile and broken `.pth` files against framework.io.pth, without torch: files are assembled
+"""Hostile and broken `.pth` files against framework.weights.pth, without torch: files are assembled
 here opcode by opcode (the `asm` helpers, checked against torch.load in test_pth.py). Each is
 refused with a one-line CheckpointError naming the file; no payload runs (its marker file never
 appears; a control test shows the payloads do run under pickle.loads); the bombs stay small in
@@ -16,9 +16,9 @@ import zipfile
 import numpy as np
 import pytest
 
-from framework.io import _pickle_machine as machine
-from framework.io.checkpoint import CheckpointError
-from framework.io.pth import load_pth_state_dict, read_pth
+from framework.weights import _pickle_machine as machine
+from framework.weights import CheckpointError
+from framework.weights.pth import load_pth_state_dict, read_pth
 
 
 # -- a tiny pickle assembler: protocol-2 bytes exactly as torch.save writes them -------------------
@@ -297,7 +297,7 @@ def test_legacy_storage_headers_are_checked(tmp_path):
 
 
 def test_many_views_of_one_storage_are_bounded(tmp_path, monkeypatch):
-    monkeypatch.setattr("framework.io.pth.MAX_EXPAND_BYTES", 64)
+    monkeypatch.setattr("framework.weights.pth.MAX_EXPAND_BYTES", 64)
     items = {f"v{i}": asm.tensor(asm.storage("0", 6), 0, (6,), (1,)) for i in range(8)}
     path = asm.zip(tmp_path / "m.pth", asm.pickle(asm.dict(items)),
                    {"0": np.arange(6, dtype="<f4").tobytes()})

@@ -5,11 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework.io.checkpoint import save_weights
-from framework.onnx.cli import main
+from framework.engine.export import main
+from framework.weights import save_weights
 from tests.models.cases import build
-
-from ._util import image, ort_run, require_onnx, srgrad_run
+from tests.framework.onnx._util import image, ort_run, require_onnx, srgrad_run
 
 require_onnx()
 
@@ -55,6 +54,10 @@ def test_refusals(tmp_path, weights, capsys):
     assert "exists" in capsys.readouterr().err and out.read_bytes() == b"old"
     before = path.read_bytes()
     assert main(["--weights", str(path), "--output", str(path), "--overwrite"]) == 2
+    assert "is the --weights file" in capsys.readouterr().err and path.read_bytes() == before
+    link = tmp_path / "link.onnx"
+    link.symlink_to(path)
+    assert main(["--weights", str(path), "--output", str(link), "--overwrite"]) == 2
     assert "is the --weights file" in capsys.readouterr().err and path.read_bytes() == before
     assert main(["--weights", str(path), "--output", str(tmp_path / "x.onnx"), "--model",
                  "NoSuchNet", "--scale", "2"]) == 1

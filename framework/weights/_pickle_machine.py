@@ -1,4 +1,4 @@
-"""A pickle interpreter that builds only data: the restricted machine under framework.io.pth.
+"""A pickle interpreter that builds only data: the restricted machine under framework.weights.pth.
 
 It knows the opcodes torch.save's pickles use (protocols 2-5: containers, numbers, strings, the
 memo, GLOBAL / STACK_GLOBAL, REDUCE, BUILD, BINPERSID) and no others. Names resolve only through
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import struct
 
-from .checkpoint import CheckpointError
+from .errors import CheckpointError
 
 MAX_DEPTH = 64               # container nesting (a state_dict is 2-3 deep, a training state ~6)
 MAX_STACK = 10_000           # objects in one stack frame (torch batches 1000 pairs per SETITEMS)

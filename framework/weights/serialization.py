@@ -4,13 +4,13 @@
 `obj` is a state_dict or anything like one: nested dicts (str or int keys), lists and tuples of
 numpy arrays, Tensors, numpy scalars, Python numbers, str, bool and None (a model's state_dict, an
 optimizer's, or a dict holding both). The arrays go in the tensor section of one safetensors file,
-the rest in its JSON metadata (framework/io/checkpoint's flatten/unflatten); the file is written
+the rest in its JSON metadata (framework/weights/checkpoint's flatten/unflatten); the file is written
 atomically. The top level's keys name the arrays as they are, so a model's state_dict saved here is
 also a plain safetensors file any tool reads (`conv.weight`, `body.0.bias`, ...).
 
 `load` gives back numpy arrays (load_state_dict takes them), int keys as ints, tuples as lists (as
 JSON has them). It reads any weights file too: a `.pth`/`.pt` from torch.save through the safe
-reader (framework.io.checkpoint.load_weights: no code from the file runs), a plain safetensors file
+reader (framework.weights.load_weights: no code from the file runs), a plain safetensors file
 as its dict of arrays, srgrad's weights files as their state_dict and training checkpoints as
 load_checkpoint's dict.
 """
@@ -21,10 +21,11 @@ import os
 
 import numpy as np
 
-from .io.checkpoint import (CHECKPOINT_FORMAT, WEIGHTS_FORMAT, CheckpointError, _flatten,
-                            _serialize, _unflatten, is_pytorch_file, load_checkpoint, load_weights,
-                            read_safetensors, write_atomic)
-from .tensor import Tensor
+from ..io.atomic import write_atomic
+from ..tensor import Tensor
+from .checkpoint import (CHECKPOINT_FORMAT, WEIGHTS_FORMAT, _flatten, _serialize, _unflatten,
+                         is_pytorch_file, load_checkpoint, load_weights, read_safetensors)
+from .errors import CheckpointError
 
 __all__ = ["save", "load"]
 
@@ -95,7 +96,7 @@ def _restore_int_keys(obj, int_keys):
 
 def load(path):
     """What `save` wrote (arrays as numpy arrays). A file from elsewhere: a `.pth`/`.pt` gives its
-    weights state_dict (framework.io.checkpoint.load_weights, pickle-free: BasicSR's params_ema
+    weights state_dict (framework.weights.load_weights, pickle-free: BasicSR's params_ema
     when present), a plain safetensors file its dict of arrays, an srgrad weights file its
     state_dict, an srgrad training checkpoint load_checkpoint's dict. CheckpointError names the
     file when it cannot be read."""

@@ -9,14 +9,13 @@ arguments or config.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import warnings
-from pathlib import Path
 
 import numpy as np
 
-from ..engine.cli import model_args
+from .cli import error, load_model_from_args, model_args, run_guarded
+from .outputs import check_output
 
 __all__ = ["main"]
 
@@ -44,34 +43,23 @@ def _parser():
     return p
 
 
-def _same_file(a, b) -> bool:
-    try:
-        return os.path.samefile(a, b)
-    except OSError:
-        return Path(a).resolve() == Path(b).resolve()
-
-
 def main(argv=None) -> int:
     args = _parser().parse_args(argv)
-    from ..engine.cli import error as _error, load_model_from_args as _load
-    from ..io.config import ConfigError
-    from . import export
-    from .export import ExportError
-    from .graph import ConversionError
-    from .trace import TraceError
+    return run_guarded(lambda: _export(args))
 
-    out = args.output
-    for what, path in (("--weights", args.weights), ("--config", args.config)):
-        if path and Path(path).exists() and _same_file(out, path):
-            return _error(f"--output {out} is the {what} file: choose another name", 2)
-    if os.path.exists(out) and not args.overwrite:
-        return _error(f"--output {out} exists (pass --overwrite to replace it)", 2)
+
+def _export(args) -> int:
+    from ..io.config import ConfigError
+    from ..onnx import ConversionError, ExportError, TraceError, export
+    from .inference import model_in_channels
+
+    out = check_output(args.output, "--output", [("--weights file", args.weights),
+                                                 ("--config file", args.config)], args.overwrite)
     h, w = args.input_size
     if h < 1 or w < 1:
-        return _error(f"--input-size must be positive, got {h} {w}", 2)
+        return error(f"--input-size must be positive, got {h} {w}", 2)
     try:
-        from ..engine.inference import model_in_channels
-        model, info = _load(args)
+        model, info = load_model_from_args(args)
         x = np.random.default_rng(0).uniform(0, 1, (1, model_in_channels(info), h, w))
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
@@ -80,13 +68,11 @@ def main(argv=None) -> int:
                             tolerance=args.tolerance)
         for c in caught:
             print(f"warning: {c.message}", file=sys.stderr)
-    except ConfigError as exc:
-        return _error(str(exc), 2)
+    except ConfigError:
+        raise
     except (ExportError, ConversionError, TraceError, ImportError, ValueError, TypeError,
             OSError) as exc:
-        return _error(str(exc))
-    except KeyboardInterrupt:
-        return 130
+        return error(str(exc))
     print(report)
     return 0
 

@@ -13,8 +13,8 @@ import pytest
 import models  # noqa: F401  registers the architectures
 from framework.engine import load_model
 from framework.engine.cli import infer_main, train_main
-from framework.io import checkpoint as ckpt
-from framework.io.checkpoint import CheckpointError
+from framework.weights import checkpoint as ckpt
+from framework.weights import CheckpointError
 from framework.registry import MODELS
 
 from tests.conftest import smooth_image
@@ -239,7 +239,7 @@ def no_unpickling(monkeypatch):
 
 def test_pickle_files_are_refused_and_never_unpickled(tmp_path, lr_image, capsys, make_tiny_config,
                                                       no_unpickling):
-    """Weights loaders read PyTorch files through the safe reader (framework/io/pth.py): a hostile
+    """Weights loaders read PyTorch files through the safe reader (framework/weights/pth.py): a hostile
     pickle is refused naming what it wanted, by every loader and both commands; resuming takes
     srgrad checkpoints only; nothing is ever unpickled (the marker never appears)."""
     marker = tmp_path / "PWNED"

@@ -6,8 +6,8 @@ import pickle
 import numpy as np
 import pytest
 
-from framework.io import checkpoint as ckpt
-from framework.io.checkpoint import CheckpointError
+from framework.weights import checkpoint as ckpt
+from framework.weights import CheckpointError
 from framework.nn import Module, Parameter
 
 

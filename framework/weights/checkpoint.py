@@ -5,8 +5,8 @@ A training checkpoint holds `model.<key>` weights, `optimizer.<path>` / `schedul
 one JSON document (key "srgrad" of the metadata) with the optimizer and scheduler state_dicts (their
 arrays replaced by references into the tensor section), the iteration, RNG state and config hash.
 A weights file (`net_latest.safetensors`) holds `model.<key>` weights and JSON metadata with the model
-spec, so inference needs no config. Writes are atomic: a `*.tmp` beside the target, flushed and
-fsynced, then `os.replace`d over it, so a crash or full disk leaves the previous file intact.
+spec, so inference needs no config. Writes are atomic (framework.io.atomic): a crash or a full
+disk leaves the previous file intact.
 """
 from __future__ import annotations
 
@@ -16,20 +16,17 @@ import os
 import numpy as np
 import safetensors.numpy
 
-from .atomic import write_atomic
+from ..io.atomic import write_atomic
+from .errors import CheckpointError
+from .pth import load_pth_state_dict
 
-__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "save_weights", "load_weights",
-           "load_model_weights", "read_safetensors", "write_atomic", "check_state_matches",
-           "is_pytorch_file", "WEIGHT_GROUPS"]
+__all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights",
+           "load_model_weights", "read_safetensors", "check_state_matches", "is_pytorch_file",
+           "WEIGHT_GROUPS", "CHECKPOINT_FORMAT", "WEIGHTS_FORMAT"]
 
 CHECKPOINT_FORMAT = "srgrad.checkpoint/1"
 WEIGHTS_FORMAT = "srgrad.weights/1"
 _ARRAY = "__array__"
-
-
-class CheckpointError(ValueError):
-    """A weights or checkpoint file that cannot be used: not safetensors (e.g. pickle), truncated,
-    or made for a different architecture. The message names the file."""
 
 
 # -- pickle-free state_dict <-> (JSON, arrays) ----------------------------------------------------
@@ -206,13 +203,12 @@ def load_weights(path, key: str | None = None):
       "params_ema" (the default when the file has one, as Real-ESRGAN's inference) their EMA;
     - a plain safetensors file (e.g. `safetensors.torch.save_file` of a torch state_dict);
     - a PyTorch `.pth`/`.pt` (zip or legacy torch.save), read without torch and without running
-      code (framework.io.pth): BasicSR's params/params_ema, state_dict, model wrappers and DDP's
+      code (framework.weights.pth): BasicSR's params/params_ema, state_dict, model wrappers and DDP's
       `module.` prefix are unwrapped; key= picks the entry.
     info holds the srgrad metadata (model spec, scale, ...) when the file has it, and "key": the
     entry used."""
     source = os.fspath(path)
     if is_pytorch_file(source):
-        from .pth import load_pth_state_dict
         state, pinfo = load_pth_state_dict(source, key)
         return state, {"key": pinfo["key"], "pth": pinfo}
     arrays, meta = read_safetensors(source)

@@ -12,7 +12,7 @@ import zipfile
 
 import numpy as np
 
-from .atomic import atomic_open
+from ..io.atomic import atomic_open
 
 __all__ = ["write_pth"]
 

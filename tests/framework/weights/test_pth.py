@@ -1,4 +1,4 @@
-"""framework.io.pth against files torch.save writes in the test, both layouts: values equal to
+"""framework.weights.pth against files torch.save writes in the test, both layouts: values equal to
 torch's bit for bit (bfloat16: equal to torch's `.float()`), views of shared storages, Parameters,
 a module's state_dict, the wrappers BasicSR / Real-ESRGAN / Lightning use, big-endian archives."""
 import pickle
@@ -7,8 +7,8 @@ import zipfile
 import numpy as np
 import pytest
 
-from framework.io.checkpoint import CheckpointError
-from framework.io.pth import load_pth_state_dict, read_pth
+from framework.weights import CheckpointError
+from framework.weights.pth import load_pth_state_dict, read_pth
 
 from .test_pth_hostile import asm
 

@@ -5,7 +5,7 @@ import safetensors.numpy
 
 import framework as sg
 from framework import nn
-from framework.io.checkpoint import CheckpointError, save_weights
+from framework.weights import CheckpointError, save_weights
 from framework.optim import Adam
 
 

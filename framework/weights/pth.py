@@ -30,7 +30,7 @@ import zlib
 import numpy as np
 
 from ._pickle_machine import Func, ODict, PickleMachine, refuse, short
-from .checkpoint import CheckpointError
+from .errors import CheckpointError
 
 __all__ = ["ALLOWED_GLOBALS", "read_pth", "load_pth_state_dict"]
 

@@ -32,7 +32,7 @@ import math
 import numbers
 import string
 
-from .config import ConfigError
+from ..io.config import ConfigError
 
 __all__ = ["translate_options", "BASICSR_SPELLINGS"]
 

@@ -1,0 +1,19 @@
+"""Every weights format srgrad reads or writes, and its one error type (CheckpointError):
+
+- checkpoint.py: srgrad's safetensors files (training checkpoints, weights files with their model
+  spec), plain safetensors files, and `load_weights`, which takes any of them or a `.pth`;
+- pth.py (+ _pickle_machine.py): PyTorch `.pth`/`.pt` files read without torch and without running
+  code from the file; pth_write.py: `.pth` files written for BasicSR and PyTorch users;
+- serialization.py: `save`/`load` for any state_dict-like object (framework.save / framework.load).
+"""
+from .checkpoint import (WEIGHT_GROUPS, check_state_matches, is_pytorch_file, load_checkpoint,
+                         load_model_weights, load_weights, read_safetensors, save_checkpoint,
+                         save_weights)
+from .errors import CheckpointError
+from .pth import load_pth_state_dict, read_pth
+from .pth_write import write_pth
+from .serialization import load, save
+
+__all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "save_weights", "load_weights",
+           "load_model_weights", "read_safetensors", "check_state_matches", "is_pytorch_file",
+           "WEIGHT_GROUPS", "read_pth", "load_pth_state_dict", "write_pth", "save", "load"]
