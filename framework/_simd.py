@@ -196,7 +196,8 @@ def vleaky(typingctx, v, s):
     def codegen(context, builder, sig, args):  # v > 0 (ordered): v, else v s (NaN s is NaN)
         x = args[0]
         slope = _splat(builder, context.cast(builder, args[1], sig.args[1], v.dtype), x.type.count)
-        return builder.select(builder.fcmp_ordered(">", x, ir.Constant(x.type, None)), x, builder.fmul(x, slope))
+        positive = builder.fcmp_ordered(">", x, ir.Constant(x.type, None))
+        return builder.select(positive, x, builder.fmul(x, slope))
     return v(v, s), codegen
 
 

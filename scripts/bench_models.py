@@ -333,7 +333,8 @@ def run(args) -> list:
         if opts.infer_size:
             repeat = opts.infer_repeat or args.repeat
             infer = _apart(name, "infer", opts, min(repeat, opts.heavy_repeat) if name in HEAVY else repeat)
-            rows.append(_timing_row(f"{name} x{spec['scale']} inference (1,3,{opts.infer_size},{opts.infer_size})",
+            size = opts.infer_size
+            rows.append(_timing_row(f"{name} x{spec['scale']} inference (1,3,{size},{size})",
                                     TARGETS.get(f"infer {name}", TARGETS["infer"]), together[name, "infer"],
                                     infer))
         if opts.memory or opts.first_step:

@@ -66,35 +66,35 @@ def _cpu():
 def machine() -> list[str]:
     """The facts that make two timings comparable: the CPU and its vector extensions, the kernels
     each library picked for it (OpenBLAS's core type through threadpoolctl, numba's target CPU and
-    vector width, torch's ATen capability), the environment variables that change either, and the
-    load average."""
-    model, flags = _cpu()
-    lines = [f"CPU: {model}, {os.cpu_count()} logical CPUs; vector extensions: {' '.join(flags) or 'none known'}"]
-    try:
-        import numpy  # noqa: F401  (loads its OpenBLAS, which threadpoolctl then reports)
-        from threadpoolctl import threadpool_info
-        blas = [f"{i.get('internal_api')} {i.get('version')} core {i.get('architecture')}, "
-                f"{i.get('num_threads')} threads" for i in threadpool_info() if i.get("user_api") == "blas"]
-        lines.append(f"numpy BLAS: {'; '.join(blas) or 'none found'}")
-    except ImportError:
-        lines.append("numpy BLAS: unknown (threadpoolctl is not installed)")
+    vector registers, torch's ATen capability), the environment variables that change either, and
+    the load average."""
     import numpy as np
+    from threadpoolctl import threadpool_info
+
     from framework import _simd
     from framework.functional import _direct
+    model, flags = _cpu()
+    blas = [f"{i.get('internal_api')} {i.get('version')} core {i.get('architecture')}, "
+            f"{i.get('num_threads')} threads" for i in threadpool_info() if i.get("user_api") == "blas"]
     name, _ = _simd.target()
     channels, pixels = _direct.forward_block(np.float32)
-    lines.append(f"numba target CPU: {name} ({'AVX-512' if _simd.has_avx512() else 'no AVX-512'}: "
-                 f"{_simd.lanes(32)} float32 lanes per register; direct conv blocks of {channels} "
-                 f"channels x {pixels} pixels)")
+    lines = [f"CPU: {model}, {os.cpu_count()} logical CPUs; vector extensions: "
+             f"{' '.join(flags) or 'none known'}",
+             f"numpy BLAS: {'; '.join(blas) or 'none found'}",
+             f"numba target CPU: {name} ({'AVX-512' if _simd.has_avx512() else 'no AVX-512'}: "
+             f"{_simd.lanes(32)} float32 lanes per register; direct conv blocks of {channels} "
+             f"channels x {pixels} pixels)"]
     try:
         import torch
-        lines.append(f"torch {torch.__version__}: ATen CPU capability {torch.backends.cpu.get_cpu_capability()}")
+        lines.append(f"torch {torch.__version__}: ATen CPU capability "
+                     f"{torch.backends.cpu.get_cpu_capability()}")
     except ImportError:
         lines.append("torch: absent")
     knobs = [f"{k}={os.environ[k]}" for k in _KNOBS if k in os.environ]
     lines.append(f"environment: {' '.join(knobs) or 'none of ' + ', '.join(_KNOBS[:6])}")
     try:
-        lines.append(f"load average at start: {' '.join(pathlib.Path('/proc/loadavg').read_text().split()[:3])}")
+        load = pathlib.Path("/proc/loadavg").read_text().split()[:3]
+        lines.append(f"load average at start: {' '.join(load)}")
     except OSError:
         pass
     return lines

@@ -1,19 +1,21 @@
 """Direct convolution for conv.py's stride-1 correlations: each output summed where it is stored,
 with the sums in registers (_simd.py's explicit vectors).
 
-The forward keeps, per register block, 8 output channels x `lanes` consecutive output pixels in 8
-vector accumulators and adds into them one kernel tap of one input channel at a time: one weight in
-every lane times a vector of input pixels. The image side is zero-padded once into flat planes of
-rows Wp = OW + kw - 1 wide, and the output is computed at every flat position q = h Wp + w, so that
-tap (i, j) of the whole block is one contiguous load at q + i Wp + j; the kw - 1 positions at the end
-of each row are junk, dropped when the block is copied into the output (with the activation). The
-weight gradient keeps 8 taps (c, i, j) x `lanes` output channels and runs over every output pixel of
-the batch: a vector of the gradient (channels last) times one input pixel per tap.
+The forward keeps, per register block, a few output channels x a vector of consecutive output pixels
+in vector accumulators (forward_block: 8 x 32 float32 in 16 zmm with AVX-512, 6 x 16 in 12 ymm with
+AVX2) and adds into them one kernel tap of one input channel at a time: one weight in every lane
+times a vector of input pixels. The image side is zero-padded once into flat planes of rows
+Wp = OW + kw - 1 wide, and the output is computed at every flat position q = h Wp + w, so that tap
+(i, j) of the whole block is one contiguous load at q + i Wp + j; the kw - 1 junk positions at the end
+of each row are never stored (the block goes into the output by masked stores, with the activation).
+The weight gradient keeps a few taps (c, i, j) x a vector of output channels (weight_grad_block) and
+runs over every output pixel of the batch: a vector of the gradient (channels last) times one input
+pixel per tap.
 
 Each output element is one fused multiply-add chain in a fixed order (channels in blocks, then
 (c, i, j) within a block for the forward; images, rows and columns for the weight gradient), so the
-result does not depend on the tiles, the threads or the vector width, and is the same on every CPU
-(vfma rounds once, in hardware or in libm).
+result does not depend on the tiles, the threads or the register blocking, and is the same on every
+CPU (vfma rounds once, in hardware or in libm).
 
     correlate(x, w, ...)    y  = act(W * x + b)       conv2d forward; conv2d's dL/dx (flipped kernel)
     weight_grad(x, g, ...)  dW = sum_n g_n * x_n      conv2d's weight gradient
@@ -127,9 +129,9 @@ def _put(y, b, o, h, off, v, lo, hi, slope, act):
 
 @kernel
 def _store(y, b, r0, rows, o, NP, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, a7):
-    """The finished block: output channels o..o + NP - 1 at the L flat positions q..q + L - 1 = h Wp + w,
-    into y[b, o + k, r0 + h, w] for the pixels of the band (w < OW, h < rows): one masked store per
-    channel and row it covers."""
+    """The finished block: output channels o..o + NP - 1 at the L flat positions q..q + L - 1 =
+    h Wp + w, into y[b, o + k, r0 + h, w] for the pixels of the band (w < OW, h < rows): one masked
+    store per channel and row it covers."""
     OW = y.shape[3]
     p = q
     while p < q + L:
@@ -169,7 +171,8 @@ def _correlate_kernel(L, NP):
                 for c0 in range(0, C, cb):
                     a0 = a1 = a2 = a3 = a4 = a5 = a6 = a7 = zero
                     if c0 == 0:
-                        a0, a1, a2, a3 = vsplat(bias[o], L), vsplat(bias[o + 1], L), vsplat(bias[o + 2], L), vsplat(bias[o + 3], L)
+                        a0, a1 = vsplat(bias[o], L), vsplat(bias[o + 1], L)
+                        a2, a3 = vsplat(bias[o + 2], L), vsplat(bias[o + 3], L)
                         a4, a5 = vsplat(bias[o + 4], L), vsplat(bias[o + 5], L)
                         if NP > 6:
                             a6, a7 = vsplat(bias[o + 6], L), vsplat(bias[o + 7], L)
@@ -188,13 +191,15 @@ def _correlate_kernel(L, NP):
                                 if NP > 6:
                                     a6 = vfma(vsplat(wr[6], L), xv, a6)
                                     a7 = vfma(vsplat(wr[7], L), xv, a7)
-                    if c0 > 0:
-                        a0, a1, a2, a3 = vadd(vload(acc, 0, L), a0), vadd(vload(acc, L, L), a1), vadd(vload(acc, 2 * L, L), a2), vadd(vload(acc, 3 * L, L), a3)
+                    if c0 > 0:  # the block's sums onto the running totals
+                        a0, a1 = vadd(vload(acc, 0, L), a0), vadd(vload(acc, L, L), a1)
+                        a2, a3 = vadd(vload(acc, 2 * L, L), a2), vadd(vload(acc, 3 * L, L), a3)
                         a4, a5 = vadd(vload(acc, 4 * L, L), a4), vadd(vload(acc, 5 * L, L), a5)
                         if NP > 6:
                             a6, a7 = vadd(vload(acc, 6 * L, L), a6), vadd(vload(acc, 7 * L, L), a7)
                     if c0 + cb >= C:
-                        _store(y, b0 + b, r0, rows, o, NP, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, a7)
+                        _store(y, b0 + b, r0, rows, o, NP, q, Wp, L, slope, act,
+                               a0, a1, a2, a3, a4, a5, a6, a7)
                         continue
                     vstore(acc, 0, a0)
                     vstore(acc, L, a1)
@@ -281,7 +286,7 @@ def weight_grad_block(O, dtype):
 
 def _tile_sizes(tile, C, OW, kh, kw, dtype):
     """(Wp, S, elems) of a tile: padded row width, plane length (a whole number of ALIGN bytes, so
-    that every plane starts aligned) and its buffer: P L running totals, then the planes."""
+    that every plane starts aligned) and its buffer: MAX_BLOCK L running totals, then the planes."""
     b0, b1, r0, r1 = tile
     L, slack = forward_block(dtype)[1], ALIGN // np.dtype(dtype).itemsize
     Wp, _, S = plane_sizes(r1 - r0, OW, kh, kw, L)
@@ -291,7 +296,8 @@ def _tile_sizes(tile, C, OW, kh, kw, dtype):
 
 def buffer_elems(tiles, C, OW, kh, kw, dtype):
     """Elements of the buffer the forward needs per worker for these tiles (with room to align)."""
-    return max([_tile_sizes(t, C, OW, kh, kw, dtype)[2] for t in tiles], default=0) + ALIGN // np.dtype(dtype).itemsize
+    slack = ALIGN // np.dtype(dtype).itemsize
+    return max([_tile_sizes(t, C, OW, kh, kw, dtype)[2] for t in tiles], default=0) + slack
 
 
 def correlate(x, w, features, padding, bias, slope, tiles, elems, run):
