@@ -1,4 +1,5 @@
-"""srgrad vs PyTorch CPU, side by side in one process at the same thread count.
+"""srgrad vs PyTorch CPU at the same thread count, interleaved in one process and (the models
+section) each framework alone in its own fresh processes.
 
     python scripts/benchmark.py                    # every section but mpi
     python scripts/benchmark.py --mpi              # MPI scale-out: 1 vs 2 ranks (needs mpirun)
@@ -8,6 +9,15 @@
 Each section is a module `scripts/bench_<name>.py` with `run(args) -> list[Row]`. Timings are the
 median of `--repeat` runs after a warm-up, ours and torch's interleaved so machine noise hits both;
 read the ratio column (ours / torch), not absolute times: this machine is shared and noisy.
+The models section also runs each framework alone in fresh child processes (`--apart-rounds`,
+default 2, alternating): in one process one runtime's idle OpenMP threads spin and take the cores
+from the other's next call, so its step and inference rows keep the separate processes' ratio.
+
+The header says what makes two tables comparable: the CPU and its vector extensions, OpenBLAS's
+core type, numba's target CPU, torch's ATen capability, the environment variables that change them
+and the load. Measure as a user runs: `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python
+scripts/benchmark.py ...`; what an AVX2-only CPU runs, on an AVX-512 one:
+`env -u OPENBLAS_L2_SIZE $(python scripts/isa_env.py avx2) python scripts/benchmark.py ...`.
 """
 from __future__ import annotations
 
@@ -45,7 +55,8 @@ _VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512v
                  "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
 # Environment variables that change the kernels or the threads of one side
 _KNOBS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
-          "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "OMP_WAIT_POLICY", "OMP_NUM_THREADS")
+          "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES", "OMP_WAIT_POLICY",
+          "OMP_NUM_THREADS")
 
 
 def _cpu():
