@@ -1,4 +1,4 @@
-"""The direct route of conv.py: depthwise and large-kernel stride-1 correlations as numba loops, with
+"""conv.py's large-kernel route: depthwise and large-kernel stride-1 correlations as numba loops, with
 no column matrix (an im2col of a 17x17 kernel copies every input pixel 289 times).
 
 Two kernels carry the arithmetic, for any groups, dilation and padding at stride 1 (c0 the first
@@ -46,15 +46,18 @@ _GRAD_ROWS = 8
 _LANES = 16  # partial sums per fold: the fold vectorises, and its order is fixed
 
 
-def applies(geo, c, o):
-    """True when the direct route computes the stride-1 correlation `geo` between an image side of c
-    channels and a feature side of o channels."""
+def applies(geo, c, o, dense_direct: bool = False):
+    """True when these loops compute the stride-1 correlation `geo` between an image side of c
+    channels and a feature side of o channels; dense_direct: conv.py's register-blocked direct route
+    (_direct.py) takes it, and keeps it unless the frequency domain does it (FFT_WORK)."""
     if geo.stride != (1, 1):
         return False
     g = geo.groups
     if g == c == o:
         return True
     kh, kw = geo.kernel
+    if dense_direct and not _by_fft(c, c // g, geo.kernel, geo.dilation):
+        return False
     return kh * kw >= LARGE_KERNEL and c // g <= LARGE_KERNEL_MAX_CHANNELS
 
 
