@@ -49,16 +49,15 @@ _LANES = 16  # partial sums per fold: the fold vectorises, and its order is fixe
 def applies(geo, c, o, dense_direct: bool = False):
     """True when these loops compute the stride-1 correlation `geo` between an image side of c
     channels and a feature side of o channels; dense_direct: conv.py's register-blocked direct route
-    (_direct.py) takes it, and keeps it unless the frequency domain does it (FFT_WORK)."""
+    (_direct.py) takes it, and keeps it (as fast as the frequency domain or faster on PLKSR's 16 -> 16
+    17x17, much faster on 7x7: docs/benchmarks.md)."""
     if geo.stride != (1, 1):
         return False
     g = geo.groups
     if g == c == o:
         return True
     kh, kw = geo.kernel
-    if dense_direct and not _by_fft(c, c // g, geo.kernel, geo.dilation):
-        return False
-    return kh * kw >= LARGE_KERNEL and c // g <= LARGE_KERNEL_MAX_CHANNELS
+    return not dense_direct and kh * kw >= LARGE_KERNEL and c // g <= LARGE_KERNEL_MAX_CHANNELS
 
 
 @kernel

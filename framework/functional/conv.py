@@ -15,8 +15,8 @@ form whose column matrix has (fewer channels) x kh x kw rows: 64->3 builds 27 ro
 Three routes compute them. A stride-1, undilated, ungrouped correlation with enough channels takes the
 direct route (_direct.py: every output a fused multiply-add chain in registers, vectorised, no column
 matrix; `_direct_route` says when), its input gradient the direct forward of the flipped kernel.
-Depthwise and large-kernel stride-1 correlations take _depthwise.py's loops over padded planes, dense
-ones with very many multiply-adds per output the frequency domain (_fftconv.py; `_large_route`);
+Depthwise, grouped and the other large-kernel stride-1 correlations take _depthwise.py's loops over
+padded planes, or the frequency domain for very many multiply-adds per output (`_large_route`);
 everything else takes im2col / col2im (serial numba kernels) and a product (np.matmul, BLAS).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image). Tiles run on a
@@ -150,8 +150,8 @@ def _direct_route(geo, c, o):
 
 
 def _large_route(geo, c, o):
-    """Whether _depthwise.py computes the correlation: depthwise and grouped convs, dense large kernels
-    on few channels that the direct route does not take, and those the frequency domain does faster."""
+    """Whether _depthwise.py computes the correlation: depthwise and grouped convs, and dense large
+    kernels on few channels that the direct route does not take."""
     return _depthwise.applies(geo, c, o, dense_direct=_direct_route(geo, c, o))
 
 

@@ -127,15 +127,17 @@ def test_hand_worked_value():
 @pytest.mark.parametrize("geo_args,c,o,taken", [
     (((3, 3), (1, 1), 64), 64, 64, True),  # depthwise, any kernel
     (((17, 17), (2, 2), 64), 64, 64, False),  # strided: im2col
-    (((7, 7), (1, 1), 1), 16, 16, True),  # 49 taps, 16 channels
-    (((5, 5), (1, 1), 1), 16, 16, False),  # 25 taps: im2col or Winograd
-    (((17, 17), (1, 1), 1), 64, 64, False),  # 64 channels: the column matrix's GEMM pays
+    (((7, 7), (1, 1), 1), 16, 8, True),  # 49 taps, 16 channels, too few outputs for the direct route
+    (((7, 7), (1, 1), 1), 16, 16, False),  # the direct route (_direct.py) takes it
+    (((17, 17), (1, 1), 1), 16, 16, False),  # PLKSR's partial large kernel: the direct route too
+    (((5, 5), (1, 1), 1), 16, 8, False),  # 25 taps: im2col
+    (((17, 17), (1, 1), 1), 64, 8, False),  # 64 channels: the column matrix's GEMM pays
     (((17, 17), (1, 1), 4), 64, 64, True),  # 16 per group
 ])
 def test_route_choice(geo_args, c, o, taken):
     kernel, stride, groups = geo_args
     geo = conv_module._Geometry(kernel, stride, (0, 0), (1, 1), groups, (20, 20), (20, 20))
-    assert _depthwise.applies(geo, c, o) is taken
+    assert conv_module._large_route(geo, c, o) is taken
 
 
 @pytest.mark.parametrize("plane_bytes", [1, 3000])
@@ -210,9 +212,10 @@ def fft_calls(monkeypatch):
     return calls
 
 
-FFT = [  # dense convolutions with >= FFT_WORK multiply-adds per output: PLKSR's partial large kernel
-    ((2, 16, 11, 9), (16, 16, 13, 13), dict(padding=6)),
-    ((1, 16, 20, 23), (16, 16, 17, 17), dict(padding=8)),
+FFT = [  # dense convolutions with >= FFT_WORK multiply-adds per output and fewer outputs than the
+    # direct route takes (16 -> 16, PLKSR's partial large kernel, takes the direct route: test below)
+    ((2, 16, 11, 9), (8, 16, 13, 13), dict(padding=6)),
+    ((1, 16, 20, 23), (11, 16, 17, 17), dict(padding=8)),
     ((2, 16, 5, 3), (3, 16, 15, 13), dict(padding=(7, 6))),  # a map smaller than the kernel
     ((1, 16, 9, 8), (4, 16, 13, 13), dict(padding=(2, 9))),  # asymmetric, beyond the kernel: a crop
 ]
