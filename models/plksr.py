@@ -12,7 +12,8 @@ n_blocks PLKBlocks, a 3x3 conv to 3 x scale^2 channels plus the input repeated s
     attn           EA: x * sigmoid(conv3x3(x)), or nothing (use_ea False)
     refine         a 1x1 conv
 
-The large kernels go through conv2d's direct route (functional/_depthwise.py), not an im2col.
+The large kernels go through conv2d's direct routes (functional/_direct.py for 12 channels or more,
+_depthwise.py for fewer), not an im2col.
 RealPLKSR (models/realplksr.py) reuses PLKConv2d and EA.
 """
 from __future__ import annotations
@@ -211,9 +212,10 @@ class PLKSR(nn.Module):
         if lk_type == "RectSparsePLK" and kernel_size < 3:
             raise ValueError(f"{name}: RectSparsePLK needs kernel_size >= 3 (its thin side is "
                              f"kernel_size // 3), got {kernel_size}")
-        blocks = [PLKBlock(dim, ccm_type, kernel_size, pdim, lk_type, flag(name, "use_max_kernel", use_max_kernel),
-                           sparse_kernels, sparse_dilations, flag(name, "with_idt", with_idt),
-                           flag(name, "use_ea", use_ea)) for _ in range(n_blocks)]
+        max_kernel = flag(name, "use_max_kernel", use_max_kernel)
+        with_idt, use_ea = flag(name, "with_idt", with_idt), flag(name, "use_ea", use_ea)
+        blocks = [PLKBlock(dim, ccm_type, kernel_size, pdim, lk_type, max_kernel, sparse_kernels,
+                           sparse_dilations, with_idt, use_ea) for _ in range(n_blocks)]
         self.feats = nn.Sequential(trunc_normal(nn.Conv2d(3, dim, 3, padding=1)), *blocks,
                                    trunc_normal(nn.Conv2d(dim, 3 * self.scale ** 2, 3, padding=1)))
         self.to_img = nn.PixelShuffle(self.scale)

@@ -38,8 +38,8 @@ CASES = [
     # one wide image: bands of one image on several workers (issue 11's race was on this path)
     ("conv2d 3x3 40->32 (1,40,300,4000) one image", "conv2d", (1, 40, 300, 4000), (32, 40, 3, 3),
      dict(padding=1), True, 1.5),
-    # the direct route (_depthwise.py): depthwise convolutions (SAFMN, OmniSR) and PLKSR's partial
-    # large kernel (dense 17x17 on 16 of its 64 channels)
+    # the large-kernel route (_depthwise.py): depthwise convolutions (SAFMN, OmniSR); PLKSR's partial
+    # large kernel (dense 17x17 on 16 of its 64 channels) takes the direct route (_direct.py)
     ("conv2d depthwise 3x3 64 (16,64,64,64)", "conv2d", (16, 64, 64, 64), (64, 1, 3, 3),
      dict(padding=1, groups=64), True, 1.0),
     ("conv2d depthwise 7x7 64 (4,64,64,64)", "conv2d", (4, 64, 64, 64), (64, 1, 7, 7),

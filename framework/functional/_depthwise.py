@@ -4,7 +4,8 @@ no column matrix (an im2col of a 17x17 kernel copies every input pixel 289 times
 Two kernels carry the arithmetic, for any groups, dilation and padding at stride 1 (c0 the first
 input channel of o's group):
 
-    _forward       y[b, o, i, j]  = bias[o] + sum_{c, p, q} w[o, c, p, q] x[b, c0 + c, i + p dh - ph, j + q dw - pw]
+    _forward       y[b, o, i, j]  = bias[o]
+                                    + sum_{c, p, q} w[o, c, p, q] x[b, c0 + c, i + p dh - ph, j + q dw - pw]
     _weight_grad   dw[o, c, p, q] = sum_{b, i, j} g[b, o, i, j] x[b, c0 + c, i + p dh - ph, j + q dw - pw]
 
 The input gradient is `_forward` on the flipped kernel (`adjoint`): at stride 1 a correlation's
@@ -20,8 +21,8 @@ fastmath a scalar sum would not vectorise).
 
 Dense convolutions with many multiply-adds per output (FFT_WORK) take the frequency domain instead
 (_fftconv.py). Tasks own disjoint outputs (images x output channels x row bands for the forward,
-output channels for the weight gradient) and run on conv.py's worker threads (_tiles.run); every output element
-gets its terms in one fixed order (bias, then c, p, q; then b, i, j), so results do not depend on
+output channels for the weight gradient) and run on conv.py's worker threads (_tiles.run); every output
+element gets its terms in one fixed order (bias, then c, p, q; then b, i, j), so results do not depend on
 the thread count.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Dense large-kernel correlations by FFT, for conv.py's direct route (_depthwise.py decides when):
+"""Dense large-kernel correlations by FFT, for conv.py's large-kernel route (_depthwise.py decides when):
 PLKSR's 17x17 kernel on 16 channels costs 16 x 289 multiply-adds per output value directly, and a
 few hundred flops per value through the frequency domain.
 
