@@ -14,10 +14,13 @@ from .msrresnet import MSRResNet
 from .rrdbnet import RRDBNet
 from .rcan import RCAN
 from .swinir import SwinIR
+from .span import SPAN
+from .plksr import PLKSR
+from .realplksr import RealPLKSR
 from .realcugan import RealCUGAN
 from .safmn import SAFMN
 from .omnisr import OmniSR
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "RealCUGAN", "SAFMN", "OmniSR"]
+           "RRDBNet", "RCAN", "SwinIR", "SPAN", "PLKSR", "RealPLKSR", "RealCUGAN", "SAFMN", "OmniSR"]
