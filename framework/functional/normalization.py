@@ -1,8 +1,6 @@
 """Normalisation: batch_norm over (N, C, ...) with PyTorch's running-statistics rule, layer_norm
-over the trailing axes (fused numba kernels: one pass per row each way), and layer_norm2d over the
-channels of (N, C, H, W) (layer_norm of the channels-last view)."""
-
-over the trailing axes (fused numba kernels: one pass per row each way), and group_norm (rows
+over the trailing axes (fused numba kernels: one pass per row each way), layer_norm2d over the
+channels of (N, C, H, W) (layer_norm of the channels-last view), and group_norm (rows
 (N groups, C / groups x ...) with layer_norm's moments and gradient rule, the per-channel scale and
 shift in the same pass)."""
 from __future__ import annotations
