@@ -27,7 +27,8 @@ CLASSIC = ("SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet")
 # Models whose graph holds for one input size only (their own tests check the refusal of dynamic
 # axes and the fixed-size export).
 SIZE_DEPENDENT = {"SwinIR": "the window partition and the shifted-window attention mask are "
-                            "computed for the input size"}
+                            "computed for the input size",
+                  "ZSSRNet": "MATLAB imresize is exported as its weight tables (MatMul)"}
 
 
 @pytest.mark.parametrize("name", [n for n in MODELS.names() if n not in models.DISCRIMINATORS])
