@@ -1,7 +1,9 @@
 """SR architectures, one per file, registered in framework.registry.MODELS. Which one a checkpoint
 holds: `from models.detect import detect`. The GAN discriminators (models/discriminators.py) register
-in MODELS too, as BasicSR's ARCH_REGISTRY holds both; `__all__` lists the generators (the models
-that upscale and that detect() knows), `DISCRIMINATORS` the names of the others."""
+in MODELS too, as BasicSR's ARCH_REGISTRY holds both, and so do KernelGAN's two networks
+(models/kernelgan.py: a kernel estimator's downscaler and its discriminator); `__all__` lists the
+generators (the models that upscale and that detect() knows), `DISCRIMINATORS` the names of the
+GAN discriminators, `NON_UPSCALING` every registered name that is not an upscaler."""
 from .srcnn import SRCNN
 from .fsrcnn import FSRCNN
 from .espcn import ESPCN
@@ -15,6 +17,9 @@ from .rcan import RCAN
 from .swinir import SwinIR
 from .zssr import ZSSRNet
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
+from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
+
+NON_UPSCALING = DISCRIMINATORS + ("KernelGANGenerator", "KernelGANDiscriminator")
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "ZSSRNet"]
