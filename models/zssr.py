@@ -15,7 +15,7 @@ from framework.nn import init
 from framework.nn.conv import run_fused
 from framework.registry import MODELS
 
-from .detect import NoMatch, Unknown, indices, need
+from framework.detect import NoMatch, Unknown, indices, need
 
 
 @MODELS.register()

@@ -164,7 +164,7 @@ class Trainer:
                 isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
                 for v in terms.values()):
             raise ckpt.CheckpointError(f"{path}: unreadable log state {logs!r}")
-        self.recipe.load_state(state)
+        self.recipe.load_state(state, path)
         self.iteration = int(state["iteration"])
         self.best = state.get("best") or self.best
         self.elapsed = float(state.get("elapsed", 0.0))

@@ -36,7 +36,7 @@ from ...io.config import ConfigError
 from ...optim import EMA
 from ...registry import LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
 from ...tensor import Tensor
-from ..pretrained import load_pretrained
+from ...weights import load_into
 
 __all__ = ["Recipe", "NonFinite", "config_key", "total"]
 
@@ -280,10 +280,10 @@ class Recipe:
                 raise ckpt.CheckpointError(f"{path} holds no {key} state (a checkpoint of a run "
                                            f"without it?)")
 
-    def load_state(self, state: dict) -> None:
-        """Load a checkpoint `state` that passed `check_state`."""
+    def load_state(self, state: dict, path) -> None:
+        """Load a checkpoint `state` (read from `path`) that passed `check_state`."""
         for name, net in self.nets.items():
-            net.load_state_dict(state[name])
+            load_into(net, path if name == "model" else f"{path} ({name})", state=state[name])
         if self.ema is not None:
             self.ema.load_state_dict(state["model_ema"])
         for key, group in self.groups.items():
@@ -301,8 +301,8 @@ class Recipe:
             if spec["path"] is None:
                 continue
             net = self.nets[name]
-            info = load_pretrained(net, spec["path"], spec["key"], spec["strict"], f"train.{key}",
-                                   say=self.say, scale=self.scale if name == "model" else None)
+            info = load_into(net, spec["path"], spec["key"], strict=spec["strict"], where=f"train.{key}",
+                             say=self.say, spec=self.model_spec if name == "model" else None)
             loaded = True
             self.say(f"train.{key}: starting from {spec['path']} ({info.get('key') or 'weights'})")
             self.comm.broadcast_params(net)
