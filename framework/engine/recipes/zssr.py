@@ -147,7 +147,7 @@ class ZSSRRecipe(Recipe):
     def reconstruction_mse(self, iteration: int) -> float:
         """MSE between the image and the network's SR of its son (ZSSR's mse_rec)."""
         data = self.data
-        image = data.sources[0][0]
+        image = data.sources[-1][0]  # the current input (a gradual stage's: the last output)
         son = data.son(image, np.random.default_rng([self.cfg["seed"], iteration, _TEST_STREAM]))
         self.model.eval()
         try:
