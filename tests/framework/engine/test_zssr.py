@@ -117,7 +117,7 @@ def test_command_estimates_and_writes_the_kernel(case, capsys, tmp_path):
             "--kernelgan-iters", "3", "--iters", "2", "--bp-iters", "1", "--no-progress"]
     (tmp_path / "out").mkdir()
     assert Z.main(list(map(str, args))) == 0
-    k = np.load(tmp_path / "out" / "big_x2_kernel.npy")
+    k = np.load(tmp_path / "out" / "big_x2_kernel.npy", allow_pickle=False)
     assert k.shape == (13, 13) and k.sum() == pytest.approx(1.0, abs=1e-12)
     assert read_image(tmp_path / "out" / "big_x2.png")[0].shape == (1, 144, 144)
     assert "kernel: KernelGAN, 3 iterations" in capsys.readouterr().err
