@@ -96,8 +96,8 @@ class KernelGANCrops:
         h, w = img.shape[1:]
         img = img[:, :h - h % scale, :w - w % scale]
         if min(img.shape[1:]) < g_size:
-            raise ValueError(f"KernelGAN: the image ({w}x{h}) is smaller than its {g_size}x{g_size} "
-                             f"crops")
+            raise ValueError(f"KernelGAN: the image ({w}x{h}) is smaller than its "
+                             f"{g_size}x{g_size} crops")
         self.image, self.scale, self.seed = img, scale, seed
         self.g_size, self.d_size = g_size, d_size
         with no_grad():

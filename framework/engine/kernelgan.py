@@ -1,5 +1,5 @@
-"""KernelGAN (Bell-Kligler, Shocher, Irani, NeurIPS 2019): estimate an image's own downscaling kernel
-from the image alone, as sefibk/KernelGAN's kernelGAN.py, loss.py and learner.py do.
+"""KernelGAN (Bell-Kligler, Shocher, Irani, NeurIPS 2019): estimate an image's own downscaling
+kernel from the image alone, as sefibk/KernelGAN's kernelGAN.py, loss.py and learner.py do.
 
 A deep linear generator G (models/kernelgan.py) downscales crops of the image by 2; a patch
 discriminator D learns to tell its output's patches from the image's own patches. When D cannot,

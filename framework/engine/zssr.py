@@ -16,7 +16,8 @@ The kernel: "bicubic" (MATLAB's imresize), a kernel array / .npy file, or "estim
 
 Presets (docs/benchmarks.md has their cost): "paper" is ZSSR's and KernelGAN's configs (3000
 iterations at most, crops of 128, KernelGAN 3000 iterations); "fast" caps ZSSR at 600 iterations
-on crops of 64 and KernelGAN at 600 (its schedule has brought the regularisers in by ~500).
+on crops of 64 and KernelGAN at 600 (its schedule has brought all the regularisers in by iteration
+400).
 """
 from __future__ import annotations
 
@@ -89,10 +90,11 @@ def _config(seed: int, iters: int, crop: int) -> dict:
 def zssr(image: np.ndarray, scale: int = 2, kernel="bicubic", iters: int = 3000,
          crop_size: int = 128, tta: bool = False, bp_iters: int = BP_ITERS, seed: int = 0,
          say=print, progress: bool = True) -> np.ndarray:
-    """SR of `image` (C, H, W) in [0, 1] (C = 3, or 1: run as RGB, the planes averaged) by `scale` (2 or 4) -> (C, H s, W s) float32; `kernel` a
-    numeric kernel or "bicubic" (module docstring); `iters` per stage at most; `crop_size` the
-    fathers'. A KeyboardInterrupt while a stage trains ends it: the network so far makes the
-    output (`zssr_result` says whether that happened)."""
+    """SR of `image` (C, H, W) in [0, 1] (C = 3; or 1: run as RGB, the planes averaged) by `scale`
+    (2 or 4) -> (C, H s, W s) float32; `kernel` a numeric kernel or "bicubic" (module docstring);
+    `iters` per stage at most; `crop_size` the fathers'. A KeyboardInterrupt while a stage trains
+    ends it: the network so far makes the output, and any later stage applies it untrained
+    (`zssr_result` says whether that happened)."""
     return zssr_result(image, scale, kernel, iters, crop_size, tta, bp_iters, seed, say,
                        progress)[0]
 
@@ -133,9 +135,10 @@ def _stages(image, scale, kernel, iters, crop_size, tta, bp_iters, seed, say, pr
         recipe.set_lr(cfg["train"]["optimizer"]["lr"])
         recipe.policy.load_state_dict({"steps": [], "mse": [], "changes": [0]})
         start, steps = time.perf_counter(), 0
-        bar = tqdm(total=iters, desc=f"zssr x{done}", unit="it", disable=not progress, leave=False)
+        bar = tqdm(total=iters, desc=f"zssr x{done}", unit="it", leave=False,
+                   disable=not progress or interrupted)
         try:
-            for it in range(iters):
+            for it in range(0 if interrupted else iters):  # after Ctrl-C: the network as it is
                 rng = np.random.default_rng([seed, done, it])
                 sample = data.get(0, rng)
                 values = recipe.step({"lq": sample["lq"][None], "gt": sample["gt"][None]}, it)
@@ -149,15 +152,18 @@ def _stages(image, scale, kernel, iters, crop_size, tta, bp_iters, seed, say, pr
             interrupted = True
         finally:
             bar.close()
-        say(f"x{done}: {'interrupted after' if interrupted else 'trained'} {steps} iterations "
-            f"in {time.perf_counter() - start:.0f} s (lr {recipe.lr:.0e})")
+        if steps or not interrupted:
+            say(f"x{done}: {'interrupted after' if interrupted else 'trained'} {steps} iterations "
+                f"in {time.perf_counter() - start:.0f} s (lr {recipe.lr:.0e})")
+        else:
+            say(f"x{done}: not trained (interrupted before): the network as it is")
         start = time.perf_counter()
         current = final_test(recipe.model, current, data.kernel, 2, tta and not interrupted,
                              bp_iters)
         say(f"x{done}: output {current.shape[2]}x{current.shape[1]}"
             f"{' (x8 median)' if tta and not interrupted else ''}, {bp_iters} back-projections, "
             f"{time.perf_counter() - start:.0f} s")
-        if done == scale or interrupted:
+        if done == scale:
             return current, interrupted
         data.add_source(current, float(done))
         done *= 2
@@ -173,8 +179,9 @@ def main(argv=None) -> int:
     p.add_argument("--output", required=True, help="output file (for one input file) or folder")
     p.add_argument("--scale", type=int, default=2, choices=(2, 4), help="2 (default) or 4 (two "
                    "x2 stages, ZSSR's gradual way)")
-    p.add_argument("--kernel", default="bicubic", help="the image's downscaling kernel: bicubic "
-                   "(default), estimate (KernelGAN; writes <output stem>_kernel.npy) or a .npy file")
+    p.add_argument("--kernel", default="bicubic", help="the image's downscaling kernel: "
+                   "bicubic (default), estimate (KernelGAN; writes <output stem>_kernel.npy) or a "
+                   ".npy file")
     p.add_argument("--preset", default="paper", choices=tuple(PRESETS), help="paper (default: "
                    "ZSSR's and KernelGAN's iteration counts and crops) or fast")
     p.add_argument("--iters", type=int, help="ZSSR's iterations at most, per x2 stage (default: "

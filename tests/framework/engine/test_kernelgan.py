@@ -1,7 +1,7 @@
-"""KernelGAN's estimator (framework/engine/kernelgan.py) and its crops (framework/data/kernelgan.py):
-the regularisers' values against KernelGAN's formulas written out, their gradients, the schedule of
-the weights and learning rates, the crops by gradient probability (pure in seed and iteration,
-drawn where the edges are), and a few real steps."""
+"""KernelGAN's estimator (framework/engine/kernelgan.py) and its crops
+(framework/data/kernelgan.py): the regularisers' values against KernelGAN's formulas written out,
+their gradients, the schedule of the weights and learning rates, the crops by gradient
+probability (pure in seed and iteration, drawn where the edges are), and a few real steps."""
 import math
 
 import numpy as np

@@ -1,7 +1,7 @@
-"""ZSSR end to end (framework/engine/zssr.py, the recipe's learning-rate policy): the policy drops the
-rate on a flat error curve and not on a falling one, back-projection makes the SR consistent with
-the input, Ctrl-C keeps the network so far, and `srgrad-zssr` on a tiny image (output rules, the
-kernel file, values)."""
+"""ZSSR end to end (framework/engine/zssr.py, the recipe's learning-rate policy): the policy drops
+the rate on a flat error curve and not on a falling one, back-projection makes the SR consistent
+with the input, Ctrl-C keeps the network so far, and `srgrad-zssr` on a tiny image (output rules,
+the kernel file, values)."""
 from pathlib import Path
 
 import numpy as np
@@ -72,8 +72,10 @@ def test_ctrl_c_keeps_the_network_so_far(monkeypatch):
     said = []
     sr, interrupted = Z.zssr_result(img, 4, iters=50, crop_size=16, bp_iters=0, say=said.append,
                                     progress=False)
-    assert interrupted and sr.shape == (1, 64, 64)  # x2 only: the x4 stage never started
+    # the size asked for: the x4 stage applies the network as it is, untrained
+    assert interrupted and sr.shape == (1, 128, 128)
     assert said[0].startswith("x2: interrupted after 3 iterations")
+    assert said[2] == "x4: not trained (interrupted before): the network as it is"
 
 
 # -- the command ----------------------------------------------------------------------------------
