@@ -15,6 +15,9 @@ from .msrresnet import MSRResNet
 from .rrdbnet import RRDBNet
 from .rcan import RCAN
 from .swinir import SwinIR
+from .span import SPAN
+from .plksr import PLKSR
+from .realplksr import RealPLKSR
 from .zssr import ZSSRNet
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -22,4 +25,4 @@ from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 NON_UPSCALING = DISCRIMINATORS + ("KernelGANGenerator", "KernelGANDiscriminator")
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "ZSSRNet"]
+           "RRDBNet", "RCAN", "SwinIR", "SPAN", "PLKSR", "RealPLKSR", "ZSSRNet"]
