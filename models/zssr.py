@@ -10,12 +10,14 @@ import math
 
 import framework.functional as F
 from framework import nn
-from framework.check import int_arg, number
+from framework.check import number
 from framework.nn import init
 from framework.nn.conv import run_fused
 from framework.registry import MODELS
 
 from framework.detect import NoMatch, Unknown, indices, need
+
+from ._blocks import residual_net_args
 
 
 @MODELS.register()
@@ -35,16 +37,10 @@ class ZSSRNet(nn.Module):
     def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, num_feat: int = 64,
                  num_layers: int = 8, init_variance: float = 0.1):
         super().__init__()
-        self.scale = int_arg("ZSSRNet", "scale", scale)
-        num_in_ch = int_arg("ZSSRNet", "num_in_ch", num_in_ch)
-        num_out_ch = int_arg("ZSSRNet", "num_out_ch", num_out_ch)
-        if num_in_ch != num_out_ch:
-            raise ValueError(f"ZSSRNet: the global residual needs num_in_ch == num_out_ch, got "
-                             f"{num_in_ch} and {num_out_ch}")
-        num_feat = int_arg("ZSSRNet", "num_feat", num_feat)
-        num_layers = int_arg("ZSSRNet", "num_layers", num_layers, 2)
+        self.scale, num_in_ch, num_feat, num_layers = residual_net_args(
+            "ZSSRNet", scale, num_in_ch, num_out_ch, num_feat, num_layers)
         variance = number("ZSSRNet", "init_variance", init_variance, 0.0, low_open=True)
-        chans = [num_in_ch] + [num_feat] * (num_layers - 1) + [num_out_ch]
+        chans = [num_in_ch] + [num_feat] * (num_layers - 1) + [num_in_ch]
         layers = []
         for i in range(num_layers):
             conv = nn.Conv2d(chans[i], chans[i + 1], 3, padding=1, bias=False)
