@@ -307,6 +307,7 @@ def _cross_checks(cfg, source, errors):
             errors.append(f"{_where(source, path + '.scale')}: {show(block['scale'])} disagrees with "
                           f"the top-level scale {scale}")
     _check_channels(cfg, source, errors)
+    _check_dataset_protocol(cfg, source, errors)
     _check_training(cfg, source, errors)
     lr = cfg["train"]["optimizer"].get("lr")
     if isinstance(lr, numbers.Real) and not lr > 0:  # allowed by the optimizers; a mistake in a run
@@ -366,6 +367,21 @@ def _check_training(cfg, source, errors):
     for key in ("pretrained", "pretrained_d"):
         if t[key]["path"] is None and (t[key]["key"] is not None or not t[key]["strict"]):
             errors.append(f"{where(f'train.{key}')}: key/strict are set but path is not")
+
+
+def _check_dataset_protocol(cfg, source, errors):
+    """A dataset class must have srgrad's get(index, rng): a torch-style one (only __getitem__)
+    would pass the keyword checks and fail later, in the loader's thread."""
+    for name, block in cfg["datasets"].items():
+        cls = DATASETS.get(block["type"]) if block is not None else None
+        if cls is not None and not callable(getattr(cls, "get", None)):
+            errors.append(
+                f"{_where(source, f'datasets.{name}.type')}: {block['type']} has no get(index, "
+                f"rng) method. srgrad's loader calls get(index, rng) -> {{'lq': (C, h, w), 'gt': "
+                f"(C, H, W), 'name': str}}, every random crop or flip drawn from rng (so a run "
+                f"resumes exactly); a torch-style __getitem__ returning (lq, gt) is not enough. "
+                f"Add to the class: def get(self, index, rng=None): lq, gt = self[index]; return "
+                f"{{'lq': lq, 'gt': gt, 'name': str(index)}} (and draw any randomness from rng)")
 
 
 def _check_channels(cfg, source, errors):
