@@ -58,7 +58,9 @@ def train_main(argv=None) -> int:
                    help="auto: continue from the latest checkpoint of the run folder (start fresh "
                    "if there is none); RUN_DIR: that run folder; or a checkpoint file")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set train.total_iters=100 (repeatable)")
+                   help="override a config value, e.g. --set train.total_iters=100 (repeatable; "
+                   "the value is YAML, and text YAML cannot parse is taken as a string: --set "
+                   "datasets.train.filename_tmpl={name}x2)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--distributed", choices=distributed.MODES, default=None,
                    help="data-parallel over MPI (see docs/scale-out.md): auto (default, or "
