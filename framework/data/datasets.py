@@ -26,7 +26,7 @@ from ..registry import DATASETS
 from ..tensor import Tensor
 from .augment import augment, paired_random_crop
 
-__all__ = ["HRImageDataset", "PairedImageDataset", "mod_crop"]
+__all__ = ["HRImageDataset", "PairedImageDataset", "SingleImageDataset", "mod_crop"]
 
 _COLORS = ("rgb", "y")
 
@@ -242,3 +242,46 @@ def _template_hint(gt_root, lq_by_stem, tmpl, scale) -> str:
             return (f". The LR files there are named {other!r} ({example}): set filename_tmpl: "
                     f"'{other}'")
     return ""
+
+
+@DATASETS.register()
+class SingleImageDataset:
+    """LR images only, for test sets without ground truth (BasicSR's SingleImageDataset):
+    srgrad-eval upscales and saves them, with no metrics; training refuses it (`has_gt`).
+
+    `get(index, rng=None)` -> dict(lq=float32 (C, h, w), name=str). Args: lq_root (a folder of
+    images, or one image file), scale (the run's; kept for the record), color ("rgb" or "y", as
+    HRImageDataset), bad_files ("error" or "skip" with a warning)."""
+
+    has_gt = False
+
+    def __init__(self, lq_root, scale: int = 1, color: str = "rgb", bad_files: str = "error"):
+        self.scale = int_arg("SingleImageDataset", "scale", scale)
+        if color not in _COLORS:
+            raise ValueError(f"color must be one of {_COLORS}, got {color!r}")
+        if bad_files not in ("error", "skip"):
+            raise ValueError(f"bad_files must be 'error' or 'skip', got {bad_files!r}")
+        self.lq_root, self.color = Path(lq_root), color
+        files = [self.lq_root] if self.lq_root.is_file() else list_images(self.lq_root)
+        kept = []
+        for path in files:
+            try:
+                read_image(path) if bad_files == "skip" else image_size(path)
+            except ValueError as e:
+                if bad_files == "error":
+                    raise
+                warnings.warn(f"skipping unreadable image: {e}", stacklevel=2)
+                continue
+            kept.append(path)
+        if not kept:
+            raise ValueError(f"SingleImageDataset: no readable images in {self.lq_root}")
+        self.paths, self.names = kept, [p.name for p in kept]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def get(self, index: int, rng=None) -> dict:
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for a dataset of {len(self)} images")
+        return {"lq": np.ascontiguousarray(_load(self.paths[index], self.color)),
+                "name": self.names[index]}

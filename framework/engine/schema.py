@@ -22,7 +22,7 @@ from ..registry import BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OPT
 from .zoo import load_zoo
 
 __all__ = ["SCHEMA", "Field", "Block", "load_config", "parse_config", "validate", "config_hash",
-           "keys_at"]
+           "keys_at", "resolve_section"]
 
 _REQUIRED = object()
 
@@ -140,12 +140,24 @@ _OPTIONAL_SECTIONS = ("val", "checkpoint", "train.losses", "train.pretrained",
 
 
 # -- loading -------------------------------------------------------------------------------------
-def load_config(path, overrides=(), do_imports: bool = True) -> dict:
+def load_config(path, overrides=(), do_imports: bool = True, notes: list | None = None) -> dict:
     """Read, override, validate and resolve a config file. Returns a plain dict with every default
-    filled in. Raises ConfigError naming the file and the key on any problem."""
+    filled in. Raises ConfigError naming the file and the key on any problem.
+
+    A BasicSR / Real-ESRGAN training option file (basicsr_options.is_basicsr_options) is translated
+    first, as `srgrad-convert options` does, its notes appended to `notes` when given; overrides
+    then use srgrad's keys. A BasicSR test option file is a ConfigError pointing at srgrad-eval."""
     source = os.fspath(path)
-    return _resolve(read_yaml(source), source, overrides, do_imports,
-                    os.path.dirname(os.path.abspath(source)))
+    cfg = read_yaml(source)
+    from .basicsr_options import is_basicsr_options, is_test_options, translate_options
+    if is_test_options(cfg):
+        raise ConfigError(f"{source} is a BasicSR test option file (for basicsr/test.py): evaluate "
+                          f"with srgrad-eval {source}")
+    if is_basicsr_options(cfg):
+        cfg, said = translate_options(cfg, source)
+        if notes is not None:
+            notes.extend(said)
+    return _resolve(cfg, source, overrides, do_imports, os.path.dirname(os.path.abspath(source)))
 
 
 def parse_config(text: str, source="<string>", overrides=(), do_imports=True, base_dir=None):
@@ -182,7 +194,7 @@ def validate(cfg: dict, source="<config>") -> dict:
     """Check `cfg` against SCHEMA; return a deep copy with defaults filled in. All problems are
     reported together in one ConfigError."""
     errors: list[str] = []
-    out = _section(cfg, SCHEMA, "", source, errors)
+    out = _section(cfg, SCHEMA, "", source, errors, _OPTIONAL_SECTIONS)
     if not errors:
         _cross_checks(out, source, errors)
     if errors:
@@ -194,7 +206,15 @@ def _where(source, path):
     return f"{source}: {path}" if path else str(source)
 
 
-def _section(cfg, schema, prefix, source, errors):
+def resolve_section(cfg, schema: dict, source, errors: list, optional=()) -> dict:
+    """`cfg` checked against `schema` (Fields, Blocks and nested sections, as SCHEMA's), defaults
+    filled in; each problem appended to `errors` (file and dotted key named). `optional`: the
+    dotted paths of sections that may be left out. For the other kind of config built from the
+    same pieces (engine/testconfig.py: what srgrad-eval reads)."""
+    return _section(cfg, schema, "", source, errors, tuple(optional))
+
+
+def _section(cfg, schema, prefix, source, errors, optional):
     if not isinstance(cfg, dict):
         errors.append(f"{_where(source, prefix)}: expected a mapping, got "
                       f"{type(cfg).__name__} {show(cfg)}")
@@ -208,12 +228,12 @@ def _section(cfg, schema, prefix, source, errors):
     for key, spec in schema.items():
         path = f"{prefix}.{key}" if prefix else key
         if isinstance(spec, dict):
-            if key not in cfg and path not in _OPTIONAL_SECTIONS:
+            if key not in cfg and path not in optional:
                 errors.append(f"{_where(source, path)}: missing section (keys: {', '.join(spec)})")
                 continue
             given = cfg.get(key)
-            out[key] = _section({} if given is None and path in _OPTIONAL_SECTIONS else
-                                given if key in cfg else {}, spec, path, source, errors)
+            out[key] = _section({} if given is None and path in optional else
+                                given if key in cfg else {}, spec, path, source, errors, optional)
         elif isinstance(spec, Block):
             if cfg.get(key) is None:
                 if spec.default is _REQUIRED:
@@ -374,7 +394,11 @@ def _check_dataset_protocol(cfg, source, errors):
     would pass the keyword checks and fail later, in the loader's thread."""
     for name, block in cfg["datasets"].items():
         cls = DATASETS.get(block["type"]) if block is not None else None
-        if cls is not None and not callable(getattr(cls, "get", None)):
+        if cls is not None and getattr(cls, "has_gt", True) is False:
+            errors.append(f"{_where(source, f'datasets.{name}.type')}: {block['type']} holds LR "
+                          f"images only, with nothing to train or validate against: it is for "
+                          f"srgrad-eval's test sets")
+        elif cls is not None and not callable(getattr(cls, "get", None)):
             errors.append(
                 f"{_where(source, f'datasets.{name}.type')}: {block['type']} has no get(index, "
                 f"rng) method. srgrad's loader calls get(index, rng) -> {{'lq': (C, h, w), 'gt': "

@@ -180,9 +180,9 @@ def test_all_problems_reported_together():
 
 def test_shipped_configs_are_valid(tmp_path, monkeypatch):
     import pathlib
-    # the perceptual loss checks that its VGG19 file exists (it is not shipped: a download)
-    (tmp_path / "vgg19.pth").write_bytes(b"")
-    monkeypatch.setenv("SRGRAD_VGG19_WEIGHTS", str(tmp_path / "vgg19.pth"))
+    # without the perceptual loss's VGG19 file (not shipped: a download), which srgrad-train asks
+    # for when it starts (framework/engine/preflight.py), not the config check
+    monkeypatch.delenv("SRGRAD_VGG19_WEIGHTS", raising=False)
     root = pathlib.Path(__file__).resolve().parents[3]
     files = sorted((root / "configs").glob("*.yaml"))
     assert len(files) >= 11
