@@ -20,6 +20,7 @@ import argparse
 import csv
 import io
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -76,16 +77,26 @@ def eval_main(argv=None) -> int:
 
 
 # -- what to evaluate -----------------------------------------------------------------------------
+@dataclass
 class _Job:
-    """The sets of one srgrad-eval call, however they were named: [(set name, dataset spec or
-    dataset)], the model spec (or None), the weights, the scoring settings and where it writes."""
-
-    def __init__(self, name, sets, model, weights, key, metrics, y, crop, baseline, suffix, save,
-                 results_root, tile, overlap, tta):
-        self.name, self.sets, self.model, self.weights, self.key = name, sets, model, weights, key
-        self.metrics, self.y, self.crop, self.baseline = metrics, y, crop, baseline
-        self.suffix, self.save, self.results_root = suffix, save, results_root
-        self.tile, self.overlap, self.tta = tile, overlap, tta
+    """The sets of one srgrad-eval call, however they were named: `sets` is [(set name, dataset
+    spec)] (one set: its spec is None, the data come from --input / --lq), `model` a spec or None,
+    then the scoring settings and where the images go."""
+    name: str
+    sets: list
+    model: dict | None
+    weights: str
+    key: str | None
+    metrics: list
+    y: bool
+    crop: int | None
+    baseline: str
+    suffix: str
+    save: bool
+    results_root: str
+    tile: int | None
+    overlap: int
+    tta: bool
 
 
 def _from_file(args):
@@ -104,15 +115,18 @@ def _from_file(args):
     weights = args.weights or plan.weights["path"]
     if weights is None:
         raise OutputError(f"{args.options} names no weights: pass --weights")
-    return _Job(plan.name, plan.sets, {**plan.model, "scale": plan.scale} if plan.model else None,
-                weights, args.key or (None if args.weights else plan.weights["key"]),
-                list(args.metrics or val["metrics"]), val["y_channel"] and not args.rgb,
-                args.crop_border if args.crop_border is not None else val["crop_border"],
-                val["baseline"], val["suffix"] or plan.name,
-                val["save_images"] and not args.no_save, args.results or plan.results_root,
-                args.tile if args.tile is not None else val["tile"],
-                args.tile_overlap if args.tile is not None else val["tile_overlap"],
-                args.tta or val["self_ensemble"])
+    return _Job(
+        name=plan.name, sets=plan.sets,
+        model={**plan.model, "scale": plan.scale} if plan.model else None, weights=weights,
+        key=args.key or (None if args.weights else plan.weights["key"]),
+        metrics=list(args.metrics or val["metrics"]), y=val["y_channel"] and not args.rgb,
+        crop=args.crop_border if args.crop_border is not None else val["crop_border"],
+        baseline=val["baseline"], suffix=val["suffix"] or plan.name,
+        save=val["save_images"] and not args.no_save,
+        results_root=args.results or plan.results_root,
+        tile=args.tile if args.tile is not None else val["tile"],  # --tile brings its overlap
+        overlap=args.tile_overlap if args.tile is not None else val["tile_overlap"],
+        tta=args.tta or val["self_ensemble"])
 
 
 def _from_input(args):
@@ -125,10 +139,11 @@ def _from_input(args):
     if args.lq and not src.is_dir():
         raise OutputError(f"--input {src}: with --lq, --input is a folder of HR images")
     stem = Path(args.weights).stem
-    return _Job(stem, [(src.resolve().stem or "input", None)], None, args.weights, args.key,
-                list(args.metrics or EVAL_METRICS), not args.rgb, args.crop_border, "imresize",
-                stem, not args.no_save, args.results or "results", args.tile, args.tile_overlap,
-                args.tta)
+    return _Job(name=stem, sets=[(src.resolve().stem or "input", None)], model=None,
+                weights=args.weights, key=args.key, metrics=list(args.metrics or EVAL_METRICS),
+                y=not args.rgb, crop=args.crop_border, baseline="imresize", suffix=stem,
+                save=not args.no_save, results_root=args.results or "results", tile=args.tile,
+                overlap=args.tile_overlap, tta=args.tta)
 
 
 def _one_set_data(args, scale, in_ch):
