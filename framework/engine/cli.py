@@ -59,6 +59,10 @@ def train_main(argv=None) -> int:
                    help="override a config value, e.g. --set train.total_iters=100 (repeatable; "
                    "the value is YAML, and text YAML cannot parse is taken as a string: --set "
                    "datasets.train.filename_tmpl={name}x2)")
+    p.add_argument("--fit-schedule", action="store_true", help="with --set train.total_iters=N: "
+                   "scale the schedulers' iteration counts (milestones, periods, T_max, "
+                   "step_size, warmup_iters) by N / the config's total_iters, so the schedule "
+                   "keeps its shape (each change said in a note)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--distributed", choices=distributed.MODES, default=None,
                    help="data-parallel over MPI (see docs/scale-out.md): auto (default, or "
@@ -103,9 +107,9 @@ def _train(args, comm) -> int:
         return error("give a CONFIG (or --resume RUN_DIR)", 2)
     try:
         notes: list = []
-        cfg = load_config(config, args.overrides, notes=notes)
+        cfg = load_config(config, args.overrides, notes=notes, fit_schedule=args.fit_schedule)
         if comm.rank == 0:
-            _say_translated(config, notes)
+            _say_notes(notes)
         _check_tensorboard(cfg, config)
         check_training_files(cfg, config)  # e.g. a perceptual loss's VGG weights
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
@@ -153,15 +157,11 @@ def _train(args, comm) -> int:
     return 0
 
 
-def _say_translated(config, notes) -> None:
-    """A BasicSR option file given to srgrad-train: said once, first, with the translation's notes
-    (the run folder's config.yaml then holds srgrad's config)."""
-    if notes:
-        print(f"{config} is a BasicSR option file: translated as srgrad-convert options does "
-              f"({len(notes)} note(s); srgrad-convert options {config} -o X.yaml writes the "
-              f"translation to edit)", file=sys.stderr)
-        for note in notes:
-            print(f"note: {note}", file=sys.stderr)
+def _say_notes(notes) -> None:
+    """What load_config did beyond reading the file (a BasicSR option file translated: said first,
+    with the translation's notes; the run folder's config.yaml then holds srgrad's config), once."""
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
 
 
 def _basicsr_flags(argv: list) -> list:

@@ -19,6 +19,7 @@ import os
 from .._check import did_you_mean
 from ..io.config import ConfigError, apply_override, import_modules, parse_yaml, read_yaml, show
 from ..registry import BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OPTIMIZERS, SCHEDULERS
+from .overrides import drop_nulled_gt_usm, fit_schedules
 from .zoo import load_zoo
 
 __all__ = ["SCHEMA", "Field", "Block", "load_config", "parse_config", "validate", "config_hash",
@@ -140,13 +141,17 @@ _OPTIONAL_SECTIONS = ("val", "checkpoint", "train.losses", "train.pretrained",
 
 
 # -- loading -------------------------------------------------------------------------------------
-def load_config(path, overrides=(), do_imports: bool = True, notes: list | None = None) -> dict:
+def load_config(path, overrides=(), do_imports: bool = True, notes: list | None = None,
+                fit_schedule: bool = False) -> dict:
     """Read, override, validate and resolve a config file. Returns a plain dict with every default
     filled in. Raises ConfigError naming the file and the key on any problem.
 
     A BasicSR / Real-ESRGAN training option file (basicsr_options.is_basicsr_options) is translated
-    first, as `srgrad-convert options` does, its notes appended to `notes` when given; overrides
-    then use srgrad's keys. A BasicSR test option file is a ConfigError pointing at srgrad-eval."""
+    first, as `srgrad-convert options` does; overrides then use srgrad's keys. A BasicSR test
+    option file is a ConfigError pointing at srgrad-eval. What an override changes beyond its
+    value (engine/overrides.py: gt_usm roles of a nulled loss; with `fit_schedule`, the schedules
+    scaled to a new total_iters) is done here. Every such change, and the translation, is said in
+    `notes` when it is given (its first note says that the file was translated)."""
     source = os.fspath(path)
     cfg = read_yaml(source)
     from .basicsr_options import is_basicsr_options, is_test_options, translate_options
@@ -156,8 +161,12 @@ def load_config(path, overrides=(), do_imports: bool = True, notes: list | None 
     if is_basicsr_options(cfg):
         cfg, said = translate_options(cfg, source)
         if notes is not None:
+            notes.append(f"{source} is a BasicSR option file: translated as srgrad-convert options "
+                         f"does ({len(said)} note(s) below; srgrad-convert options {source} -o "
+                         f"X.yaml writes the translation to edit)")
             notes.extend(said)
-    return _resolve(cfg, source, overrides, do_imports, os.path.dirname(os.path.abspath(source)))
+    return _resolve(cfg, source, overrides, do_imports, os.path.dirname(os.path.abspath(source)),
+                    fit_schedule, notes)
 
 
 def parse_config(text: str, source="<string>", overrides=(), do_imports=True, base_dir=None):
@@ -165,9 +174,14 @@ def parse_config(text: str, source="<string>", overrides=(), do_imports=True, ba
     return _resolve(parse_yaml(text, source), source, overrides, do_imports, base_dir)
 
 
-def _resolve(cfg, source, overrides, do_imports, base_dir):
+def _resolve(cfg, source, overrides, do_imports, base_dir, fit_schedule=False, notes=None):
+    train = cfg.get("train") if isinstance(cfg.get("train"), dict) else {}
+    total = train.get("total_iters")  # the file's, for --fit-schedule
     for assignment in overrides:
         apply_override(cfg, assignment, keys_at)
+    said = drop_nulled_gt_usm(cfg, overrides) + (fit_schedules(cfg, total) if fit_schedule else [])
+    if notes is not None:
+        notes.extend(said)
     if do_imports:
         imports = cfg.get("imports", [])
         if isinstance(imports, list) and all(isinstance(m, str) for m in imports):

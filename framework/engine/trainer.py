@@ -141,7 +141,8 @@ class Trainer(RunState):
                 scheduler = SCHEDULERS.build(tcfg[sched_key], optimizer=optimizer)
             why = scheduler.horizon_mismatch(tcfg["total_iters"])
             if why:
-                self._say(f"warning: train.{sched_key}: {why} (set it to fit train.total_iters)")
+                self._say(f"warning: train.{sched_key}: {why} (set it to fit train.total_iters, "
+                          f"or pass --fit-schedule to scale it with --set train.total_iters)")
         return optimizer, scheduler
 
     def _build_losses(self) -> dict:
