@@ -89,7 +89,7 @@ def _train(args, comm) -> int:
     from . import distributed
     from ..weights import CheckpointError
     from ..io.config import ConfigError
-    from .preflight import check_training_files
+    from .preflight import check_pretrained, check_training_files
     from .schema import load_config
     from .runlog import RunLockedError
     from .trainer import TrainingError, TrainingInterrupted, find_latest_checkpoint, make_trainer
@@ -112,6 +112,8 @@ def _train(args, comm) -> int:
             _say_notes(notes)
         _check_tensorboard(cfg, config)
         check_training_files(cfg, config)  # e.g. a perceptual loss's VGG weights
+        if not _resumes(cfg, run_dir, resume):  # a resumed run has its own weights
+            check_pretrained(cfg, config)
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
         shown = " ".join(shlex.quote(str(a)) for a in [config, *(
             x for o in args.overrides for x in ("--set", o))])
@@ -155,6 +157,17 @@ def _train(args, comm) -> int:
         print(f"  best {result['best']['metric']}: {result['best']['value']:.4f} at iteration "
               f"{result['best']['iteration']}")
     return 0
+
+
+def _resumes(cfg, run_dir, resume) -> bool:
+    """Whether this srgrad-train continues from a checkpoint (--resume CHECKPOINT, or auto / a run
+    folder that holds one), so train.pretrained is not loaded."""
+    if resume is None:
+        return False
+    if resume != "auto":
+        return True
+    folder = Path(run_dir) if run_dir else Path(cfg["run_root"]) / cfg["name"]
+    return any((folder / "checkpoints").glob("*.safetensors"))
 
 
 def _say_notes(notes) -> None:

@@ -2,17 +2,19 @@
 files a config names that only training reads. A config is validated without them (schema.py), so
 `srgrad-convert options`, `srgrad-eval`, `srgrad-degrade` and `srgrad-infer --config` work on a
 machine without, say, the VGG19 weights of a perceptual loss; training without them fails here,
-in one message naming the key, not after the kernels compiled.
+in one message naming the key, not after the kernels compiled:
 
-A registered class declares such files with a classmethod `check_files(kwargs)` that raises
-FileNotFoundError (or ValueError) saying what is missing and where to get it (PerceptualLoss).
+- a registered class declares such files with a classmethod `check_files(kwargs)` that raises
+  FileNotFoundError (or ValueError) saying what is missing and where to get it (PerceptualLoss);
+- `check_pretrained`: a new run's train.pretrained weights are read and checked against the model
+  (strictly, unless strict: false) as the run will load them.
 """
 from __future__ import annotations
 
 from ..io.config import ConfigError
-from ..registry import LOSSES
+from ..registry import LOSSES, MODELS
 
-__all__ = ["check_training_files"]
+__all__ = ["check_training_files", "check_pretrained"]
 
 
 def _loss_blocks(cfg: dict):
@@ -39,3 +41,26 @@ def check_training_files(cfg: dict, source) -> None:
             errors.append(f"{source}: {key}: {exc}")
     if errors:
         raise ConfigError("\n".join(errors))
+
+
+def check_pretrained(cfg: dict, source) -> None:
+    """train.pretrained of a new run: the file read and, when strict, loaded into a throwaway
+    model built from cfg's model (the framework's random stream left as it was), so a mismatch is
+    said before anything starts; ConfigError naming `source` and the key."""
+    from .. import random
+    from ..weights import CheckpointError, load_into
+    from ..weights.loading import read
+    spec = cfg["train"]["pretrained"]
+    if spec["path"] is None:
+        return
+    model_spec = {**cfg["model"], "scale": cfg["scale"]}
+    try:
+        if not spec["strict"]:  # what fits is loaded and the rest said: only the file must read
+            read(spec["path"], spec["key"], "train.pretrained")
+            return
+        with random.fork_rng():
+            model = MODELS.build(model_spec)
+        load_into(model, spec["path"], spec["key"], strict=True, spec=model_spec,
+                  where="train.pretrained")
+    except CheckpointError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
