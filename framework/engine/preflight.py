@@ -43,24 +43,33 @@ def check_training_files(cfg: dict, source) -> None:
         raise ConfigError("\n".join(errors))
 
 
+# the config key each network of a recipe is built from (Recipe.PRETRAINED names the networks)
+_NETWORK_KEYS = {"model": "model", "net_d": "model_d"}
+
+
 def check_pretrained(cfg: dict, source) -> None:
-    """train.pretrained of a new run: the file read and, when strict, loaded into a throwaway
-    model built from cfg's model (the framework's random stream left as it was), so a mismatch is
-    said before anything starts; ConfigError naming `source` and the key."""
+    """A new run's pretrained weights (train.pretrained, a GAN's train.pretrained_d): each file read
+    and, when strict, loaded into a throwaway network built from the config (the framework's random
+    stream left as it was), so a mismatch is said before anything starts, not after the kernels
+    compiled; ConfigError naming `source` and the key."""
     from .. import random
+    from ..registry import RECIPES
     from ..weights import CheckpointError, load_into
     from ..weights.loading import read
-    spec = cfg["train"]["pretrained"]
-    if spec["path"] is None:
-        return
-    model_spec = {**cfg["model"], "scale": cfg["scale"]}
-    try:
-        if not spec["strict"]:  # what fits is loaded and the rest said: only the file must read
-            read(spec["path"], spec["key"], "train.pretrained")
-            return
-        with random.fork_rng():
-            model = MODELS.build(model_spec)
-        load_into(model, spec["path"], spec["key"], strict=True, spec=model_spec,
-                  where="train.pretrained")
-    except CheckpointError as exc:
-        raise ConfigError(f"{source}: {exc}") from None
+    from .recipes import recipe_name
+    for name, key in RECIPES.get(recipe_name(cfg)).PRETRAINED.items():
+        spec, where = cfg["train"][key], f"train.{key}"
+        if spec["path"] is None:
+            continue
+        net_spec = {**cfg["model"], "scale": cfg["scale"]} if name == "model" else \
+            cfg.get(_NETWORK_KEYS.get(name, ""))
+        try:
+            if not spec["strict"] or net_spec is None:  # what fits is loaded, the rest said
+                read(spec["path"], spec["key"], where)
+                continue
+            with random.fork_rng():
+                net = MODELS.build(net_spec)
+            load_into(net, spec["path"], spec["key"], strict=True, where=where,
+                      spec=net_spec if name == "model" else None)
+        except CheckpointError as exc:
+            raise ConfigError(f"{source}: {exc}") from None
