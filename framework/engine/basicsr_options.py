@@ -168,6 +168,18 @@ class Translation:
         for key in opts:
             self.refuse(f"{prefix}{key}", "not a BasicSR option srgrad knows how to translate")
 
+    def finish(self, opts) -> list:
+        """`opts`' keys left untranslated refused; ConfigError listing every refused key; else
+        the notes (with the paths used as written)."""
+        self.unknown(opts, "")
+        if self.errors:
+            raise ConfigError(f"{self.source}: cannot translate these BasicSR options:\n  " +
+                              "\n  ".join(self.errors))
+        if self.paths:
+            self.notes.append("paths used as written (relative to the current folder, edit them "
+                              "to your data): " + ", ".join(f"{k}={v}" for k, v in self.paths))
+        return self.notes
+
     def integer(self, value, path):
         """BasicSR writes counts as `!!float 5e3`: an integral number -> int."""
         if isinstance(value, numbers.Real) and not isinstance(value, bool) and \
@@ -257,14 +269,7 @@ def translate_options(options: dict, source: str = "<options>"):
         cfg["datasets"]["val"] = None
     _logger(t, t.section(opts.pop("logger", None), "logger"), cfg)
     _path(t, t.section(opts.pop("path", None), "path"), cfg["train"], gan)
-    t.unknown(opts, "")
-    if t.errors:
-        raise ConfigError(f"{source}: cannot translate these BasicSR options:\n  " +
-                          "\n  ".join(t.errors))
-    if t.paths:
-        t.notes.append("paths used as written (relative to the current folder, edit them to your "
-                       "data): " + ", ".join(f"{k}={v}" for k, v in t.paths))
-    return cfg, t.notes
+    return cfg, t.finish(opts)
 
 
 def _model_type(t, model_type):

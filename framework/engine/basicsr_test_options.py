@@ -73,14 +73,7 @@ def translate_test_options(options: dict, source: str = "<options>"):
                        "the images")
     cfg["val"]["suffix"] = None if suffix is None else str(suffix)
     cfg.update(_path(t, t.section(opts.pop("path", None), "path")))
-    t.unknown(opts, "")
-    if t.errors:
-        raise ConfigError(f"{source}: cannot translate these BasicSR options:\n  " +
-                          "\n  ".join(t.errors))
-    if t.paths:
-        t.notes.append("paths used as written (relative to the current folder, edit them to your "
-                       "data): " + ", ".join(f"{k}={v}" for k, v in t.paths))
-    return cfg, t.notes
+    return cfg, t.finish(opts)
 
 
 def _sets(t, opts) -> dict:

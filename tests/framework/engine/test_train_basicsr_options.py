@@ -76,7 +76,8 @@ def test_a_basicsr_option_file_trains_with_its_notes_said_first(tmp_path, capsys
     err = capsys.readouterr().err.splitlines()
     assert err[0] == (f"note: BasicSR's flags, read as srgrad-train's: -opt {options} -> "
                       f"{options}; --auto_resume -> --resume auto")
-    assert err[1].startswith(f"{options} is a BasicSR option file: translated as srgrad-convert "
+    assert err[1].startswith(f"note: {options} is a BasicSR option file: translated as "
+                             f"srgrad-convert "
                              f"options does (")
     assert "note: datasets.train.num_worker_per_gpu: dropped, a torch DataLoader setting; " \
            "srgrad's loader has none" in err
