@@ -108,7 +108,7 @@ def _paired(root, tmp_path):
     for path in sorted(root.glob("*.png")):
         image = Image.open(path)
         image.save(gt / path.name)
-        image.resize((8, 8), Image.BICUBIC).save(lq / f"{path.stem}x2.png")
+        image.resize((8, 8), Image.BICUBIC).save(lq / path.name)
     return f"{{type: PairedImageDataset, gt_root: {gt}, lq_root: {lq}, gt_size: 8}}"
 
 
