@@ -41,15 +41,6 @@ def _make(owner: str, arr: np.ndarray, dtype, device, requires_grad) -> Tensor:
     return Tensor(arr.astype(dtype, copy=False), requires_grad=requires_grad)
 
 
-def _generator(generator) -> np.random.Generator:
-    if generator is None:
-        return _random.default_generator()
-    if not isinstance(generator, np.random.Generator):
-        raise ArgumentTypeError(f"generator must be a numpy.random.Generator, got "
-                                f"{type(generator).__name__}")
-    return generator
-
-
 def zeros(*size, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """A tensor of zeros, shape `size` (float32 unless `dtype`)."""
     return _make("zeros", np.zeros(_size("zeros", size)), dtype, device, requires_grad)
@@ -121,7 +112,8 @@ def full_like(input, fill_value, *, dtype=None, device=None, requires_grad: bool
 def rand(*size, generator=None, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
     """Uniform samples in [0, 1), shape `size`, from the global generator (or `generator`)."""
     shape = _size("rand", size)
-    return _make("rand", _generator(generator).random(shape), dtype, device, requires_grad)
+    draws = _random.generator_or_default("rand", generator).random(shape)
+    return _make("rand", draws, dtype, device, requires_grad)
 
 
 def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = False,
@@ -129,7 +121,8 @@ def randn(*size, generator=None, dtype=None, device=None, requires_grad: bool = 
     """Standard normal samples, shape `size`, from the global generator (or `generator`; `rng` is
     its older name here)."""
     shape = _size("randn", size)
-    draws = _generator(generator if generator is not None else rng).standard_normal(shape)
+    draws = _random.generator_or_default(
+        "randn", generator if generator is not None else rng).standard_normal(shape)
     return _make("randn", draws, dtype, device, requires_grad)
 
 
@@ -146,7 +139,8 @@ def randint(*args, size=None, generator=None, dtype=None, device=None,
         raise ValueError(f"randint: low and high must be ints with low < high, got {low!r}, "
                          f"{high!r}")
     shape = _size("randint", (size,))
-    draws = _generator(generator).integers(low, high, shape, dtype=np.int64)
+    draws = _random.generator_or_default("randint", generator).integers(
+        low, high, shape, dtype=np.int64)
     return _make("randint", draws, np.int64 if dtype is None else dtype, device, requires_grad)
 
 
