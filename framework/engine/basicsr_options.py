@@ -125,6 +125,18 @@ class Translation:
         self.source, self.notes, self.errors, self.paths = source, [], [], []
         self.model_type = "SRModel"
 
+    @classmethod
+    def begin(cls, options, source):
+        """(a Translation, a copy of `options` with the keys every file may hold dropped);
+        ConfigError when `options` is not a mapping."""
+        if not isinstance(options, dict):
+            raise ConfigError(f"{source}: BasicSR options are a mapping, got "
+                              f"{type(options).__name__}")
+        t = cls(source)
+        opts = copy.deepcopy(options)
+        t.common(opts, "", "")
+        return t, opts
+
     def drop(self, path, why):
         self.notes.append(f"{path}: dropped, {why}")
 
@@ -224,11 +236,7 @@ def translate_options(options: dict, source: str = "<options>"):
     there). Raises ConfigError listing every key that cannot be translated, with its dotted path and
     why.
     """
-    if not isinstance(options, dict):
-        raise ConfigError(f"{source}: BasicSR options are a mapping, got {type(options).__name__}")
-    t = Translation(source)
-    opts = copy.deepcopy(options)
-    t.common(opts, "", "")
+    t, opts = Translation.begin(options, source)
     cfg: dict = {}
     for key, target in (("name", "name"), ("scale", "scale"), ("manual_seed", "seed")):
         if key in opts:

@@ -12,9 +12,6 @@ params, as BasicSR) -> weights; path.results_root -> results_root; val.save_img 
 """
 from __future__ import annotations
 
-import copy
-
-from ..io.config import ConfigError
 from .basicsr_options import (Translation, dataset_block, is_test_options, translate_options,
                               val_section)
 
@@ -37,11 +34,7 @@ def translate_test_options(options: dict, source: str = "<options>"):
     """(srgrad test config dict, notes) from a BasicSR test option dict (yaml.safe_load's). Pure;
     the config still needs testconfig.validate_test_config. ConfigError lists every key that
     cannot be translated."""
-    if not isinstance(options, dict):
-        raise ConfigError(f"{source}: BasicSR options are a mapping, got {type(options).__name__}")
-    t = Translation(source)
-    opts = copy.deepcopy(options)
-    t.common(opts, "", "")
+    t, opts = Translation.begin(options, source)
     cfg: dict = {}
     for key in ("name", "scale"):
         if key in opts:
