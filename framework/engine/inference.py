@@ -26,6 +26,7 @@ from ..functional.resample import _NEAREST_LARGE, MODES, Table, axis_table, resa
 from ..weights import CheckpointError, check_state_matches, load_weights
 from ..registry import BASELINES, MODELS
 from ..tensor import Tensor
+from ..threads import get_num_threads
 from .tta import self_ensemble as ensemble
 
 __all__ = ["build_model", "load_model", "upscale", "bicubic", "upscale_file", "model_in_channels",
@@ -117,6 +118,15 @@ def _model_dtype(model):
     return np.dtype(np.float32)
 
 
+# Tiles run as batches of equal-shaped tiles, up to TILES_PER_WORKER per worker thread and at most
+# BATCH_PIXELS LR pixels (context included) in a batch. A small tile alone is one task per
+# convolution, which one core runs while the other waits; a batch of whole tiles gives every
+# worker whole images to run (docs/benchmarks.md, "Tiled inference"). Memory is bounded by the
+# larger of one tile and BATCH_PIXELS pixels.
+TILES_PER_WORKER = 2
+BATCH_PIXELS = 256 * 256
+
+
 def tile_boxes(h: int, w: int, tile: int | None, overlap: int):
     """(core, context) boxes (y0, y1, x0, x1) in LR pixels covering an h x w image: `tile` x `tile`
     cores (one core = the whole image when tile is None), each with `overlap` pixels of context per
@@ -132,10 +142,27 @@ def tile_boxes(h: int, w: int, tile: int | None, overlap: int):
     return boxes
 
 
+def tile_batches(boxes, workers: int | None = None) -> list:
+    """tile_boxes' boxes as batches: lists of boxes whose contexts have one shape, in the order of
+    each shape's first tile, each of at most TILES_PER_WORKER x `workers` tiles (default: the
+    thread count, framework.get_num_threads) and BATCH_PIXELS context pixels (one tile at least)."""
+    workers = workers or get_num_threads()
+    shapes = {}
+    for box in boxes:
+        ey0, ey1, ex0, ex1 = box[1]
+        shapes.setdefault((ey1 - ey0, ex1 - ex0), []).append(box)
+    batches = []
+    for (h, w), group in shapes.items():
+        size = max(1, min(TILES_PER_WORKER * workers, BATCH_PIXELS // (h * w)))
+        batches += [group[i:i + size] for i in range(0, len(group), size)]
+    return batches
+
+
 def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16):
     """Yield ((y0, y1, x0, x1) LR core box, scale s, SR of that core (C', (y1-y0) s, (x1-x0) s)) for
-    each tile: `fn(patch)` maps an LR patch (C, h, w) to its SR (C', h s, w s); only each core's part
-    is kept. Memory is bounded by one tile (nothing of the full HR size is made here)."""
+    each tile, batch by batch (tile_batches: not in raster order): `fn(patches)` maps LR patches
+    (B, C, h, w) to their SR (B, C', h s, w s); only each core's part is kept. Memory is bounded
+    by one batch (nothing of the full HR size is made here)."""
     if lq.ndim != 3:
         raise ValueError(f"upscale: lq must be (C, H, W), got shape {lq.shape}")
     if tile is not None and tile < 1:
@@ -143,23 +170,28 @@ def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16):
     if overlap < 0:
         raise ValueError(f"upscale: tile overlap must be >= 0, got {overlap}")
     _, h, w = lq.shape
-    for (y0, y1, x0, x1), (ey0, ey1, ex0, ex1) in tile_boxes(h, w, tile, overlap):
-        res = fn(np.ascontiguousarray(lq[:, ey0:ey1, ex0:ex1]))
-        s = res.shape[1] // (ey1 - ey0)
-        if res.ndim != 3 or res.shape[1:] != ((ey1 - ey0) * s, (ex1 - ex0) * s):
-            raise ValueError(f"upscale: the model maps an LR patch of {ey1 - ey0}x{ex1 - ex0} to "
-                             f"{res.shape}, not a whole multiple of it")
-        yield (y0, y1, x0, x1), s, res[:, (y0 - ey0) * s:(y1 - ey0) * s, (x0 - ex0) * s:(x1 - ex0) * s]
+    for batch in tile_batches(tile_boxes(h, w, tile, overlap)):
+        ey0, ey1, ex0, ex1 = batch[0][1]
+        patches = np.stack([lq[:, a:b, c:d] for _, (a, b, c, d) in batch])
+        res = fn(patches)
+        s = res.shape[2] // (ey1 - ey0) if res.ndim == 4 else 0
+        if res.shape[:1] + res.shape[2:] != (len(batch), (ey1 - ey0) * s, (ex1 - ex0) * s) or s < 1:
+            raise ValueError(f"upscale: the model maps LR patches {patches.shape} to "
+                             f"{res.shape}, not a whole multiple of them")
+        for ((y0, y1, x0, x1), (ey0, _, ex0, _)), one in zip(batch, res):
+            yield (y0, y1, x0, x1), s, one[:, (y0 - ey0) * s:(y1 - ey0) * s,
+                                           (x0 - ex0) * s:(x1 - ex0) * s]
 
 
 def model_fn(model, self_ensemble: bool = False):
-    """patch (C, h, w) -> the model's output (C', h s, w s), under no_grad, in the model's dtype;
-    with `self_ensemble` the mean of the 8 flipped/transposed runs (engine/tta.py), unclipped."""
+    """patches (B, C, h, w) -> the model's output (B, C', h s, w s), under no_grad, in the model's
+    dtype; with `self_ensemble` the mean of the 8 flipped/transposed runs (engine/tta.py),
+    unclipped."""
     dtype = _model_dtype(model)
 
-    def fn(patch):
+    def fn(patches):
         with no_grad():
-            return model(Tensor(patch[None].astype(dtype, copy=False))).data[0]
+            return model(Tensor(patches.astype(dtype, copy=False))).data
     return ensemble(fn) if self_ensemble else fn
 
 
@@ -176,9 +208,10 @@ def assemble(tiles, lq_hw) -> np.ndarray:
 def upscale(model, lq: np.ndarray, tile: int | None = None, overlap: int = 16,
             self_ensemble: bool = False) -> np.ndarray:
     """SR of one LR image `lq` (C, H, W) -> (C', H*s, W*s) with the model in eval mode, under
-    no_grad. `tile` (LR pixels) bounds the network's memory; `overlap` LR pixels of context per
-    side; `self_ensemble` (default False): average the 8 flips/transposes of each tile (x8 time).
-    The whole HR image is assembled in memory (upscale_file writes tile by tile instead)."""
+    no_grad. `tile` (LR pixels) bounds the network's memory (tile_batches: small tiles run a few
+    at a time); `overlap` LR pixels of context per side; `self_ensemble` (default False): average
+    the 8 flips/transposes of each tile (x8 time). The whole HR image is assembled in memory
+    (upscale_file writes tile by tile instead)."""
     return assemble(sr_tiles(model_fn(model, self_ensemble), lq, tile, overlap), lq.shape[1:])
 
 
@@ -195,38 +228,39 @@ def _interpolate_baseline(x: Tensor, scale: int) -> Tensor:
 
 
 def bicubic(lq: np.ndarray, scale: int, method: str = "imresize") -> np.ndarray:
-    """Upscale (C, H, W) by a registered baseline (BASELINES: "imresize", MATLAB's bicubic, or
-    "interpolate", PyTorch's), clipped to [0, 1]."""
+    """Upscale (C, H, W), or a batch (N, C, H, W), by a registered baseline (BASELINES: "imresize",
+    MATLAB's bicubic, or "interpolate", PyTorch's), clipped to [0, 1]."""
     try:
         fn = BASELINES.get(method)
     except KeyError as exc:
         raise ValueError(f"bicubic: method: {exc.args[0]}") from None
+    batch = np.ascontiguousarray(lq if lq.ndim == 4 else lq[None])
     with no_grad():
-        y = fn(Tensor(np.ascontiguousarray(lq[None])), scale)
-    return np.clip(y.data[0], 0.0, 1.0)
+        y = fn(Tensor(batch), scale)
+    return np.clip(y.data if lq.ndim == 4 else y.data[0], 0.0, 1.0)
 
 
 def channel_fn(model, in_ch: int, scale: int, self_ensemble: bool = False):
-    """patch (c, h, w) -> SR (c, h s, w s) clipped to [0, 1], whatever c vs the model's channels:
-    a 1-channel model on RGB runs on Y (Cb, Cr bicubic), a 3-channel model on gray runs on the gray
-    replicated and averages back. Per patch, so tiles stay tiles; `self_ensemble` averages the
-    network's 8 runs before clipping."""
+    """patches (B, c, h, w) -> SR (B, c, h s, w s) clipped to [0, 1], whatever c vs the model's
+    channels: a 1-channel model on RGB runs on Y (Cb, Cr bicubic), a 3-channel model on gray runs
+    on the gray replicated and averages back. Per patch, so tiles stay tiles; `self_ensemble`
+    averages the network's 8 runs before clipping."""
     net = model_fn(model, self_ensemble)
 
-    def fn(patch):
-        c = patch.shape[0]
+    def fn(patches):
+        c = patches.shape[1]
         if c == in_ch:
-            sr = net(patch)
+            sr = net(patches)
             return np.clip(sr, 0.0, 1.0, out=sr)
         if in_ch == 1 and c == 3:
             from ..color import rgb_to_ycbcr, ycbcr_to_rgb
-            ycc = rgb_to_ycbcr(patch).astype(np.float32)
-            y = net(ycc[:1])
-            cbcr = bicubic(ycc[1:], scale, "interpolate")
-            return np.clip(ycbcr_to_rgb(np.concatenate([y, cbcr.astype(y.dtype)])), 0, 1)
+            ycc = rgb_to_ycbcr(patches).astype(np.float32)
+            y = net(ycc[:, :1])
+            cbcr = bicubic(ycc[:, 1:], scale, "interpolate")
+            return np.clip(ycbcr_to_rgb(np.concatenate([y, cbcr.astype(y.dtype)], axis=1)), 0, 1)
         if in_ch == 3 and c == 1:
-            sr = net(np.repeat(patch, 3, axis=0))
-            return np.clip(sr.mean(axis=0, keepdims=True), 0.0, 1.0)
+            sr = net(np.repeat(patches, 3, axis=1))
+            return np.clip(sr.mean(axis=1, keepdims=True), 0.0, 1.0)
         raise ValueError(f"cannot run a {in_ch}-channel model on a {c}-channel image")
     return fn
 
@@ -239,8 +273,8 @@ def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, ove
 
 
 def _alpha_fn(scale):
-    def fn(patch):  # alpha is upscaled with bicubic interpolation, clipped
-        return bicubic(patch, scale, "interpolate")
+    def fn(patches):  # alpha is upscaled with bicubic interpolation, clipped
+        return bicubic(patches, scale, "interpolate")
     return fn
 
 

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
+import framework as sg
 import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, load_model, upscale
 from framework.engine.cli import eval_main, infer_main
@@ -34,6 +35,44 @@ def test_tiled_equals_untiled_when_overlap_covers_the_receptive_field(name):
     np.testing.assert_allclose(tiled, whole, rtol=0, atol=1e-5)
     # without context the tile seams show: the equality above is not vacuous
     assert np.abs(upscale(model, lq, tile=16, overlap=0) - whole).max() > 1e-3
+
+
+def test_small_tiles_run_as_batches_of_one_shape():
+    """Tiles whose contexts share a shape run together, at most 2 per worker and BATCH_PIXELS
+    pixels a batch; every tile exactly once (issue 28: one small tile per call left a core idle)."""
+    from framework.engine.inference import tile_batches, tile_boxes
+    boxes = tile_boxes(80, 80, 16, 4)  # contexts 20 px at the borders, 24 px inside
+    batches = tile_batches(boxes, workers=2)
+    assert sorted(b for batch in batches for b in batch) == sorted(boxes)
+    assert all(len({(e[1] - e[0], e[3] - e[2]) for _, e in batch}) == 1 for batch in batches)
+    assert sorted(map(len, batches)) == [1, 2, 2, 4, 4, 4, 4, 4]  # 4 corners, 6 + 6 edges, 9 inside
+    big = tile_boxes(700, 700, 300, 16)  # a 332 px context alone is over BATCH_PIXELS
+    assert [len(b) for b in tile_batches(big, workers=2)] == [1] * 9
+
+
+def test_batched_tiles_equal_tiles_run_one_by_one():
+    from framework import nn
+    from framework.engine.inference import tile_boxes
+
+    class Recorder(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.batches = inner, []
+
+        def forward(self, x):
+            self.batches.append(x.shape[0])
+            return self.inner(x)
+
+    model = Recorder(tiny_model(SPECS["UpsampleNet"]))
+    lq = np.random.default_rng(1).random((3, 50, 70), dtype=np.float32)
+    tiled = upscale(model, lq, tile=16, overlap=5)
+    assert max(model.batches) > 1 and sum(model.batches) == 5 * 4
+    expected = np.empty_like(tiled)
+    for (y0, y1, x0, x1), (ey0, ey1, ex0, ex1) in tile_boxes(50, 70, 16, 5):
+        one = model.inner(sg.tensor(np.ascontiguousarray(lq[None, :, ey0:ey1, ex0:ex1]))).numpy()[0]
+        expected[:, 2 * y0:2 * y1, 2 * x0:2 * x1] = \
+            one[:, 2 * (y0 - ey0):2 * (y1 - ey0), 2 * (x0 - ex0):2 * (x1 - ex0)]
+    np.testing.assert_allclose(tiled, expected, rtol=0, atol=1e-6)
 
 
 def test_tile_arguments_are_checked():
