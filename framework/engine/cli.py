@@ -9,6 +9,7 @@ import io
 import os
 import shlex
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -165,8 +166,11 @@ def model_args(p, tiles: bool = True, weights: bool = True):
     """The options that say which model: --weights (unless the command takes it positionally),
     --key, --config, --model/--model-arg/--scale, --import; and --tile/--tile-overlap."""
     if weights:
-        p.add_argument("--weights", required=True, help="weights: srgrad's .safetensors (net_*, a "
-                       "checkpoint), a plain .safetensors, or a PyTorch .pth/.pt (read safely)")
+        from .hub import add_arguments
+        p.add_argument("--weights", "--model_path", dest="weights", help="weights: srgrad's "
+                       ".safetensors (net_*, a checkpoint), a plain .safetensors, or a PyTorch "
+                       ".pth/.pt (read safely); --model_path is Real-ESRGAN's name for it")
+        add_arguments(p)  # -n NAME, --sha256, -dn, --list-models (engine/hub.py)
     p.add_argument("--key", help="which weights of the file: params or params_ema (default: "
                    "params_ema when the file has one, as Real-ESRGAN), or another key of a .pth")
     p.add_argument("--config", help="the training config: its imports: are imported, and its "
@@ -179,57 +183,105 @@ def model_args(p, tiles: bool = True, weights: bool = True):
                    help="import a module that registers a custom model/layer (searched on "
                    "sys.path and the current directory)")
     if tiles:
-        p.add_argument("--tile", type=int, default=None, help="tile size in LR pixels (bounded "
-                       "memory for large images); default: whole image")
-        p.add_argument("--tile-overlap", type=int, default=16, help="LR pixels of context around "
-                       "each tile (default 16)")
+        p.add_argument("-t", "--tile", type=_tile_size, default=None, help="tile size in LR "
+                       "pixels, to bound memory on large images (default 0: the whole image). A "
+                       "tile also runs its context: an inner tile of T px computes (T + 2 x "
+                       "overlap)^2 pixels, with overlap 16 2.25x its own at T=64, 1.56x at 128, "
+                       "1.27x at 256, and costs about that much more time. Tiles smaller than "
+                       "256x256 px with their context run a few at a time (memory: at most "
+                       "256x256 px of them)")
+        p.add_argument("--tile-overlap", "--tile_pad", dest="tile_overlap", type=int, default=16,
+                       help="LR pixels of context around each tile (default 16; --tile_pad is "
+                       "Real-ESRGAN's name, whose default is 10)")
+
+
+def _tile_size(text: str):
+    """--tile: an int >= 0; 0 is no tiling (Real-ESRGAN's -t 0), None."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of pixels, got {text!r}") \
+            from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: no tiling), got {value}")
+    return value or None
 
 
 def load_model_from_args(args):
-    """(model, info) from model_args' options: --weights, then --model/--model-arg, --config,
-    --import (framework.engine.inference.load_model)."""
+    """(model, info) from model_args' options: --weights or -n NAME (engine/hub.py), then
+    --model/--model-arg, --config, --import (framework.engine.inference.load_model)."""
     from ..io.config import import_modules, parse_scalar
+    from .hub import weights_from_args
     from .inference import load_model
     from .schema import load_config
-    spec = fallback = None
+    fallback = None
     if args.imports:
         import_modules(args.imports, os.getcwd(), "--import")
     if args.config:  # imports its modules; its model: is used when the weights carry no spec
         cfg = load_config(args.config)
         fallback = {**cfg["model"], "scale": cfg["scale"]}
-    if args.model:
-        spec = {"type": args.model}
-        for kv in args.model_arg:
-            key, _, value = kv.partition("=")
-            spec[key] = parse_scalar(value, f"--model-arg {key}")
-        if args.scale:
-            spec["scale"] = args.scale
-    return load_model(args.weights, spec, args.scale, fallback, key=getattr(args, "key", None))
+    with tempfile.TemporaryDirectory(prefix="srgrad-") as work:
+        weights, named = weights_from_args(args, work, not getattr(args, "no_progress", False))
+        spec = named  # -n NAME's spec, unless --model gives one
+        if args.model:
+            spec = {"type": args.model}
+            for kv in args.model_arg:
+                key, _, value = kv.partition("=")
+                spec[key] = parse_scalar(value, f"--model-arg {key}")
+            if args.scale:
+                spec["scale"] = args.scale
+        return load_model(weights, spec, args.scale, fallback, key=getattr(args, "key", None))
 
 
 def infer_main(argv=None) -> int:
     from .inference import OUTSCALE_MODES
     p = argparse.ArgumentParser(prog="srgrad-infer", description="Upscale an image or a folder "
-                                "of images (PNG, JPEG, BMP, TIFF; RGB, gray, RGBA; 8/16-bit).")
+                                "of images (PNG, JPEG, BMP, TIFF; RGB, gray, RGBA; 8/16-bit). "
+                                "Real-ESRGAN's inference_realesrgan.py flags work too (-n -i -o "
+                                "-s -t -dn, --suffix, --tile_pad, --pre_pad, --alpha_upsampler, "
+                                "--fp32).")
     model_args(p)
-    p.add_argument("--input", required=True, help="an image file or a folder of images")
-    p.add_argument("--output", required=True, help="output file (for one input file) or folder")
+    p.add_argument("-i", "--input", required=True, help="an image file or a folder of images")
+    p.add_argument("-o", "--output", required=True, help="output file (for one input file) or "
+                   "folder")
     p.add_argument("--suffix", default="_x{scale}", help="added to each output's name (default "
-                   "_x{scale}: photo.png -> photo_x4.png; '' keeps the name in another folder)")
+                   "_x{scale}: photo.png -> photo_x4.png); one that starts with a letter or digit "
+                   "is joined with _, as Real-ESRGAN's: --suffix out -> photo_out.png; '' keeps "
+                   "the name in another folder")
     p.add_argument("--ext", default="auto", choices=("auto", "png", "jpg", "webp", "tif"),
-                   help="output format (default auto: the input's)")
+                   help="output format (default auto: the input's). An image with alpha is "
+                   "written as PNG where the format cannot store alpha (jpg), as Real-ESRGAN")
     p.add_argument("--overwrite", action="store_true", help="replace outputs that exist (an "
                    "input is never replaced); without it a folder run skips them, a file run stops")
     tta_arg(p)
-    p.add_argument("--outscale", metavar="F", help="final size F x the input's, floor(F*h) x "
-                   "floor(F*w) as Real-ESRGAN (default: the model's scale, no resize); {scale} in "
-                   "--suffix becomes F")
+    p.add_argument("-s", "--outscale", metavar="F", help="final size F x the input's, floor(F*h) "
+                   "x floor(F*w) as Real-ESRGAN (default: the model's scale, no resize; "
+                   "Real-ESRGAN's default is 4 whatever the model); {scale} in --suffix becomes F")
     p.add_argument("--outscale-mode", default="bicubic", choices=OUTSCALE_MODES,
                    help="resampling for --outscale (default bicubic; bicubic, bilinear and lanczos "
                    "are antialiased when shrinking)")
+    _realesrgan_args(p)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     return run_guarded(lambda: _infer(args))
+
+
+def _realesrgan_args(p):
+    """inference_realesrgan.py's flags that srgrad-infer has no other name for."""
+    from .inference import ALPHA_UPSAMPLERS
+    p.add_argument("--alpha_upsampler", "--alpha-upsampler", dest="alpha_upsampler",
+                   default="bicubic", choices=ALPHA_UPSAMPLERS, help="how alpha is upscaled: "
+                   "bicubic (default: interpolation) or realesrgan (the model, on the alpha as "
+                   "gray RGB, as Real-ESRGAN's default)")
+    p.add_argument("--pre_pad", "--pre-pad", dest="pre_pad", type=int, default=0, metavar="N",
+                   help="N reflected LR pixels added at the bottom and right before SR and cropped "
+                   "after, as Real-ESRGAN (default 0)")
+    p.add_argument("--fp32", action="store_true", help="accepted for Real-ESRGAN's scripts: "
+                   "srgrad computes in float32 already (a no-op)")
+    p.add_argument("--face_enhance", action="store_true", help="not available: GFPGAN face "
+                   "restoration is not part of srgrad (refused)")
+    p.add_argument("-g", "--gpu-id", "--gpu_id", dest="gpu_id", type=int, default=None,
+                   help="accepted for Real-ESRGAN's scripts: srgrad runs on the CPU (ignored)")
 
 
 def tta_arg(p):
@@ -271,6 +323,16 @@ def _infer(args) -> int:
     from ..io.image import list_images
     from .inference import upscale_file
     from .outputs import plan_outputs
+    if args.face_enhance:
+        return error("--face_enhance is not available: face restoration needs GFPGAN, which is not "
+                     "part of srgrad; run without it", 2)
+    if args.pre_pad < 0:
+        return error(f"--pre_pad must be >= 0, got {args.pre_pad}", 2)
+    if args.fp32:
+        print("note: --fp32 changes nothing: srgrad computes in float32 already",
+              file=sys.stderr)
+    if args.gpu_id is not None:
+        print(f"note: --gpu-id {args.gpu_id} ignored: srgrad runs on the CPU", file=sys.stderr)
     src = Path(args.input)
     if src.is_dir():
         files = list_images(src)
@@ -293,7 +355,7 @@ def _infer(args) -> int:
         _check_outscale_sizes([f for f, _ in todo], outscale)
     for f, dst in tqdm(todo, desc="upscale", unit="img", disable=args.no_progress):
         shape = upscale_file(model, info, f, dst, args.tile, args.tile_overlap, args.tta,
-                             outscale, args.outscale_mode)
+                             outscale, args.outscale_mode, args.alpha_upsampler, args.pre_pad)
         tqdm.write(f"{f} -> {dst} ({shape[2]}x{shape[1]})")
     return 0
 
@@ -357,12 +419,15 @@ def _eval_inputs(args) -> list:
 
 
 def _csv_path(args) -> Path:
-    """--csv, else eval_<weights stem>_<input name>[_tta].csv beside the weights, made unique: a
-    default name never replaces another evaluation's file."""
+    """--csv, else eval_<weights stem>_<input name>[_tta].csv beside the weights (with -n NAME and
+    no --weights: eval_<NAME>_... in the current folder), made unique: a default name never
+    replaces another evaluation's file."""
     if args.csv:
         return Path(args.csv)
-    folder = Path(args.weights).resolve().parent
-    base = f"eval_{Path(args.weights).stem}_{Path(args.input).resolve().stem}"
+    weights = Path(args.weights).resolve() if args.weights else \
+        Path.cwd() / (args.model_name or "model")
+    folder = weights.parent
+    base = f"eval_{weights.stem}_{Path(args.input).resolve().stem}"
     base += "_tta" if args.tta else ""
     path, n = folder / f"{base}.csv", 1
     while path.exists():

@@ -30,7 +30,7 @@ from ..threads import get_num_threads
 from .tta import self_ensemble as ensemble
 
 __all__ = ["build_model", "load_model", "upscale", "bicubic", "upscale_file", "model_in_channels",
-           "outscale_size", "resize_quantised", "OUTSCALE_MODES"]
+           "outscale_size", "resize_quantised", "OUTSCALE_MODES", "ALPHA_UPSAMPLERS"]
 
 
 def build_model(spec: dict, scale: int | None = None):
@@ -272,42 +272,90 @@ def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, ove
     return assemble(sr_tiles(fn, img, tile, overlap), img.shape[1:])
 
 
-def _alpha_fn(scale):
-    def fn(patches):  # alpha is upscaled with bicubic interpolation, clipped
-        return bicubic(patches, scale, "interpolate")
+def _alpha_fn(model, info, scale, upsampler, self_ensemble):
+    """patches (B, 1, h, w) of alpha -> (B, 1, h s, w s) in [0, 1]: "bicubic" (srgrad's default)
+    PyTorch's bicubic interpolation, clipped; "realesrgan" (Real-ESRGAN's default) the model on
+    the alpha replicated to RGB, clipped, then made gray as OpenCV's RGB2GRAY (BT.601 weights)."""
+    if upsampler == "bicubic":
+        return lambda patches: bicubic(patches, scale, "interpolate")
+    net = model_fn(model, self_ensemble)
+    in_ch = model_in_channels(info)
+    if in_ch not in (1, 3):
+        raise ValueError(f"--alpha_upsampler realesrgan: cannot run a {in_ch}-channel model on "
+                         f"the alpha channel")
+
+    def fn(patches):
+        sr = net(patches if in_ch == 1 else np.repeat(patches, 3, axis=1))
+        np.clip(sr, 0.0, 1.0, out=sr)
+        if in_ch == 1:
+            return sr
+        return (sr[:, 0:1] * 0.299 + sr[:, 1:2] * 0.587 + sr[:, 2:3] * 0.114).astype(sr.dtype)
     return fn
 
 
+ALPHA_UPSAMPLERS = ("bicubic", "realesrgan")
+
+
+def _quantise_tiles(out, tiles, planes: slice, bits: int, scale: int) -> None:
+    """Each SR tile into `out` (H s, W s, C) at `planes`; tiles over a padded image (pre_pad) are
+    cropped to out's size."""
+    from ..io.image import quantise_into
+    ho, wo = out.shape[:2]
+    for (y0, y1, x0, x1), s, res in tiles:
+        if s != scale:
+            raise ValueError(f"the model upscales x{s}, its weights say x{scale}")
+        y1, x1 = min(y1 * s, ho), min(x1 * s, wo)
+        if y0 * s < y1 and x0 * s < x1:
+            quantise_into(out[y0 * s:y1, x0 * s:x1, planes], res[:, :y1 - y0 * s, :x1 - x0 * s],
+                          bits)
+
+
+def _pre_pad(planes: np.ndarray, pad: int, src) -> np.ndarray:
+    """Real-ESRGAN's pre_pad: `pad` pixels of reflection added at the bottom and the right."""
+    h, w = planes.shape[1:]
+    if pad >= min(h, w):
+        raise ValueError(f"{src}: --pre_pad {pad} must be smaller than the image ({w}x{h}) "
+                         f"(a reflection, as Real-ESRGAN's)")
+    return np.pad(planes, ((0, 0), (0, pad), (0, pad)), mode="reflect")
+
+
 def upscale_file(model, info: dict, src, dst, tile=None, overlap=16, self_ensemble: bool = False,
-                 outscale: float | None = None, outscale_mode: str = "bicubic") -> tuple:
+                 outscale: float | None = None, outscale_mode: str = "bicubic",
+                 alpha_upsampler: str = "bicubic", pre_pad: int = 0) -> tuple:
     """Read `src`, super-resolve, write `dst` atomically (same mode family: RGB stays RGB, gray
-    stays gray, alpha is upscaled with bicubic interpolation and clipped; 16-bit in -> 16-bit out
-    where the output format allows). Tile by tile, each tile quantised straight into the output's
-    8/16-bit buffer: memory is the LR image, that buffer and one tile. `self_ensemble`: x8 TTA per
-    tile. `outscale` (default None: the model's scale) resizes that buffer, alpha included, to
-    `outscale_size` with `outscale_mode` (resize_quantised: band by band, bounded memory). Returns
-    the output (C, H, W) shape."""
-    from ..io.image import quantise_into, read_image, supports_16bit, write_quantised
+    stays gray, alpha is upscaled by `alpha_upsampler`; 16-bit in -> 16-bit out where the output
+    format allows). Tile by tile, each tile quantised straight into the output's 8/16-bit buffer:
+    memory is the LR image, that buffer and one batch of tiles. `self_ensemble`: x8 TTA per tile.
+    `alpha_upsampler` (_alpha_fn): "bicubic" (default) or "realesrgan" (the model). `pre_pad`
+    (Real-ESRGAN's, default 0): the LR image (and an alpha the model upscales) gets that many
+    reflected pixels at the bottom and the right, cropped off the SR. `outscale` (default None:
+    the model's scale) resizes that buffer, alpha included, to `outscale_size` with
+    `outscale_mode` (resize_quantised: band by band, bounded memory). Returns the output (C, H, W)
+    shape."""
+    from ..io.image import read_image, supports_16bit, write_quantised
     if outscale is not None:
         choice("upscale_file", "outscale_mode", outscale_mode, OUTSCALE_MODES)
+    choice("upscale_file", "alpha_upsampler", alpha_upsampler, ALPHA_UPSAMPLERS)
     img, meta = read_image(src)
     size = None if outscale is None else \
         checked_outscale_size(img.shape[1:], outscale, "upscale_file: outscale", src)
     scale = int(info["scale"])
     alpha = meta.get("alpha")
-    channels = img.shape[0] + (alpha is not None)
+    colour = img.shape[0]
+    channels = colour + (alpha is not None)
     bits = 16 if meta.get("bits") == 16 and supports_16bit(dst, channels) else 8
     out = np.empty((img.shape[1] * scale, img.shape[2] * scale, channels),
                    np.uint16 if bits == 16 else np.uint8)
+    if pre_pad:
+        img = _pre_pad(img, pre_pad, src)
+        if alpha is not None and alpha_upsampler == "realesrgan":
+            alpha = _pre_pad(alpha, pre_pad, src)
     fn = channel_fn(model, model_in_channels(info), scale, self_ensemble)
-    for (y0, y1, x0, x1), s, res in sr_tiles(fn, img, tile, overlap):
-        if s != scale:
-            raise ValueError(f"the model upscales x{s}, its weights say x{scale}")
-        quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, :img.shape[0]], res, bits)
+    _quantise_tiles(out, sr_tiles(fn, img, tile, overlap), slice(0, colour), bits, scale)
     if alpha is not None:
-        for (y0, y1, x0, x1), s, res in sr_tiles(_alpha_fn(scale), alpha, tile, overlap):
-            quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, img.shape[0]:], res, bits)
-    colour = img.shape[0]
+        alpha_fn = _alpha_fn(model, info, scale, alpha_upsampler, self_ensemble)
+        _quantise_tiles(out, sr_tiles(alpha_fn, alpha, tile, overlap), slice(colour, None), bits,
+                        scale)
     del img, alpha, meta  # the LR image is not needed for the resize
     if size is not None and size != out.shape[:2]:
         out = resize_quantised(out, size, outscale_mode)  # then the SR buffer is freed
