@@ -177,7 +177,8 @@ def model_args(p, tiles: bool = True, weights: bool = True):
                    "model: is used when the weights carry no model spec")
     p.add_argument("--model", help="model type, overriding the weights' spec (with --scale)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="constructor keyword for --model (repeatable)")
+                   help="constructor keyword (repeatable): for --model, or, without it, one the "
+                   "weights cannot tell (it replaces the detected or stored value)")
     p.add_argument("--scale", type=int, help="upscaling factor (default: from the weights)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module that registers a custom model/layer (searched on "
@@ -209,10 +210,12 @@ def _tile_size(text: str):
 
 def load_model_from_args(args):
     """(model, info) from model_args' options: --weights or -n NAME (engine/hub.py), then
-    --model/--model-arg, --config, --import (framework.engine.inference.load_model)."""
+    --model/--model-arg, --config, --import (framework.engine.loading.load_model). --model-arg
+    without --model gives keywords to the detection, or replaces them in the file's stored spec
+    (or the config's, or -n NAME's)."""
     from ..io.config import import_modules, parse_scalar
     from .hub import weights_from_args
-    from .inference import load_model
+    from .loading import load_model
     from .schema import load_config
     fallback = None
     if args.imports:
@@ -220,17 +223,21 @@ def load_model_from_args(args):
     if args.config:  # imports its modules; its model: is used when the weights carry no spec
         cfg = load_config(args.config)
         fallback = {**cfg["model"], "scale": cfg["scale"]}
+    known = {}
+    for kv in args.model_arg:
+        key, eq, value = kv.partition("=")
+        if not key or not eq:
+            raise OutputError(f"--model-arg {kv!r}: expected KEY=VALUE")
+        known[key] = parse_scalar(value, f"--model-arg {key}")
     with tempfile.TemporaryDirectory(prefix="srgrad-") as work:
-        weights, named = weights_from_args(args, work, not getattr(args, "no_progress", False))
-        spec = named  # -n NAME's spec, unless --model gives one
-        if args.model:
-            spec = {"type": args.model}
-            for kv in args.model_arg:
-                key, _, value = kv.partition("=")
-                spec[key] = parse_scalar(value, f"--model-arg {key}")
+        weights, spec = weights_from_args(args, work, not getattr(args, "no_progress", False))
+        if args.model:  # --model replaces -n NAME's spec
+            spec = {"type": args.model, **known}
+            known = {}
             if args.scale:
                 spec["scale"] = args.scale
-        return load_model(weights, spec, args.scale, fallback, key=getattr(args, "key", None))
+        return load_model(weights, spec, args.scale, fallback, key=getattr(args, "key", None),
+                          known=known)
 
 
 def infer_main(argv=None) -> int:

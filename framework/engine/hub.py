@@ -290,9 +290,11 @@ def weights_from_args(args, workdir, progress: bool = True, say=None) -> tuple:
     file into `workdir`."""
     from ..io.config import ConfigError  # an argument problem: exit 2
     say = say or (lambda msg: print(msg, file=sys.stderr))
-    weights, strength = args.weights, args.denoise_strength
+    # a command without add_arguments (srgrad-convert weights) has --weights alone
+    weights, strength = args.weights, getattr(args, "denoise_strength", None)
+    name, sha256 = getattr(args, "model_name", None), getattr(args, "sha256", None)
     try:
-        given = None if args.sha256 is None else check_sha256(args.sha256, "--sha256")
+        given = None if sha256 is None else check_sha256(sha256, "--sha256")
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     if strength is not None and not 0.0 <= strength <= 1.0:
@@ -302,7 +304,7 @@ def weights_from_args(args, workdir, progress: bool = True, say=None) -> tuple:
         got = sha256_of(weights)
         if got != given:
             raise ValueError(f"--weights {weights}: its sha256 is {got}, not --sha256 {given}")
-    if not args.model_name:
+    if not name:
         if weights is None:
             raise ConfigError("give --weights FILE or -n NAME (srgrad-infer --list-models lists "
                               "the names)")
@@ -310,7 +312,7 @@ def weights_from_args(args, workdir, progress: bool = True, say=None) -> tuple:
             say("note: -dn applies to -n realesr-general-x4v3 only: ignored")
         return weights, None
     try:
-        key, entry = get(args.model_name)
+        key, entry = get(name)
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     spec = dict(entry.spec)

@@ -11,6 +11,7 @@ from pathlib import Path
 from .. import weights as ckpt
 from ..io.atomic import write_atomic
 from ..io.config import dump_config
+from ..weights import load_into
 from .runlog import MetricsLog
 from .schema import config_hash
 
@@ -94,9 +95,9 @@ class RunState:
                 isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
                 for v in terms.values()):
             raise ckpt.CheckpointError(f"{path}: unreadable log state {logs!r}")
-        self.model.load_state_dict(state["model"])
+        load_into(self.model, path, state=state["model"])  # everything checked above: now load
         for name, net in nets.items():
-            net.load_state_dict(state[name])
+            load_into(net, f"{path} ({name})", state=state[name])
         self._load_optimizers(state)
         self.iteration = int(state["iteration"])
         self.best = state.get("best") or self.best

@@ -30,7 +30,7 @@ from ..metrics import higher_is_better
 from ..optim import EMA
 from ..registry import DATASETS, LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
 from ..tensor import Tensor
-from .pretrained import load_pretrained
+from ..weights import load_into
 from .runlog import Progress, RunLock, duration, plot_curves
 from .runstate import (RunState, TrainingError, TrainingInterrupted,  # noqa: F401  re-exported
                        find_latest_checkpoint)
@@ -194,9 +194,9 @@ class Trainer(RunState):
             spec = self.cfg["train"][key]
             if net is None or spec["path"] is None:
                 continue
-            info = load_pretrained(net, spec["path"], spec["key"], spec["strict"],
-                                   f"train.{key}", say=self._say,
-                                   scale=self.scale if key == "pretrained" else None)
+            info = load_into(net, spec["path"], spec["key"], strict=spec["strict"],
+                             where=f"train.{key}", say=self._say,
+                             spec=self.model_spec if key == "pretrained" else None)
             self._pretrained = True
             self._say(f"train.{key}: starting from {spec['path']} ({info.get('key') or 'weights'})")
             self.comm.broadcast_params(net)

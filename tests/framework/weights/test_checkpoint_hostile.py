@@ -14,7 +14,7 @@ import models  # noqa: F401  registers the architectures
 from framework.engine import load_model
 from framework.engine.cli import infer_main, train_main
 from framework.weights import checkpoint as ckpt
-from framework.weights import CheckpointError
+from framework.weights import CheckpointError, load_into
 from framework.registry import MODELS
 
 from tests.conftest import smooth_image
@@ -44,7 +44,7 @@ def lr_image(tmp_path):
 def test_same_type_other_settings_names_every_shape(tmp_path):
     path = weights_file(tmp_path, espcn((8, 4)))
     with pytest.raises(CheckpointError) as exc:
-        ckpt.load_model_weights(espcn((4, 4)), path)
+        load_into(espcn((4, 4)), path)
     msg = str(exc.value)
     assert msg.startswith(f"{path} does not fit the model ESPCN (weights for a different "
                           f"architecture or settings?): shape mismatches: ")
@@ -58,7 +58,7 @@ def test_other_architecture_names_missing_and_unexpected_keys(tmp_path):
     fsrcnn = MODELS.build({"type": "FSRCNN", "scale": 2, "d": 8, "s": 4, "m": 1})
     path = weights_file(tmp_path, fsrcnn)
     with pytest.raises(CheckpointError) as exc:
-        ckpt.load_model_weights(espcn(), path)
+        load_into(espcn(), path)
     msg = str(exc.value)
     own, theirs = espcn().state_dict(), fsrcnn.state_dict()
     missing = [k for k in own if k not in theirs]
@@ -79,7 +79,7 @@ def test_the_model_is_unchanged_after_a_refused_load(tmp_path):
     model = espcn()
     before = {k: v.copy() for k, v in model.state_dict().items()}
     with pytest.raises(CheckpointError):
-        ckpt.load_model_weights(model, path)
+        load_into(model, path)
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(v, before[k])
 
@@ -247,7 +247,7 @@ def test_pickle_files_are_refused_and_never_unpickled(tmp_path, lr_image, capsys
     for path in pickle_files(tmp_path, marker):
         npy = path.suffix == ".npy" or path.name == "p0.safetensors"  # neither zip nor binary pickle
         refusal = rf"^{path} is not a safetensors file" if npy else rf"^refusing to load {path}: "
-        for load in (ckpt.load_weights, load_model, lambda p: ckpt.load_model_weights(espcn(), p)):
+        for load in (ckpt.load_weights, load_model, lambda p: load_into(espcn(), p)):
             with pytest.raises(CheckpointError, match=refusal):
                 load(path)
         with pytest.raises(CheckpointError, match=rf"^{path} is not a safetensors file"):
@@ -271,7 +271,7 @@ def test_real_torch_checkpoint_loads_safely(tmp_path, no_unpickling):
     torch.save({"params": {k: torch.from_numpy(v.copy() + 1) for k, v in
                            model.state_dict().items()}}, path)
     target = espcn()
-    ckpt.load_model_weights(target, path)
+    load_into(target, path)
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(target.state_dict()[k], v + 1)
 
