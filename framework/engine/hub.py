@@ -75,34 +75,31 @@ def _edsr(scale, large=False):
             "img_range": 255.0, "rgb_mean": [0.4488, 0.4371, 0.4040], "scale": scale}
 
 
-PUBLISHED: dict[str, Published] = {
-    # Real-ESRGAN (inference_realesrgan.py's -n names)
-    "RealESRGAN_x4plus": Published(
-        "RealESRGAN_x4plus.pth", _RE + "v0.1.0/RealESRGAN_x4plus.pth",
-        "4fa0d38905f75ac06eb49a7951b426670021be3018265fd191d2125df9d682f1", _rrdb(4), _REAL),
-    "RealESRNet_x4plus": Published(
-        "RealESRNet_x4plus.pth", _RE + "v0.1.1/RealESRNet_x4plus.pth",
-        "a820b9bde89a874d7599d545567308ce6c128fc8754a53208eda016d40aa81df", _rrdb(4), _REAL),
-    "RealESRGAN_x4plus_anime_6B": Published(
-        "RealESRGAN_x4plus_anime_6B.pth", _RE + "v0.2.2.4/RealESRGAN_x4plus_anime_6B.pth",
-        "f872d837d3c90ed2e05227bed711af5671a6fd1c9f7d7e91c911a61f155e99da", _rrdb(4, 6), _REAL),
-    "RealESRGAN_x2plus": Published(
-        "RealESRGAN_x2plus.pth", _RE + "v0.2.1/RealESRGAN_x2plus.pth",
-        "49fafd45f8fd7aa8d31ab2a22d14d91b536c34494a5cfe31eb5d89c2fa266abb", _rrdb(2), _REAL),
-    "realesr-animevideov3": Published(
-        "realesr-animevideov3.pth", _RE + "v0.2.5.0/realesr-animevideov3.pth",
-        "b8a8376811077954d82ca3fcf476f1ac3da3e8a68a4f4d71363008000a18b75d", _compact(16), _REAL),
-    "realesr-general-x4v3": Published(
-        "realesr-general-x4v3.pth", _RE + "v0.2.5.0/realesr-general-x4v3.pth",
-        "8dc7edb9ac80ccdc30c3a5dca6616509367f05fbc184ad95b731f05bece96292", _compact(32), _REAL,
-        partner="realesr-general-wdn-x4v3"),
-    "realesr-general-wdn-x4v3": Published(
-        "realesr-general-wdn-x4v3.pth", _RE + "v0.2.5.0/realesr-general-wdn-x4v3.pth",
-        "1641f8c4464b9f097c9fdda5589273713f67cf59f3d909e0bd688f0cee269dca", _compact(32), _REAL),
-}
+PUBLISHED: dict[str, Published] = {}
 
-# SwinIR's official SR releases srgrad runs (its nearest+conv upsampler is x4 only: the real-SR
-# x2 GAN model is not listed): (name, scale, kind, training patch, sha256)
+# Real-ESRGAN (inference_realesrgan.py's -n names): (name, release tag, sha256, spec, -dn partner)
+_REALESRGAN_FILES = [
+    ("RealESRGAN_x4plus", "v0.1.0",
+     "4fa0d38905f75ac06eb49a7951b426670021be3018265fd191d2125df9d682f1", _rrdb(4), None),
+    ("RealESRNet_x4plus", "v0.1.1",
+     "a820b9bde89a874d7599d545567308ce6c128fc8754a53208eda016d40aa81df", _rrdb(4), None),
+    ("RealESRGAN_x4plus_anime_6B", "v0.2.2.4",
+     "f872d837d3c90ed2e05227bed711af5671a6fd1c9f7d7e91c911a61f155e99da", _rrdb(4, 6), None),
+    ("RealESRGAN_x2plus", "v0.2.1",
+     "49fafd45f8fd7aa8d31ab2a22d14d91b536c34494a5cfe31eb5d89c2fa266abb", _rrdb(2), None),
+    ("realesr-animevideov3", "v0.2.5.0",
+     "b8a8376811077954d82ca3fcf476f1ac3da3e8a68a4f4d71363008000a18b75d", _compact(16), None),
+    ("realesr-general-x4v3", "v0.2.5.0",
+     "8dc7edb9ac80ccdc30c3a5dca6616509367f05fbc184ad95b731f05bece96292", _compact(32),
+     "realesr-general-wdn-x4v3"),
+    ("realesr-general-wdn-x4v3", "v0.2.5.0",
+     "1641f8c4464b9f097c9fdda5589273713f67cf59f3d909e0bd688f0cee269dca", _compact(32), None),
+]
+for _name, _tag, _sha, _spec, _partner in _REALESRGAN_FILES:
+    PUBLISHED[_name] = Published(f"{_name}.pth", f"{_RE}{_tag}/{_name}.pth", _sha, _spec, _REAL,
+                                 partner=_partner)
+
+# SwinIR's official SR releases: (name, scale, kind, training patch, sha256)
 _SWINIR_FILES = [
     ("001_classicalSR_DF2K_s64w8_SwinIR-M_x2", 2, "classical", 64,
      "2032ebf8f401dd3ce2fae5f3852117cb72101ec6ed8358faa64c2a3fa09ed4ac"),
@@ -126,6 +123,8 @@ _SWINIR_FILES = [
      "53af0cf0b15876752c1c2646a71444f739523b3d562e126d200521a817ab5d2c"),
     ("002_lightweightSR_DIV2K_s64w8_SwinIR-S_x4", 4, "lightweight", 64,
      "09fad24e32ae62722e1a055efde9921328f4137981bab0a42a4a3a806306c58e"),
+    ("003_realSR_BSRGAN_DFO_s64w8_SwinIR-M_x2_GAN", 2, "real", 64,
+     "f397408977a3e07eb06afb7238d453a12ef35ebab7328a54241f307860dbe342"),
     ("003_realSR_BSRGAN_DFO_s64w8_SwinIR-M_x4_GAN", 4, "real", 64,
      "b9afb61e65e04eb7f8aba5095d070bbe9af28df76acd0c9405aeb33b814bcfc6"),
     ("003_realSR_BSRGAN_DFOWMFC_s64w8_SwinIR-L_x4_GAN", 4, "large", 64,

@@ -15,6 +15,7 @@ from framework.engine.inference import model_fn, upscale
 from framework.io.image import quantise_into, read_image
 from framework.nn import init
 from framework.weights import save_weights
+from tests.framework.engine.test_cli_infer import _png
 
 SPEC = {"type": "SRVGGNetCompact", "num_feat": 8, "num_conv": 2, "scale": 2}
 
@@ -32,13 +33,6 @@ def weights(tmp_path, model):
     return path
 
 
-def _image(path, h=13, w=17, channels=3, seed=0):
-    rng = np.random.default_rng(seed)
-    shape = (h, w) if channels == 1 else (h, w, channels)
-    Image.fromarray(rng.integers(0, 256, shape, dtype=np.uint8)).save(path)
-    return path
-
-
 def run(weights, *args):
     return infer_main(["--weights", str(weights), *map(str, args), "--no-progress"])
 
@@ -50,7 +44,7 @@ def _quantised(planes):
 
 
 def test_short_flags_and_tile_pad_are_the_long_ones(weights, tmp_path):
-    src = _image(tmp_path / "a.png", 20, 23)
+    src = _png(tmp_path / "a.png", 20, 23)
     assert run(weights, "-i", src, "-o", tmp_path / "short.png", "-t", "8", "--tile_pad", "3",
                "-s", "3") == 0
     assert run(weights, "--input", src, "--output", tmp_path / "long.png", "--tile", "8",
@@ -68,7 +62,7 @@ def test_short_flags_and_tile_pad_are_the_long_ones(weights, tmp_path):
 def test_suffix_is_joined_with_an_underscore_as_realesrgan(weights, tmp_path):
     src = tmp_path / "in"
     src.mkdir()
-    _image(src / "0014.png")
+    _png(src / "0014.png")
     out = tmp_path / "out"
     assert run(weights, "--input", src, "--output", out, "--suffix", "out") == 0
     assert run(weights, "--input", src, "--output", out, "--suffix", "_x{scale}") == 0
@@ -79,8 +73,8 @@ def test_suffix_is_joined_with_an_underscore_as_realesrgan(weights, tmp_path):
 def test_an_rgba_image_in_a_jpg_folder_is_written_as_png(weights, tmp_path, capsys):
     src = tmp_path / "in"
     src.mkdir()
-    _image(src / "rgb.png")
-    _image(src / "logo.png", channels=4)
+    _png(src / "rgb.png")
+    _png(src / "logo.png", channels=4)
     out = tmp_path / "out"
     assert run(weights, "--input", src, "--output", out, "--ext", "jpg") == 0
     assert sorted(os.listdir(out)) == ["logo_x2.png", "rgb_x2.jpg"]
@@ -90,7 +84,7 @@ def test_an_rgba_image_in_a_jpg_folder_is_written_as_png(weights, tmp_path, caps
 
 
 def test_an_output_without_extension_is_a_folder_to_make(weights, tmp_path):
-    src = _image(tmp_path / "a.png")
+    src = _png(tmp_path / "a.png")
     assert run(weights, "-i", src, "-o", tmp_path / "results", "--suffix", "out") == 0
     assert os.listdir(tmp_path / "results") == ["a_out.png"]
 
@@ -98,7 +92,7 @@ def test_an_output_without_extension_is_a_folder_to_make(weights, tmp_path):
 def test_fp32_is_said_once_face_enhance_is_refused_gpu_is_ignored(weights, tmp_path, capsys):
     src = tmp_path / "in"
     src.mkdir()
-    _image(src / "a.png"), _image(src / "b.png", seed=1)
+    _png(src / "a.png"), _png(src / "b.png", seed=1)
     assert run(weights, "-i", src, "-o", tmp_path / "out", "--fp32", "-g", "0") == 0
     err = capsys.readouterr().err
     assert err.count("note: --fp32 changes nothing: srgrad computes in float32 already") == 1
@@ -110,13 +104,13 @@ def test_fp32_is_said_once_face_enhance_is_refused_gpu_is_ignored(weights, tmp_p
 
 
 def test_a_model_is_needed(tmp_path, capsys):
-    src = _image(tmp_path / "a.png")
+    src = _png(tmp_path / "a.png")
     assert infer_main(["-i", str(src), "-o", str(tmp_path / "b.png")]) == 2
     assert "give --weights FILE or -n NAME" in capsys.readouterr().err
 
 
 def test_pre_pad_reflects_then_crops(weights, model, tmp_path, capsys):
-    src = _image(tmp_path / "a.png", 12, 15)
+    src = _png(tmp_path / "a.png", 12, 15)
     assert run(weights, "-i", src, "-o", tmp_path / "p.png", "--pre_pad", "4") == 0
     lq = read_image(src)[0]
     padded = np.pad(lq, ((0, 0), (0, 4), (0, 4)), mode="reflect")
@@ -129,7 +123,7 @@ def test_pre_pad_reflects_then_crops(weights, model, tmp_path, capsys):
 
 
 def test_alpha_by_the_model_as_realesrgan(weights, model, tmp_path):
-    src = _image(tmp_path / "a.png", 10, 9, channels=4)
+    src = _png(tmp_path / "a.png", 10, 9, channels=4)
     assert run(weights, "-i", src, "-o", tmp_path / "m.png", "--alpha_upsampler", "realesrgan") == 0
     assert run(weights, "-i", src, "-o", tmp_path / "b.png") == 0  # default: bicubic
     alpha = read_image(src)[1]["alpha"]

@@ -5,7 +5,6 @@ import hashlib
 import http.server
 import inspect
 import re
-import threading
 
 import numpy as np
 import pytest
@@ -15,6 +14,7 @@ from framework.engine import build_model, hub
 from framework.io.download import DownloadError
 from framework.registry import MODELS
 from framework.weights.pth_write import write_pth
+from tests.conftest import loopback_server, refused_url
 
 
 def test_every_entry_is_complete_and_names_resolve():
@@ -86,18 +86,9 @@ class _Files(http.server.BaseHTTPRequestHandler):
 
 @pytest.fixture
 def server(monkeypatch, tmp_path):
-    for name in ("http_proxy", "HTTP_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("SRGRAD_HOME", str(tmp_path / "home"))
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Files)
-    httpd.files, httpd.paths = {}, []
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+    with loopback_server(_Files, monkeypatch, files={}, paths=[]) as httpd:
+        yield httpd
 
 
 def _publish(monkeypatch, server, name, body, known=True, spec=None, partner=None):
@@ -157,15 +148,12 @@ def test_a_file_published_only_in_a_folder_is_asked_for_by_hand(server, monkeypa
 
 
 def test_offline_says_where_the_file_goes(monkeypatch, tmp_path):
-    import socket
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
+    url = refused_url("/tiny.pth")
     monkeypatch.setenv("SRGRAD_HOME", str(tmp_path))
-    monkeypatch.setitem(hub.PUBLISHED, "tiny", hub.Published(
-        "tiny.pth", f"http://127.0.0.1:{port}/tiny.pth", "0" * 64, {"type": "ESPCN"}, "page"))
-    with pytest.raises(DownloadError, match=rf"offline\? download http://127.0.0.1:{port}/tiny.pth "
-                                            rf"by hand and save it as {tmp_path}/models/tiny.pth"):
+    monkeypatch.setitem(hub.PUBLISHED, "tiny", hub.Published("tiny.pth", url, "0" * 64,
+                                                             {"type": "ESPCN"}, "page"))
+    with pytest.raises(DownloadError, match=rf"offline\? download {url} by hand and save it as "
+                                            rf"{tmp_path}/models/tiny.pth"):
         hub.fetch("tiny", progress=False)
 
 

@@ -5,13 +5,12 @@ Never the real network."""
 import hashlib
 import http.server
 import os
-import socket
-import threading
 
 import numpy as np
 import pytest
 
 from framework.io.download import DownloadError, check_sha256, download
+from tests.conftest import loopback_server, refused_url
 
 PAYLOAD = np.random.default_rng(0).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
 SHA = hashlib.sha256(PAYLOAD).hexdigest()
@@ -59,25 +58,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         self.wfile.write(body)
 
 
-@pytest.fixture(autouse=True)
-def no_proxy(monkeypatch):
-    """urllib would send a loopback request to a proxy named in the environment."""
-    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
-                 "ALL_PROXY"):
-        monkeypatch.delenv(name, raising=False)
-
-
 @pytest.fixture
-def server():
-    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    httpd.requests, httpd.cut_after, httpd.ignore_range = [], None, False
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    yield httpd
-    httpd.shutdown()
-    httpd.server_close()
-    thread.join()
+def server(monkeypatch):
+    with loopback_server(_Handler, monkeypatch, requests=[], cut_after=None,
+                         ignore_range=False) as httpd:
+        yield httpd
 
 
 def test_first_download_installs_the_checked_file(server, tmp_path):
@@ -139,11 +124,7 @@ def test_http_404_names_the_url_and_where_to_put_the_file(server, tmp_path):
 
 
 def test_offline_says_where_to_put_the_file_by_hand(tmp_path):
-    with socket.socket() as sock:  # a port with nothing listening: connection refused
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    dest = tmp_path / "model.pth"
-    url = f"http://127.0.0.1:{port}/model.pth"
+    dest, url = tmp_path / "model.pth", refused_url()
     with pytest.raises(DownloadError) as err:
         download(url, dest, SHA, progress=False, timeout=5)
     msg = str(err.value)
