@@ -59,7 +59,9 @@ def cpu_name() -> str:
 
 
 def make_images(folder: pathlib.Path, only=None) -> list:
-    """[(path, h, w)] of the bundled images resized to SIZES (those named in `only`)."""
+    """[(path, h, w)] of the bundled images resized to SIZES (those named in `only`), written
+    into `folder` (made)."""
+    folder.mkdir(parents=True, exist_ok=True)
     out = []
     for name, side in SIZES.items():
         if only and pathlib.Path(name).stem not in only:
@@ -108,7 +110,6 @@ def main(argv=None) -> int:
     try:
         with tempfile.TemporaryDirectory() as tmp:
             tmp = pathlib.Path(tmp)
-            (tmp / "in").mkdir()
             (tmp / "out").mkdir()
             images = make_images(tmp / "in", args.only)
             small = [min(images, key=lambda im: im[1] * im[2])]
