@@ -157,12 +157,13 @@ def test_corrupt_header_and_metadata_are_named(tmp_path, checkpoint_bytes):
         ckpt.load_weights(path)
 
 
+@pytest.mark.parametrize("resume", ["auto", "RUN_DIR"])
 def test_truncated_latest_checkpoint_on_resume_falls_back_to_the_newest_that_loads(
-        make_tiny_config, tmp_path, capsys):
+        make_tiny_config, tmp_path, capsys, resume):
     """A latest checkpoint cut short outside srgrad (a copy cut short, a disk that lied about fsync)
-    no longer stops `--resume auto`: it says which file it skipped and why, resumes from the newest
-    checkpoint that loads and ends like an uninterrupted run. An explicit --resume FILE still
-    refuses the damaged file."""
+    no longer stops `--resume auto` nor `--resume RUN_DIR` (which used to stop on it): it says which
+    file it skipped and why, resumes from the newest checkpoint that loads and ends like an
+    uninterrupted run. An explicit --resume FILE still refuses the damaged file."""
     cfg = make_tiny_config(iters=4, every=2)
     assert train_main([str(cfg), "--no-progress"]) == 0
     run = tmp_path / "runs" / "tiny"
@@ -171,8 +172,8 @@ def test_truncated_latest_checkpoint_on_resume_falls_back_to_the_newest_that_loa
     assert train_main([str(cfg), "--resume", str(latest), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert f"error: {latest} is truncated" in err and "Traceback" not in err, err
-    assert train_main([str(cfg), "--resume", "auto", "--set", "train.total_iters=6",
-                       "--no-progress"]) == 0
+    args = [str(cfg), "--resume", "auto"] if resume == "auto" else ["--resume", str(run)]
+    assert train_main(args + ["--set", "train.total_iters=6", "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert f"warning: skipping checkpoint {latest}: {latest} is truncated" in err, err
     assert "(trying the one before)" in err
