@@ -5,7 +5,6 @@ import numpy as np
 import pytest
 from PIL import Image
 
-import framework as sg
 import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, load_model, upscale
 from framework.engine.cli import eval_main, infer_main
@@ -50,9 +49,16 @@ def test_small_tiles_run_as_batches_of_one_shape():
     assert [len(b) for b in tile_batches(big, workers=2)] == [1] * 9
 
 
-def test_batched_tiles_equal_tiles_run_one_by_one():
+@pytest.mark.parametrize("spec", [SPECS["UpsampleNet"], {"type": "SRVGGNetCompact", "num_feat": 16,
+                                                          "num_conv": 2, "act_type": "prelu"}],
+                         ids=["UpsampleNet", "SRVGGNetCompact-winograd"])
+@pytest.mark.parametrize("tta", [False, True], ids=["plain", "tta"])
+def test_batched_tiles_equal_tiles_run_one_by_one_exactly(spec, tta):
+    """Batched tiles give exactly the output of each tile run alone (what srgrad-infer --tile did
+    before tile_batches, issue 28): a conv does each image's arithmetic in one fixed order whatever
+    the batch, and picks its route (im2col, Winograd's table) from one image's map."""
     from framework import nn
-    from framework.engine.inference import tile_boxes
+    from framework.engine.inference import model_fn, tile_boxes
 
     class Recorder(nn.Module):
         def __init__(self, inner):
@@ -63,16 +69,17 @@ def test_batched_tiles_equal_tiles_run_one_by_one():
             self.batches.append(x.shape[0])
             return self.inner(x)
 
-    model = Recorder(tiny_model(SPECS["UpsampleNet"]))
+    model = Recorder(tiny_model(spec))
     lq = np.random.default_rng(1).random((3, 50, 70), dtype=np.float32)
-    tiled = upscale(model, lq, tile=16, overlap=5)
-    assert max(model.batches) > 1 and sum(model.batches) == 5 * 4
+    tiled = upscale(model, lq, tile=16, overlap=5, self_ensemble=tta)
+    assert max(model.batches) > 1 and sum(model.batches) == 5 * 4 * (8 if tta else 1)
+    alone = model_fn(model.inner, tta)
     expected = np.empty_like(tiled)
     for (y0, y1, x0, x1), (ey0, ey1, ex0, ex1) in tile_boxes(50, 70, 16, 5):
-        one = model.inner(sg.tensor(np.ascontiguousarray(lq[None, :, ey0:ey1, ex0:ex1]))).numpy()[0]
+        one = alone(np.ascontiguousarray(lq[None, :, ey0:ey1, ex0:ex1]))[0]
         expected[:, 2 * y0:2 * y1, 2 * x0:2 * x1] = \
             one[:, 2 * (y0 - ey0):2 * (y1 - ey0), 2 * (x0 - ex0):2 * (x1 - ex0)]
-    np.testing.assert_allclose(tiled, expected, rtol=0, atol=1e-6)
+    np.testing.assert_array_equal(tiled, expected)
 
 
 def test_tile_arguments_are_checked():
