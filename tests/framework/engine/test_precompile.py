@@ -33,7 +33,7 @@ def test_the_dry_run_lists_the_signatures_of_a_step(make_tiny_config):
     cfg = load_config(make_tiny_config(), [])
     items = precompile._dry_run(cfg)
     names = {f"{d.py_func.__module__.rsplit('.', 1)[-1]}.{d.py_func.__name__}" for d, _ in items}
-    # ESPCN with 4 features: im2col convs (below Winograd's channel floor), tanh, pixel shuffle,
+    # ESPCN with 4 features: im2col convs (below the direct route's channel floor), tanh, pixel shuffle,
     # L1, and the data path's imresize
     assert {"_im2col.im2col", "_im2col.col2im", "activation._tanh_grad_kernel",
             "pixel_shuffle._permute", "loss._reduced_kernel", "resample._resample_planes"} <= names

@@ -32,16 +32,6 @@ BASICSR_VGG19 = [
 REALESRGAN = {"conv1_2": 0.1, "conv2_2": 0.1, "conv3_4": 1.0, "conv4_4": 1.0, "conv5_4": 1.0}
 
 
-@pytest.fixture(autouse=True)
-def im2col_convolutions(monkeypatch):
-    """VGG's 256- and 512-channel convolutions through im2col, not Winograd: on these small test
-    images Winograd's per-call weight transform made a 512-channel layer 10-80x slower (0.4 s vs
-    5 ms at 2x2). Both paths have their own torch parity tests (test_conv.py); this file tests the
-    loss."""
-    from framework.functional import conv
-    monkeypatch.setattr(conv, "_WINOGRAD_MIN_CHANNELS", 1 << 30)
-
-
 @contextlib.contextmanager
 def one_torch_thread():
     """Run the twin on one torch thread, set just before it runs: numba's OpenMP layer leaves its
