@@ -51,12 +51,12 @@ def test_small_tiles_run_as_batches_of_one_shape():
 
 @pytest.mark.parametrize("spec", [SPECS["UpsampleNet"], {"type": "SRVGGNetCompact", "num_feat": 16,
                                                           "num_conv": 2, "act_type": "prelu"}],
-                         ids=["UpsampleNet", "SRVGGNetCompact-winograd"])
+                         ids=["UpsampleNet-im2col", "SRVGGNetCompact-direct"])
 @pytest.mark.parametrize("tta", [False, True], ids=["plain", "tta"])
 def test_batched_tiles_equal_tiles_run_one_by_one_exactly(spec, tta):
     """Batched tiles give exactly the output of each tile run alone (what srgrad-infer --tile did
     before tile_batches, issue 28): a conv does each image's arithmetic in one fixed order whatever
-    the batch, and picks its route (im2col, Winograd's table) from one image's map."""
+    the batch, and picks its route (im2col or direct) from shapes, never from the batch."""
     from framework import nn
     from framework.engine.inference import model_fn, tile_boxes
 
