@@ -14,7 +14,10 @@ from .msrresnet import MSRResNet
 from .rrdbnet import RRDBNet
 from .rcan import RCAN
 from .swinir import SwinIR
+from .span import SPAN
+from .plksr import PLKSR
+from .realplksr import RealPLKSR
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR"]
+           "RRDBNet", "RCAN", "SwinIR", "SPAN", "PLKSR", "RealPLKSR"]

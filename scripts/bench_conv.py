@@ -38,6 +38,16 @@ CASES = [
     # one wide image: bands of one image on several workers (issue 11's race was on this path)
     ("conv2d 3x3 40->32 (1,40,300,4000) one image", "conv2d", (1, 40, 300, 4000), (32, 40, 3, 3),
      dict(padding=1), True, 1.5),
+    # the large-kernel route (_depthwise.py): depthwise convolutions (SAFMN, OmniSR); PLKSR's partial
+    # large kernel (dense 17x17 on 16 of its 64 channels) takes the direct route (_direct.py)
+    ("conv2d depthwise 3x3 64 (16,64,64,64)", "conv2d", (16, 64, 64, 64), (64, 1, 3, 3),
+     dict(padding=1, groups=64), True, 1.0),
+    ("conv2d depthwise 7x7 64 (4,64,64,64)", "conv2d", (4, 64, 64, 64), (64, 1, 7, 7),
+     dict(padding=3, groups=64), True, 1.0),
+    ("conv2d depthwise 17x17 64 (4,64,64,64)", "conv2d", (4, 64, 64, 64), (64, 1, 17, 17),
+     dict(padding=8, groups=64), True, 1.0),
+    ("conv2d 17x17 16->16 (4,16,64,64) (PLKSR)", "conv2d", (4, 16, 64, 64), (16, 16, 17, 17),
+     dict(padding=8), True, 1.0),
 ]
 
 # (label, input shape, weight shape): the dominant layer of the small-map models (3x3, padding 1)

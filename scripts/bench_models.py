@@ -6,7 +6,8 @@ the time to the first training step in a fresh process. float32.
 Run through the harness: `python scripts/benchmark.py --only models --threads 2`; section options
 after the harness's own:
     --models ESPCN FSRCNN     default: the six classic models; `modern` = SRVGGNetCompact, MSRResNet,
-                              RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row)
+                              RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row); `efficient` =
+                              SPAN, PLKSR, RealPLKSR
     --infer-size 512          the LR side of the inference image; 0 skips inference
     --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
     --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR, EDSR and SwinIR
@@ -72,9 +73,16 @@ CASES = {
     "RRDBNet": ({"type": "RRDBNet", "scale": 4, "num_feat": 32, "num_block": 1, "num_grow_ch": 16}, 16),
     "RCAN": ({"type": "RCAN", "scale": 2, "num_feat": 32, "num_group": 2, "num_block": 2,
               "squeeze_factor": 8}, 24),
+    # issue 30's efficient convnets at their CPU-sized configs (configs/*_cpu_x2.yaml)
+    "SPAN": ({"type": "SPAN", "scale": 2, "feature_channels": 16, "num_blocks": 2, "norm": False}, 24),
+    "PLKSR": ({"type": "PLKSR", "scale": 2, "dim": 24, "n_blocks": 3, "kernel_size": 13, "ccm_type": "DCCM",
+               "use_ea": False}, 24),
+    "RealPLKSR": ({"type": "RealPLKSR", "scale": 2, "dim": 24, "n_blocks": 3, "kernel_size": 13,
+                   "use_ea": False, "layer_norm": True}, 24),
 }
 DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
 MODERN = ["SRVGGNetCompact", "MSRResNet", "RRDBNet", "RCAN", "SwinIR"]  # --models modern
+EFFICIENT = ["SPAN", "PLKSR", "RealPLKSR"]  # --models efficient (issue 30)
 HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR")  # whole-image inference at 1024x1024 output: seconds per run
 # issue 19's targets (issue 6's were step 1.25x, inference 1.25x, memory 1.5x; issue 15's SwinIR
 # step 1.5x and modern inference 1.0x): ahead of torch on every row
@@ -84,7 +92,8 @@ FIRST_STEP_WARM_S, FIRST_STEP_COLD_S = 3.0, 60.0
 
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_models")
-    ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS, choices=list(CASES) + ["modern"])
+    ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS,
+                    choices=list(CASES) + ["modern", "efficient"])
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--infer-repeat", type=int, default=None)
     ap.add_argument("--heavy-repeat", type=int, default=2)
@@ -93,7 +102,8 @@ def _options(rest):
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--apart-rounds", type=int, default=2)
     opts = ap.parse_known_args(rest)[0]
-    opts.models = [m for name in opts.models for m in (MODERN if name == "modern" else [name])]
+    groups = {"modern": MODERN, "efficient": EFFICIENT}
+    opts.models = [m for name in opts.models for m in groups.get(name, [name])]
     return opts
 
 

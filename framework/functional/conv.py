@@ -12,9 +12,11 @@ side), which is why torch's transposed weight layout (in, out/groups, kh, kw) is
 stride 1 each routine is also the other form on the flipped kernel (`_Geometry.flipped`), and takes the
 form whose column matrix has (fewer channels) x kh x kw rows: 64->3 builds 27 rows, not 576.
 
-Two routes compute them. A stride-1, undilated, ungrouped correlation with enough channels takes the
+Three routes compute them. A stride-1, undilated, ungrouped correlation with enough channels takes the
 direct route (_direct.py: every output a fused multiply-add chain in registers, vectorised, no column
-matrix; `_direct_route` says when), its input gradient the direct forward of the flipped kernel;
+matrix; `_direct_route` says when), its input gradient the direct forward of the flipped kernel.
+Depthwise, grouped and the other large-kernel stride-1 correlations take _depthwise.py's loops over
+padded planes, or the frequency domain for very many multiply-adds per output (`_large_route`);
 everything else takes im2col / col2im (serial numba kernels) and a product (np.matmul, BLAS).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image). Tiles run on a
@@ -34,7 +36,7 @@ import numpy as np
 from .._check import float_array, int_arg, int_pair, number
 from .. import autograd
 from ..autograd import Function
-from . import _direct, _tiles
+from . import _depthwise, _direct, _tiles
 from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
 
@@ -147,6 +149,12 @@ def _direct_route(geo, c, o):
             and o >= _DIRECT_MIN_CHANNELS and c * geo.kernel[0] * geo.kernel[1] >= _DIRECT_MIN_TAPS)
 
 
+def _large_route(geo, c, o):
+    """Whether _depthwise.py computes the correlation: depthwise and grouped convs, and dense large
+    kernels on few channels that the direct route does not take."""
+    return _depthwise.applies(geo, c, o, dense_direct=_direct_route(geo, c, o))
+
+
 def _direct_tiles(x_side, geo):
     """Tiles over the feature side for the direct forward and elements per buffer, for an image side
     of shape (N, C, ...) and dtype x_side = (N, C, dtype): the split counts each output row's padded
@@ -175,9 +183,12 @@ def _direct_weight_grad(x, y, geo):
 def _correlate(x, w, geo, bias=None, slope=None):
     """Y = act(W @ im2col(X) + bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW); slope:
     None (no activation), 0 (relu) or the leaky relu's slope, applied to the fresh output."""
-    if _direct_route(geo, x.shape[1], w.shape[0]):
+    if _large_route(geo, x.shape[1], w.shape[0]):
+        y = _depthwise.correlate(x, w, geo, bias, _run, _workers())
+    elif _direct_route(geo, x.shape[1], w.shape[0]):
         return _direct_correlate(x, w, geo, bias, slope)
-    y = _correlate_gemm(x, w, geo, bias)
+    else:
+        y = _correlate_gemm(x, w, geo, bias)
     return y if slope is None else rectify_(y, slope)
 
 
@@ -207,6 +218,8 @@ def _correlate_gemm(x, w, geo, bias=None):
 def _correlate_adjoint(y, w, geo, c_out, bias=None):
     """X = col2im(W^T @ Y) (+ bias): Y (N, O, OH, OW), W (O, C/g, kh, kw) -> X (N, C, H, W)."""
     N, g, O = y.shape[0], geo.groups, w.shape[0]
+    if _large_route(geo, c_out, O):
+        return _depthwise.adjoint(y, w, geo, c_out, bias, _run, _workers())
     flipped = geo.flipped()
     if flipped is not None and (O <= c_out or _direct_route(flipped, O, c_out)):
         return _correlate(y, _flip(w, g, c_out), flipped, bias)  # O kh kw rows, or no col2im at all
@@ -270,6 +283,8 @@ def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
     C, (kh, kw) = x.shape[1], geo.kernel
+    if _large_route(geo, C, O):
+        return _depthwise.weight_grad(x, y, geo, w_shape, _run, _workers())
     if _direct_route(geo, C, O):
         return _direct_weight_grad(x, y, geo)
     flipped = geo.flipped()
