@@ -19,7 +19,6 @@ import argparse
 import datetime
 import os
 import pathlib
-import platform
 import statistics
 import subprocess
 import sys
@@ -32,6 +31,9 @@ from PIL import Image
 ROOT = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from benchmark import machine  # noqa: E402  the CPU, BLAS core, numba target, knobs, load
 from framework.engine.inference import tile_boxes, upscale_file  # noqa: E402
 from framework.nn import init  # noqa: E402
 
@@ -40,22 +42,6 @@ SIZES = {"astronaut.png": 256, "brick.png": 179, "coffee.png": 320, "grass.png":
          "hubble_deep_field.jpg": 566, "rocket.jpg": 480}
 SPEC = {"type": "SRVGGNetCompact", "num_feat": 64, "num_conv": 32, "scale": 4, "act_type": "prelu"}
 OVERLAP = 16
-
-
-def cpu_name() -> str:
-    """lscpu's model name and the vector extensions the flags list."""
-    name, flags = platform.processor() or platform.machine(), set()
-    try:
-        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() == "model name":
-                name = value.strip()
-            elif key.strip() == "flags":
-                flags = set(value.split())
-    except OSError:
-        pass
-    vectors = [f for f in ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512_vnni") if f in flags]
-    return f"{name} ({os.cpu_count()} logical CPUs; {' '.join(vectors) or 'vector extensions unknown'})"
 
 
 def make_images(folder: pathlib.Path, only=None) -> list:
@@ -130,7 +116,8 @@ def main(argv=None) -> int:
     med = {t: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
            for t, v in times.items()}
     px = sum(h * w for _, h, w in images)
-    lines = [f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC, {cpu_name()}; "
+    lines = [*machine(), "",
+             f"{datetime.datetime.now(datetime.timezone.utc):%Y-%m-%d %H:%M} UTC; "
              f"{args.busy} busy processes; load average {load_before:.1f} -> {load_after:.1f}; "
              f"{len(images)} images, {px} LR pixels, SRVGGNetCompact 64 x 32 x4, overlap {OVERLAP}; "
              f"median of {args.repeat}; command: python scripts/tile_cost.py "
