@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import random
-from .._check import ArgumentTypeError, float_array, flag, number
+from .._check import float_array, flag, number
 from ..autograd import Function
 
 __all__ = ["dropout", "dropout2d", "drop_path"]
@@ -38,19 +38,10 @@ class DropoutFunction(Function):
         return gx
 
 
-def _generator(owner, generator):
-    if generator is None:
-        return random.default_generator()
-    if not isinstance(generator, np.random.Generator):
-        raise ArgumentTypeError(f"{owner}: generator must be a numpy Generator "
-                                f"(np.random.default_rng(seed)) or None, got {type(generator).__name__}")
-    return generator
-
-
 def _masked(owner, x, p, training, generator, mask_shape, scale_by_keep=True):
     """x itself when not training or p = 0, else x times a fresh keep-mask of mask_shape."""
     p = number(owner, "drop_prob" if owner == "drop_path" else "p", p, 0.0, 1.0)
-    gen = _generator(owner, generator)
+    gen = random.generator_or_default(owner, generator)
     if not flag(owner, "training", training) or p == 0.0:
         return x
     # float32 draws: the same mask whatever x's dtype; P(u >= p) = 1 - p on float32's 2^-24 grid

@@ -17,17 +17,24 @@ SCALES = {  # the scales each design is tested at
     # SwinIR: the pixel-shuffle upsampler (BASE); its default-size torch twin takes seconds to build,
     # so two scales here, the rest in test_swinir.py
     "SwinIR": (2, 4),
+    "ZSSRNet": (2, 3, 4),
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
-BASE = {"SwinIR": {"upsampler": "pixelshuffle"}}
+BASE = {"SwinIR": {"upsampler": "pixelshuffle"},
+        "SAFMN": {"dim": 36}}  # SAFMN's dim has no default (the original's); 36: its published x2
 # The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
-CHANNEL_KEYS = {"SwinIR": ("in_chans",), "RealCUGAN": ("in_channels", "out_channels")}
+# PLKSR and SAFMN have none (RGB only, as the originals); Real-CUGAN: spandrel's keywords.
+CHANNEL_KEYS = {"SwinIR": ("in_chans",), "PLKSR": (), "RealPLKSR": ("in_ch", "out_ch"), "SAFMN": (),
+                "RealCUGAN": ("in_channels", "out_channels")}
 # Small variants of the two big models for tests that train or differentiate.
-SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16},
+SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
          "MSRResNet": {"num_block": 2, "num_feat": 16},
          "RCAN": {"num_group": 2, "num_block": 2, "num_feat": 16, "squeeze_factor": 4},
          # one RSTB of two blocks (one shifted) on 8x8 tokens: lr_batch's 6x5 pads to img_size
+         "PLKSR": {"dim": 8, "n_blocks": 2, "kernel_size": 7},
+         "RealPLKSR": {"dim": 8, "n_blocks": 2, "kernel_size": 7, "norm_groups": 2},
+         "SAFMN": {"dim": 8, "n_blocks": 1}, "OmniSR": {"num_feat": 8, "window_size": 4},
          "SwinIR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
                     "mlp_ratio": 2, "drop_path_rate": 0.0}}  # 0: deterministic in train()
 
@@ -50,6 +57,8 @@ def expected_parameters(name: str, c: int, s: int) -> int:
         return conv(c, 64, 5) + conv(64, 32, 3) + conv(32, c * s * s, 3)
     if name == "VDSR":  # 20 layers
         return conv(c, 64, 3) + 18 * conv(64, 64, 3) + conv(64, c, 3)
+    if name == "ZSSRNet":  # 8 layers, 64 features, no biases
+        return 9 * (c * 64 + 6 * 64 * 64 + 64 * c)
     if name == "EDSR":  # baseline: 16 blocks x 2 convs, 64 features; x4 = two x2 stages
         up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
         return conv(c, 64, 3) + 16 * 2 * conv(64, 64, 3) + conv(64, 64, 3) + up + conv(64, c, 3)

@@ -287,8 +287,15 @@ def test_config_validation_without_reading_the_weights(shallow, monkeypatch):
     assert "vgg19 has no layer 'conv5_5'; did you mean 'conv5_4'?" in msg
     [(_, msg)] = LOSSES.check({**ok, "criterion": "L1"})
     assert "criterion must be one of 'l1', 'l2', 'fro', got 'L1'" in msg
-    [(_, msg)] = LOSSES.check({"type": "PerceptualLoss", "layer_weights": REALESRGAN})
-    assert "SRGRAD_VGG19_WEIGHTS" in msg
+    # the file is training's question (check_files, asked by srgrad-train before it starts), not
+    # the config's: a config naming a missing file validates
+    no_file = {"type": "PerceptualLoss", "layer_weights": REALESRGAN}
+    assert LOSSES.check(no_file) == []
+    with pytest.raises(FileNotFoundError, match="no VGG19 weights given.*SRGRAD_VGG19_WEIGHTS"):
+        nn.PerceptualLoss.check_files({"layer_weights": REALESRGAN})
+    nn.PerceptualLoss.check_files({"layer_weights": REALESRGAN, "weights": path})
+    [(_, msg)] = LOSSES.check({**no_file, "weights": 3})
+    assert "weights must be a path, got int" in msg
 
 
 def test_argument_errors(shallow):

@@ -27,10 +27,19 @@ CLASSIC = ("SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet")
 # Models whose graph holds for one input size only (their own tests check the refusal of dynamic
 # axes and the fixed-size export).
 SIZE_DEPENDENT = {"SwinIR": "the window partition and the shifted-window attention mask are "
-                            "computed for the input size"}
+                            "computed for the input size",
+                  "ZSSRNet": "MATLAB imresize is exported as its weight tables (MatMul)",
+                  "OmniSR": "the window and grid partitions reshape to counts taken from the input "
+                            "size (tests/framework/onnx/test_omnisr.py)",
+                  "RealCUGAN": "below 32 pixels (40 fast) spandrel's size requirement pads by a "
+                               "size-dependent replication; dynamic from there "
+                               "(tests/framework/onnx/test_realcugan.py)",
+                  "SAFMN": "traced at 8 pixels its coarsest pooling covers the whole map "
+                           "(GlobalMaxPool); traced from 16 pixels up the graph is dynamic "
+                           "(tests/framework/onnx/test_safmn.py)"}
 
 
-@pytest.mark.parametrize("name", [n for n in MODELS.names() if n not in models.DISCRIMINATORS])
+@pytest.mark.parametrize("name", [n for n in MODELS.names() if n not in models.NON_UPSCALING])
 def test_every_model_one_dynamic_graph_two_sizes(tmp_path, name):
     scale = SCALES.get(name, (2,))[0]
     model, _ = build(name, scale, 3, small=True)
