@@ -13,7 +13,8 @@ from .msrresnet import MSRResNet
 from .rrdbnet import RRDBNet
 from .rcan import RCAN
 from .swinir import SwinIR
+from .hat import HAT
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR"]
+           "RRDBNet", "RCAN", "SwinIR", "HAT"]

@@ -43,41 +43,46 @@ _RGB_MEAN = (0.4488, 0.4371, 0.4040)
 # -- blocks ----------------------------------------------------------------------------------------
 class WindowAttention(nn.Module):
     """Multi-head self-attention inside each window with a relative-position bias:
-    (B*nW, N, C) -> same, N = wh * ww tokens; mask (nW, N, N) of 0 / -100 or None."""
+    (B*nW, N, C) -> same, N = wh * ww tokens; mask (nW, N, N) of 0 / -100 or None. `own_index`
+    False: no relative_position_index buffer, the forward takes the index (HAT keeps one for all
+    blocks on the model)."""
 
     def __init__(self, dim: int, window_size: tuple, num_heads: int, qkv_bias: bool = True,
-                 qk_scale=None, attn_drop: float = 0.0, proj_drop: float = 0.0):
+                 qk_scale=None, attn_drop: float = 0.0, proj_drop: float = 0.0,
+                 own_index: bool = True):
         super().__init__()
         self.dim, self.window_size, self.num_heads = dim, tuple(window_size), num_heads
         wh, ww = self.window_size
         self.scale = qk_scale or (dim // num_heads) ** -0.5
         self.relative_position_bias_table = nn.Parameter(
             np.zeros(((2 * wh - 1) * (2 * ww - 1), num_heads), np.float32))
-        self.register_buffer("relative_position_index", relative_position_index(wh, ww))
+        if own_index:
+            self.register_buffer("relative_position_index", relative_position_index(wh, ww))
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
         self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
         init.trunc_normal_(self.relative_position_bias_table, std=0.02)
 
-    def bias(self):
-        """(nH, N, N): the table's rows for each token pair, one gather."""
+    def bias(self, index=None):
+        """(nH, N, N): the table's rows for each token pair (`index` (N, N), default the buffer),
+        one gather."""
         n = self.window_size[0] * self.window_size[1]
-        index = self.relative_position_index.data.reshape(-1)
+        index = (self.relative_position_index if index is None else index).data.reshape(-1)
         table = F.getitem(self.relative_position_bias_table, index)  # (N*N, nH)
         return F.permute(F.reshape(table, (n, n, self.num_heads)), (2, 0, 1))
 
-    def forward(self, x, mask=None):
+    def forward(self, x, mask=None, index=None):
         b_, n, c = x.shape
         heads = self.num_heads
         if not (self.training and self.attn_drop.p > 0):  # one fused pass
-            y = F.window_attention(self.qkv(x), heads, self.scale, self.bias(), mask)
+            y = F.window_attention(self.qkv(x), heads, self.scale, self.bias(index), mask)
             return self.proj_drop(self.proj(y))
         qkv = F.reshape(self.qkv(x), (b_, n, 3, heads, c // heads))
         q, k, v = (F.reshape(t, (b_, heads, n, c // heads))
                    for t in F.split(F.permute(qkv, (2, 0, 3, 1, 4)), 1, 0))
         # softmax((q scale) k^T + bias + mask), the scale, bias and mask inside the softmax's pass
-        attn = F.attention_softmax(q @ F.transpose(k, -2, -1), self.scale, self.bias(), mask)
+        attn = F.attention_softmax(q @ F.transpose(k, -2, -1), self.scale, self.bias(index), mask)
         attn = self.attn_drop(attn)
         x = F.reshape(F.transpose(attn @ v, 1, 2), (b_, n, c))
         return self.proj_drop(self.proj(x))
