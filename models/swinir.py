@@ -412,6 +412,7 @@ class SwinIR(nn.Module):
             if not depth:
                 heads.append(6)  # no block: no weight fixes it
                 continue
+            need(shapes, f"{prefix}.0.attn.relative_position_index")  # HAT keeps it on the model
             rows, nh = need(shapes, f"{prefix}.0.attn.relative_position_bias_table", 2)
             heads.append(nh)
             side = (math.isqrt(rows) + 1) // 2

@@ -17,11 +17,12 @@ SCALES = {  # the scales each design is tested at
     # SwinIR: the pixel-shuffle upsampler (BASE); its default-size torch twin takes seconds to build,
     # so two scales here, the rest in test_swinir.py
     "SwinIR": (2, 4),
+    "HAT": (2, 3),  # and x1, x4 in test_hat.py
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}}
 # The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
-CHANNEL_KEYS = {"SwinIR": ("in_chans",)}
+CHANNEL_KEYS = {"SwinIR": ("in_chans",), "HAT": ("in_chans",)}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
@@ -29,7 +30,9 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "nu
          "RCAN": {"num_group": 2, "num_block": 2, "num_feat": 16, "squeeze_factor": 4},
          # one RSTB of two blocks (one shifted) on 8x8 tokens: lr_batch's 6x5 pads to img_size
          "SwinIR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
-                    "mlp_ratio": 2, "drop_path_rate": 0.0}}  # 0: deterministic in train()
+                    "mlp_ratio": 2, "drop_path_rate": 0.0},  # 0: deterministic in train()
+         "HAT": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
+                 "mlp_ratio": 2, "compress_ratio": 3, "squeeze_factor": 4, "drop_path_rate": 0.0}}
 
 
 def conv(cin, cout, k):
@@ -71,6 +74,15 @@ def expected_parameters(name: str, c: int, s: int) -> int:
         block = norm + table + (96 * 288 + 288) + (96 * 96 + 96) + norm + (96 * 384 + 384) + (384 * 96 + 96)
         return (conv(c, 96, 3) + norm + 4 * (6 * block + conv(96, 96, 3)) + norm + conv(96, 96, 3)
                 + conv(96, 64, 3) + up + conv(64, c, 3))
+    if name == "HAT":  # SwinIR's default + a CAB per block (96 -> 32 -> 96, attention 96 -> 3 ->
+        # 96) and an OCAB per group (window 7, neighbourhood 10: a 16^2-row table)
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        norm, mlp, qkv, proj = 2 * 96, (96 * 384 + 384) + (384 * 96 + 96), 96 * 288 + 288, 96 * 96 + 96
+        cab = conv(96, 32, 3) + conv(32, 96, 3) + conv(96, 3, 1) + conv(3, 96, 1)
+        hab = norm + 13 * 13 * 6 + qkv + proj + cab + norm + mlp
+        ocab = 16 * 16 * 6 + norm + qkv + proj + norm + mlp
+        return (conv(c, 96, 3) + norm + 4 * (6 * hab + ocab + conv(96, 96, 3)) + norm
+                + conv(96, 96, 3) + conv(96, 64, 3) + up + conv(64, c, 3))
     raise KeyError(name)
 
 

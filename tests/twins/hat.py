@@ -219,7 +219,7 @@ class HAT(nn.Module):
             self.absolute_pos_embed = nn.Parameter(torch.zeros(1, res[0] * res[1], embed_dim))
             nn.init.trunc_normal_(self.absolute_pos_embed, std=0.02)
         self.pos_drop = nn.Dropout(drop_rate)
-        dpr = [v.item() for v in torch.linspace(0, drop_path_rate, sum(depths))]
+        dpr = torch.linspace(0, drop_path_rate, sum(depths), device="cpu").tolist()
         self.layers = nn.ModuleList([RHAG(
             embed_dim, res, resi_connection, depth=depth, num_heads=num_heads[i],
             window_size=window_size, compress_ratio=compress_ratio, squeeze_factor=squeeze_factor,
