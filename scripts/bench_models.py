@@ -6,7 +6,8 @@ the time to the first training step in a fresh process. float32.
 Run through the harness: `python scripts/benchmark.py --only models --threads 2`; section options
 after the harness's own:
     --models ESPCN FSRCNN     default: the six classic models; `modern` = SRVGGNetCompact, MSRResNet,
-                              RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row)
+                              RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row);
+                              `transformers` = issue 30's HAT (minutes per row)
     --infer-size 512          the LR side of the inference image; 0 skips inference
     --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
     --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR, EDSR and SwinIR
@@ -64,10 +65,15 @@ CASES = {
     "RRDBNet": ({"type": "RRDBNet", "scale": 4, "num_feat": 32, "num_block": 1, "num_grow_ch": 16}, 16),
     "RCAN": ({"type": "RCAN", "scale": 2, "num_feat": 32, "num_group": 2, "num_block": 2,
               "squeeze_factor": 8}, 24),
+    # issue 30's transformers at their CPU-sized configs (configs/hat_cpu_x2.yaml)
+    "HAT": ({"type": "HAT", "scale": 2, "img_size": 32, "window_size": 8, "compress_ratio": 24,
+             "squeeze_factor": 24, "depths": [2, 2], "embed_dim": 48, "num_heads": [6, 6],
+             "mlp_ratio": 2}, 32),
 }
 DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
 MODERN = ["SRVGGNetCompact", "MSRResNet", "RRDBNet", "RCAN", "SwinIR"]  # --models modern
-HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR")  # whole-image inference at 1024x1024 output: seconds per run
+TRANSFORMERS = ["HAT"]  # --models transformers (issue 30's; minutes per row)
+HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR", "HAT")  # whole-image inference at 1024x1024 output: seconds per run
 # issue 19's targets (issue 6's were step 1.25x, inference 1.25x, memory 1.5x; issue 15's SwinIR
 # step 1.5x and modern inference 1.0x): ahead of torch on every row
 TARGETS = {"step": 1.0, "step UpsampleNet": 0.7, "infer": 0.8, "memory": 1.0}
@@ -76,7 +82,8 @@ FIRST_STEP_WARM_S, FIRST_STEP_COLD_S = 3.0, 60.0
 
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_models")
-    ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS, choices=list(CASES) + ["modern"])
+    ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS,
+                    choices=list(CASES) + ["modern", "transformers"])
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--infer-repeat", type=int, default=None)
     ap.add_argument("--heavy-repeat", type=int, default=2)
@@ -84,7 +91,8 @@ def _options(rest):
     ap.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
     opts = ap.parse_known_args(rest)[0]
-    opts.models = [m for name in opts.models for m in (MODERN if name == "modern" else [name])]
+    groups = {"modern": MODERN, "transformers": TRANSFORMERS}
+    opts.models = [m for name in opts.models for m in groups.get(name, [name])]
     return opts
 
 

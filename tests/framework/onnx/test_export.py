@@ -27,7 +27,9 @@ CLASSIC = ("SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet")
 # Models whose graph holds for one input size only (their own tests check the refusal of dynamic
 # axes and the fixed-size export).
 SIZE_DEPENDENT = {"SwinIR": "the window partition and the shifted-window attention mask are "
-                            "computed for the input size"}
+                            "computed for the input size",
+                  "HAT": "the window partition and the shifted-window attention mask are "
+                         "computed for the input size"}
 
 
 @pytest.mark.parametrize("name", [n for n in MODELS.names() if n not in models.DISCRIMINATORS])
@@ -35,7 +37,7 @@ def test_every_model_one_dynamic_graph_two_sizes(tmp_path, name):
     scale = SCALES.get(name, (2,))[0]
     model, _ = build(name, scale, 3, small=True)
     path = tmp_path / f"{name}.onnx"
-    if name in SIZE_DEPENDENT:  # tests/framework/onnx/test_swinir.py exports it at fixed sizes
+    if name in SIZE_DEPENDENT:  # tests/framework/onnx/test_<name>.py export them at fixed sizes
         pytest.skip(f"{name}: one graph per input size ({SIZE_DEPENDENT[name]})")
     try:
         report = export(model, image(1, 3, 8, 8), path, dynamic=True)
