@@ -14,7 +14,8 @@ from .rrdbnet import RRDBNet
 from .rcan import RCAN
 from .swinir import SwinIR
 from .hat import HAT
+from .swin2sr import Swin2SR
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "HAT"]
+           "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR"]
