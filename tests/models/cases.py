@@ -18,11 +18,12 @@ SCALES = {  # the scales each design is tested at
     # so two scales here, the rest in test_swinir.py
     "SwinIR": (2, 4),
     "HAT": (2, 3),  # and x1, x4 in test_hat.py
+    "Swin2SR": (2, 4),  # the pixel-shuffle upsampler (BASE); the others in test_swin2sr.py
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
-BASE = {"SwinIR": {"upsampler": "pixelshuffle"}}
+BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"}}
 # The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
-CHANNEL_KEYS = {"SwinIR": ("in_chans",), "HAT": ("in_chans",)}
+CHANNEL_KEYS = {"SwinIR": ("in_chans",), "HAT": ("in_chans",), "Swin2SR": ("in_chans",)}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
@@ -32,7 +33,9 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "nu
          "SwinIR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
                     "mlp_ratio": 2, "drop_path_rate": 0.0},  # 0: deterministic in train()
          "HAT": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
-                 "mlp_ratio": 2, "compress_ratio": 3, "squeeze_factor": 4, "drop_path_rate": 0.0}}
+                 "mlp_ratio": 2, "compress_ratio": 3, "squeeze_factor": 4, "drop_path_rate": 0.0},
+         "Swin2SR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
+                     "mlp_ratio": 2, "drop_path_rate": 0.0}}
 
 
 def conv(cin, cout, k):
@@ -83,6 +86,15 @@ def expected_parameters(name: str, c: int, s: int) -> int:
         ocab = 16 * 16 * 6 + norm + qkv + proj + norm + mlp
         return (conv(c, 96, 3) + norm + 4 * (6 * hab + ocab + conv(96, 96, 3)) + norm
                 + conv(96, 96, 3) + conv(96, 64, 3) + up + conv(64, c, 3))
+    if name == "Swin2SR":  # SwinIR's default with SwinV2 attention: per block a logit scale (6),
+        # q and v biases (2 x 96) instead of a qkv bias and a bias table, the cpb MLP (2 -> 512 ->
+        # 6, no last bias); a 1x1 patch-embedding conv in the model and in each group
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        norm, mlp = 2 * 96, (96 * 384 + 384) + (384 * 96 + 96)
+        attn = 6 + 2 * 96 + (2 * 512 + 512) + 512 * 6 + 96 * 288 + (96 * 96 + 96)
+        block = norm + attn + norm + mlp
+        return (conv(c, 96, 3) + conv(96, 96, 1) + norm + 4 * (6 * block + conv(96, 96, 3)
+                + conv(96, 96, 1)) + norm + conv(96, 96, 3) + conv(96, 64, 3) + up + conv(64, c, 3))
     raise KeyError(name)
 
 
