@@ -4,8 +4,8 @@ torch's DataLoader."""
 from .augment import apply_flags, augment, paired_random_crop, random_flags
 from .dataloader import DataLoader, default_collate
 from .datasets import HRImageDataset, PairedImageDataset, mod_crop
-from .degradations import (add_jpg_compression, bessel_j1, bivariate_Gaussian,
-                           bivariate_generalized_Gaussian, bivariate_plateau,
+from .degradations import (add_diffjpeg_compression, add_jpg_compression, bessel_j1,
+                           bivariate_Gaussian, bivariate_generalized_Gaussian, bivariate_plateau,
                            circular_lowpass_kernel, filter2d, gaussian_kernel1d,
                            generate_gaussian_noise, generate_poisson_noise, mesh_grid, pdf2,
                            random_add_gaussian_noise, random_add_jpg_compression,
@@ -25,4 +25,4 @@ __all__ = ["HRImageDataset", "PairedImageDataset", "RealESRGANDataset", "BatchLo
            "random_mixed_kernels", "bessel_j1", "circular_lowpass_kernel", "filter2d",
            "gaussian_kernel1d", "usm_sharp", "generate_gaussian_noise", "generate_poisson_noise",
            "random_add_gaussian_noise", "random_add_poisson_noise", "add_jpg_compression",
-           "random_add_jpg_compression"]
+           "add_diffjpeg_compression", "random_add_jpg_compression"]

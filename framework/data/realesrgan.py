@@ -9,15 +9,19 @@ USM-sharpen it, then `degrade`:
   then in a random order [resize to crop_pad_size / scale + final sinc] and JPEG,
   finally round to 8-bit levels; and a paired random crop to gt_size.
 
+JPEG: `jpeg="diffjpeg"` (default) is what Real-ESRGAN's models run, BasicSR's DiffJPEG with plain
+rounding on unrounded floats at a continuous quality (F.diff_jpeg); `jpeg="pillow"` is libjpeg
+at the nearest integer quality on 8-bit levels (bit-identical to BasicSR's cv2 path). Both draw
+the quality with one uniform, so every other draw is the same for the same seed.
+
 Differences from BasicSR, all deliberate: every draw is per sample (BasicSR draws the resize
 factors, resize modes, noise type and the blur-or-not coins once per GPU batch, and its gray
 Gaussian noise field is shared by the batch), so there is no training-pair pool (`queue_size`): a
-batch is already diverse; JPEG is Pillow's at an integer quality (BasicSR: DiffJPEG, continuous
-quality); blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size; BasicSR reads it
-but hard-codes 7..21, which is the default here); the final sinc kernel's size comes from the first
-range; kernels are not zero-padded to 21 (padding changes nothing but the cost). With gt_usm the
-LR is degraded from the sharpened HR, as in both BasicSR models (RealESRGANModel always,
-RealESRNetModel with gt_usm: True).
+batch is already diverse; blur_kernel_size is used (kernel sizes are the odd 7..blur_kernel_size;
+BasicSR reads it but hard-codes 7..21, which is the default here); the final sinc kernel's size
+comes from the first range; kernels are not zero-padded to 21 (padding changes nothing but the
+cost). With gt_usm the LR is degraded from the sharpened HR, as in both BasicSR models
+(RealESRGANModel always, RealESRNetModel with gt_usm: True).
 """
 from __future__ import annotations
 
@@ -30,16 +34,17 @@ from pathlib import Path
 import numpy as np
 
 from .. import functional as F
-from .._check import did_you_mean, flag, int_arg, number
+from .._check import choice, did_you_mean, flag, int_arg, number
 from ..autograd import no_grad
 from ..io.image import list_images
 from ..registry import DATASETS
 from ..tensor import Tensor
 from .augment import apply_flags, paired_random_crop, random_flags
 from .datasets import _load, _SRDataset
-from .degradations import (KERNEL_TYPES, check_kernel_list, circular_lowpass_kernel, filter2d, pick,
-                           probabilities, random_add_gaussian_noise, random_add_jpg_compression,
-                           random_add_poisson_noise, random_mixed_kernels, usm_sharp, value_range)
+from .degradations import (JPEG_METHODS, KERNEL_TYPES, check_kernel_list, circular_lowpass_kernel,
+                           filter2d, pick, probabilities, random_add_gaussian_noise,
+                           random_add_jpg_compression, random_add_poisson_noise,
+                           random_mixed_kernels, usm_sharp, value_range)
 
 __all__ = ["DegradationOptions", "degrade", "RealESRGANDataset", "TRACE_KEYS"]
 
@@ -51,8 +56,9 @@ RESIZE_MODES = ("area", "bilinear", "bicubic")
 # type or "sinc" ("none": no second blur); sigmaN_x, sigmaN_y, thetaN (radians), betaN for the
 # Gaussian family, omegaN (the cutoff, radians) for a sinc; resizeN: up, down or keep, by
 # resizeN_scale (the first order skips a keep, so its mode is None); noiseN: gaussian (level =
-# sigma on the 0..255 scale) or poisson (level = scale); final_order: whether the last resize
-# (+ sinc, final_omega of final_sinc_size, or None) comes before or after the second JPEG.
+# sigma on the 0..255 scale) or poisson (level = scale); jpegN_quality: a float with DiffJPEG,
+# an int with Pillow; final_order: whether the last resize (+ sinc, final_omega of
+# final_sinc_size, or None) comes before or after the second JPEG.
 TRACE_KEYS = (
     "kernel1", "kernel1_size", "sigma1_x", "sigma1_y", "theta1", "beta1", "omega1",
     "resize1", "resize1_scale", "resize1_mode", "noise1", "noise1_level", "noise1_gray",
@@ -63,10 +69,83 @@ TRACE_KEYS = (
 )
 
 
+# Each order's keys: the DegradationOrder field <- BasicSR's flat key in the first and in the
+# second order (written out, so that a YAML key can be found here and followed to its field).
+ORDER_KEYS = {
+    "blur_kernel_size": ("blur_kernel_size", "blur_kernel_size2"),
+    "kernel_list": ("kernel_list", "kernel_list2"),
+    "kernel_prob": ("kernel_prob", "kernel_prob2"),
+    "blur_sigma": ("blur_sigma", "blur_sigma2"),
+    "betag_range": ("betag_range", "betag_range2"),
+    "betap_range": ("betap_range", "betap_range2"),
+    "sinc_prob": ("sinc_prob", "sinc_prob2"),
+    "resize_prob": ("resize_prob", "resize_prob2"),
+    "resize_range": ("resize_range", "resize_range2"),
+    "gaussian_noise_prob": ("gaussian_noise_prob", "gaussian_noise_prob2"),
+    "noise_range": ("noise_range", "noise_range2"),
+    "poisson_scale_range": ("poisson_scale_range", "poisson_scale_range2"),
+    "gray_noise_prob": ("gray_noise_prob", "gray_noise_prob2"),
+    "jpeg_range": ("jpeg_range", "jpeg_range2"),
+}
+
+
+@dataclasses.dataclass(frozen=True)
+class DegradationOrder:
+    """One order of the degradation, checked: its blur kernel (sizes 7..blur_kernel_size, a sinc
+    with sinc_prob, else a type of kernel_list drawn with kernel_prob, with blur_sigma, betag_range,
+    betap_range), its resize (resize_prob = (up, down, keep), resize_range), its noise (Gaussian
+    with gaussian_noise_prob and noise_range, else Poisson with poisson_scale_range; gray with
+    gray_noise_prob) and its JPEG quality range. `n` (1 or 2) numbers its trace keys."""
+    n: int
+    blur_kernel_size: int
+    kernel_list: tuple
+    kernel_prob: tuple
+    blur_sigma: tuple
+    betag_range: tuple
+    betap_range: tuple
+    sinc_prob: float
+    resize_prob: tuple
+    resize_range: tuple
+    gaussian_noise_prob: float
+    noise_range: tuple
+    poisson_scale_range: tuple
+    gray_noise_prob: float
+    jpeg_range: tuple
+
+    @classmethod
+    def from_keys(cls, owner: str, n: int, values: dict) -> "DegradationOrder":
+        """Order n from `values` ({flat key: value}, the keys of ORDER_KEYS' column n); each error
+        names the flat key."""
+        key = {field: keys[n - 1] for field, keys in ORDER_KEYS.items()}
+        v = {field: values[key[field]] for field in ORDER_KEYS}
+        size = int_arg(owner, key["blur_kernel_size"], v["blur_kernel_size"], 7)
+        if size % 2 == 0:
+            raise ValueError(f"{owner}: {key['blur_kernel_size']} must be odd, got {size}")
+        kinds = check_kernel_list(owner, key["kernel_list"], v["kernel_list"])
+        checked = dict(n=n, blur_kernel_size=size, kernel_list=kinds, kernel_prob=tuple(
+            probabilities(owner, key["kernel_prob"], v["kernel_prob"], len(kinds))),
+            resize_prob=tuple(probabilities(owner, key["resize_prob"], v["resize_prob"], 3)))
+        for field, low, high in (("blur_sigma", 0.0, None), ("betag_range", 0.0, None),
+                                 ("betap_range", 0.0, None), ("resize_range", 0.0, None),
+                                 ("noise_range", 0.0, None), ("poisson_scale_range", 0.0, None),
+                                 ("jpeg_range", 1, 100)):
+            checked[field] = value_range(owner, key[field], v[field], low, high)
+        lo, hi = checked["resize_range"]
+        if lo <= 0 or lo > 1 or hi < 1:
+            raise ValueError(f"{owner}: {key['resize_range']} must have 0 < low <= 1 <= high, "
+                             f"got {v['resize_range']!r}")
+        for field in ("sinc_prob", "gaussian_noise_prob", "gray_noise_prob"):
+            checked[field] = number(owner, key[field], v[field], 0.0, 1.0)
+        return cls(**checked)
+
+
 @dataclasses.dataclass(frozen=True)
 class DegradationOptions:
     """The degradation's keys, named and defaulted as in BasicSR's train_realesrnet_x4plus.yml.
-    Ranges are [low, high]; probability lists sum to 1; resize_prob is (up, down, keep)."""
+    Ranges are [low, high]; probability lists sum to 1; resize_prob is (up, down, keep); a range
+    or a list may be any sequence (list, tuple, numpy array). After checking, the fields hold the
+    checked values (tuples, floats), and `first` and `second` the two orders as DegradationOrder
+    records (ORDER_KEYS maps the flat keys to their fields), which is what `degrade` reads."""
     # first-order blur
     blur_kernel_size: int = 21
     kernel_list: tuple = _ALL_KERNELS
@@ -104,49 +183,34 @@ class DegradationOptions:
 
     def __post_init__(self):
         own = "DegradationOptions"
-        fix = {}
-        for s in ("", "2"):
-            size = int_arg(own, "blur_kernel_size" + s, getattr(self, "blur_kernel_size" + s), 7)
-            if size % 2 == 0:
-                raise ValueError(f"{own}: blur_kernel_size{s} must be odd, got {size}")
-            kinds = check_kernel_list(own, "kernel_list" + s, getattr(self, "kernel_list" + s))
-            fix["kernel_list" + s] = kinds
-            fix["kernel_prob" + s] = tuple(probabilities(own, "kernel_prob" + s,
-                                                         getattr(self, "kernel_prob" + s),
-                                                         len(kinds)))
-            fix["resize_prob" + s] = tuple(probabilities(own, "resize_prob" + s,
-                                                         getattr(self, "resize_prob" + s), 3))
-            for name, low, high in (("blur_sigma", 0.0, None), ("betag_range", 0.0, None),
-                                    ("betap_range", 0.0, None), ("resize_range", 0.0, None),
-                                    ("noise_range", 0.0, None), ("poisson_scale_range", 0.0, None),
-                                    ("jpeg_range", 1, 100)):
-                fix[name + s] = value_range(own, name + s, getattr(self, name + s), low, high)
-            lo, hi = fix["resize_range" + s]
-            if lo <= 0 or lo > 1 or hi < 1:
-                raise ValueError(f"{own}: resize_range{s} must have 0 < low <= 1 <= high, got "
-                                 f"{getattr(self, 'resize_range' + s)!r}")
-            for name in ("sinc_prob", "gaussian_noise_prob", "gray_noise_prob"):
-                fix[name + s] = number(own, name + s, getattr(self, name + s), 0.0, 1.0)
+        flat = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        first = DegradationOrder.from_keys(own, 1, flat)
+        second = DegradationOrder.from_keys(own, 2, flat)
+        for order in (first, second):
+            for field, keys in ORDER_KEYS.items():
+                object.__setattr__(self, keys[order.n - 1], getattr(order, field))
         for name in ("final_sinc_prob", "second_blur_prob"):
-            fix[name] = number(own, name, getattr(self, name), 0.0, 1.0)
-        for name, value in fix.items():
-            object.__setattr__(self, name, value)
+            object.__setattr__(self, name, number(own, name, getattr(self, name), 0.0, 1.0))
+        object.__setattr__(self, "first", first)
+        object.__setattr__(self, "second", second)
 
     @classmethod
-    def from_dict(cls, options: dict, owner: str = "DegradationOptions") -> "DegradationOptions":
-        """Build from a mapping; an unknown key is a ValueError with a did-you-mean."""
+    def from_dict(cls, options: dict, owner: str = "DegradationOptions",
+                  also=()) -> "DegradationOptions":
+        """Build from a mapping; an unknown key is a ValueError with a did-you-mean among the
+        degradation keys and the owner's own keywords `also`."""
         if not isinstance(options, dict):
             raise ValueError(f"{owner}: degradation options must be a mapping, got {options!r}")
         known = [f.name for f in dataclasses.fields(cls)]
         for key in options:
             if key not in known:
                 raise ValueError(f"{owner}: unknown degradation option {key!r}"
-                                 f"{did_you_mean(key, known)}")
+                                 f"{did_you_mean(key, [*known, *also])}")
         return cls(**options)
 
     def check_size(self, h: int, w: int, scale: int, owner: str = "degrade"):
         """ValueError unless an (h, w) crop survives the smallest resizes with >= 1 pixel."""
-        lo1, lo2 = self.resize_range[0], self.resize_range2[0]
+        lo1, lo2 = self.first.resize_range[0], self.second.resize_range[0]
         if h % scale or w % scale:
             raise ValueError(f"{owner}: the HR crop {h}x{w} must be a multiple of scale={scale}")
         if min(int(h * lo1), int(w * lo1), int(h / scale * lo2), int(w / scale * lo2)) < 1:
@@ -173,23 +237,22 @@ def _kernel_sizes(largest: int) -> range:
     return range(7, largest + 1, 2)
 
 
-def _blur_kernel(rng, o: DegradationOptions, s: str, trace: dict) -> np.ndarray:
+def _blur_kernel(rng, o: DegradationOrder, trace: dict) -> np.ndarray:
     """Kernel size, then a sinc (sinc_prob) or a mixed kernel, drawn as BasicSR's dataset does."""
-    n = s or "1"
-    sizes = _kernel_sizes(getattr(o, "blur_kernel_size" + s))
+    sizes = _kernel_sizes(o.blur_kernel_size)
     k = sizes[int(rng.integers(len(sizes)))]
-    trace[f"kernel{n}_size"] = k
-    if rng.uniform() < getattr(o, "sinc_prob" + s):
+    trace[f"kernel{o.n}_size"] = k
+    if rng.uniform() < o.sinc_prob:
         omega = rng.uniform(np.pi / 3, np.pi) if k < 13 else rng.uniform(np.pi / 5, np.pi)
-        trace.update({f"kernel{n}": "sinc", f"omega{n}": omega})
+        trace.update({f"kernel{o.n}": "sinc", f"omega{o.n}": omega})
         return circular_lowpass_kernel(omega, k)
-    sigma, draws = getattr(o, "blur_sigma" + s), {}
-    kern = random_mixed_kernels(getattr(o, "kernel_list" + s), getattr(o, "kernel_prob" + s), k,
-                                sigma, sigma, (-math.pi, math.pi), getattr(o, "betag_range" + s),
-                                getattr(o, "betap_range" + s), None, rng=rng, trace=draws)
-    trace.update({f"kernel{n}": draws["kernel"], f"sigma{n}_x": draws["sigma_x"],
-                  f"sigma{n}_y": draws["sigma_y"], f"theta{n}": draws["theta"],
-                  f"beta{n}": draws["beta"]})
+    draws = {}
+    kern = random_mixed_kernels(o.kernel_list, o.kernel_prob, k, o.blur_sigma, o.blur_sigma,
+                                (-math.pi, math.pi), o.betag_range, o.betap_range, None, rng=rng,
+                                trace=draws)
+    trace.update({f"kernel{o.n}": draws["kernel"], f"sigma{o.n}_x": draws["sigma_x"],
+                  f"sigma{o.n}_y": draws["sigma_y"], f"theta{o.n}": draws["theta"],
+                  f"beta{o.n}": draws["beta"]})
     return kern
 
 
@@ -199,48 +262,52 @@ def _resize(img: np.ndarray, mode: str, size=None, scale_factor=None) -> np.ndar
                              mode=mode).data[0]
 
 
-def _random_factor(rng, o: DegradationOptions, s: str, trace: dict) -> float:
+def _random_factor(rng, o: DegradationOrder, trace: dict) -> float:
     """Up (U(1, high)), down (U(low, 1)) or keep (1) with probabilities resize_prob."""
-    lo, hi = getattr(o, "resize_range" + s)
-    way = pick(rng, ("up", "down", "keep"), getattr(o, "resize_prob" + s))
+    lo, hi = o.resize_range
+    way = pick(rng, ("up", "down", "keep"), o.resize_prob)
     factor = rng.uniform(1, hi) if way == "up" else rng.uniform(lo, 1) if way == "down" else 1.0
-    trace.update({f"resize{s or 1}": way, f"resize{s or 1}_scale": factor})
+    trace.update({f"resize{o.n}": way, f"resize{o.n}_scale": factor})
     return factor
 
 
-def _noise(rng, o: DegradationOptions, s: str, img: np.ndarray, trace: dict) -> np.ndarray:
-    gray, n, draws = getattr(o, "gray_noise_prob" + s), s or "1", {}
-    if rng.uniform() < getattr(o, "gaussian_noise_prob" + s):
-        out = random_add_gaussian_noise(img, getattr(o, "noise_range" + s), gray, rng=rng,
+def _noise(rng, o: DegradationOrder, img: np.ndarray, trace: dict) -> np.ndarray:
+    draws = {}
+    if rng.uniform() < o.gaussian_noise_prob:
+        out = random_add_gaussian_noise(img, o.noise_range, o.gray_noise_prob, rng=rng,
                                         trace=draws)
         kind, level = "gaussian", draws["sigma"]
     else:
-        out = random_add_poisson_noise(img, getattr(o, "poisson_scale_range" + s), gray, rng=rng,
+        out = random_add_poisson_noise(img, o.poisson_scale_range, o.gray_noise_prob, rng=rng,
                                        trace=draws)
         kind, level = "poisson", draws["scale"]
-    trace.update({f"noise{n}": kind, f"noise{n}_level": level, f"noise{n}_gray": draws["gray"]})
+    trace.update({f"noise{o.n}": kind, f"noise{o.n}_level": level,
+                  f"noise{o.n}_gray": draws["gray"]})
     return out
 
 
-def _jpeg(rng, quality_range, img: np.ndarray, trace: dict, key: str) -> np.ndarray:
+def _jpeg(rng, o: DegradationOrder, img: np.ndarray, trace: dict, method: str) -> np.ndarray:
     draws = {}
-    out = random_add_jpg_compression(img, quality_range, rng=rng, trace=draws)
-    trace[key] = draws["quality"]
+    out = random_add_jpg_compression(img, o.jpeg_range, rng=rng, trace=draws, method=method)
+    trace[f"jpeg{o.n}_quality"] = draws["quality"]
     return out
 
 
 def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
-            times: dict | None = None, trace: dict | None = None) -> np.ndarray:
+            times: dict | None = None, trace: dict | None = None,
+            jpeg: str = "diffjpeg") -> np.ndarray:
     """Real-ESRGAN's second-order degradation of one HR crop: float (C, H, W) in [0, 1], H and W
     multiples of `scale` -> LR (C, H / scale, W / scale) in gt's dtype, on 8-bit levels.
 
     opts: DegradationOptions, a dict of its keys, or None (BasicSR's defaults). All randomness comes
     from `rng`. `times`, when given, accumulates seconds per stage (kernels, filter, resize, noise,
     jpeg). `trace`, when given, receives the draws: every key of TRACE_KEYS (None where a stage
-    did not draw it). Neither changes a draw."""
+    did not draw it). Neither changes a draw. jpeg: "diffjpeg" (default, Real-ESRGAN's models'
+    DiffJPEG) or "pillow" (libjpeg at integer qualities); see the module docstring."""
     o = (opts if isinstance(opts, DegradationOptions)
          else DegradationOptions.from_dict(opts or {}, "degrade"))
     scale = int_arg("degrade", "scale", scale)
+    jpeg = choice("degrade", "jpeg", jpeg, JPEG_METHODS)
     gt = np.asarray(gt)
     if gt.ndim != 3 or gt.dtype not in (np.float32, np.float64):
         raise ValueError(f"degrade: gt must be a float32/float64 (C, H, W) array, got {gt.dtype} "
@@ -258,7 +325,7 @@ def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
         img = clock("resize", _resize, img, drawn["final_resize_mode"],
                     size=(h // scale, w // scale))
         if rng.uniform() < o.final_sinc_prob:
-            sizes = _kernel_sizes(o.blur_kernel_size)
+            sizes = _kernel_sizes(o.first.blur_kernel_size)
             k = sizes[int(rng.integers(len(sizes)))]
             omega = rng.uniform(np.pi / 3, np.pi)
             drawn.update(final_sinc_size=k, final_omega=omega)
@@ -267,29 +334,30 @@ def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
         return img
 
     # first order: blur, resize by a factor, noise, JPEG
-    out = clock("filter", filter2d, gt, clock("kernels", _blur_kernel, rng, o, "", drawn))
-    factor, resize_mode = _random_factor(rng, o, "", drawn), mode()
+    first, second = o.first, o.second
+    out = clock("filter", filter2d, gt, clock("kernels", _blur_kernel, rng, first, drawn))
+    factor, resize_mode = _random_factor(rng, first, drawn), mode()
     if factor != 1.0:  # a factor of 1 is the identity in every mode
         drawn["resize1_mode"] = resize_mode
         out = clock("resize", _resize, out, resize_mode, scale_factor=factor)
-    out = clock("noise", _noise, rng, o, "", out, drawn)
-    out = clock("jpeg", _jpeg, rng, o.jpeg_range, out, drawn, "jpeg1_quality")
+    out = clock("noise", _noise, rng, first, out, drawn)
+    out = clock("jpeg", _jpeg, rng, first, out, drawn, jpeg)
     # second order: maybe blur, resize to a size around the LR size, noise
     drawn["kernel2"] = "none"
     if rng.uniform() < o.second_blur_prob:
-        out = clock("filter", filter2d, out, clock("kernels", _blur_kernel, rng, o, "2", drawn))
-    factor = _random_factor(rng, o, "2", drawn)
+        out = clock("filter", filter2d, out, clock("kernels", _blur_kernel, rng, second, drawn))
+    factor = _random_factor(rng, second, drawn)
     drawn["resize2_mode"] = mode()
     out = clock("resize", _resize, out, drawn["resize2_mode"],
                 size=(int(h / scale * factor), int(w / scale * factor)))
-    out = clock("noise", _noise, rng, o, "2", out, drawn)
+    out = clock("noise", _noise, rng, second, out, drawn)
     # [resize back + sinc] and JPEG in a random order (the other orders give twisted lines)
     if rng.uniform() < 0.5:
         drawn["final_order"] = "resize_sinc_then_jpeg"
-        out = clock("jpeg", _jpeg, rng, o.jpeg_range2, final_sinc(out), drawn, "jpeg2_quality")
+        out = clock("jpeg", _jpeg, rng, second, final_sinc(out), drawn, jpeg)
     else:
         drawn["final_order"] = "jpeg_then_resize_sinc"
-        out = final_sinc(clock("jpeg", _jpeg, rng, o.jpeg_range2, out, drawn, "jpeg2_quality"))
+        out = final_sinc(clock("jpeg", _jpeg, rng, second, out, drawn, jpeg))
     if trace is not None:
         trace.update(drawn)
     return np.clip(np.round(out * 255), 0, 255) / out.dtype.type(255)
@@ -311,14 +379,16 @@ class RealESRGANDataset(_SRDataset):
     color ("rgb" or "y"), cache (default True: decoded HR images kept as float32, 12 bytes per pixel
     in RGB; use False for large sets), bad_files ("error" or "skip"), gt_usm (default False: when
     True the LR is degraded from the USM-sharpened HR, as both BasicSR models do, and the sample
-    also holds "gt_usm", the target of BasicSR's l1_gt_usm / percep_gt_usm / gan_gt_usm), and every
-    DegradationOptions key (BasicSR's names and defaults).
+    also holds "gt_usm", the target of BasicSR's l1_gt_usm / percep_gt_usm / gan_gt_usm), jpeg
+    ("diffjpeg", default: Real-ESRGAN's models' DiffJPEG; "pillow": libjpeg at integer qualities,
+    bit-identical to BasicSR's cv2 path; see the module docstring), and every DegradationOptions
+    key (BasicSR's names and defaults).
     """
 
     def __init__(self, root, scale: int = 4, gt_size: int = 256, crop_pad_size: int = 400,
                  use_flip: bool | None = None, use_rot: bool = False, color: str = "rgb",
                  cache: bool = True, bad_files: str = "error", gt_usm: bool = False,
-                 use_hflip: bool | None = None, **degradation):
+                 jpeg: str = "diffjpeg", use_hflip: bool | None = None, **degradation):
         name = type(self).__name__
         if use_flip is not None and use_hflip is not None and use_flip != use_hflip:
             raise ValueError(f"{name}: use_flip={use_flip!r} and use_hflip={use_hflip!r} disagree "
@@ -333,12 +403,24 @@ class RealESRGANDataset(_SRDataset):
             raise ValueError(f"{name}: crop_pad_size={crop_pad_size} must be a multiple of "
                              f"scale={scale} and >= gt_size={gt_size}")
         self.gt_usm = flag(name, "gt_usm", gt_usm)
-        self.opts = DegradationOptions.from_dict(degradation, name)
+        self.jpeg = choice(name, "jpeg", jpeg, JPEG_METHODS)
+        self.opts = DegradationOptions.from_dict(degradation, name, _dataset_keywords())
         self.opts.check_size(self.crop_pad_size, self.crop_pad_size, self.scale, name)
         self.root = Path(root)
         items = self._scan([(p.name, p) for p in list_images(self.root)])
         self.paths = [path for _, path in items]
         self.names = [n for n, _ in items]
+
+    @classmethod
+    def check_kwargs(cls, kwargs: dict) -> None:
+        """The config checker's hook (Registry.check): the keys beyond the constructor's own
+        keywords are degradation keys (**degradation), checked here as the constructor checks
+        them (unknown keys with a did-you-mean, values by DegradationOptions)."""
+        own = _dataset_keywords()
+        if "jpeg" in kwargs:
+            choice(cls.__name__, "jpeg", kwargs["jpeg"], JPEG_METHODS)
+        DegradationOptions.from_dict({k: v for k, v in kwargs.items() if k not in own},
+                                     cls.__name__, own)
 
     def image(self, index: int) -> np.ndarray:
         """The whole HR image `index`, float32 (C, H, W) (cached read-only when cache=True)."""
@@ -377,7 +459,8 @@ class RealESRGANDataset(_SRDataset):
         img = apply_flags(self.image(index), random_flags(rng, self.use_flip, self.use_rot))
         gt = self._crop_pad(img, rng)
         sharp = usm_sharp(gt) if self.gt_usm else None
-        lq = degrade(gt if sharp is None else sharp, rng, self.opts, self.scale, times, trace)
+        lq = degrade(gt if sharp is None else sharp, rng, self.opts, self.scale, times, trace,
+                     self.jpeg)
         stack = gt if sharp is None else np.concatenate([gt, sharp])
         lq, stack = paired_random_crop(lq, stack, self.gt_size, self.scale, rng, self.names[index])
         c = gt.shape[0]
@@ -388,15 +471,7 @@ class RealESRGANDataset(_SRDataset):
         return out
 
 
-def _signature_with_options(cls):
-    """Show every DegradationOptions key as a keyword of `cls` (its **degradation): the config
-    checker then validates these keys, their did-you-means and value types like any other."""
-    params = [p for p in inspect.signature(cls.__init__).parameters.values()
-              if p.kind is not p.VAR_KEYWORD][1:]  # without self
-    params += [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default)
-               for f in dataclasses.fields(DegradationOptions)]
-    cls.__signature__ = inspect.Signature(params)
-    return cls
-
-
-_signature_with_options(RealESRGANDataset)
+def _dataset_keywords() -> tuple[str, ...]:
+    """RealESRGANDataset's own keywords (its signature without self and **degradation)."""
+    params = inspect.signature(RealESRGANDataset.__init__).parameters.values()
+    return tuple(p.name for p in params if p.kind is p.POSITIONAL_OR_KEYWORD)[1:]

@@ -9,6 +9,7 @@ from .dropout import drop_path, dropout
 from .elementwise import (abs, add, cast, clamp, clone, div, exp, log, maximum, minimum, mul, neg,
                           pow, sqrt, sub, where)
 from .imresize import imresize
+from .jpeg import diff_jpeg
 from .linear import linear, matmul
 from .logistic import binary_cross_entropy_with_logits, softplus
 from .loss import charbonnier_loss, frobenius_loss, l1_loss, mse_loss
@@ -25,8 +26,8 @@ __all__ = [
     "unbroadcast", "attention", "attention_softmax", "window_attention", "window_partition",
     "window_reverse", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d", "conv_padding",
     "conv_transpose2d", "drop_path", "dropout", "abs", "add", "cast", "clamp", "clone", "div", "exp",
-    "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub", "where", "imresize", "linear",
-    "matmul", "binary_cross_entropy_with_logits", "softplus", "charbonnier_loss",
+    "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub", "where", "diff_jpeg", "imresize",
+    "linear", "matmul", "binary_cross_entropy_with_logits", "softplus", "charbonnier_loss",
     "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "layer_norm", "pixel_shuffle",
     "pixel_unshuffle", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d", "argmax", "argmin", "max",
     "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand", "pad_to_multiple",

@@ -5,6 +5,7 @@ from .activation import GELU, LeakyReLU, LogSoftmax, PReLU, ReLU, Sigmoid, Softm
 from .conv import Conv2d, ConvTranspose2d
 from .dropout import Dropout, DropPath
 from .gan_loss import GANLoss
+from .jpeg import DiffJPEG
 from .linear import Identity, Linear
 from .loss import CharbonnierLoss, L1Loss, MSELoss
 from .normalization import BatchNorm2d, LayerNorm
@@ -18,8 +19,8 @@ from . import init, utils
 __all__ = [
     "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU",
     "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d",
-    "Dropout", "DropPath", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss", "MSELoss",
-    "BatchNorm2d", "LayerNorm", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle",
+    "Dropout", "DropPath", "DiffJPEG", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss",
+    "MSELoss", "BatchNorm2d", "LayerNorm", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle",
     "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_",
     "clip_grad_value_", "init", "utils",
 ]

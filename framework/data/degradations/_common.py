@@ -2,11 +2,13 @@
 wraps framework._check), and `pick`, the one weighted draw."""
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from ..._check import int_arg, number
 
-__all__ = ["value_range", "probabilities", "pick"]
+__all__ = ["sequence", "value_range", "probabilities", "pick"]
 
 
 def _odd_size(owner: str, name: str, value) -> int:
@@ -16,23 +18,36 @@ def _odd_size(owner: str, name: str, value) -> int:
     return k
 
 
+def sequence(value) -> list | None:
+    """The entries of a list, tuple, 1-D numpy array or other sequence (not a string) as a list;
+    None for anything else."""
+    if isinstance(value, np.ndarray):
+        return value.tolist() if value.ndim == 1 else None
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return list(value)
+    return None
+
+
 def value_range(owner: str, name: str, value, low=None, high=None) -> tuple[float, float]:
-    """A [low, high] pair of numbers with low <= high, each within the given bounds."""
-    if not isinstance(value, (list, tuple)) or len(value) != 2:
+    """A [low, high] pair of numbers (any sequence of two) with low <= high, each within the
+    given bounds."""
+    items = sequence(value)
+    if items is None or len(items) != 2:
         raise ValueError(f"{owner}: {name} must be a [low, high] pair, got {value!r}")
-    lo, hi = (number(owner, name, v, low, high) for v in value)
+    lo, hi = (number(owner, name, v, low, high) for v in items)
     if lo > hi:
         raise ValueError(f"{owner}: {name} must have low <= high, got {value!r}")
     return lo, hi
 
 
 def probabilities(owner: str, name: str, value, length: int | None = None) -> np.ndarray:
-    """Probabilities in [0, 1] summing to 1 (to 1e-6), as an array; `length` entries if given."""
-    if not isinstance(value, (list, tuple)) or not value or (length is not None
-                                                             and len(value) != length):
+    """Probabilities in [0, 1] summing to 1 (to 1e-6), from any sequence of numbers (list, tuple,
+    numpy array), as an array; `length` entries if given."""
+    items = sequence(value)
+    if not items or (length is not None and len(items) != length):
         count = f"{length} " if length is not None else ""
         raise ValueError(f"{owner}: {name} must be a list of {count}probabilities, got {value!r}")
-    p = np.array([number(owner, name, v, 0.0, 1.0) for v in value])
+    p = np.array([number(owner, name, v, 0.0, 1.0) for v in items])
     if abs(p.sum() - 1.0) > 1e-6:
         raise ValueError(f"{owner}: {name} must sum to 1, got {value!r} (sum {p.sum():.6g})")
     return p

@@ -2,12 +2,14 @@
 USMSharp (unsharp masking, basicsr/utils/img_process_util.py), with OpenCV's getGaussianKernel."""
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 from ..._check import choice, int_arg, number
 from ..._jit import kernel as jit
 from ..._jit import launch, prange
-from ._common import _image, _odd_size
+from ._common import _image
 
 __all__ = ["filter2d", "gaussian_kernel1d", "usm_sharp"]
 
@@ -138,23 +140,40 @@ def filter2d(img: np.ndarray, kernel: np.ndarray, method: str = "auto") -> np.nd
     return filter2d(img, kern, "fft" if kern.size > _DIRECT_MAX_TAPS else "direct")
 
 
-# OpenCV's fixed tables for ksize <= 7 with sigma <= 0 (getGaussianKernel's small-kernel branch).
-_SMALL_GAUSSIAN = {1: [1.0], 3: [0.25, 0.5, 0.25], 5: [0.0625, 0.25, 0.375, 0.25, 0.0625],
-                   7: [0.03125, 0.109375, 0.21875, 0.28125, 0.21875, 0.109375, 0.03125]}
+# OpenCV's fixed tables, in 1/256ths, for sigma <= 0 and ksize 1..9 (getGaussianKernelBitExact's
+# small-kernel branch: binomial-like rows, not samples of the Gaussian it would compute).
+_FIXED_GAUSSIAN = {1: (256,), 3: (64, 128, 64), 5: (16, 64, 96, 64, 16),
+                   7: (8, 28, 56, 72, 56, 28, 8), 9: (4, 13, 30, 51, 60, 51, 30, 13, 4)}
 
 
 def gaussian_kernel1d(ksize: int, sigma: float = 0.0) -> np.ndarray:
-    """cv2.getGaussianKernel(ksize, sigma): exp(-(i - (ksize - 1) / 2)^2 / (2 sigma^2)) normalised,
-    (ksize,) float64; sigma <= 0 means 0.3 ((ksize - 1) / 2 - 1) + 0.8 (and OpenCV's fixed tables
-    for ksize <= 7)."""
-    k = _odd_size("gaussian_kernel1d", "ksize", ksize)
+    """cv2.getGaussianKernel(ksize, sigma) as OpenCV 4 computes it, (ksize,) float64.
+
+    sigma <= 0 with ksize 1, 3, 5, 7 or 9: OpenCV's fixed tables (e.g. 9: [4, 13, 30, 51, 60, 51,
+    30, 13, 4] / 256). Otherwise w_i = exp(-(i - (ksize - 1) / 2)^2 / (2 sigma^2)) times 1 / (the
+    sum), sigma <= 0 meaning 0.15 ksize + 0.35 (= 0.3 ((ksize - 1) / 2 - 1) + 0.8), in OpenCV's
+    order of operations. An even ksize follows OpenCV too: its two centre taps get weight 1 before
+    normalising (as if at distance 0). Equal to OpenCV's float64 kernel to an ulp or two (its
+    softfloat exp against numpy's)."""
+    k = int_arg("gaussian_kernel1d", "ksize", ksize)
     sigma = number("gaussian_kernel1d", "sigma", sigma)
-    if sigma <= 0 and k in _SMALL_GAUSSIAN:
-        return np.array(_SMALL_GAUSSIAN[k])
-    if sigma <= 0:
-        sigma = 0.3 * ((k - 1) * 0.5 - 1) + 0.8
-    g = np.exp(-((np.arange(k) - (k - 1) / 2) ** 2) / (2 * sigma * sigma))
-    return g / g.sum()
+    if sigma <= 0 and k in _FIXED_GAUSSIAN:
+        return np.array(_FIXED_GAUSSIAN[k], np.float64) / 256
+    if sigma <= 0:  # OpenCV's fused multiply-add k * 0.15 + 0.35, rounded once
+        sigma = float(Fraction(k) * Fraction(0.15) + Fraction(0.35))
+    scale2x = -0.125 / (sigma * sigma)  # the offsets below are doubled: (2 d)^2 / 8 = d^2 / 2
+    half = (k - 1) // 2
+    doubled = np.arange(1 - k, 1 - k + 2 * half, 2, dtype=np.float64)
+    values = np.exp(doubled * doubled * scale2x)
+    total = 0.0
+    for v in values:  # sequential, as OpenCV sums
+        total += float(v)
+    total = total * 2 + 1 + (k % 2 == 0)
+    mul = 1 / total
+    out = np.full(k, mul)
+    out[:half] = values * mul
+    out[k - half:] = out[:half][::-1]
+    return out
 
 
 def usm_sharp(img: np.ndarray, weight: float = 0.5, radius: int = 50, threshold: float = 10,

@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ..._check import choice, int_arg, number
-from ._common import _odd_size, pick, probabilities, value_range
+from ._common import _odd_size, pick, probabilities, sequence, value_range
 
 __all__ = ["KERNEL_TYPES", "sigma_matrix2", "mesh_grid", "pdf2", "bivariate_Gaussian",
            "bivariate_generalized_Gaussian", "bivariate_plateau", "random_bivariate_Gaussian",
@@ -145,13 +145,15 @@ KERNEL_TYPES = {
 
 
 def check_kernel_list(owner: str, name: str, kernel_list) -> tuple[str, ...]:
-    """Every entry a known kernel type (ValueError with a did-you-mean otherwise)."""
-    if not isinstance(kernel_list, (list, tuple)) or not kernel_list:
+    """Every entry (of a list, tuple or array) a known kernel type (ValueError with a did-you-mean
+    otherwise), as a tuple of str."""
+    items = sequence(kernel_list)
+    if not items:
         raise ValueError(f"{owner}: {name} must be a non-empty list of kernel types, got "
                          f"{kernel_list!r}")
-    for t in kernel_list:
+    for t in items:
         choice(owner, name, t, tuple(KERNEL_TYPES))
-    return tuple(kernel_list)
+    return tuple(str(t) for t in items)
 
 
 def random_mixed_kernels(kernel_list, kernel_prob, kernel_size=21, sigma_x_range=(0.6, 5),

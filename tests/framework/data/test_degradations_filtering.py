@@ -71,6 +71,53 @@ def test_gaussian_kernel1d_is_opencv_s():
         [E(-2), E(-0.5), 1, E(-0.5), E(-2)]), atol=1e-16)
 
 
+@pytest.mark.parametrize("ksize, table", [
+    (1, [256]), (3, [64, 128, 64]), (5, [16, 64, 96, 64, 16]), (7, [8, 28, 56, 72, 56, 28, 8]),
+    (9, [4, 13, 30, 51, 60, 51, 30, 13, 4])])
+@pytest.mark.parametrize("sigma", [0, -1.5])
+def test_gaussian_kernel1d_fixed_tables_for_sigma_at_most_0(ksize, table, sigma):
+    # OpenCV's getGaussianKernelBitExact returns these exact tables (9 included: usm_sharp's
+    # radius 8 or 9), not the sampled Gaussian (which differs by up to 0.002 at 9)
+    np.testing.assert_array_equal(D.gaussian_kernel1d(ksize, sigma), np.array(table) / 256)
+
+
+# the first half of cv2.getGaussianKernel(ksize, sigma) (float64) from opencv-python-headless
+# 4.10.0.84, as float.hex: the sampled sizes, a sigma > 0, and even sizes (OpenCV gives both centre
+# taps weight 1 before normalising)
+_CV2 = {
+    (11, 0): ["0x1.20c2564ee6772p-7", "0x1.bcb86a082c301p-6", "0x1.0ab50979aaf94p-4",
+              "0x1.f2464c62edaf4p-4", "0x1.6a7e1d504a91dp-3", "0x1.9ac20a36ea596p-3"],
+    (13, 0): ["0x1.7c090614dc85bp-8", "0x1.0cb82167c249dp-6", "0x1.3a8fe850a8f47p-5",
+              "0x1.30cd237f01688p-4", "0x1.e8f1e9d4d4f8bp-4", "0x1.449ed5bf3520ap-3",
+              "0x1.64ccba4a2c88fp-3"],
+    (9, 1.4): ["0x1.3b8ebd1ecd25dp-8", "0x1.d67bcc4d9e3f5p-6", "0x1.a525171337593p-4",
+               "0x1.c4a8548b4ef95p-3", "0x1.241930786b291p-2"],
+    (4, 0): ["0x1.c951911b0a11ap-4", "0x1.8dab9bb93d7b9p-2"],
+    (10, 0): ["0x1.6b679021aeb40p-7", "0x1.245a1d859ef94p-5", "0x1.5f33e665b5378p-4",
+              "0x1.3b00f750656abp-3", "0x1.b59815193d500p-3"],
+}
+
+
+@pytest.mark.parametrize("ksize, sigma", list(_CV2))
+def test_gaussian_kernel1d_matches_opencv_s_values(ksize, sigma):
+    half = np.array([float.fromhex(h) for h in _CV2[ksize, sigma]])
+    want = np.concatenate([half, half[:ksize // 2][::-1]])
+    got = D.gaussian_kernel1d(ksize, sigma)
+    # OpenCV's softfloat exp against numpy's: a few ulps of the largest tap
+    np.testing.assert_allclose(got, want, rtol=0, atol=8 * np.spacing(want.max()))
+    assert got.sum() == pytest.approx(1, abs=1e-15)
+
+
+def test_usm_sharp_radius_9_blurs_with_the_fixed_table():
+    img = np.random.default_rng(0).random((1, 20, 20))
+    g = np.array([4, 13, 30, 51, 60, 51, 30, 13, 4]) / 256
+    mask = np.abs(img - D.filter2d(img, np.outer(g, g))) * 255 > 10
+    soft = D.filter2d(mask.astype(np.float64), np.outer(g, g))
+    sharp = np.clip(img + 0.5 * (img - D.filter2d(img, np.outer(g, g))), 0, 1)
+    np.testing.assert_allclose(D.usm_sharp(img, radius=9), soft * sharp + (1 - soft) * img,
+                               rtol=0, atol=1e-14)
+
+
 def test_usm_sharp_matches_the_direct_formula():
     rng = np.random.default_rng(1)
     img = np.clip(np.kron(rng.random((3, 6, 6)), np.ones((7, 7)))[:, :40, :41]

@@ -170,12 +170,63 @@ def test_bad_dataset_arguments(hr_folder, kwargs, error, match):
         RealESRGANDataset(hr_folder, **{**SMALL, **kwargs})
 
 
-def test_signature_shows_every_option_for_the_config_checker():
-    import inspect
-    params = inspect.signature(RealESRGANDataset).parameters
-    assert params["blur_sigma"].default == (0.2, 3.0) and params["jpeg_range2"].default == (30, 95)
-    assert params["scale"].default == 4 and params["crop_pad_size"].default == 400
-    assert not any(p.kind is p.VAR_KEYWORD for p in params.values())
+def test_the_config_checker_checks_every_degradation_key():
+    # the keys arrive through **degradation (the signature is the constructor's own): the
+    # dataset's check_kwargs judges them as the constructor does
+    spec = {"type": "RealESRGANDataset", "root": "hr", **SMALL}
+    assert DATASETS.check({**spec, "blur_sigma": [0.1, 2], "jpeg_range2": [40, 90]}) == []
+    assert DATASETS.check({**spec, "blur_sigm": [1, 2]}) == [
+        ("", "RealESRGANDataset: unknown degradation option 'blur_sigm'; did you mean "
+             "'blur_sigma'?")]
+    assert "did you mean 'crop_pad_size'" in DATASETS.check({**spec, "crop_pad_sise": 48})[0][1]
+    assert "jpeg_range2 must be in [1, 100]" in DATASETS.check({**spec, "jpeg_range2": [0, 9]})[0][1]
+    assert "sinc_prob must be a number" in DATASETS.check({**spec, "sinc_prob": "0.1"})[0][1]
+
+
+def test_jpeg_is_diffjpeg_by_default_and_pillow_on_request(hr_folder):
+    rng = np.random.default_rng
+    diff = RealESRGANDataset(hr_folder, **SMALL)
+    pil = DATASETS.build({"type": "RealESRGANDataset", "root": str(hr_folder), "jpeg": "pillow",
+                          **SMALL})
+    assert (diff.jpeg, pil.jpeg) == ("diffjpeg", "pillow")
+    for ds, method in ((diff, "diffjpeg"), (pil, "pillow")):  # Pillow's quality is an integer
+        trace = {}
+        ds.get(0, rng(4), trace=trace)
+        assert isinstance(trace["jpeg1_quality"], int) == (method == "pillow")
+    a, b = diff.get(1, rng(9)), pil.get(1, rng(9))
+    np.testing.assert_array_equal(a["gt"], b["gt"])  # the same draws: only the JPEG differs
+    assert not np.array_equal(a["lq"], b["lq"])
+    assert DATASETS.check({"type": "RealESRGANDataset", "root": "x", "jpeg": "cv2"}) == [
+        ("", "RealESRGANDataset: jpeg must be one of 'diffjpeg', 'pillow', got 'cv2'")]
+    with pytest.raises(ValueError, match="jpeg must be one of 'diffjpeg', 'pillow'"):
+        RealESRGANDataset(hr_folder, jpeg="DiffJPEG", **SMALL)
+
+
+def test_the_two_orders_are_records_of_one_type():
+    o = DegradationOptions(blur_sigma2=[0.5, 1], jpeg_range=[40, 50], kernel_list2=["iso"],
+                           kernel_prob2=[1.0])
+    assert type(o.first) is type(o.second) and (o.first.n, o.second.n) == (1, 2)
+    assert (o.first.blur_sigma, o.second.blur_sigma) == ((0.2, 3.0), (0.5, 1.0))
+    assert (o.first.jpeg_range, o.second.jpeg_range) == ((40, 50), (30, 95))
+    assert o.second.kernel_list == ("iso",) and o.second.kernel_prob == (1.0,)
+    assert o.second.resize_prob == (0.3, 0.4, 0.3) and o.first.resize_range == (0.15, 1.5)
+
+
+def test_any_sequence_of_numbers_is_taken():
+    # numpy arrays and tuples as YAML lists: same options, checked the same way
+    o = DegradationOptions(kernel_prob=np.array([0.45, 0.25, 0.12, 0.03, 0.12, 0.03]),
+                           blur_sigma=np.array([0.5, 1.0]), resize_prob2=(0.2, 0.4, 0.4),
+                           kernel_list2=np.array(["iso", "aniso"]), kernel_prob2=np.array([0.5, 0.5]))
+    assert o == DegradationOptions(kernel_prob=[0.45, 0.25, 0.12, 0.03, 0.12, 0.03],
+                                   blur_sigma=[0.5, 1.0], resize_prob2=[0.2, 0.4, 0.4],
+                                   kernel_list2=["iso", "aniso"], kernel_prob2=[0.5, 0.5])
+    assert o.kernel_list2 == ("iso", "aniso") and type(o.kernel_list2[0]) is str
+    with pytest.raises(ValueError, match="kernel_prob must sum to 1"):
+        DegradationOptions(kernel_prob=np.full(6, 0.5))
+    with pytest.raises(ValueError, match="kernel_prob must be a list of 6 probabilities"):
+        DegradationOptions(kernel_prob=np.full((2, 3), 1 / 6))
+    with pytest.raises(ValueError, match="blur_sigma must be a \\[low, high\\] pair"):
+        DegradationOptions(blur_sigma="0.2 3")
 
 
 def test_pair_is_refused(hr_folder):

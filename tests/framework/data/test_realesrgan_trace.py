@@ -34,8 +34,23 @@ def test_every_key_is_drawn_by_some_sample_and_none_means_not_drawn():
         assert (trace["resize1_mode"] is None) == (trace["resize1"] == "keep")
         assert (trace["final_sinc_size"] is None) == (trace["final_omega"] is None)
         assert trace["noise1"] in ("gaussian", "poisson") and isinstance(trace["noise2_gray"], bool)
-        assert 30 <= trace["jpeg1_quality"] <= 95 and isinstance(trace["jpeg2_quality"], int)
+        assert 30 <= trace["jpeg1_quality"] <= 95 and isinstance(trace["jpeg2_quality"], float)
     assert seen == set(TRACE_KEYS)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_both_jpegs_make_the_same_draws(seed):
+    # DiffJPEG takes the drawn quality as it is, Pillow the nearest integer: one uniform either
+    # way, so every draw of a seed is the same
+    diff, pil = {}, {}
+    a = degrade(GT, np.random.default_rng(seed), None, 4, trace=diff)
+    b = degrade(GT, np.random.default_rng(seed), None, 4, trace=pil, jpeg="pillow")
+    for key in TRACE_KEYS:
+        if key.startswith("jpeg"):
+            assert isinstance(pil[key], int) and pil[key] == round(diff[key]), key
+        else:
+            assert pil[key] == diff[key], key
+    assert not np.array_equal(a, b) and np.abs(a - b).mean() < 0.1
 
 
 def test_trace_holds_the_first_draws_replayed_by_hand():

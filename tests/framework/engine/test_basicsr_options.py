@@ -1161,3 +1161,16 @@ def test_misplaced_degradation_keys_follow_basicsr():
     assert cfg["datasets"]["train"]["resize_prob"] == [0.2, 0.7, 0.1]
     assert "reads it from the top level" in dropped(notes, "datasets.train.resize_prob")
     assert "HR images only, in RGB" in dropped(notes, "datasets.train.color")
+
+
+@pytest.mark.parametrize("config, text", [("realesrnet_compact_x4.yaml", REALESRNET_X4PLUS),
+                                          ("realesrgan_compact_x4.yaml", REALESRGAN_X4PLUS)])
+def test_bundled_real_world_configs_augment_as_real_esrgan_s(config, text):
+    """Real-ESRGAN's option files flip (use_hflip: True) but never rotate (use_rot: False); the
+    bundled CPU-sized configs of both stages do the same."""
+    import pathlib
+    real = translate(text)[0]["datasets"]["train"]
+    path = pathlib.Path(__file__).resolve().parents[3] / "configs" / config
+    ours = yaml.safe_load(path.read_text())["datasets"]["train"]
+    assert ours["type"] == real["type"] == "RealESRGANDataset"
+    assert (ours["use_flip"], ours["use_rot"]) == (real["use_flip"], real["use_rot"]) == (True, False)
