@@ -38,7 +38,7 @@ from framework.functional.windows import overlap_position_index, overlap_windows
 from framework.nn import init
 from framework.registry import MODELS
 
-from ._blocks import PixelShuffleUpsampler, upsampler_scale
+from ._blocks import PixelShuffleUpsampler, embed_tokens, trunc_normal_linears, upsampler_scale
 from .detect import NoMatch, count, need
 from .rcan import ChannelAttention
 from .swinir import Mlp, PatchEmbed, PatchUnEmbed, WindowAttention
@@ -325,22 +325,12 @@ class HAT(nn.Module):
     def _init_weights(self):
         """The original's: Linear weights ~ trunc_normal(std 0.02), biases 0; LayerNorm ones /
         zeros; convolutions keep torch's default."""
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def forward_features(self, x):
         """(N, embed_dim, H, W) -> same: tokens through every group, then the norm."""
         x_size = (x.shape[2], x.shape[3])
-        x = self.patch_embed(x)
-        if self.ape:
-            if x.shape[1] != self.absolute_pos_embed.shape[1]:
-                raise ValueError(f"HAT: with ape=True the (padded) input must be img_size "
-                                 f"{self.patches_resolution}, got {x_size}")
-            x = x + self.absolute_pos_embed
-        x = self.pos_drop(x)
+        x = embed_tokens(self, x, "HAT")
         for layer in self.layers:
             x = layer(x, x_size, self.relative_position_index_SA, self.relative_position_index_OCA)
         return self.patch_unembed(self.norm(x), x_size)

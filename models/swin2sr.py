@@ -35,7 +35,7 @@ from framework.functional.windows import log_coords_table
 from framework.nn import init
 from framework.registry import MODELS
 
-from ._blocks import PixelShuffleUpsampler, upsampler_scale
+from ._blocks import PixelShuffleUpsampler, embed_tokens, trunc_normal_linears, upsampler_scale
 from .detect import NoMatch, Unknown, count, need
 from .swinir import Mlp, PatchUnEmbed, SwinTransformerBlock, UpsampleOneStep, _resi_conv
 
@@ -322,21 +322,11 @@ class Swin2SR(nn.Module):
     def _init_weights(self):
         """The original's: every Linear (the cpb MLPs' too) ~ trunc_normal(std 0.02), biases 0;
         LayerNorm ones / zeros; logit scales log 10; q / v biases 0; convolutions torch's default."""
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def forward_features(self, x):
         x_size = (x.shape[2], x.shape[3])
-        x = self.patch_embed(x)
-        if self.ape:
-            if x.shape[1] != self.absolute_pos_embed.shape[1]:
-                raise ValueError(f"Swin2SR: with ape=True the (padded) input must be img_size "
-                                 f"{self.patches_resolution}, got {x_size}")
-            x = x + self.absolute_pos_embed
-        x = self.pos_drop(x)
+        x = embed_tokens(self, x, "Swin2SR")
         for layer in self.layers:
             x = layer(x, x_size)
         return self.patch_unembed(self.norm(x), x_size)

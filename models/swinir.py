@@ -31,7 +31,7 @@ from framework.check import choice, flag, int_arg, int_list, number, pair
 from framework.nn import init
 from framework.registry import MODELS
 
-from ._blocks import PixelShuffleUpsampler, upsampler_scale
+from ._blocks import PixelShuffleUpsampler, embed_tokens, trunc_normal_linears, upsampler_scale
 from .detect import NoMatch, Unknown, count, need
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv")
@@ -351,22 +351,12 @@ class SwinIR(nn.Module):
     def _init_weights(self):
         """BasicSR's _init_weights: Linear weights ~ trunc_normal(std 0.02), biases 0; LayerNorm
         ones / zeros (their default); convolutions keep torch's default."""
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def forward_features(self, x):
         """(N, embed_dim, H, W) -> same: tokens through every RSTB, then the norm."""
         x_size = (x.shape[2], x.shape[3])
-        x = self.patch_embed(x)
-        if self.ape:
-            if x.shape[1] != self.absolute_pos_embed.shape[1]:
-                raise ValueError(f"SwinIR: with ape=True the (padded) input must be img_size "
-                                 f"{self.patches_resolution}, got {x_size}")
-            x = x + self.absolute_pos_embed
-        x = self.pos_drop(x)
+        x = embed_tokens(self, x, "SwinIR")
         for layer in self.layers:
             x = layer(x, x_size)
         return self.patch_unembed(self.norm(x), x_size)
