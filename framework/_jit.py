@@ -105,16 +105,19 @@ def launch(kern, small: bool, *args):
 
 
 @contextlib.contextmanager
-def recording():
+def recording(run: bool = False):
     """Inside, a call of any numba kernel from Python appends (kernel, argument types) to the list
-    this yields and returns None, WITHOUT compiling or running the kernel: its outputs keep whatever
-    np.empty held. engine/precompile.py's dry run uses it to list the signatures a run will compile.
-    Process-wide while it lasts: nothing else may call kernels meanwhile."""
+    this yields. Without `run` the call returns None WITHOUT compiling or running the kernel: its
+    outputs keep whatever np.empty held. With `run` the kernel then runs (compiling it if needed):
+    for code that uses a kernel's result in Python. engine/precompile.py's dry run uses it to list
+    the signatures a run will compile. Process-wide while it lasts: nothing else may call kernels
+    meanwhile."""
     calls = []
     original = CPUDispatcher.__call__
 
     def record(self, *args, **kwargs):
         calls.append((self, tuple(self.typeof_pyval(a) for a in args)))
+        return original(self, *args, **kwargs) if run else None
 
     CPUDispatcher.__call__ = record
     try:

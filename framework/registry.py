@@ -144,3 +144,4 @@ SCHEDULERS = Registry("scheduler")
 DATASETS = Registry("dataset")
 METRICS = Registry("metric")
 BASELINES = Registry("baseline")  # how validation and srgrad-eval upscale the LR input for comparison
+RECIPES = Registry("recipe")  # what one training step is (framework/engine/recipes): sr, gan, ...

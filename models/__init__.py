@@ -1,7 +1,8 @@
-"""SR architectures, one per file, registered in framework.registry.MODELS. Which one a checkpoint
-holds: `from models.detect import detect`. The GAN discriminators (models/discriminators.py) register
-in MODELS too, as BasicSR's ARCH_REGISTRY holds both; `__all__` lists the generators (the models
-that upscale and that detect() knows), `DISCRIMINATORS` the names of the others."""
+"""SR architectures, one per file, registered in framework.registry.MODELS, each with the `detect`
+rule that recognises its checkpoints (run by framework/detect.py). The GAN discriminators
+(models/discriminators.py) register in MODELS too, as BasicSR's ARCH_REGISTRY holds both; `__all__`
+lists the generators (the models that upscale and that detect() knows), `DISCRIMINATORS` the names
+of the others."""
 from .srcnn import SRCNN
 from .fsrcnn import FSRCNN
 from .espcn import ESPCN

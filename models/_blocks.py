@@ -1,6 +1,7 @@
 """Blocks and helpers several architectures share, with BasicSR's names (basicsr/archs/arch_util.py),
 so their state_dict keys match BasicSR's: the pixel-shuffle upsampler, the residual block without BN,
-`make_layer`, `default_init_weights` and the per-channel mean of the mean-shift models."""
+`make_layer`, `default_init_weights`, the per-channel mean of the mean-shift models and the reading
+of the MeanShift convs that EDSR-PyTorch's and RCAN's own files hold."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,7 @@ from framework.nn.conv import conv_act
 from framework.check import int_arg, is_number
 from framework.nn import init
 
-from .detect import NoMatch, indices, need
+from framework.detect import NoMatch, indices, need
 
 
 def upsampler_scale(model: str, scale) -> int:
@@ -44,6 +45,32 @@ def channel_mean(model: str, rgb_mean, channels: int) -> np.ndarray:
             raise ValueError(f"{model}: rgb_mean has {mean.size} values for {channels} channels "
                              f"(give one value per channel)")
     return mean.astype(np.float32).reshape(1, channels, 1, 1)
+
+
+def mean_shift_values(state, spec: dict) -> dict:
+    """img_range and rgb_mean from a MeanShift pair (EDSR-PyTorch's and RCAN's sub_mean / add_mean:
+    1x1 convs, weight I / std, bias -+ rgb_range * mean / std). rgb_range, which multiplies the
+    input, is 255 when the bias is larger than 1 (a mean in [0, 1] times 255: every published
+    model) and 1 otherwise, unless img_range is given; std must be 1 (srgrad's models have none)."""
+    if "sub_mean.weight" not in state:
+        return {}
+    arrays = {k: np.asarray(state[k], dtype=np.float64).reshape(-1)
+              for k in ("sub_mean.weight", "sub_mean.bias", "add_mean.weight", "add_mean.bias")
+              if k in state}
+    if len(arrays) != 4:
+        raise NoMatch("sub_mean / add_mean: a weight or bias is missing")
+    n = arrays["sub_mean.bias"].size
+    eye = np.eye(n).reshape(-1)
+    for k in ("sub_mean.weight", "add_mean.weight"):
+        if arrays[k].size != n * n or np.abs(arrays[k] - eye).max() > 1e-6:
+            raise NoMatch(f"{k} is not the identity (a MeanShift with a std other than 1, which "
+                          f"srgrad's models do not have)")
+    bias = -arrays["sub_mean.bias"]
+    if np.abs(bias - arrays["add_mean.bias"]).max() > 1e-4 * max(1.0, np.abs(bias).max()):
+        raise NoMatch("sub_mean and add_mean shift by different means")
+    img_range = spec.get("img_range") or (255.0 if np.abs(bias).max() > 1 else 1.0)
+    return {"img_range": float(img_range),
+            "rgb_mean": tuple(round(float(v), 6) for v in bias / img_range)}
 
 
 def make_layer(block, num_block: int, /, **kwargs) -> nn.Sequential:

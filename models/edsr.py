@@ -2,16 +2,33 @@
 as BasicSR builds it (basicsr/archs/edsr_arch.py, arch_util.py): mean shift -> conv_first -> residual
 blocks without batch norm -> conv_after_body + long skip -> pixel-shuffle upsampler -> conv_last ->
 mean shift back. Parameter names are BasicSR's, so its EDSR state_dicts load (the mean is a constant,
-not a buffer, as there). Optional `block`: a layer spec appended to every residual block's body."""
+not a buffer, as there). Optional `block`: a layer spec appended to every residual block's body.
+EDSR-PyTorch's own files (MeanShift convs, head/body/tail) load through `EDSR.layouts`; its
+multi-scale MDSR (per-scale 5x5 pre-processing blocks and upsamplers) is not an EDSR and is refused
+by name (framework/signatures.py)."""
 from __future__ import annotations
 
 from framework import nn
 from framework.check import int_arg, number
+from framework.detect import Assumed, Layout, count, need
 from framework.registry import LAYERS, MODELS
 
-from ._blocks import PixelShuffleUpsampler, ResidualBlockNoBN, channel_mean, upsampler_scale
+from ._blocks import (PixelShuffleUpsampler, ResidualBlockNoBN, channel_mean, mean_shift_values,
+                      upsampler_scale)
 
-from .detect import count, need
+EDSR_LAYOUTS = (
+    Layout("EDSR-PyTorch's layout (sub_mean, head.0, body.N.body.0/2, tail.0, tail.1, add_mean)",
+           "edsr_baseline_x2-1bc95232.pt, edsr_x4-4f62e9ef.pt (sanghyun-son/EDSR-PyTorch)",
+           ("sub_mean.weight", "head.0.weight", "tail.1.weight"),
+           [(r"(sub|add)_mean\.(weight|bias)", None),
+            (r"head\.0\.(weight|bias)", r"conv_first.\1"),
+            (r"body\.(\d+)\.body\.0\.(weight|bias)", r"body.\1.conv1.\2"),
+            (r"body\.(\d+)\.body\.2\.(weight|bias)", r"body.\1.conv2.\2"),
+            (r"body\.(\d+)\.(weight|bias)", r"conv_after_body.\2"),
+            (r"tail\.0\.(\d+)\.(weight|bias)", r"upsample.\1.\2"),
+            (r"tail\.1\.(weight|bias)", r"conv_last.\1")],
+           values=mean_shift_values),
+)
 
 
 @MODELS.register()
@@ -32,6 +49,8 @@ class EDSR(nn.Module):
             residual block's body (one fresh instance per block), e.g. `{type: ChannelScale,
             channels: 64}`.
     """
+
+    layouts = EDSR_LAYOUTS
 
     def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, num_feat: int = 64,
                  num_block: int = 16, res_scale: float = 1.0, img_range: float = 255.0,
@@ -78,10 +97,20 @@ class EDSR(nn.Module):
 
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:
-        """Blocks from body.i.conv1, the scale from the upsampler's convs. res_scale, img_range
-        and rgb_mean change no weight: defaults unless given; a custom `block` must be given."""
+        """Blocks from body.i.conv1, the scale from the upsampler's convs. The weights do not
+        tell res_scale: EDSR-PyTorch's and BasicSR's published models decide it, 1 for the
+        64-feature baseline (EDSR_M, edsr_baseline) and 0.1 for the paper's 256-feature EDSR
+        (EDSR_L, edsr_x*); another width assumes 1 and says so. img_range and rgb_mean are
+        BasicSR's (255, DIV2K's mean: its every EDSR option file) unless EDSR-PyTorch's MeanShift
+        convs say otherwise. A custom `block` must be given."""
         feat, cin = need(shapes, "conv_first.weight", 4)[:2]
         need(shapes, "conv_after_body.weight", 4)
+        if feat in (64, 256):
+            res_scale = Assumed(1.0 if feat == 64 else 0.1, "EDSR's published models", quiet=True)
+        else:
+            res_scale = Assumed(1.0, "the EDSR baseline's (the paper's 0.1 is for its 256-feature "
+                                "model only); the weights do not tell")
         return {"num_in_ch": cin, "num_out_ch": need(shapes, "conv_last.weight", 4)[0],
                 "num_feat": feat, "num_block": count(shapes, "body", ".conv1.weight"),
+                "res_scale": res_scale,
                 "scale": PixelShuffleUpsampler.detect_scale(shapes, "upsample", feat)}

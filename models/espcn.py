@@ -9,7 +9,7 @@ from framework import nn
 from framework.check import int_arg, int_list
 from framework.registry import MODELS
 
-from .detect import need, split_shuffle
+from framework.detect import need, split_shuffle
 
 
 @MODELS.register()

@@ -39,7 +39,7 @@ from framework.nn import init
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, embed_tokens, trunc_normal_linears, upsampler_scale
-from .detect import NoMatch, count, need
+from framework.detect import NoMatch, count, need
 from .rcan import ChannelAttention
 from .swinir import Mlp, PatchEmbed, PatchUnEmbed, WindowAttention
 

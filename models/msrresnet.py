@@ -12,7 +12,7 @@ from framework.check import int_arg
 from framework.registry import MODELS
 
 from ._blocks import ResidualBlockNoBN, default_init_weights, make_layer, supported_scale
-from .detect import NoMatch, count, need
+from framework.detect import NoMatch, count, need
 
 
 @MODELS.register()

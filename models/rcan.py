@@ -3,15 +3,51 @@ ECCV 2018; basicsr/archs/rcan_arch.py): mean shift -> conv_first -> num_group re
 num_block residual channel-attention blocks + a conv + a skip) -> conv_after_body + long skip ->
 pixel-shuffle upsampler -> conv_last -> mean shift back. Channel attention rescales each feature map
 by sigmoid(conv(relu(conv(global average)))). Parameter names are BasicSR's; the mean is a constant,
-not a buffer, as there (BasicSR's state_dicts have no mean key)."""
+not a buffer, as there (BasicSR's state_dicts have no mean key). traiNNer-redux's `unshuffle_mod`
+(x1/x2 models that pixel-unshuffle the input and upsample x4) is a keyword; the official RCAN
+repository's files (and traiNNer's, without MeanShift) load through `RCAN.layouts`."""
 from __future__ import annotations
 
+import math
+
+import framework.functional as F
 from framework import nn
-from framework.check import int_arg, number
+from framework.check import flag, int_arg, number
+from framework.detect import Layout, NoMatch, count, need
 from framework.registry import MODELS
 
-from ._blocks import PixelShuffleUpsampler, channel_mean, make_layer, upsampler_scale
-from .detect import count, need
+from ._blocks import (PixelShuffleUpsampler, channel_mean, make_layer, mean_shift_values,
+                      upsampler_scale)
+
+
+def _official_keywords(shapes: dict) -> dict:
+    """The official layout's structure: a pixel unshuffle before head.1 (traiNNer's unshuffle_mod);
+    no MeanShift pair (traiNNer's norm: false): no shift at all, so rgb_mean 0 and img_range 1."""
+    found = {"unshuffle_mod": "head.1.weight" in shapes}
+    if "sub_mean.weight" not in shapes:
+        found.update(img_range=1.0, rgb_mean=(0.0, 0.0, 0.0))
+    return found
+
+
+RCAN_LAYOUTS = (
+    Layout("the official RCAN repository's layout (sub_mean, head.0, body.G.body.B.body.N, tail)",
+           "RCAN_BIX4.pt (yulunzhang/RCAN, a legacy torch.save file); traiNNer-redux's RCAN "
+           "(4x_..._RCAN.pth: no sub_mean, head.1 after a pixel unshuffle)",
+           ("tail.1.weight", "body.0.body.0.body.3.conv_du.0.weight"),
+           [(r"(sub|add)_mean\.(weight|bias)", None),
+            (r"head\.[01]\.(weight|bias)", r"conv_first.\1"),
+            (r"body\.(\d+)\.body\.(\d+)\.body\.([02])\.(weight|bias)",
+             r"body.\1.residual_group.\2.rcab.\3.\4"),
+            (r"body\.(\d+)\.body\.(\d+)\.body\.3\.conv_du\.0\.(weight|bias)",
+             r"body.\1.residual_group.\2.rcab.3.attention.1.\3"),
+            (r"body\.(\d+)\.body\.(\d+)\.body\.3\.conv_du\.2\.(weight|bias)",
+             r"body.\1.residual_group.\2.rcab.3.attention.3.\3"),
+            (r"body\.(\d+)\.body\.(\d+)\.(weight|bias)", r"body.\1.conv.\3"),
+            (r"body\.(\d+)\.(weight|bias)", r"conv_after_body.\2"),
+            (r"tail\.0\.(\d+)\.(weight|bias)", r"upsample.\1.\2"),
+            (r"tail\.1\.(weight|bias)", r"conv_last.\1")],
+           _official_keywords, mean_shift_values),
+)
 
 
 class ChannelAttention(nn.Module):
@@ -70,18 +106,23 @@ class RCAN(nn.Module):
         num_block: RCABs per group, default 16 (the paper's RCAN: 20).
         squeeze_factor: channel-attention reduction, default 16 (num_feat // squeeze_factor >= 1).
         scale: 2, 3, 4 (default) or another power of two.
-        res_scale: residual scaling of each RCAB, default 1.
+        res_scale: residual scaling of each RCAB, default 1 (the official code ignores it: 1).
         img_range: images are scaled by this after the mean shift, default 255.
         rgb_mean: per-channel mean, default DIV2K's (0.4488, 0.4371, 0.4040); on 1 channel the
-            average of the three (BasicSR's RCAN runs on 3 channels only).
+            average of the three (BasicSR's RCAN runs on 3 channels only). A model without mean
+            shift (traiNNer's norm: false) is rgb_mean (0, 0, 0) with img_range 1.
+        unshuffle_mod: traiNNer-redux's x1/x2 variant, default False: the input is pixel-unshuffled
+            by 4 // scale (sides reflect-padded to a multiple, the output cropped) and upsampled x4.
     """
+
+    layouts = RCAN_LAYOUTS
 
     def __init__(self, num_in_ch: int = 3, num_out_ch: int = 3, num_feat: int = 64, num_group: int = 10,
                  num_block: int = 16, squeeze_factor: int = 16, scale: int = 4, res_scale: float = 1.0,
-                 img_range: float = 255.0, rgb_mean=(0.4488, 0.4371, 0.4040)):
+                 img_range: float = 255.0, rgb_mean=(0.4488, 0.4371, 0.4040),
+                 unshuffle_mod: bool = False):
         super().__init__()
         name = "RCAN"
-        self.scale = upsampler_scale(name, scale)
         num_in_ch = int_arg(name, "num_in_ch", num_in_ch)
         num_out_ch = int_arg(name, "num_out_ch", num_out_ch)
         num_feat = int_arg(name, "num_feat", num_feat)
@@ -91,41 +132,73 @@ class RCAN(nn.Module):
         if squeeze_factor > num_feat:
             raise ValueError(f"{name}: squeeze_factor must be <= num_feat (the attention keeps "
                              f"num_feat // squeeze_factor channels), got {squeeze_factor} > {num_feat}")
+        self.unshuffle = 1
+        if flag(name, "unshuffle_mod", unshuffle_mod):
+            self.scale = int_arg(name, "scale", scale)
+            if self.scale not in (1, 2):
+                raise ValueError(f"{name}: unshuffle_mod is for scale 1 or 2 (the input is "
+                                 f"unshuffled by 4 // scale, then upsampled x4), got {self.scale}")
+            self.unshuffle = 4 // self.scale
+        else:
+            self.scale = upsampler_scale(name, scale)
         res_scale = number(name, "res_scale", res_scale, low=0, low_open=True)
         self.img_range = number(name, "img_range", img_range, low=0, low_open=True)
         # Constants, not buffers (as BasicSR): they stay out of the state_dict.
         self.mean_in = channel_mean(name, rgb_mean, num_in_ch)
         self.mean_out = channel_mean(name, rgb_mean, num_out_ch)
 
-        self.conv_first = nn.Conv2d(num_in_ch, num_feat, 3, padding=1)
+        self.conv_first = nn.Conv2d(num_in_ch * self.unshuffle ** 2, num_feat, 3, padding=1)
         self.body = make_layer(ResidualGroup, num_group, num_feat=num_feat, num_block=num_block,
                                squeeze_factor=squeeze_factor, res_scale=res_scale)
         self.conv_after_body = nn.Conv2d(num_feat, num_feat, 3, padding=1)
-        self.upsample = PixelShuffleUpsampler(self.scale, num_feat, name)
+        self.upsample = PixelShuffleUpsampler(self.scale * self.unshuffle, num_feat, name)
         self.conv_last = nn.Conv2d(num_feat, num_out_ch, 3, padding=1)
 
     def forward(self, x):
+        image = x
+        if self.unshuffle > 1:  # as traiNNer's / spandrel's forward: pad, shift, unshuffle
+            x = F.pad_to_multiple(x, self.unshuffle)
         x = (x - self.mean_in.astype(x.dtype, copy=False)) * self.img_range
+        if self.unshuffle > 1:
+            x = F.pixel_unshuffle(x, self.unshuffle)
         x = self.conv_first(x)
         res = self.conv_after_body(self.body(x)) + x
         x = self.conv_last(self.upsample(res))
-        return x / self.img_range + self.mean_out.astype(x.dtype, copy=False)
+        x = x / self.img_range + self.mean_out.astype(x.dtype, copy=False)
+        return F.crop_to(x, image, self.scale) if self.unshuffle > 1 else x
 
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:
         """Groups from body.i.conv, blocks from group 0, the squeeze factor from the attention's
-        first conv (num_feat // its channels: the largest factor giving that width), the scale from
-        the upsampler. img_range, rgb_mean and res_scale change no weight: defaults unless given."""
-        feat, num_in_ch = need(shapes, "conv_first.weight", 4)[:2]
+        first conv (a given one that gives its width, else the largest: num_feat // width), the
+        upsampler's scale; with unshuffle_mod (given, or the layout's head.1, or conv_first seeing
+        4 or 16 times conv_last's channels before a x4 upsampler) the unshuffle from conv_first's
+        channels and scale = 4 // it. img_range and rgb_mean are BasicSR's (255, DIV2K's mean: its
+        every RCAN option file) unless a layout's MeanShift says otherwise; res_scale is 1 (BasicSR's
+        options; the official code has none)."""
+        feat, first_in = need(shapes, "conv_first.weight", 4)[:2]
+        out = need(shapes, "conv_last.weight", 4)[0]
         need(shapes, "conv_after_body.weight", 4)
         num_group = count(shapes, "body", ".conv.weight")
-        num_block, squeeze = 16, 16  # no group: no weight fixes them
+        found = {"num_out_ch": out, "num_feat": feat, "num_group": num_group}
         if num_group:
-            num_block = count(shapes, "body.0.residual_group", ".rcab.0.weight")
-            if num_block:
-                squeeze = feat // need(shapes, "body.0.residual_group.0.rcab.3.attention.1.weight", 4)[0]
-        return {"num_in_ch": num_in_ch, "num_out_ch": need(shapes, "conv_last.weight", 4)[0],
-                "num_feat": feat, "num_group": num_group, "num_block": num_block,
-                "squeeze_factor": squeeze,
-                "scale": PixelShuffleUpsampler.detect_scale(shapes, "upsample", feat)}
-
+            found["num_block"] = count(shapes, "body.0.residual_group", ".rcab.0.weight")
+            if found["num_block"]:
+                width = need(shapes, "body.0.residual_group.0.rcab.3.attention.1.weight", 4)[0]
+                squeeze = known.get("squeeze_factor")
+                ok = isinstance(squeeze, int) and squeeze >= 1 and feat // squeeze == width
+                found["squeeze_factor"] = squeeze if ok else feat // width
+        up = PixelShuffleUpsampler.detect_scale(shapes, "upsample", feat)
+        unshuffle = known.get("unshuffle_mod")
+        if unshuffle is None:
+            unshuffle = up == 4 and first_in in (4 * out, 16 * out)
+        if unshuffle:
+            cin = known.get("num_in_ch") if isinstance(known.get("num_in_ch"), int) else out
+            d = math.isqrt(first_in // cin) if cin >= 1 else 0
+            if up != 4 or d not in (2, 4) or first_in != cin * d * d:
+                raise NoMatch(f"unshuffle_mod: conv_first sees {first_in} channels and the "
+                              f"upsampler is x{up}: not num_in_ch {cin} x 4 or 16 before x4")
+            found.update(num_in_ch=cin, scale=4 // d, unshuffle_mod=True)
+        else:
+            found.update(num_in_ch=first_in, scale=up)
+        return found

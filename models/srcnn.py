@@ -9,7 +9,7 @@ from framework.nn.conv import conv_act
 from framework.check import int_arg, int_list
 from framework.registry import MODELS
 
-from .detect import Unknown, need
+from framework.detect import Assumed, Unknown, need
 
 
 @MODELS.register()
@@ -50,8 +50,11 @@ class SRCNN(nn.Module):
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:
         """Widths and kernel sizes from conv1..conv3. The scale has no weight (the bicubic
-        pre-upsampling): the caller gives it; `upsample` is assumed True unless given."""
+        pre-upsampling): the caller gives it. Nor has `upsample`: True (srgrad's SRCNN upsamples
+        inside the model) is assumed and said."""
         (f1, cin, k1, _), (f2, _, k2, _), (cout, _, k3, _) = (
             need(shapes, f"conv{i}.weight", 4) for i in (1, 2, 3))
         return {"scale": Unknown(1, "the bicubic pre-upsampling has no weights"), "num_in_ch": cin,
-                "num_out_ch": cout, "num_feat": [f1, f2], "kernel_size": [k1, k2, k3]}
+                "num_out_ch": cout, "num_feat": [f1, f2], "kernel_size": [k1, k2, k3],
+                "upsample": Assumed(True, "srgrad's SRCNN upsamples inside the model (the paper "
+                                          "feeds a pre-upsampled image: upsample=false)")}

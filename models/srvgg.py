@@ -11,7 +11,7 @@ from framework.check import choice, int_arg
 from framework.registry import MODELS
 
 from ._blocks import default_init_weights
-from .detect import NoMatch, Unknown, indices, need, split_shuffle
+from framework.detect import NoMatch, Unknown, indices, need, split_shuffle
 
 _ACTIVATIONS = ("relu", "prelu", "leakyrelu")
 _INITS = ("torch", "kaiming")

@@ -36,7 +36,7 @@ from framework.nn import init
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, embed_tokens, trunc_normal_linears, upsampler_scale
-from .detect import NoMatch, Unknown, count, need
+from framework.detect import NoMatch, Unknown, count, need
 from .swinir import Mlp, PatchUnEmbed, SwinTransformerBlock, UpsampleOneStep, _resi_conv
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv", "pixelshuffle_aux")

@@ -2,7 +2,7 @@
 basicsr/archs/swinir_arch.py): mean shift -> conv_first -> residual Swin Transformer blocks (RSTB:
 `depth` Swin blocks on tokens + a conv on the image + a skip) -> norm -> conv_after_body + long skip
 -> reconstruction ("pixelshuffle" classical SR, "pixelshuffledirect" lightweight, "nearest+conv"
-real-world x4, "" denoising at x1) -> mean shift back.
+real-world x2 / x4 / x8, "" denoising and JPEG at x1) -> mean shift back.
 
 A Swin block is windowed multi-head self-attention with a learnt relative-position bias (every
 other block on windows shifted by half a window, the wrapped-around tokens kept apart by an additive
@@ -29,10 +29,11 @@ from framework import nn
 from framework.functional.attention import relative_position_index, shift_mask
 from framework.check import choice, flag, int_arg, int_list, number, pair
 from framework.nn import init
+from framework.nn.module import claim
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, embed_tokens, trunc_normal_linears, upsampler_scale
-from .detect import NoMatch, Unknown, count, need
+from framework.detect import Assumed, NoMatch, Unknown, count, need
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv")
 _RESI = ("1conv", "3conv")
@@ -125,7 +126,8 @@ class SwinTransformerBlock(nn.Module):
         ws = self.window_size
         self.mask_resolution = tuple(-(-n // ws) * ws for n in self.input_resolution)
         mask = None
-        if self.shift_size > 0:
+        if self.shift_size > 0:  # (nW, ws^2, ws^2): H W ws^2 values, counted before it is made
+            claim(self.mask_resolution[0] * self.mask_resolution[1] * ws * ws)
             mask = shift_mask(*self.mask_resolution, ws, self.shift_size).copy()
         self.register_buffer("attn_mask", mask)
 
@@ -244,8 +246,9 @@ class SwinIR(nn.Module):
         ape: a learnt absolute position embedding (then the padded input must be img_size), default False.
         patch_norm: LayerNorm after the patch embedding, default True.
         scale: upscaling factor, default 2: "pixelshuffle" 2^n or 3, "pixelshuffledirect" any,
-            "nearest+conv" 4, "" 1.
-        img_range: images are multiplied by this after the mean shift, default 1.
+            "nearest+conv" 2, 4 or 8 (conv_up1, conv_up2, conv_up3 as needed), "" 1.
+        img_range: images are multiplied by this after the mean shift, default 1 (the official
+            JPEG artifact-reduction models: 255).
         upsampler: "" (default: denoising, JPEG; x1), "pixelshuffle" (classical SR),
             "pixelshuffledirect" (lightweight SR), "nearest+conv" (real-world SR).
         resi_connection: the conv closing each RSTB and the body, "1conv" (default) or "3conv".
@@ -322,13 +325,13 @@ class SwinIR(nn.Module):
         if self.upsampler == "pixelshuffle":
             return upsampler_scale(name, scale)
         scale = int_arg(name, "scale", scale)
-        need_scale = {"nearest+conv": 4, "": 1}.get(self.upsampler)
-        if need_scale is not None and scale != need_scale:
-            what = "upsamples x4 only" if need_scale == 4 else "does not upsample (denoising, JPEG)"
-            hint = "" if need_scale == 4 else (" (BasicSR ignores upscale there: pass scale 1, or "
-                                               "an upsampler)")
-            raise ValueError(f"{name}: upsampler {self.upsampler!r} {what}: scale must be "
-                             f"{need_scale}, got {scale}{hint}")
+        if self.upsampler == "nearest+conv" and scale not in (2, 4, 8):
+            raise ValueError(f"{name}: upsampler 'nearest+conv' upsamples x2, x4 or x8 (one x2 "
+                             f"stage per conv_up): scale must be 2, 4 or 8, got {scale}")
+        if self.upsampler == "" and scale != 1:
+            raise ValueError(f"{name}: upsampler '' does not upsample (denoising, JPEG): scale must "
+                             f"be 1, got {scale} (BasicSR ignores upscale there: pass scale 1, or "
+                             f"an upsampler)")
         return scale
 
     def _reconstruction(self, embed_dim, out_ch):
@@ -340,8 +343,9 @@ class SwinIR(nn.Module):
             self.conv_last = nn.Conv2d(_NUM_FEAT, out_ch, 3, padding=1)
         elif self.upsampler == "pixelshuffledirect":
             self.upsample = UpsampleOneStep(self.scale, embed_dim, out_ch)
-        elif self.upsampler == "nearest+conv":
-            for key in ("conv_up1", "conv_up2", "conv_hr"):
+        elif self.upsampler == "nearest+conv":  # one conv_up per x2 stage (spandrel's x2 and x8)
+            self.ups = [f"conv_up{i + 1}" for i in range(self.scale.bit_length() - 1)]
+            for key in (*self.ups, "conv_hr"):
                 setattr(self, key, nn.Conv2d(_NUM_FEAT, _NUM_FEAT, 3, padding=1))
             self.conv_last = nn.Conv2d(_NUM_FEAT, out_ch, 3, padding=1)
             self.lrelu = nn.LeakyReLU(0.2)
@@ -376,8 +380,9 @@ class SwinIR(nn.Module):
             out = self.upsample(feat)
         elif self.upsampler == "nearest+conv":
             feat = self.conv_before_upsample(feat)
-            feat = self.lrelu(self.conv_up1(F.interpolate(feat, scale_factor=2, mode="nearest")))
-            feat = self.lrelu(self.conv_up2(F.interpolate(feat, scale_factor=2, mode="nearest")))
+            for up in self.ups:
+                feat = self.lrelu(getattr(self, up)(F.interpolate(feat, scale_factor=2,
+                                                                  mode="nearest")))
             out = self.conv_last(self.lrelu(self.conv_hr(feat)))
         else:
             out = x + self.conv_last(feat)
@@ -390,17 +395,27 @@ class SwinIR(nn.Module):
         block's attn_mask (its windows: a square grid of side sqrt(nW) * w assumed; absent when no
         block shifts: 64, or the window when odd blocks exist but none shifts); mlp_ratio from fc1;
         upsampler, resi_connection, ape, patch_norm, qkv_bias from which keys exist; scale from the
-        upsampler. qk_scale, the drop rates and img_range change no weight: defaults unless given."""
+        upsampler (nearest+conv: x2 per conv_up). A given keyword the shapes allow is kept (an
+        mlp_ratio giving the same width, ...). The weights do not tell img_range: SwinIR's official
+        test code (main_test_swinir.py) runs its JPEG artifact-reduction models, the only ones with
+        window 7, with 255 and every other (window 8) with 1, as spandrel does: window 7 assumes
+        255 and says so (BasicSR's default window is 7 too), any other window 1. qk_scale and the
+        drop rates change nothing at inference: defaults unless given."""
+        if "conv_first.1.weight" in shapes:
+            raise NoMatch("conv_first.1: a pixel unshuffle before conv_first (spandrel's "
+                          "start_unshuffle variant), which srgrad's SwinIR does not have")
         embed_dim, in_chans = need(shapes, "conv_first.weight", 4)[:2]
         layers = count(shapes, "layers", "")
+        given_heads = known.get("num_heads") if isinstance(known.get("num_heads"), (list, tuple)) \
+            else ()
         depths, heads, window, mlp_ratio, qkv_bias = [], [], None, 4.0, True
         img_size, odd_blocks = None, False
         for i in range(layers):
             prefix = f"layers.{i}.residual_group.blocks"
             depth = count(shapes, prefix, ".norm1.weight")
             depths.append(depth)
-            if not depth:
-                heads.append(6)  # no block: no weight fixes it
+            if not depth:  # no block: no weight fixes its heads
+                heads.append(given_heads[i] if i < len(given_heads) else 6)
                 continue
             need(shapes, f"{prefix}.0.attn.relative_position_index")  # HAT keeps it on the model
             rows, nh = need(shapes, f"{prefix}.0.attn.relative_position_bias_table", 2)
@@ -414,6 +429,9 @@ class SwinIR(nn.Module):
             mlp_ratio = hidden / embed_dim
             if int(embed_dim * mlp_ratio) < hidden:  # 7 / 3 * 3 = 6.999...: the next float up
                 mlp_ratio = float(np.nextafter(mlp_ratio, np.inf))
+            given = known.get("mlp_ratio")
+            if isinstance(given, (int, float)) and given > 0 and int(embed_dim * given) == hidden:
+                mlp_ratio = given
             qkv_bias = f"{prefix}.0.attn.qkv.bias" in shapes
             odd_blocks = odd_blocks or depth > 1
             if f"{prefix}.1.attn_mask" in shapes and img_size is None:
@@ -433,7 +451,12 @@ class SwinIR(nn.Module):
         else:
             raise NoMatch("no conv_after_body")
         if "conv_up1.weight" in shapes:
-            upsampler, scale = "nearest+conv", 4
+            ups = 1
+            while f"conv_up{ups + 1}.weight" in shapes:
+                ups += 1
+            if ups > 3:
+                raise NoMatch(f"nearest+conv with {ups} conv_up's: x2, x4 or x8 has 1 to 3")
+            upsampler, scale = "nearest+conv", 2 ** ups
         elif "conv_before_upsample.0.weight" in shapes:
             upsampler = "pixelshuffle"
             scale = PixelShuffleUpsampler.detect_scale(shapes, "upsample", _NUM_FEAT)
@@ -445,8 +468,13 @@ class SwinIR(nn.Module):
                 raise NoMatch(f"upsample.0 has {out} outputs: not in_chans {in_chans} * scale^2")
         else:
             upsampler, scale = "", 1
+        if window == 7:
+            img_range = Assumed(255.0, "SwinIR's official JPEG artifact-reduction models, the only "
+                                       "ones with window 7, run with 255 (spandrel too)")
+        else:
+            img_range = Assumed(1.0, "SwinIR's official models with window 8", quiet=True)
         return {"img_size": img_size, "in_chans": in_chans, "embed_dim": embed_dim,
                 "depths": tuple(depths), "num_heads": tuple(heads), "window_size": window,
                 "mlp_ratio": mlp_ratio, "qkv_bias": qkv_bias, "ape": "absolute_pos_embed" in shapes,
                 "patch_norm": "patch_embed.norm.weight" in shapes, "scale": scale,
-                "upsampler": upsampler, "resi_connection": resi}
+                "upsampler": upsampler, "resi_connection": resi, "img_range": img_range}

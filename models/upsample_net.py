@@ -10,7 +10,7 @@ from framework.functional.resample import MODES
 from framework.check import int_arg
 from framework.registry import MODELS
 
-from .detect import NoMatch, Unknown, indices, need
+from framework.detect import Assumed, NoMatch, Unknown, indices, need
 
 
 
@@ -77,8 +77,8 @@ class UpsampleNet(nn.Module):
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:
         """num_conv / num_refine = the convs of head / tail; the scale has no weight: the caller
-        gives it. mode is assumed "bicubic" and residual True (False when the channels differ)
-        unless given."""
+        gives it. Nor have mode and residual: "bicubic" and True (the defaults) are assumed and
+        said; residual is False when the channels differ (the skip needs them equal)."""
         convs = {}
         for part in ("head", "tail"):
             convs[part] = indices(shapes, part, ".weight")
@@ -86,9 +86,9 @@ class UpsampleNet(nn.Module):
                 raise NoMatch(f"convolutions at {part}.{convs[part]} are not {part}.0, {part}.2, ...")
         feat, cin = need(shapes, "head.0.weight", 4)[:2]
         cout = need(shapes, f"tail.{convs['tail'][-1]}.weight", 4)[0]
-        found = {"scale": Unknown(1, "the resampling has no weights"), "num_in_ch": cin,
-                 "num_out_ch": cout, "num_feat": feat, "num_conv": len(convs["head"]),
-                 "num_refine": len(convs["tail"])}
-        if cin != cout:
-            found["residual"] = False
-        return found
+        return {"scale": Unknown(1, "the resampling has no weights"), "num_in_ch": cin,
+                "num_out_ch": cout, "num_feat": feat, "num_conv": len(convs["head"]),
+                "num_refine": len(convs["tail"]),
+                "mode": Assumed("bicubic", "the default; the resampling has no weights"),
+                "residual": False if cin != cout else
+                Assumed(True, "the default; the skip has no weights")}

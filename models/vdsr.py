@@ -9,7 +9,7 @@ from framework.nn.conv import run_fused
 from framework.check import int_arg
 from framework.registry import MODELS
 
-from .detect import NoMatch, Unknown, indices, need
+from framework.detect import NoMatch, Unknown, indices, need
 
 
 @MODELS.register()

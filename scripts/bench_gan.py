@@ -5,8 +5,9 @@ UNetDiscriminatorSN num_feat 32 with skip connections; batch 8 of 16x16 LR -> 64
 One step: the generator update (L1 and perceptual against the USM-sharpened GT, vanilla GAN loss
 weight 0.1 through the frozen discriminator, Adam lr 1e-4 betas (0.9, 0.99)), then the
 discriminator update on the real GT and the detached fake, then the generator's EMA (0.999).
-srgrad's side is the GAN trainer itself: a GANTrainer built from the shipped config (sizes and
-paths overridden) and its own `_train_step` on a prepared batch. The torch side is Real-ESRGAN's
+srgrad's side is the GAN trainer itself: a Trainer (its gan recipe) built from the shipped config
+(sizes and paths overridden) and its own `_train_step` on a prepared batch, which includes the USM
+of the target (RealESRGANModel sharpens it in feed_data, outside optimize_parameters). The torch side is Real-ESRGAN's
 RealESRGANModel.optimize_parameters + model_ema written out on the twins of tests/twins, same
 weights. The perceptual loss's VGG19 has random weights (timing does not depend on them): both
 sides read the same torchvision-keyed file, written to a temporary folder.
@@ -82,23 +83,25 @@ def write_vgg19(path, layers, seed: int = 0):
 
 
 def make_batch(batch: int, gt: int, dtype, seed: int = 0) -> dict:
-    """{"lq": (B, 3, gt/4, gt/4), "gt", "gt_usm": (B, 3, gt, gt)}, uniform in [0, 1] (values do
-    not change the work; the sharpened GT is an independent draw, not an actual USM)."""
+    """{"lq": (B, 3, gt/4, gt/4), "gt", "gt_usm": (B, 3, gt, gt)}: lq and gt uniform in [0, 1]
+    (values do not change the work), gt_usm the USM of gt (RealESRGANModel's target, which the gan
+    recipe computes in its step; the torch side reads it from here)."""
+    from framework.data.degradations import usm_sharp
     rng = np.random.default_rng(seed)
     lq = gt // 4
-    return {"lq": rng.uniform(0, 1, (batch, 3, lq, lq)).astype(dtype),
-            "gt": rng.uniform(0, 1, (batch, 3, gt, gt)).astype(dtype),
-            "gt_usm": rng.uniform(0, 1, (batch, 3, gt, gt)).astype(dtype)}
+    hr = rng.uniform(0, 1, (batch, 3, gt, gt)).astype(dtype)
+    return {"lq": rng.uniform(0, 1, (batch, 3, lq, lq)).astype(dtype), "gt": hr,
+            "gt_usm": usm_sharp(hr)}
 
 
 # -- srgrad: the GAN trainer --------------------------------------------------------------------
 
 def make_trainer(workdir, vgg_path, batch: int, gt: int, perceptual: bool, dtype: str):
-    """A GANTrainer of configs/realesrgan_compact_x4.yaml with batch `batch`, GT patches `gt`,
+    """A Trainer (gan recipe) of configs/realesrgan_compact_x4.yaml with batch `batch`, GT patches `gt`,
     float `dtype`, no pretrained weights, no validation, the VGG19 file `vgg_path` (or no
     perceptual term), a one-image training folder in `workdir` (built, never read)."""
     from PIL import Image
-    from framework.engine import make_trainer as trainer_for
+    from framework.engine import Trainer
     from framework.engine.schema import load_config
     root = pathlib.Path(workdir) / "train"
     root.mkdir(exist_ok=True)
@@ -109,12 +112,12 @@ def make_trainer(workdir, vgg_path, batch: int, gt: int, perceptual: bool, dtype
             "train.pretrained=null", "train.loader.workers=0"]
     sets += ([f"train.losses.perceptual.weights={vgg_path}"] if perceptual else
              ["train.losses.perceptual=null", "train.gt_usm=[pixel]"])
-    return trainer_for(load_config(CONFIG, sets), progress=False)
+    return Trainer(load_config(CONFIG, sets), progress=False)
 
 
 @dataclasses.dataclass
 class Ours:
-    """srgrad's step and its two parts, closures over one GANTrainer."""
+    """srgrad's step and its two parts, closures over one Trainer and its gan recipe."""
     trainer: object
     batch: dict
 
@@ -126,7 +129,7 @@ class Ours:
     def generator_part(self):
         """Generator update alone, from the trainer's public pieces; returns sr."""
         import framework as sg
-        t, crit = self.trainer, self.trainer.criteria
+        t, crit = self.trainer.recipe, self.trainer.recipe.criteria
         lq, usm = sg.tensor(self.batch["lq"]), sg.tensor(self.batch["gt_usm"])
         t.optimizer.zero_grad()
         t.net_d.requires_grad_(False)
@@ -143,7 +146,7 @@ class Ours:
     def discriminator_part(self, sr):
         """Discriminator update alone on the real GT and the detached `sr`."""
         import framework as sg
-        t, gan = self.trainer, self.trainer.criteria["gan"]
+        t, gan = self.trainer.recipe, self.trainer.recipe.criteria["gan"]
         t.optimizer_d.zero_grad()
         gan(t.net_d(sg.tensor(self.batch["gt"])), True, is_disc=True).backward()
         gan(t.net_d(sr.detach()), False, is_disc=True).backward()
@@ -161,8 +164,8 @@ class Theirs:
         from framework.nn.perceptual import vgg_layer_names
         from tests.twins import twin_of
         cfg, dtype = trainer.cfg, getattr(torch, str(trainer.dtype))
-        self.g = twin_of(trainer.model, trainer.model_spec, dtype=dtype)
-        self.d = twin_of(trainer.net_d, cfg["model_d"], dtype=dtype)
+        self.g = twin_of(trainer.model, trainer.recipe.model_spec, dtype=dtype)
+        self.d = twin_of(trainer.recipe.net_d, cfg["model_d"], dtype=dtype)
         tcfg = cfg["train"]
         self.ema_decay = tcfg["ema_decay"]
         self.ema = {k: v.detach().clone() for k, v in self.g.named_parameters()}
@@ -264,7 +267,7 @@ def build(workdir, batch: int = 8, gt: int = 64, perceptual: bool = True, dtype:
 
 
 def _counts(ours) -> str:
-    t = ours.trainer
+    t = ours.trainer.recipe
     count = {name: sum(p.data.size for p in net.parameters())
              for name, net in (("G", t.model), ("D", t.net_d))}
     if "perceptual" in t.criteria:
@@ -281,7 +284,7 @@ def run(args) -> list:
     losses = "L1 + perceptual + GAN" if opts.perceptual else "L1 + GAN"
     note = _counts(ours)
     rows = [Row(f"GAN step {shape}, {losses}, EMA", *time_pair(ours.step, theirs.step, args.repeat),
-                note=note + "; srgrad = GANTrainer._train_step")]
+                note=note + "; srgrad = Trainer._train_step (gan recipe)")]
     rows.append(Row(f"generator part {shape}, {losses}",
                     *time_pair(ours.generator_part, theirs.generator_part, args.repeat)))
     sr, output = ours.generator_part(), theirs.generator_part()  # one fixed fake for the D rows

@@ -39,7 +39,7 @@ def main(argv=None) -> int:
         return 1
 
     import numpy as np
-    from framework.engine.inference import bicubic, load_model, upscale
+    from framework.engine import bicubic, load_model, upscale
     from framework.engine.runlog import detail_box, labelled_strip
     from framework.engine.schema import load_config
     from framework.engine.zoo import load_zoo

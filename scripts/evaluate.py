@@ -1,7 +1,9 @@
 """Thin command line: see `python scripts/evaluate.py --help` (same as `srgrad-eval`)."""
+import pathlib
 import sys
 
-from framework.engine.cli import eval_main
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # srgrad_cli's folder
+from srgrad_cli import evaluate  # noqa: E402  (imports the command inside its Ctrl-C guard)
 
 if __name__ == "__main__":
-    sys.exit(eval_main())
+    evaluate()

@@ -5,8 +5,8 @@ import pathlib
 import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-SOURCES = sorted(p for d in ("framework", "models", "scripts", "configs")
-                 for p in (REPO / d).rglob("*.py"))
+SOURCES = sorted([p for d in ("framework", "models", "scripts", "configs")
+                  for p in (REPO / d).rglob("*.py")] + [REPO / "srgrad_cli.py"])
 
 
 def calls(tree):

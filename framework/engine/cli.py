@@ -8,6 +8,7 @@ import csv
 import io
 import os
 import shlex
+import signal
 import sys
 import traceback
 from pathlib import Path
@@ -55,8 +56,9 @@ def train_main(argv=None) -> int:
     p.add_argument("config", nargs="?", help="YAML config (optional with --resume RUN_DIR: the run "
                    "folder's config.yaml is used)")
     p.add_argument("--resume", metavar="auto|RUN_DIR|CHECKPOINT",
-                   help="auto: continue from the latest checkpoint of the run folder (start fresh "
-                   "if there is none); RUN_DIR: that run folder; or a checkpoint file")
+                   help="auto: continue from the newest checkpoint of the run folder that loads "
+                   "(start fresh if there is none); RUN_DIR: the same in that run folder; or a "
+                   "checkpoint file (exactly that one)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config value, e.g. --set train.total_iters=100 (repeatable)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -70,13 +72,17 @@ def train_main(argv=None) -> int:
         return error(str(exc), 2)
     if comm.world_size == 1:
         return _train(args, comm)
-    # A rank that stops alone leaves the others blocked in their next Allreduce: end them all.
+    # A rank that stops alone leaves the others blocked in their next Allreduce: end them all. A
+    # stop signal is not that: every rank stopped at the same iteration after rank 0's checkpoint
+    # and exits 128 + the signal, as one process does (a rank stopped alone aborted in _train).
     try:
         code = _train(args, comm)
+    except KeyboardInterrupt:
+        comm.abort("interrupted", 128 + signal.SIGINT)
     except BaseException as exc:
         traceback.print_exc()
         comm.abort(f"{type(exc).__name__}: {exc}")
-    if code != 0:
+    if code != 0 and code not in (128 + signal.SIGINT, 128 + signal.SIGTERM):
         comm.abort(f"srgrad-train failed with exit code {code}")
     return code
 
@@ -87,14 +93,13 @@ def _train(args, comm) -> int:
     from ..io.config import ConfigError
     from .schema import load_config
     from .runlog import RunLockedError
-    from .trainer import TrainingError, TrainingInterrupted, find_latest_checkpoint, make_trainer
+    from .trainer import Trainer, TrainingError, TrainingInterrupted
 
-    run_dir, resume, config = None, args.resume, args.config
+    run_dir, resume, config, fitting = None, args.resume, args.config, False
     if resume and resume != "auto":
         path = Path(resume)
-        if path.is_dir():
-            run_dir = path
-            resume = find_latest_checkpoint(path) or "auto"
+        if path.is_dir():  # its newest checkpoint that loads, as --resume auto
+            run_dir, resume = path, "auto"
             config = config or path / "config.yaml"
         elif not path.is_file():
             return error(f"--resume {resume}: no such run folder or checkpoint file", 2)
@@ -111,8 +116,8 @@ def _train(args, comm) -> int:
             from . import precompile
             pending = precompile.ensure(config, args.overrides, cfg)  # children start compiling
         try:
-            trainer = make_trainer(cfg, run_dir=run_dir, resume=resume,
-                                   progress=not args.no_progress, config_path=shown, comm=comm)
+            trainer = Trainer(cfg, run_dir=run_dir, resume=resume, progress=not args.no_progress,
+                              config_path=shown, comm=comm)
         except ConfigError as exc:  # a constructor's check, named by its config key
             if pending is not None:
                 pending.cancel()
@@ -123,14 +128,20 @@ def _train(args, comm) -> int:
             raise
         if pending is not None:
             pending.wait()  # before the first step, which then loads every kernel from the cache
+        fitting = True
         result = trainer.fit()
     except ConfigError as exc:
         return error(str(exc), 2)
     except TrainingInterrupted as exc:  # the trainer said what was saved and how to resume
+        if not exc.saved and comm.world_size > 1:  # stopped at once, alone: end the other ranks
+            comm.abort("stopped at once by a second signal", 128 + exc.signum)
         return 128 + exc.signum
-    except KeyboardInterrupt:  # before the trainer took over the signals: nothing was written
-        print("interrupted before training started (nothing written)", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt:  # before the trainer took over the signals, or as it handed back
+        print("interrupted" if fitting else "interrupted before training started (nothing "
+              "written)", file=sys.stderr)
+        if comm.world_size > 1:
+            comm.abort("interrupted before training started", 128 + signal.SIGINT)
+        return 128 + signal.SIGINT
     except (TrainingError, RunLockedError, CheckpointError, OSError,
             distributed.DistributedError) as exc:
         return error(str(exc))
@@ -173,7 +184,8 @@ def model_args(p, tiles: bool = True, weights: bool = True):
                    "model: is used when the weights carry no model spec")
     p.add_argument("--model", help="model type, overriding the weights' spec (with --scale)")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="constructor keyword for --model (repeatable)")
+                   help="constructor keyword (repeatable): for --model, or, without it, one the "
+                   "weights cannot tell (it replaces the detected or stored value)")
     p.add_argument("--scale", type=int, help="upscaling factor (default: from the weights)")
     p.add_argument("--import", dest="imports", action="append", default=[], metavar="MODULE",
                    help="import a module that registers a custom model/layer (searched on "
@@ -187,9 +199,10 @@ def model_args(p, tiles: bool = True, weights: bool = True):
 
 def load_model_from_args(args):
     """(model, info) from model_args' options: --weights, then --model/--model-arg, --config,
-    --import (framework.engine.inference.load_model)."""
+    --import (framework.engine.loading.load_model). --model-arg without --model gives keywords to
+    the detection, or replaces them in the file's stored spec (or the config's)."""
     from ..io.config import import_modules, parse_scalar
-    from .inference import load_model
+    from .loading import load_model
     from .schema import load_config
     spec = fallback = None
     if args.imports:
@@ -197,14 +210,19 @@ def load_model_from_args(args):
     if args.config:  # imports its modules; its model: is used when the weights carry no spec
         cfg = load_config(args.config)
         fallback = {**cfg["model"], "scale": cfg["scale"]}
+    known = {}
+    for kv in args.model_arg:
+        key, eq, value = kv.partition("=")
+        if not key or not eq:
+            raise OutputError(f"--model-arg {kv!r}: expected KEY=VALUE")
+        known[key] = parse_scalar(value, f"--model-arg {key}")
     if args.model:
-        spec = {"type": args.model}
-        for kv in args.model_arg:
-            key, _, value = kv.partition("=")
-            spec[key] = parse_scalar(value, f"--model-arg {key}")
+        spec = {"type": args.model, **known}
+        known = {}
         if args.scale:
             spec["scale"] = args.scale
-    return load_model(args.weights, spec, args.scale, fallback, key=getattr(args, "key", None))
+    return load_model(args.weights, spec, args.scale, fallback, key=getattr(args, "key", None),
+                      known=known)
 
 
 def infer_main(argv=None) -> int:

@@ -35,8 +35,9 @@ def _check_output(src: Path, out: Path, overwrite: bool) -> None:
 
 
 def _weights(args) -> int:
-    from ..weights import CheckpointError, check_state_matches, load_weights, save_weights
-    from ..weights import write_pth
+    import numpy as np
+    from ..weights import CheckpointError, load_into, load_weights, save_weights, write_pth
+
     src, out = Path(args.weights), Path(args.output)
     ext = out.suffix.lower()
     if ext not in (".safetensors", ".pth", ".pt"):
@@ -47,11 +48,12 @@ def _weights(args) -> int:
     if args.key is None and not args.plain:  # both the weights and their EMA, when the file has both
         for name in ("params", "params_ema"):
             try:
-                state = load_weights(src, name)[0]
+                state, group_info = load_weights(src, name)
             except CheckpointError:  # the file has no such entry
                 continue
-            check_state_matches(model, state, str(src))
-            groups[name] = state
+            # in the model's keys (a published layout mapped), strictly
+            load_into(model, src, state=state, info=group_info, spec=info["model"])
+            groups[name] = {k: np.array(v, copy=True) for k, v in model.state_dict().items()}
     if not groups:
         groups = {"params": model.state_dict()}
     spec = info["model"]

@@ -182,8 +182,8 @@ class SingleProcess:
     def check_same(self, value: int, what: str) -> None:
         return None
 
-    def any_(self, flag: bool) -> bool:
-        return bool(flag)
+    def max_(self, value: int) -> int:
+        return int(value)
 
     def barrier(self) -> None:
         return None
@@ -245,12 +245,13 @@ class MPICommunicator:
             if flat is not arr:
                 np.copyto(arr, flat)
 
-    def any_(self, flag: bool) -> bool:
-        """True on every rank when any rank's `flag` is set (one 1-int Allreduce): e.g. a stop
-        signal that reached the ranks at different iterations is acted on at the same one."""
-        buf = np.array([1 if flag else 0], dtype=np.int64)
+    def max_(self, value: int) -> int:
+        """The largest rank's integer `value`, on every rank (one 1-int Allreduce): e.g. a stop
+        signal (its number; 0: none) that reached some ranks, or the ranks at different
+        iterations, is acted on by every rank at the same one."""
+        buf = np.array([int(value)], dtype=np.int64)
         self.comm.Allreduce(self._mpi.IN_PLACE, buf, op=self._mpi.MAX)
-        return bool(buf[0])
+        return int(buf[0])
 
     def check_same(self, value: int, what: str) -> None:
         """Raise DistributedError on every rank unless all ranks hold the same integer `value`

@@ -1,5 +1,5 @@
-"""Inference: build a model from weights (+ optional config), upscale arrays in overlapping tiles,
-upscale image files of any supported mode.
+"""Inference: upscale arrays in overlapping tiles, upscale image files of any supported mode (the
+model comes from engine/loading.py's load_model).
 
 Tiling: the LR image is cut into `tile` x `tile` blocks; each block is run with `overlap` extra LR
 pixels of context on every side (clamped at the image border) and only its centre is written. When
@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 import os
-import sys
 from fractions import Fraction
 
 import numpy as np
@@ -23,87 +22,12 @@ from .. import functional as F
 from .._check import choice, number, pair
 from ..autograd import no_grad
 from ..functional.resample import _NEAREST_LARGE, MODES, Table, axis_table, resample
-from ..weights import CheckpointError, check_state_matches, load_weights
-from ..registry import BASELINES, MODELS
+from ..registry import BASELINES
 from ..tensor import Tensor
 from .tta import self_ensemble as ensemble
 
-__all__ = ["build_model", "load_model", "upscale", "bicubic", "upscale_file", "model_in_channels",
-           "outscale_size", "resize_quantised", "OUTSCALE_MODES"]
-
-
-def build_model(spec: dict, scale: int | None = None):
-    """MODELS.build on a `{type, **kwargs}` spec; `scale` is added when the spec lacks it."""
-    spec = dict(spec)
-    if scale is not None:
-        spec.setdefault("scale", scale)
-    try:
-        return MODELS.build(spec)
-    except KeyError as exc:  # an unregistered model or layer (e.g. EDSR's block: spec)
-        raise ValueError(f"{exc.args[0]} (a custom model or layer? pass --config with its "
-                         f"imports:, or --import MODULE)") from None
-
-
-def load_model(weights, model_spec: dict | None = None, scale: int | None = None,
-               fallback_spec: dict | None = None, key: str | None = None, say=None):
-    """(model in eval mode, info) from any weights file load_weights takes (srgrad's safetensors,
-    plain safetensors, a PyTorch .pth read safely). The model spec is, in this order: `model_spec`
-    (--model on the command line), the file's metadata (srgrad's trainer writes it: it describes
-    these weights exactly), `fallback_spec` (a config's `model:` block), else detected from the
-    state_dict's keys and shapes (models/detect.py; said through `say`). A config's model that
-    disagrees with the file's spec is a warning naming both. `key`: params or params_ema."""
-    from .zoo import load_zoo
-    load_zoo()
-    say = say or (lambda msg: print(msg, file=sys.stderr))
-    state, info = load_weights(weights, key)
-    stored = info.get("model")
-    if fallback_spec and stored and not model_spec and _spec_differs(stored, fallback_spec):
-        say(f"warning: --config's model {_show_spec(fallback_spec)} differs from the one stored in "
-            f"{weights}, {_show_spec(stored)}: using the stored one (it describes these weights)")
-    spec = model_spec or stored or fallback_spec
-    if not spec:
-        spec = _detect(state, weights, scale)
-        say(f"detected {_show_spec(spec)} from the keys and shapes of {weights}")
-    if scale and spec.get("scale") and scale != spec["scale"]:
-        raise ValueError(f"{weights}: the model is x{spec['scale']}, --scale {scale} disagrees")
-    scale = scale or spec.get("scale") or info.get("scale")
-    if scale is None:
-        raise ValueError("the model's scale is unknown: pass --scale")
-    try:
-        model = build_model(spec, scale)
-    except ValueError as exc:
-        if not info.get("imports"):
-            raise
-        raise ValueError(f"{exc} The weights were trained with imports: {info['imports']}") \
-            from None
-    dtype = info.get("dtype")
-    if dtype:
-        model.to(np.dtype(dtype))
-    check_state_matches(model, state, os.fspath(weights))
-    model.load_state_dict(state)
-    model.eval()
-    info = {**info, "model": {**spec, "scale": int(scale)}, "scale": int(scale)}
-    return model, info
-
-
-def _detect(state, weights, scale):
-    from models.detect import detect  # the application's rules (engine/zoo.py has loaded models)
-    try:
-        return detect(state, **({"scale": scale} if scale else {}))
-    except ValueError as exc:
-        raise CheckpointError(f"{weights} carries no model spec and {exc}; pass --model TYPE "
-                              f"--scale S (and --model-arg k=v) or --config CONFIG") from None
-
-
-def _spec_differs(a: dict, b: dict) -> bool:
-    """Whether two model specs describe different models (keys one of them leaves at the default
-    are not compared)."""
-    return a.get("type") != b.get("type") or any(a[k] != b[k] for k in a.keys() & b.keys())
-
-
-def _show_spec(spec: dict) -> str:
-    args = ", ".join(f"{k}={v!r}" for k, v in spec.items() if k != "type")
-    return f"{spec.get('type')}({args})"
+__all__ = ["upscale", "bicubic", "upscale_file", "model_in_channels", "outscale_size",
+           "resize_quantised", "OUTSCALE_MODES"]
 
 
 def model_in_channels(info: dict) -> int:

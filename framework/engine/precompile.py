@@ -5,15 +5,19 @@ another (its compiler holds a process-wide lock). On a fresh install that is mos
 a run's first step (docs/benchmarks.md, "Start-up"). Here:
 
 1. each of `jobs` child processes dry-runs the config: a fresh trainer fetches batch 0 (its dataset
-   and degradations), takes one training step and one single-image forward, with every kernel call
-   recorded and skipped (`_jit.recording`): the (kernel, signature) list the run will compile;
+   and degradations), then takes its recipe's dry step (every branch of one training step) and one
+   single-image forward, with every kernel call recorded and skipped (`_jit.recording`): the
+   (kernel, signature) list the run will compile. A dataset that uses a kernel's result in Python
+   (RealESRGANDataset) fails on what a skipped call returns: its batch is then fetched again with
+   its kernels running (compiled in each child, as the run would, before the rest is shared out);
 2. the children compile that list together into numba's on-disk cache, each claiming one signature
    at a time (an O_EXCL file per signature), parallel kernels (the slowest to compile) first;
 3. the run then loads each kernel from the cache on its first call.
 
-A marker per (kernel sources, the config's model/data/loss sections) skips all of it next time.
-Nothing here can change a result: the cache holds the same machine code the run would compile, and
-a failure only costs time (the run compiles whatever is missing itself, as before).
+A marker per (kernel sources, the config's model/recipe/data/loss sections) skips all of it next
+time. Nothing here can change a result: the cache holds the same machine code the run would
+compile, and a failure only costs time (the run compiles whatever is missing itself, as before;
+the report says what was skipped and why).
 
     srgrad-precompile configs/quickstart.yaml [--set KEY=VALUE] [--jobs N]   (ahead of time)
     srgrad-train runs `ensure` itself before building its trainer.
@@ -44,11 +48,16 @@ def _marker(cfg: dict) -> Path | None:
     """The marker file of cfg's kernels in this installation's cache, or None when the cache folder
     is not writable (the marker is only a shortcut). Keyed by what decides the kernels' signatures:
     the kernel sources, the model(s), dtype, scale, the datasets' types and the losses (not paths,
-    lengths, batch size, logging, optimizers or schedules)."""
+    lengths, batch size, logging, optimizers or schedules); of the recipe's own keys, its
+    top-level ones (gan: model_d)."""
+    from ..registry import RECIPES
+    from .recipes import recipe_name
     datasets = {k: (v or {}).get("type") for k, v in (cfg.get("datasets") or {}).items()}
     train = cfg.get("train") or {}
+    recipe = recipe_name(cfg)
+    own = {k: cfg.get(k) for k in RECIPES.get(recipe).SCHEMA if k != "train"}
     keep = {"scale": cfg.get("scale"), "dtype": cfg.get("dtype"), "model": cfg.get("model"),
-            "model_d": cfg.get("model_d"), "datasets": datasets,
+            "recipe": recipe, "recipe_keys": own, "datasets": datasets,
             "train": {k: train.get(k) for k in ("loss", "losses", "gt_usm", "ema_decay")}}
     key = hashlib.sha256((_jit.source_stamp() + json.dumps(keep, sort_keys=True, default=str)).encode())
     # where numba caches (its own order): $NUMBA_CACHE_DIR, else beside the sources, else the user's
@@ -133,29 +142,35 @@ class Pending:
 
 # -- the child ------------------------------------------------------------------------------------
 def _dry_run(cfg: dict) -> list:
-    """[(kernel, signature)] that cfg's first step and a single-image forward call, deduplicated,
-    parallel kernels first."""
+    """[(kernel, signature)] that cfg's first batch, its recipe's dry step and a single-image
+    forward call, deduplicated, parallel kernels first."""
     import numpy as np
 
     from ..autograd import no_grad
     from ..tensor import Tensor
-    from .trainer import make_trainer
+    from .trainer import Trainer
 
     with tempfile.TemporaryDirectory(prefix="srgrad-dry-run-") as tmp:
-        trainer = make_trainer(cfg, run_dir=Path(tmp) / "run", progress=False)
-        # recorded kernels leave garbage in their outputs: no finiteness checks in a dry run
-        trainer._finite = lambda *args, **kwargs: True
-        trainer._nonfinite = lambda *args, **kwargs: None
-        if hasattr(trainer, "_generator_updates"):
-            trainer._generator_updates = lambda: True
+        trainer = Trainer(cfg, run_dir=Path(tmp) / "run", progress=False)
+        recipe = trainer.recipe
         # (the pool threads' numpy ignores errstate, which is per thread: silence the warnings too)
-        with np.errstate(all="ignore"), warnings.catch_warnings(), _jit.recording() as calls:
+        with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
-            batch = trainer.loader.get_batch(0)
-            trainer._train_step(batch)
-            trainer.model.eval()
-            with no_grad():
-                trainer.model(Tensor(np.asarray(batch["lq"][:1], dtype=trainer.dtype)))
+            try:
+                with _jit.recording() as data_calls:
+                    batch = trainer.loader.get_batch(0)
+            except Exception:  # whatever the garbage makes the dataset's own code raise
+                # a dataset that uses a kernel's result in Python (RealESRGANDataset's noise) fails
+                # on what a skipped call returns: the batch for real, its kernels compiled here
+                with _jit.recording(run=True) as data_calls:
+                    batch = trainer.loader.get_batch(0)
+            # recorded kernels leave garbage in their outputs: the dry step checks nothing
+            with _jit.recording() as step_calls:
+                recipe.dry_step(batch)
+                recipe.model.eval()
+                with no_grad():
+                    recipe.model(Tensor(np.asarray(batch["lq"][:1], dtype=recipe.dtype)))
+    calls = data_calls + step_calls
     seen, items = set(), []
     for disp, sig in calls:
         if (id(disp), sig) not in seen:

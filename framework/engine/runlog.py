@@ -7,6 +7,7 @@ import io
 import math
 import os
 import socket
+import stat
 import sys
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ except ImportError:  # Windows
 import numpy as np
 
 from ..io.atomic import clean_partial_writes, write_atomic
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # (absent on Windows, where links need privileges)
 
 __all__ = ["RunLockedError", "RunLock", "MetricsLog", "plot_curves", "comparison_strip",
            "labelled_strip", "detail_box", "Progress", "duration"]
@@ -33,10 +36,13 @@ class RunLock:
     process ends however it ends (kill -9 included), so a stale lock cannot exist and two processes
     can never both hold it (taking over a stale PID file was a race: both could judge it stale and
     one could delete the other's fresh lock). The file holds "PID HOSTNAME" of the owner, only for
-    messages. Where fcntl is missing (Windows) the file is created with O_EXCL and a leftover one
-    must be deleted by hand. flock is not reliable on some network file systems (docs/reliability.md).
-    Taking the lock also removes what a killed run left half-written in the folder
-    (framework.io.atomic.clean_partial_writes)."""
+    messages. It is opened without following a symbolic link and must be a regular file of this
+    user with one link: a `.lock` that is a link to a file elsewhere (in a shared folder, an
+    attack) would have that file truncated and overwritten, so it is refused (RunLockedError) and
+    left as it is. Where fcntl is missing (Windows) the file is created with O_EXCL and a leftover
+    one must be deleted by hand. flock is not reliable on some network file systems
+    (docs/reliability.md). Taking the lock also removes what a killed run left half-written in the
+    folder (framework.io.atomic.clean_partial_writes)."""
 
     def __init__(self, run_dir):
         self.path = Path(run_dir) / ".lock"
@@ -48,7 +54,7 @@ class RunLock:
         if fcntl is None:
             return self._acquire_excl(me)
         for _ in range(10):
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            fd = self._open(os.O_RDWR | os.O_CREAT)
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:
@@ -57,7 +63,7 @@ class RunLock:
             # The owner deletes the file on release: if ours is no longer the file at the path, we
             # locked a deleted inode (opened just before the unlink); try the path again.
             try:
-                same = os.path.samestat(os.fstat(fd), os.stat(self.path))
+                same = os.path.samestat(os.fstat(fd), os.lstat(self.path))
             except FileNotFoundError:
                 same = False
             if same:
@@ -70,9 +76,36 @@ class RunLock:
             os.close(fd)
         raise RunLockedError(f"could not take the lock {self.path}: it keeps being replaced")
 
+    def _open(self, flags: int) -> int:
+        """The lock file's descriptor, opened without following a link (and without blocking on a
+        FIFO); RunLockedError unless it is a regular file of this user with one link."""
+        try:
+            fd = os.open(self.path, flags | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0), 0o644)
+        except FileExistsError:
+            raise
+        except OSError as exc:
+            if os.path.islink(self.path):
+                raise RunLockedError(self._refused("a symbolic link")) from None
+            raise OSError(exc.errno, f"cannot open the lock file {self.path}: "
+                                     f"{exc.strerror or exc}") from None
+        st = os.fstat(fd)
+        problem = ("not a regular file" if not stat.S_ISREG(st.st_mode) else
+                   f"a file with {st.st_nlink} hard links" if st.st_nlink != 1 else
+                   f"owned by another user (uid {st.st_uid})"
+                   if hasattr(os, "geteuid") and st.st_uid != os.geteuid() else None)
+        if problem:
+            os.close(fd)
+            raise RunLockedError(self._refused(problem))
+        return fd
+
+    def _refused(self, what: str) -> str:
+        return (f"refusing the lock file {self.path}: it is {what}, not a lock file this run made "
+                f"(srgrad creates it as a regular file and never follows a link there). Nothing "
+                f"was written to it; remove it if it is yours, or use another run folder")
+
     def _acquire_excl(self, me: bytes) -> None:
         try:
-            fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            fd = self._open(os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
             raise RunLockedError(self._in_use() + " If that process is gone, delete the lock "
                                  "file.") from None
@@ -81,8 +114,12 @@ class RunLock:
         self.owned = True
 
     def _in_use(self) -> str:
-        try:
-            owner = self.path.read_text().strip()
+        try:  # the owner's "PID HOST", read without following a link
+            fd = os.open(self.path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0))
+            try:
+                owner = os.read(fd, 256).decode(errors="replace").strip()
+            finally:
+                os.close(fd)
         except OSError:
             owner = ""
         pid, _, host = owner.partition(" ")

@@ -1,7 +1,10 @@
 """What a training config holds: the schema `srgrad-train` validates a config against, before anything
 runs. Every key has a Field (a typed leaf with a default) or a Block (`{type: Name, **keywords}`,
-judged by its registry against the constructor: framework.registry.Registry.check). All problems are
-reported together, each naming the file and the dotted key, with a did-you-mean.
+judged by its registry against the constructor: framework.registry.Registry.check; both in
+engine/fields.py). The keys every recipe shares are here; each training recipe adds its own
+(framework/engine/recipes: the gan recipe's model_d, train.losses.gan, train.optimizer_d, ...),
+merged in by `full_schema`, and checks them. All problems are reported together, each naming the
+file and the dotted key, with a did-you-mean.
 
 A config is BasicSR-like (`name`, `scale`, `model: {type: ...}`, `datasets`, `train`, `val`,
 `checkpoint`, `imports`). Paths inside a config (dataset roots, `run_root`) are relative to the
@@ -18,60 +21,29 @@ import os
 
 from .._check import did_you_mean
 from ..io.config import ConfigError, apply_override, import_modules, parse_yaml, read_yaml, show
-from ..registry import BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OPTIMIZERS, SCHEDULERS
+from ..registry import (BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OPTIMIZERS, RECIPES,
+                        SCHEDULERS)
+from .fields import REQUIRED as _REQUIRED
+from .fields import Block, Field, check_pretrained, leaves, pretrained_section
+from .recipes import recipe_name
 from .zoo import load_zoo
 
 __all__ = ["SCHEMA", "Field", "Block", "load_config", "parse_config", "validate", "config_hash",
-           "keys_at"]
+           "keys_at", "full_schema"]
 
-_REQUIRED = object()
-
-
-class Field:
-    """A leaf key: `kind` is int, float, bool, str or "str_list"; `minimum` is inclusive unless
-    `exclusive`; `choices` (a tuple, or a Registry whose names are the choices) restricts the value;
-    `nullable` allows null."""
-
-    def __init__(self, kind, default=_REQUIRED, minimum=None, exclusive=False, choices=None,
-                 nullable=False):
-        self.kind, self.default, self.minimum = kind, default, minimum
-        self.exclusive, self.choices, self.nullable = exclusive, choices, nullable
-
-    def allowed(self):
-        return self.choices.names() if hasattr(self.choices, "names") else self.choices
-
-
-class Block:
-    """A `{type: Name, **constructor keywords}` mapping resolved through `registry`. `injected_first`:
-    the constructor's first parameter is passed by the trainer (an optimizer's params); `shared`:
-    keywords that may be given but must agree with the top-level key of the same name (scale)."""
-
-    def __init__(self, registry, default=_REQUIRED, injected_first=False, shared=()):
-        self.registry, self.default = registry, default
-        self.injected_first, self.shared = injected_first, shared
-
-    def injected(self, name):
-        if not self.injected_first or name not in self.registry:
-            return ()
-        params = list(inspect.signature(self.registry.get(name)).parameters)
-        return tuple(params[:1])
-
-
-def _pretrained():
-    return {"path": Field(str, None, nullable=True), "key": Field(str, None, nullable=True),
-            "strict": Field(bool, True)}
-
-
-SCHEMA = {
+# The keys every recipe shares; each registered recipe adds its own (framework/engine/recipes:
+# a GAN's model_d, train.losses.gan, train.optimizer_d, ...), merged in by full_schema().
+_BASE = {
     "name": Field(str),
     "scale": Field(int, minimum=1),
     "seed": Field(int, 0, minimum=0),
     "dtype": Field(str, "float32", choices=("float32", "float64")),
     "imports": Field("str_list", []),
     "run_root": Field(str, "runs"),
+    # what one training step is (RECIPES): null = the recipe whose own keys the config sets (gan:
+    # model_d), else sr
+    "recipe": Field(str, None, nullable=True, choices=RECIPES),
     "model": Block(MODELS, shared=("scale",)),
-    # a discriminator (BasicSR's network_d): its presence makes the run a GAN run
-    "model_d": Block(MODELS, None),
     "datasets": {
         "train": Block(DATASETS, shared=("scale",)),
         "val": Block(DATASETS, None, shared=("scale",)),
@@ -83,29 +55,21 @@ SCHEMA = {
         "scheduler": Block(SCHEDULERS, None, injected_first=True),
         # the pixel loss (BasicSR's pixel_opt), short for losses.pixel; L1Loss when no loss is given
         "loss": Block(LOSSES, None),
-        # several terms, each weighted by its loss_weight (BasicSR's pixel_opt, perceptual_opt,
-        # gan_opt); a `gan` term needs `model_d`
+        # several terms, each weighted by its loss_weight (BasicSR's pixel_opt, perceptual_opt);
+        # a recipe adds its own roles (gan: train.losses.gan)
         "losses": {
             "pixel": Block(LOSSES, None),
             "perceptual": Block(LOSSES, None),
-            "gan": Block(LOSSES, None),
         },
-        # the terms whose target is the USM-sharpened GT (Real-ESRGAN's l1_gt_usm, percep_gt_usm,
-        # gan_gt_usm): the dataset must produce gt_usm
-        "gt_usm": Field("str_list", [], choices=("pixel", "perceptual", "gan")),
+        # the roles whose target is the USM-sharpened GT (Real-ESRGAN's l1_gt_usm, percep_gt_usm,
+        # gan_gt_usm): the dataset must produce gt_usm (choices: the roles of train.losses)
+        "gt_usm": Field("str_list", []),
         # weights to start from (BasicSR's path.pretrain_network_g, param_key_g, strict_load_g);
         # ignored when a run resumes from its own checkpoint
-        "pretrained": _pretrained(),
+        "pretrained": pretrained_section(),
         # an exponential moving average of the weights (0: none); validation, net_best and the
         # weights files' params_ema use it
         "ema_decay": Field(float, 0.0, minimum=0),
-        # the discriminator's (with model_d): BasicSR's optim_d, scheduler (its own copy),
-        # pretrain_network_d, net_d_iters, net_d_init_iters
-        "optimizer_d": Block(OPTIMIZERS, None, injected_first=True),
-        "scheduler_d": Block(SCHEDULERS, None, injected_first=True),
-        "pretrained_d": _pretrained(),
-        "net_d_iters": Field(int, 1, minimum=1),
-        "net_d_init_iters": Field(int, 0, minimum=0),
         "grad_clip": Field(float, None, minimum=0, exclusive=True, nullable=True),
         # what a NaN/Inf loss does: stop (leaving the last checkpoint untouched) or skip the batch
         "nonfinite_loss": Field(str, "stop", choices=("stop", "skip")),
@@ -135,8 +99,52 @@ SCHEMA = {
     },
 }
 
-_OPTIONAL_SECTIONS = ("val", "checkpoint", "train.losses", "train.pretrained",
-                      "train.pretrained_d", "train.loader")
+_BASE_OPTIONAL = ("val", "checkpoint", "train.losses", "train.pretrained", "train.loader")
+_MERGED: dict = {}  # the registered recipes' names -> (schema, optional sections)
+
+
+def full_schema() -> tuple[dict, tuple]:
+    """(the schema with every registered recipe's SCHEMA merged in, its optional sections: the
+    base's and every section a recipe adds). Recomputed when a recipe registers (a user's, through
+    `imports:`); ValueError when two recipes claim the same key."""
+    recipes = tuple((name, RECIPES.get(name)) for name in RECIPES.names())
+    if recipes not in _MERGED:
+        schema = _sections_copy(_BASE)
+        optional = list(_BASE_OPTIONAL)
+        for name, recipe in recipes:
+            _merge(schema, recipe.SCHEMA, name, "", optional)
+        train = schema["train"]
+        train["gt_usm"] = Field("str_list", [], choices=tuple(train["losses"]))
+        _MERGED[recipes] = schema, tuple(optional)
+    return _MERGED[recipes]
+
+
+def _sections_copy(schema: dict) -> dict:
+    return {k: _sections_copy(v) if isinstance(v, dict) else v for k, v in schema.items()}
+
+
+def _merge(into: dict, block: dict, owner: str, prefix: str, optional: list) -> None:
+    for key, spec in block.items():
+        path = prefix + key
+        if isinstance(spec, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], spec, owner, path + ".", optional)
+        elif key in into:
+            raise ValueError(f"recipe {owner}: config key {path} is already taken")
+        elif any(leaf.default is _REQUIRED for _, leaf in leaves({key: spec})):
+            raise ValueError(f"recipe {owner}: config key {path} needs a default (the configs of "
+                             f"other recipes do not set it)")
+        else:
+            into[key] = _sections_copy(spec) if isinstance(spec, dict) else spec
+            if isinstance(spec, dict):  # a recipe's own sections are optional, like its keys
+                optional += _section_paths(spec, path)
+
+
+def _section_paths(schema: dict, path: str) -> list[str]:
+    return [path] + [p for k, v in schema.items() if isinstance(v, dict)
+                     for p in _section_paths(v, f"{path}.{k}")]
+
+
+SCHEMA = full_schema()[0]  # with the built-in recipes (sr, gan)
 
 
 # -- loading -------------------------------------------------------------------------------------
@@ -167,7 +175,7 @@ def _resolve(cfg, source, overrides, do_imports, base_dir):
 def keys_at(parts):
     """(the schema's keys at a dotted path, whether the path is a `type:` block that takes any
     keyword): what `--set` accepts there."""
-    node = SCHEMA
+    node = full_schema()[0]
     for part in parts:
         if not isinstance(node, dict) or part not in node:
             return set(), False
@@ -182,7 +190,11 @@ def validate(cfg: dict, source="<config>") -> dict:
     """Check `cfg` against SCHEMA; return a deep copy with defaults filled in. All problems are
     reported together in one ConfigError."""
     errors: list[str] = []
-    out = _section(cfg, SCHEMA, "", source, errors)
+    try:
+        schema, optional = full_schema()
+    except ValueError as exc:
+        raise ConfigError(f"{source}: {exc}") from None
+    out = _section(cfg, schema, "", source, errors, optional)
     if not errors:
         _cross_checks(out, source, errors)
     if errors:
@@ -194,7 +206,7 @@ def _where(source, path):
     return f"{source}: {path}" if path else str(source)
 
 
-def _section(cfg, schema, prefix, source, errors):
+def _section(cfg, schema, prefix, source, errors, optional):
     if not isinstance(cfg, dict):
         errors.append(f"{_where(source, prefix)}: expected a mapping, got "
                       f"{type(cfg).__name__} {show(cfg)}")
@@ -208,12 +220,12 @@ def _section(cfg, schema, prefix, source, errors):
     for key, spec in schema.items():
         path = f"{prefix}.{key}" if prefix else key
         if isinstance(spec, dict):
-            if key not in cfg and path not in _OPTIONAL_SECTIONS:
+            if key not in cfg and path not in optional:
                 errors.append(f"{_where(source, path)}: missing section (keys: {', '.join(spec)})")
                 continue
             given = cfg.get(key)
-            out[key] = _section({} if given is None and path in _OPTIONAL_SECTIONS else
-                                given if key in cfg else {}, spec, path, source, errors)
+            out[key] = _section({} if given is None and path in optional else
+                                given if key in cfg else {}, spec, path, source, errors, optional)
         elif isinstance(spec, Block):
             if cfg.get(key) is None:
                 if spec.default is _REQUIRED:
@@ -313,49 +325,18 @@ def _cross_checks(cfg, source, errors):
         errors.append(f"{_where(source, 'train.optimizer.lr')}: must be > 0, got {lr!r}")
 
 
-def _is_gan_loss(spec) -> bool:
-    """A GAN loss is called (prediction, target_is_real, is_disc), BasicSR's GANLoss signature."""
-    forward = getattr(LOSSES.get(spec["type"]), "forward", None)
-    return forward is not None and "target_is_real" in inspect.signature(forward).parameters
-
-
 def _check_training(cfg, source, errors):
-    """The loss terms, the discriminator and its optimizer, EMA and gt_usm fit together."""
+    """The loss terms, EMA and gt_usm fit together; then the recipes' own checks."""
     t, where = cfg["train"], lambda key: _where(source, key)
     if t["loss"] is not None and t["losses"]["pixel"] is not None:
         errors.append(f"{where('train.loss')}: give the pixel loss once, as train.loss or as "
                       f"train.losses.pixel, not both")
     if t["loss"] is None and all(v is None for v in t["losses"].values()):
         t["loss"] = {"type": "L1Loss"}
-    for term, spec in t["losses"].items():
-        if spec is not None and _is_gan_loss(spec) != (term == "gan"):
-            errors.append(f"{where(f'train.losses.{term}')}: {spec['type']} "
-                          + ("is not a GAN loss (type GANLoss)" if term == "gan" else
-                             "is a GAN loss: it belongs under train.losses.gan"))
-    if t["loss"] is not None and _is_gan_loss(t["loss"]):
-        errors.append(f"{where('train.loss')}: {t['loss']['type']} is a GAN loss: put it under "
-                      f"train.losses.gan, with model_d")
-    gan, d = t["losses"]["gan"] is not None, cfg["model_d"] is not None
-    if gan and not d:
-        errors.append(f"{where('train.losses.gan')}: a GAN loss needs a discriminator: add "
-                      f"model_d (e.g. {{type: UNetDiscriminatorSN, num_in_ch: 3}})")
-    if d and not gan:
-        errors.append(f"{where('model_d')}: a discriminator needs train.losses.gan (e.g. {{type: "
-                      f"GANLoss, gan_type: vanilla, loss_weight: 0.1}})")
-    if d and t["optimizer_d"] is None:
-        errors.append(f"{where('train.optimizer_d')}: missing: model_d is trained by its own "
-                      f"optimizer (e.g. {{type: Adam, lr: 1e-4, betas: [0.9, 0.99]}})")
-    if not d:
-        for key in ("optimizer_d", "scheduler_d"):
-            if t[key] is not None:
-                errors.append(f"{where(f'train.{key}')}: set, but there is no model_d to train")
-        if t["pretrained_d"]["path"] is not None:
-            errors.append(f"{where('train.pretrained_d.path')}: set, but there is no model_d")
-    if "gan" in t["gt_usm"] and not gan:
-        errors.append(f"{where('train.gt_usm')}: 'gan' is listed but there is no GAN loss")
-    if "perceptual" in t["gt_usm"] and t["losses"]["perceptual"] is None:
-        errors.append(f"{where('train.gt_usm')}: 'perceptual' is listed but there is no "
-                      f"train.losses.perceptual")
+    for role in t["gt_usm"]:
+        if t["losses"][role] is None and not (role == "pixel" and t["loss"] is not None):
+            errors.append(f"{where('train.gt_usm')}: {role!r} is listed but there is no "
+                          f"train.losses.{role}")
     if t["gt_usm"] and not cfg["datasets"]["train"].get("gt_usm", False):
         errors.append(f"{where('train.gt_usm')}: the targets {t['gt_usm']} are the sharpened GT, "
                       f"which the training set must produce: set datasets.train.gt_usm: true "
@@ -363,9 +344,31 @@ def _check_training(cfg, source, errors):
     if not t["ema_decay"] < 1:
         errors.append(f"{where('train.ema_decay')}: must be < 1 (0 turns the EMA off), got "
                       f"{t['ema_decay']!r}")
-    for key in ("pretrained", "pretrained_d"):
-        if t[key]["path"] is None and (t[key]["key"] is not None or not t[key]["strict"]):
-            errors.append(f"{where(f'train.{key}')}: key/strict are set but path is not")
+    errors += check_pretrained(t, "pretrained", where)
+    _check_recipes(cfg, where, errors)
+
+
+def _check_recipes(cfg, where, errors):
+    """Every recipe's own checks; a key of a recipe the config does not train with, when set, is
+    an error (the recipe's UNUSED says why, else which recipe it belongs to)."""
+    try:
+        chosen = recipe_name(cfg)
+    except ValueError as exc:
+        errors.append(f"{where('recipe')}: {exc}")
+        return
+    for name in RECIPES.names():
+        recipe = RECIPES.get(name)
+        errors += recipe.check_config(cfg, where, name == chosen)
+        if name == chosen:
+            continue
+        for key, spec in leaves(recipe.SCHEMA):
+            value = cfg
+            for part in key.split("."):
+                value = value[part]
+            if value != spec.default:
+                errors.append(f"{where(key)}: " + recipe.UNUSED.get(
+                    key, f"set, but the {chosen!r} recipe does not use it (a key of recipe: "
+                         f"{name})"))
 
 
 def _check_channels(cfg, source, errors):

@@ -1,7 +1,8 @@
 """The training loop behind `srgrad-train`: build everything from a validated config, train with a
 progress bar (or plain log lines), validate against the bicubic baseline, checkpoint atomically,
-resume exactly. `make_trainer(cfg)` picks the trainer: this one (a generator and its losses: pixel,
-and optionally perceptual), or framework.engine.gan.GANTrainer when the config has `model_d`.
+resume exactly. The Trainer owns the loop (stop signals, checkpoint cadence, validation, logging,
+progress) and the run folder (engine/runfolder.py); what one step is belongs to the config's
+recipe (engine/recipes: sr, gan, ...), which owns the networks, their optimizers and losses.
 
 Exact resume: a run's state after iteration i is (every network's weights, the weights' EMA, every
 optimizer's and scheduler's state, i); the batch loader is a pure function of (seed, iteration) and
@@ -9,169 +10,103 @@ the framework's random stream (dropout) is reseeded from (seed, iteration) befor
 run resumed from the checkpoint of iteration i computes bit-identical weights to one that never
 stopped.
 
-Data parallelism (over MPI, framework.engine.distributed) hooks in at one place: `_reduce_gradients()`,
-called when every gradient is ready and before the optimizer step; each rank loads its rows of the
-global batch; writes, logs, progress bars and validation happen only where `self.is_main`.
+Data parallelism (over MPI, framework.engine.distributed) hooks in at one place, the recipe's
+`reduce` (every gradient ready, before the optimizer step); each rank loads its rows of the global
+batch; writes, logs, progress bars and validation happen only where `self.is_main`; a stop signal
+that reached any rank is acted on by every rank at the same iteration (`comm.max_`): rank 0 saves,
+the others wait for its checkpoint, all exit 128 + the signal.
 """
 from __future__ import annotations
 
 import contextlib
-import math
 import signal
 import time
 from pathlib import Path
 
 import numpy as np
 
-from .. import nn, random
-from . import distributed
-from ..io.config import ConfigError
+from .. import random
 from ..metrics import higher_is_better
-from ..optim import EMA
-from ..registry import DATASETS, LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
-from ..tensor import Tensor
-from .pretrained import load_pretrained
-from .runlog import Progress, RunLock, duration, plot_curves
-from .runstate import (RunState, TrainingError, TrainingInterrupted,  # noqa: F401  re-exported
-                       find_latest_checkpoint)
+from ..registry import DATASETS, RECIPES
+from . import distributed
+from .recipes import NonFinite, config_key, recipe_name
+from .runfolder import (RunFolder, TrainingError, TrainingInterrupted,  # noqa: F401  re-exported
+                        find_latest_checkpoint)
+from .runlog import Progress, duration, plot_curves
+from .schema import config_hash
 from .validation import ValidationStopped, Validator, column, main_metric
 
-__all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint",
-           "make_trainer"]
+__all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint"]
 
 # the framework's random stream for step i is seeded (seed, i, _STEP_STREAM, 1): four words, so it
 # never coincides with the data's three-word (seed, epoch, k) streams
 _STEP_STREAM = 0x5EED
+_SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
 
 
-@contextlib.contextmanager
-def _section(key: str):
-    """A constructor's own check (a value the schema cannot judge, a missing folder, an unreadable
-    image) becomes a ConfigError naming the config key it came from."""
-    try:
-        yield
-    except (ValueError, TypeError, OSError) as exc:
-        raise ConfigError(f"{key}: {exc}") from exc
-
-
-def make_trainer(cfg: dict, **kwargs) -> "Trainer":
-    """The trainer the config asks for: GANTrainer with `model_d`, else Trainer."""
-    if cfg.get("model_d") is not None:
-        from .gan import GANTrainer
-        return GANTrainer(cfg, **kwargs)
-    return Trainer(cfg, **kwargs)
-
-
-class Trainer(RunState):
+class Trainer:
     """Train `cfg` (a dict from framework.engine.schema.load_config) in `run_dir` (default
     `<run_root>/<name>`). `resume`: None (fresh; refuses a folder that already holds checkpoints),
-    "auto" (latest checkpoint of the run folder, fresh when there is none) or a checkpoint path.
-    `config_path` is only used in printed hints. `comm`: a framework.engine.distributed communicator
-    (default: one process). `progress`: a bar on a terminal (False: plain log lines)."""
-
-    # metrics.csv's loss-term columns (BasicSR's names); a trainer with one loss logs only "loss"
-    TERMS = ("l_g_pix", "l_g_percep", "l_g_style")
+    "auto" (the newest checkpoint of the run folder that loads, fresh when there is none) or a
+    checkpoint path. `config_path` is only used in printed hints. `comm`: a
+    framework.engine.distributed communicator (default: one process). `progress`: a bar on a
+    terminal (False: plain log lines). `recipe` is the config's (recipe_name), `model` its
+    generator."""
 
     def __init__(self, cfg: dict, run_dir=None, resume=None, progress: bool = True,
                  config_path=None, comm=None):
         self.cfg = cfg
         self.scale = cfg["scale"]
         self.dtype = np.dtype(cfg["dtype"])
-        self.run_dir = Path(run_dir) if run_dir else Path(cfg["run_root"]) / cfg["name"]
         self.resume, self.progress, self.config_path = resume, progress, config_path
         self.comm = comm if comm is not None else distributed.SingleProcess()
         self.rank, self.world_size = self.comm.rank, self.comm.world_size
+        self.folder = RunFolder(run_dir or Path(cfg["run_root"]) / cfg["name"], self.is_main)
+        self.run_dir = self.folder.path
         self.iteration = 0
         self.best = {"value": None, "iteration": None}
         self.elapsed = 0.0
         self._stop_signal = None  # the first SIGINT/SIGTERM received: stop after this iteration
+        self._finishing = False  # fit() is cleaning up: signals are ignored until it returns
         self._terms: dict[str, list[float]] = {}  # loss terms since the last metrics.csv row
         self._pending = None  # the metrics row of an iteration whose validation is unfinished
         self._pretrained = False  # a new run that starts from train.pretrained weights
+        self._tensorboard = None
         self._out = Progress(1, 0, cfg["name"], 1, bar=False, enabled=self.is_main)
-        self._build()
+        self.recipe = RECIPES.get(recipe_name(cfg))(cfg, self.comm, self._say)
+        self._build_data()
 
     @property
     def is_main(self) -> bool:
         return self.rank == 0
 
-    # -- building ---------------------------------------------------------------------------------
-    def _build(self):
+    @property
+    def model(self):
+        """The generator: what validation scores and the weights files hold."""
+        return self.recipe.model
+
+    def _build_data(self):
         cfg, tcfg = self.cfg, self.cfg["train"]
-        # weights are a pure function of the seed: initialise under it, then cast
-        nn.init.manual_seed(cfg["seed"])
-        self.model_spec = {**cfg["model"], "scale": self.scale}
-        with _section("model"):
-            self.model = MODELS.build(self.model_spec).to(self.dtype)
-        self._build_discriminator()
-        for net in self._trained().values():
-            self.comm.broadcast_params(net)  # same seed, same weights; this makes it certain
-            net.train()
-        self.ema = EMA(self.model, tcfg["ema_decay"]) if tcfg["ema_decay"] > 0 else None
-        self.optimizer, self.scheduler = self._optimizer(self.model, "optimizer", "scheduler")
-        self._build_discriminator_optimizer()
-        self.criteria = self._build_losses()
-        self.loss_fn = self.criteria.get("pixel")  # the pixel loss, (sr, target) -> loss
-        with _section("datasets.train"):
+        with config_key("datasets.train"):
             self.train_set = DATASETS.build(cfg["datasets"]["train"], scale=self.scale)
         val_spec = cfg["datasets"]["val"]
-        with _section("datasets.val"):
+        with config_key("datasets.val"):
             self.val_set = DATASETS.build(val_spec, scale=self.scale) if val_spec else None
         from ..data import BatchLoader
-        with _section("train.batch_size"):
+        with config_key("train.batch_size"):
             self.loader = BatchLoader(self.train_set, tcfg["batch_size"], seed=cfg["seed"],
                                       shuffle=True, rank=self.rank, world_size=self.world_size)
         self.validator = Validator(self.val_set, cfg["val"], self.scale, self.run_dir,
                                    self.progress and self.is_main, self.is_main) \
             if self.val_set is not None else None
 
-    def _build_discriminator(self):
-        """GANTrainer builds model_d here, right after the generator (under the same seed)."""
-
-    def _build_discriminator_optimizer(self):
-        """GANTrainer builds optimizer_d / scheduler_d here."""
-
-    def _optimizer(self, net, opt_key: str, sched_key: str):
-        tcfg = self.cfg["train"]
-        with _section(f"train.{opt_key}"):
-            optimizer = OPTIMIZERS.build(tcfg[opt_key], params=list(net.parameters()))
-        scheduler = None
-        if tcfg[sched_key] is not None:
-            with _section(f"train.{sched_key}"):
-                scheduler = SCHEDULERS.build(tcfg[sched_key], optimizer=optimizer)
-            why = scheduler.horizon_mismatch(tcfg["total_iters"])
-            if why:
-                self._say(f"warning: train.{sched_key}: {why} (set it to fit train.total_iters)")
-        return optimizer, scheduler
-
-    def _build_losses(self) -> dict:
-        """The loss terms by name (pixel, perceptual, gan), each cast to the run's dtype."""
-        tcfg = self.cfg["train"]
-        specs = {"pixel": tcfg["loss"], **{k: v for k, v in tcfg["losses"].items()
-                                           if v is not None and not (k == "pixel" and tcfg["loss"])}}
-        criteria = {}
-        for term, spec in specs.items():
-            if spec is None:
-                continue
-            key = "train.loss" if term == "pixel" and tcfg["loss"] else f"train.losses.{term}"
-            with _section(key):
-                fn = LOSSES.build(spec)
-            criteria[term] = fn.to(self.dtype) if isinstance(fn, nn.Module) else fn
-        return criteria
-
-    def _trained(self) -> dict:
-        """The networks an optimizer trains, by checkpoint name."""
-        return {"model": self.model}
-
     # -- public entry -----------------------------------------------------------------------------
     def fit(self) -> dict:
         """Train to `train.total_iters`. Returns {"iteration", "best", "run_dir", "val"}.
         Raises TrainingInterrupted on Ctrl-C or SIGTERM (after saving), TrainingError on a
         non-finite loss."""
-        self.run_dir.mkdir(parents=True, exist_ok=True)
-        lock = RunLock(self.run_dir)
-        if self.is_main:
-            lock.acquire()
+        self.folder.open()
+        self._finishing = False
         previous = self._install_signals()
         try:
             start = self._prepare_run()
@@ -182,47 +117,79 @@ class Trainer(RunState):
         except KeyboardInterrupt:  # a second signal: stopped at once, maybe inside a write
             raise self._interrupted_again() from None
         finally:
+            # stopped or done: a further signal no longer interrupts the cleanup (the lock's
+            # release); once the caller's handlers are back, the caller's code handles it
+            self._finishing = True
+            self.folder.close()
             for signum, handler in previous.items():
                 signal.signal(signum, handler)
-            lock.release()
+
+    # -- starting and resuming --------------------------------------------------------------------
+    def _prepare_run(self) -> int:
+        ckpt_path = None
+        if self.resume == "auto":
+            ckpt_path = self.folder.load_newest(self._load_checkpoint, self._say)
+            if ckpt_path is None:
+                self._say(f"no checkpoint in {self.run_dir}: starting a new run")
+        elif self.resume:
+            ckpt_path = Path(self.resume)
+            self._load_checkpoint(ckpt_path)
+        elif self.folder.latest() is not None:
+            raise TrainingError(
+                f"run folder {self.run_dir} already holds checkpoints: continue it with "
+                f"--resume auto, or start another run with --set name=NEW_NAME")
+        if ckpt_path is None:
+            self._load_pretrained()
+        columns = ["iteration", "time_s", "loss", "lr", *self.recipe.columns(),
+                   *(self.validator.columns() if self.validator else [])]
+        self.folder.start(self.cfg, columns, self.iteration if ckpt_path else None)
+        if self.is_main:
+            self._tensorboard = self._open_tensorboard()
+            self._summary()
+        return self.iteration
 
     def _load_pretrained(self):
-        """train.pretrained (and pretrained_d): a new run starts from these weights (and validates
-        them first, as iteration 0); a resumed run has its own. The EMA starts from the loaded
-        weights."""
-        for key, net in (("pretrained", self.model), ("pretrained_d", self._trained().get("net_d"))):
-            spec = self.cfg["train"][key]
-            if net is None or spec["path"] is None:
-                continue
-            info = load_pretrained(net, spec["path"], spec["key"], spec["strict"],
-                                   f"train.{key}", say=self._say,
-                                   scale=self.scale if key == "pretrained" else None)
-            self._pretrained = True
-            self._say(f"train.{key}: starting from {spec['path']} ({info.get('key') or 'weights'})")
-            self.comm.broadcast_params(net)
-        if self.ema is not None:
-            self.ema.load_state_dict(self.model.state_dict())
+        """train.pretrained (and each network's): a new run starts from these weights (and
+        validates them first, as iteration 0); a resumed run has its own."""
+        self._pretrained = self.recipe.load_pretrained()
 
-    def _columns(self):
-        terms = list(self.TERMS) if self._logs_terms() else []
-        return ["iteration", "time_s", "loss", "lr", *terms,
-                *(self.validator.columns() if self.validator else [])]
+    def _load_checkpoint(self, path):
+        """Everything a checkpoint holds, checked before anything is loaded."""
+        from .. import weights as ckpt
+        state = ckpt.load_checkpoint(path)
+        self.recipe.check_state(state, path)
+        logs = state.get("log") or {}
+        terms = logs.get("terms", {"loss": logs.get("losses", [])}) if isinstance(logs, dict) else None
+        if not isinstance(terms, dict) or not all(
+                isinstance(v, list) and all(isinstance(x, (int, float)) for x in v)
+                for v in terms.values()):
+            raise ckpt.CheckpointError(f"{path}: unreadable log state {logs!r}")
+        self.recipe.load_state(state, path)
+        self.iteration = int(state["iteration"])
+        self.best = state.get("best") or self.best
+        self.elapsed = float(state.get("elapsed", 0.0))
+        self._terms = {k: [float(x) for x in v] for k, v in terms.items() if v}
+        self._pending = logs.get("pending")
+        if state.get("config_hash") != config_hash(self._hashed_config()):
+            self._say("note: the config differs from the one that wrote the checkpoint")
+        self._say(f"resumed from {path} at iteration {self.iteration}")
 
-    def _logs_terms(self) -> bool:
-        return len(self.criteria) > 1
-
-    def _key(self, metric):
-        return column(metric, self.cfg["val"]["y_channel"])
+    def _hashed_config(self):
+        # total_iters may grow on resume (train longer) without being a different run; recipe:
+        # null is what every config meant before the key existed
+        cfg = {k: v for k, v in self.cfg.items() if not (k == "recipe" and v is None)}
+        return {**cfg, "train": {**self.cfg["train"], "total_iters": None}}
 
     def _summary(self):
         """What is about to run, in a few lines (rank 0)."""
         import numba
         tcfg = self.cfg["train"]
-        for name, net in self._trained().items():
+        ema = self.recipe.ema
+        for name, net in self.recipe.nets.items():
             count = sum(p.data.size for p in net.parameters())
-            spec = self.model_spec if name == "model" else self.cfg["model_d"]
-            extra = " + EMA" if name == "model" and self.ema is not None else ""
-            self._say(f"{name}: {spec['type']}, {count:,} parameters ({self.dtype}){extra}")
+            extra = " + EMA" if name == "model" and ema is not None else ""
+            self._say(f"{name}: {self.recipe.specs[name]['type']}, {count:,} parameters "
+                      f"({self.dtype}){extra}")
         gt = getattr(self.train_set, "gt_size", None)  # read no image here: errors belong to the loop
         crops = f"patches gt {gt}x{gt} -> lq {gt // self.scale}x{gt // self.scale}" if gt else \
             "whole images"
@@ -258,19 +225,18 @@ class Trainer(RunState):
             elif start == 0 and self._pretrained and self.val_set is not None:
                 last_val = self._log_row({}, validate=True)  # where the fine-tuning starts from
             while self.iteration < total:
-                if self.comm.any_(self._stop_signal is not None):
-                    self._interrupt()
+                stop = self.comm.max_(self._stop_signal or 0)
+                if stop:
+                    self._interrupt(stop)
                 with self._data_errors("the training batch"):
                     batch = next(batches)
                 random.manual_seed([self.cfg["seed"], self.iteration, _STEP_STREAM, 1])
                 values = self._train_step(batch)
-                if values is not None and not isinstance(values, dict):
-                    values = {"loss": values}
                 self.iteration += 1
                 self.elapsed = time.perf_counter() - t0
                 for k, v in (values or {}).items():
                     self._terms.setdefault(k, []).append(v)
-                lr = self.optimizer.param_groups[0]["lr"]
+                lr = self.recipe.optimizer.param_groups[0]["lr"]
                 self._out.update(self.iteration, (values or {}).get("loss"), lr)
                 timing = self._estimate(timing, start, total)
                 row = {}
@@ -279,20 +245,37 @@ class Trainer(RunState):
                     row.update({k: float(np.mean(v)) for k, v in self._terms.items() if v}, lr=lr)
                     self._terms = {}
                 last_val = self._log_row(row, validate=self._validation_due(total)) or last_val
-                if self.iteration % ccfg["every"] == 0 or self.iteration == total:
+                if self._pending is None and (self.iteration % ccfg["every"] == 0
+                                              or self.iteration == total):
                     self.save()
                     last_ckpt = self.iteration
+            # the final validation was stopped (on rank 0, by its signal)
+            stop = self.comm.max_((self._stop_signal or 0) if self._pending is not None else 0)
+            if stop:
+                self._interrupt(stop)
             if last_ckpt != self.iteration:  # resumed at the end: still leave net_latest
                 self.save()
         finally:
             batches.close(wait=False)
             self._out.close()
-            if getattr(self, "_tensorboard", None) is not None:
+            if self._tensorboard is not None:
                 self._tensorboard.close()
         if self.is_main:
             self._plot()
         return {"iteration": self.iteration, "best": self.best, "run_dir": str(self.run_dir),
                 "val": last_val}
+
+    def _train_step(self, batch):
+        """The recipe's step at this iteration: {"loss", and each term logged}, or None for a
+        skipped non-finite batch; a non-finite value under nonfinite_loss: stop is a
+        TrainingError naming the iteration and the last good checkpoint."""
+        try:
+            return self.recipe.step(batch, self.iteration)
+        except NonFinite as exc:
+            raise TrainingError(
+                f"{exc.what} at iteration {self.iteration + 1}: training stopped. The last good "
+                f"checkpoint ({self.folder.latest() or 'none yet'}) is untouched. "
+                f"{exc.advice}") from None
 
     def _estimate(self, timing, start, total):
         """After this process's third step, one line: seconds per iteration (the first step,
@@ -313,113 +296,24 @@ class Trainer(RunState):
 
     def _log_row(self, row: dict, validate: bool):
         """Validate when due, then write this iteration's metrics.csv row (loss and validation in
-        one row). A stop signal during the validation saves a checkpoint holding the row, so a
-        resume redoes the validation and writes the same row. Returns the validation means."""
+        one row). A stop signal during the validation leaves the row unwritten in `_pending`: the
+        loop then stops (on every rank) and saves a checkpoint holding it, so a resume redoes the
+        validation and writes the same row. Returns the validation means."""
         means = None
         if validate and self.is_main:
             self._pending = dict(row)
             try:
                 means = self.validate()
             except ValidationStopped:
-                self._interrupt(during="validation")
+                return None
             self._pending = None
             row = {**row, **means}
         if row and self.is_main:
-            self.log.write(iteration=self.iteration, time_s=round(self.elapsed, 3), **row)
-            tb = getattr(self, "_tensorboard", None)
-            if tb is not None:
+            self.folder.log.write(iteration=self.iteration, time_s=round(self.elapsed, 3), **row)
+            if self._tensorboard is not None:
                 for k, v in row.items():
-                    tb.add_scalar(k, v, self.iteration)
+                    self._tensorboard.add_scalar(k, v, self.iteration)
         return means
-
-    def _tensors(self, batch):
-        """(lq, {term: target}) as Tensors of the run's dtype; a term listed in train.gt_usm gets
-        the sharpened GT."""
-        lq = Tensor(np.asarray(batch["lq"], dtype=self.dtype))
-        gt = Tensor(np.asarray(batch["gt"], dtype=self.dtype))
-        usm = self.cfg["train"]["gt_usm"]
-        sharp = Tensor(np.asarray(batch["gt_usm"], dtype=self.dtype)) if usm else None
-        return lq, {term: sharp if term in usm else gt for term in ("pixel", "perceptual", "gan")}
-
-    def _generator_terms(self, sr, targets) -> dict:
-        """The generator's loss terms (Tensors) by metrics.csv name: pixel, perceptual and style."""
-        terms = {}
-        if "pixel" in self.criteria:
-            terms["l_g_pix"] = self.loss_fn(sr, targets["pixel"])
-        if "perceptual" in self.criteria:
-            out = self.criteria["perceptual"](sr, targets["perceptual"])
-            percep, style = out if isinstance(out, tuple) else (out, None)
-            if percep is not None:
-                terms["l_g_percep"] = percep
-            if style is not None:
-                terms["l_g_style"] = style
-        return terms
-
-    def _train_step(self, batch):
-        """One optimisation step; returns {"loss": total, and each term when there are several},
-        or None for a skipped non-finite batch."""
-        lq, targets = self._tensors(batch)
-        self.optimizer.zero_grad()
-        terms = self._generator_terms(self.model(lq), targets)
-        loss = _total(terms)
-        loss.backward()
-        if len(terms) == 1:
-            # averaged over the ranks with the gradients, so that every rank takes the same decision
-            values = {"loss": self._reduce_gradients(float(loss.item()))}
-        else:
-            reduced = self._reduce_gradients([float(loss.item())] + [float(t.item())
-                                                                     for t in terms.values()])
-            values = {"loss": reduced[0], **dict(zip(terms, reduced[1:]))}
-        if not self._finite(values, self.model, "batch skipped"):
-            return None
-        self._step(self.model, self.optimizer, self.scheduler, values["loss"])
-        if self.ema is not None:
-            self.ema.update()
-        return values
-
-    def _finite(self, values: dict, net, skipped: str) -> bool:
-        """False (after a warning) when a loss value or a gradient of `net` is NaN/Inf and
-        train.nonfinite_loss is skip; raises TrainingError when it is stop."""
-        # a NaN gradient with a finite loss would turn the weights NaN just the same
-        bad = next((f"{'loss' if k == 'loss' else f'the loss term {k}'} is {v}"
-                    for k, v in values.items() if not math.isfinite(v)), None) \
-            or self._nonfinite(net, "grad")
-        if not bad:
-            return True
-        if self.cfg["train"]["nonfinite_loss"] == "skip":
-            self._say(f"warning: {bad} at iteration {self.iteration + 1}: {skipped}")
-            return False
-        raise TrainingError(
-            f"{bad} at iteration {self.iteration + 1}: training stopped. The last good "
-            f"checkpoint ({self._last_checkpoint()}) is untouched. Lower "
-            f"train.optimizer.lr, set train.grad_clip, or set train.nonfinite_loss: skip")
-
-    def _step(self, net, optimizer, scheduler, loss: float, key: str = "optimizer"):
-        """Clip, step, check the weights stayed finite, advance the schedule. `key`: the
-        optimizer's config key, for the message."""
-        if self.cfg["train"]["grad_clip"] is not None:
-            nn.utils.clip_grad_norm_(net.parameters(), self.cfg["train"]["grad_clip"])
-        optimizer.step()
-        # a finite gradient can still overflow the update (huge lr): never checkpoint such weights
-        bad = self._nonfinite(net, "data")
-        if bad:
-            raise TrainingError(
-                f"the optimizer step made the weights non-finite ({bad}, loss {loss:.4g}) at "
-                f"iteration {self.iteration + 1}: training stopped. The last good checkpoint "
-                f"({self._last_checkpoint()}) is untouched. Lower train.{key}.lr or set "
-                f"train.grad_clip")
-        if scheduler is not None:
-            scheduler.step()
-
-    @staticmethod
-    def _nonfinite(net, attr: str):
-        """A phrase naming the first parameter of `net` whose `.grad` (attr "grad") or `.data`
-        holds a NaN or Inf, else None."""
-        for name, p in net.named_parameters():
-            values = p.data if attr == "data" else None if p.grad is None else p.grad.data
-            if values is not None and not np.isfinite(values).all():
-                return f"the {'gradient' if attr == 'grad' else 'value'} of {name} is not finite"
-        return None
 
     @contextlib.contextmanager
     def _data_errors(self, what: str):
@@ -430,23 +324,17 @@ class Trainer(RunState):
         except (ValueError, OSError) as exc:
             raise TrainingError(
                 f"cannot load {what} of iteration {self.iteration + 1}: {exc}. The last "
-                f"checkpoint ({self._last_checkpoint()}) is intact: fix or remove the file (or set "
-                f"bad_files: skip in the dataset) and continue with --resume auto") from exc
-
-    def _reduce_gradients(self, loss, params=None):
-        """Every parameter's .grad is ready here, before clipping and the optimizer step. A
-        data-parallel run averages the gradients of `params` (default: the model's) and the loss
-        value(s) over the ranks (one Allreduce); one process: nothing to do. Returns the
-        (averaged) loss value(s)."""
-        return self.comm.average_gradients_(
-            self.model.parameters() if params is None else params, loss)
+                f"checkpoint ({self.folder.latest() or 'none yet'}) is intact: fix or remove the "
+                f"file (or set bad_files: skip in the dataset) and continue with --resume auto") \
+                from exc
 
     # -- validation -------------------------------------------------------------------------------
     def validate(self) -> dict:
         """PSNR/SSIM of the model (its EMA when train.ema_decay is set) and of the bicubic
         baseline over the full validation images; updates net_best, writes the comparison PNGs.
         Returns the means (metric name -> value)."""
-        model = self.ema.module if self.ema is not None else self.model
+        ema = self.recipe.ema
+        model = ema.module if ema is not None else self.model
         means = self.validator(model, self.iteration, stop=lambda: self._stop_signal is not None)
         if not self.is_main or not means:
             return means
@@ -456,31 +344,102 @@ class Trainer(RunState):
         better = (lambda a, b: a > b) if higher_is_better(metric) else (lambda a, b: a < b)
         if key in means and (self.best["value"] is None or better(means[key], self.best["value"])):
             self.best = {"value": means[key], "iteration": self.iteration, "metric": key}
-            self._save_weights(self.run_dir / "net_best.safetensors", best=self.best)
-        tb = getattr(self, "_tensorboard", None)
-        if tb is not None:
+            self._save_weights("net_best.safetensors", best=self.best)
+        if self._tensorboard is not None:
             for stem, strip in self.validator.last_images.items():
-                tb.add_image(f"val/{stem}", strip, self.iteration)
+                self._tensorboard.add_image(f"val/{stem}", strip, self.iteration)
         crop = self.validator.crop
         text = ", ".join(f"{k} {v:.4f}" for k, v in means.items())
-        which = " (EMA weights)" if self.ema is not None else ""
+        which = " (EMA weights)" if ema is not None else ""
         self._say(f"[iter {self.iteration}] val{which} ({'Y' if vcfg['y_channel'] else 'RGB'}, crop "
                   f"{crop}; bicubic = {vcfg['baseline']}): {text}")
         return means
 
+    def _key(self, metric):
+        return column(metric, self.cfg["val"]["y_channel"])
+
     def _plot(self):
         key = self._key("psnr") if "psnr" in self.cfg["val"]["metrics"] and self.val_set else None
-        plot_curves(self.log, self.run_dir / "curves.png", key, "bicubic_" + key if key else None)
+        plot_curves(self.folder.log, self.run_dir / "curves.png", key,
+                    "bicubic_" + key if key else None)
+
+    # -- saving -----------------------------------------------------------------------------------
+    def _weights_info(self):
+        return {"model": self.recipe.model_spec, "scale": self.scale, "dtype": str(self.dtype),
+                "iteration": self.iteration, "name": self.cfg["name"],
+                "imports": self.cfg["imports"]}
+
+    def save(self) -> None:
+        """Checkpoint of this iteration (atomic), net_latest (the weights, and their EMA as
+        params_ema), and pruning to `checkpoint.keep` (rank 0)."""
+        if not self.is_main:
+            return
+        nets, states = self.recipe.state()
+        self.folder.save_checkpoint(
+            self.iteration, nets, states, best=self.best, elapsed=self.elapsed,
+            config_hash=config_hash(self._hashed_config()), rng=None,
+            log={"terms": {k: list(v) for k, v in self._terms.items()}, "pending": self._pending},
+            **{k: v for k, v in self._weights_info().items() if k != "iteration"})
+        self._save_weights("net_latest.safetensors")
+        self.folder.prune(self.cfg["checkpoint"]["keep"])
+
+    def _save_weights(self, name, **info):
+        ema = self.recipe.ema
+        self.folder.save_weights(name, self.model.state_dict(),
+                                 ema.state_dict() if ema is not None else None,
+                                 **self._weights_info(), **info)
+
+    # -- Ctrl-C and SIGTERM -----------------------------------------------------------------------
+    def _install_signals(self) -> dict:
+        """First SIGINT or SIGTERM (what kill, Docker, Slurm, Kubernetes and mpirun send): finish
+        the current iteration (or stop the validation), save, stop. A second one: stop at once.
+        Returns the previous handlers."""
+        def handler(signum, frame):
+            if self._finishing:
+                return
+            if self._stop_signal is not None:
+                raise KeyboardInterrupt
+            self._stop_signal = signum
+            self._say(f"{_SIGNALS.get(signum, signum)}: saving a checkpoint after this iteration "
+                      f"(send it again to stop at once)")
+        previous = {}
+        for signum in _SIGNALS:
+            try:
+                previous[signum] = signal.signal(signum, handler)
+            except ValueError:  # not the main thread: leave the signals alone
+                break
+        return previous
+
+    def _resume_hint(self) -> str:
+        cfg = self.config_path or self.run_dir / "config.yaml"
+        return f"srgrad-train {cfg} --resume auto"
+
+    def _interrupt(self, signum: int):
+        """Every rank stops here at the same iteration, for signal `signum` (whichever rank it
+        reached): rank 0 saves (with the row of a stopped validation), the others wait for it,
+        then all raise TrainingInterrupted."""
+        during = self._pending is not None
+        self.save()
+        # nobody exits (under mpirun an exit can end the job) before the checkpoint is whole
+        self.comm.barrier()
+        self._out.close()
+        hint = self._resume_hint()
+        where = f" during the validation of iteration {self.iteration} (it runs again on resume)" \
+            if during else ""
+        self._say(f"interrupted at iteration {self.iteration}{where}; checkpoint saved in "
+                  f"{self.folder.checkpoints}. Resume with:\n  {hint}")
+        raise TrainingInterrupted(f"interrupted at iteration {self.iteration}", hint, signum)
+
+    def _interrupted_again(self) -> TrainingInterrupted:
+        """A second signal stopped the process at once, maybe inside a write: say what is on
+        disk."""
+        hint, signum = self._resume_hint(), self._stop_signal or signal.SIGINT
+        if self.is_main:
+            self._say(f"interrupted again at iteration {self.iteration}: "
+                      f"{self.folder.on_disk(self.iteration)}. Resume with:\n  {hint}")
+        return TrainingInterrupted(f"interrupted again at iteration {self.iteration}", hint, signum,
+                                   saved=False)
 
     def _say(self, msg: str) -> None:
         if self.is_main:
             self._out.write(msg)
-
-
-def _total(terms: dict):
-    """The sum of the loss terms (Tensors), in order."""
-    values = list(terms.values())
-    total = values[0]
-    for t in values[1:]:
-        total = total + t
-    return total

@@ -4,11 +4,47 @@ from __future__ import annotations
 
 import itertools
 from collections import OrderedDict, namedtuple
+from contextlib import contextmanager
 
 import numpy as np
 
 from .._check import flag
 from ..tensor import Tensor, _as_array
+
+
+class BudgetError(ValueError):
+    """A model being built would hold more values than parameter_budget allows."""
+
+
+_budget = None  # [values left, limit, what is being built] inside parameter_budget, else None
+
+
+@contextmanager
+def parameter_budget(limit: int, what: str):
+    """Within the block, Parameters and buffers of more than `limit` values in all raise
+    BudgetError (naming `what`) as they are created, before their memory is written: a model spec
+    read from a file cannot make srgrad allocate more than the file's weights (a spec asking for
+    num_feat 8000 or 10^9 layers is refused at once). An inner block replaces the outer one."""
+    global _budget
+    saved, _budget = _budget, [int(limit), int(limit), what]
+    try:
+        yield
+    finally:
+        _budget = saved
+
+
+def claim(n: int) -> None:
+    """Count `n` values against the active parameter_budget (nothing outside one) before
+    allocating them: for a buffer computed before it is registered (SwinIR's attention masks)."""
+    _spend(int(n))
+
+
+def _spend(n: int) -> None:
+    if _budget is not None:
+        _budget[0] -= n
+        if _budget[0] < 0:
+            raise BudgetError(f"{_budget[2]} would hold more than {_budget[1]} values, more than "
+                              f"its weights: refused before building it")
 
 
 class Parameter(Tensor):
@@ -17,7 +53,11 @@ class Parameter(Tensor):
     __slots__ = ()
 
     def __init__(self, data, requires_grad: bool = True, dtype=None):
+        if isinstance(data, np.ndarray):
+            _spend(data.size)  # before the copy below writes the pages
         arr = _as_array(data, dtype)
+        if not isinstance(data, np.ndarray):
+            _spend(arr.size)
         super().__init__(np.array(arr, copy=True), requires_grad=requires_grad)
 
     def __repr__(self):
@@ -100,6 +140,8 @@ class Module:
         names = self.__dict__.setdefault("_buffer_names", set())
         names.add(name)
         self.__dict__.pop(name, None)
+        if value is not None:
+            _spend(int(np.size(value.data if isinstance(value, Tensor) else value)))
         self._buffers[name] = value if value is None or isinstance(value, Tensor) else Tensor(value)
 
     def register_parameter(self, name: str, value) -> None:

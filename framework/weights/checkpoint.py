@@ -21,7 +21,7 @@ from .errors import CheckpointError
 from .pth import load_pth_state_dict
 
 __all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights",
-           "load_model_weights", "read_safetensors", "check_state_matches", "is_pytorch_file",
+           "read_safetensors", "check_state_matches", "is_pytorch_file",
            "WEIGHT_GROUPS", "CHECKPOINT_FORMAT", "WEIGHTS_FORMAT"]
 
 CHECKPOINT_FORMAT = "srgrad.checkpoint/1"
@@ -253,13 +253,3 @@ def check_state_matches(model, state: dict, source: str) -> None:
         parts.append(f"shape mismatches: {few(shapes)}")
     raise CheckpointError(f"{source} does not fit the model {type(model).__name__} (weights for a "
                           f"different architecture or settings?): " + "; ".join(parts))
-
-
-def load_model_weights(model, path, key: str | None = None) -> dict:
-    """Load a weights file or checkpoint (any load_weights takes) into `model` (strict: keys and
-    shapes must all match). Returns the file's info dict."""
-    source = os.fspath(path)
-    state, info = load_weights(source, key)
-    check_state_matches(model, state, source)
-    model.load_state_dict(state)
-    return info

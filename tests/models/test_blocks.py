@@ -8,7 +8,7 @@ import pytest
 from framework import nn
 from framework.nn import init
 from models._blocks import PixelShuffleUpsampler, default_init_weights, make_layer
-from models.detect import NoMatch
+from framework.detect import NoMatch
 
 
 def test_make_layer_builds_fresh_blocks_and_passes_num_block_through():

@@ -105,3 +105,68 @@ def test_custom_block_from_yaml_trains():
 def test_bad_block_spec(block, error, match):
     with pytest.raises(error, match=match):
         MODELS.build({"type": "EDSR", "scale": 2, "num_feat": 16, "num_block": 1, "block": block})
+
+
+# -- published layouts, loaded with no model named ---------------------------------------------------
+@pytest.mark.parametrize("fmt", ["zip", "legacy"])
+@pytest.mark.parametrize("kw,res_scale,note", [
+    ({"scale": 2, "n_feats": 64, "n_resblocks": 2}, 1.0, False),  # edsr_baseline_x2
+    ({"scale": 4, "n_feats": 256, "n_resblocks": 1, "res_scale": 0.1}, 0.1, False),  # edsr_x4
+    ({"scale": 3, "n_feats": 16, "n_resblocks": 1, "rgb_mean": (0.5, 0.4, 0.3)}, 1.0, True)])
+def test_edsr_pytorch_layout_loads_and_matches_its_twin(kw, res_scale, note, fmt, tmp_path):
+    """EDSR-PyTorch's sub_mean, head.0, body.N.body.0/2, body.n, tail.0.*, tail.1, add_mean: the mean
+    and range from the MeanShift convs, res_scale by the published models' rule (0.1 at 256
+    features, 1 at 64; another width assumes 1 and says so)."""
+    torch = pytest.importorskip("torch")
+    from tests.twins.edsr_pytorch import EDSRPyTorch
+    from .published import assert_close, run_published
+    torch.manual_seed(0)
+    twin = EDSRPyTorch(**kw)
+    ours, ref, info, said = run_published(twin, tmp_path, fmt, (1, 3, 5, 4))
+    assert info["layout"].startswith("EDSR-PyTorch's layout")
+    assert info["model"]["res_scale"] == res_scale and info["model"]["img_range"] == 255.0
+    assert info["model"]["rgb_mean"] == kw.get("rgb_mean", (0.4488, 0.4371, 0.404))
+    assert any("assumed res_scale=1.0: the EDSR baseline's" in m and
+               "--model-arg res_scale=VALUE changes it" in m for m in said) == note, said
+    assert_close(ours, ref, 5e-5)
+
+
+def test_basicsr_edsr_l_runs_with_its_res_scale(tmp_path):
+    """BasicSR's EDSR_Lx4_f256b32 (res_scale 0.1 in its option file; the weights do not tell):
+    detected with 0.1, so the output is the twin's (with 1 it is not)."""
+    torch = pytest.importorskip("torch")
+    twins = pytest.importorskip("tests.twins")
+    from .published import assert_close, run_published
+    torch.manual_seed(0)
+    twin = twins.build_twin({"type": "EDSR", "scale": 2, "num_feat": 256, "num_block": 1,
+                             "res_scale": 0.1})
+    ours, ref, info, _ = run_published(twin, tmp_path, "zip", (1, 3, 4, 4))
+    assert info["model"]["res_scale"] == 0.1
+    assert_close(ours, ref, 5e-5)
+
+
+def test_mdsr_is_refused_by_name(tmp_path):
+    """EDSR-PyTorch's MDSR (pre_process.S.*, upsample.S.*: several scales' heads and tails) is not
+    an EDSR: the refusal says so first, then each model's reason."""
+    from framework.engine import load_model
+    from framework.weights import CheckpointError
+    from framework.weights import write_pth
+    f = 8
+    state = {"sub_mean.weight": np.eye(3, dtype=np.float32).reshape(3, 3, 1, 1),
+             "sub_mean.bias": np.zeros(3, np.float32),
+             "head.0.weight": np.zeros((f, 3, 3, 3), np.float32), "head.0.bias": np.zeros(f, np.float32)}
+    for s in range(3):
+        for b in range(2):
+            for c in (0, 2):
+                state[f"pre_process.{s}.{b}.body.{c}.weight"] = np.zeros((f, f, 5, 5), np.float32)
+        state[f"upsample.{s}.0.weight"] = np.zeros((4 * f, f, 3, 3), np.float32)
+    state["tail.0.weight"] = np.zeros((3, f, 3, 3), np.float32)
+    path = tmp_path / "mdsr.pt"
+    write_pth(path, state)
+    with pytest.raises(CheckpointError) as err:
+        load_model(path, say=lambda m: None)
+    lines = str(err.value).splitlines()
+    assert "carries no model spec and detect: no architecture srgrad has matches" in lines[0]
+    assert lines[1].startswith("It looks like MDSR (EDSR-PyTorch's multi-scale model") \
+        and lines[1].endswith("an architecture srgrad does not have."), lines
+    assert lines[2] == "Why each of srgrad's models does not fit:"

@@ -12,7 +12,7 @@ import pytest
 
 import framework as sg
 from framework.registry import MODELS
-from models.detect import detect
+from framework.detect import detect
 
 from . import basicsr_checks as checks
 

@@ -9,7 +9,7 @@ import pytest
 
 import framework as sg
 from framework.registry import MODELS
-from models.detect import detect
+from framework.detect import detect
 
 from . import basicsr_checks as checks
 
@@ -72,7 +72,8 @@ def test_mask_at_another_size_leaves_the_buffer_alone():
 
 
 PARITY = [("pixelshuffle", 2, "1conv"), ("pixelshuffle", 3, "3conv"), ("pixelshuffledirect", 3, "3conv"),
-          ("nearest+conv", 4, "1conv"), ("", 1, "3conv"), ("", 1, "1conv")]
+          ("nearest+conv", 4, "1conv"), ("nearest+conv", 2, "3conv"), ("nearest+conv", 8, "1conv"),
+          ("", 1, "3conv"), ("", 1, "1conv")]
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -194,8 +195,8 @@ def test_silent_body_and_last_conv_returns_the_mean_or_the_input():
 
 @pytest.mark.parametrize("kw,error,match", [
     ({"upsampler": "pixelshuffle", "scale": 5}, ValueError, r"SwinIR: scale x5 is not supported"),
-    ({"upsampler": "nearest+conv", "scale": 2}, ValueError,
-     r"SwinIR: upsampler 'nearest\+conv' upsamples x4 only: scale must be 4, got 2"),
+    ({"upsampler": "nearest+conv", "scale": 3}, ValueError,
+     r"SwinIR: upsampler 'nearest\+conv' upsamples x2, x4 or x8 .*scale must be 2, 4 or 8, got 3"),
     ({"upsampler": "", "scale": 2}, ValueError,
      r"SwinIR: upsampler '' does not upsample .*scale must be 1, got 2 \(BasicSR ignores"),
     ({"upsampler": "pixelshufle"}, ValueError, r"SwinIR: upsampler must be one of .*pixelshuffle"),
@@ -274,3 +275,44 @@ def test_attention_dropout_keeps_the_unfused_path(monkeypatch):
     attn.eval()
     attn(x)
     assert seen == ["AttentionSoftmaxFunction", "WindowAttentionFunction"]
+
+
+# -- published files, loaded with no model named ---------------------------------------------------
+PUBLISHED = dict(embed_dim=12, depths=[2], num_heads=[2], mlp_ratio=2.0, img_size=16, drop_path_rate=0.0)
+
+
+@pytest.mark.parametrize("scale", [2, 8])
+def test_real_world_x2_and_x8_load_and_match_the_twin(scale, tmp_path):
+    """003_realSR_BSRGAN_DFO_s64w8_SwinIR-M_x2_GAN.pth (nearest+conv, one conv_up) and spandrel's x8
+    (three): the scale from the conv_up count (x4 only before)."""
+    torch = pytest.importorskip("torch")
+    twins = pytest.importorskip("tests.twins")
+    from .published import assert_close, run_published
+    torch.manual_seed(0)
+    twin = twins.build_twin({"type": "SwinIR", "upsampler": "nearest+conv", "scale": scale,
+                             "window_size": 8, **PUBLISHED})
+    ours, ref, info, said = run_published(twin, tmp_path, "zip", (1, 3, 5, 6))
+    assert (info["model"]["upsampler"], info["model"]["scale"]) == ("nearest+conv", scale)
+    assert info["model"]["img_range"] == 1.0 and not any("assumed" in m for m in said), said
+    assert_close(ours, ref)
+
+
+def test_jpeg_artifact_reduction_runs_with_img_range_255_and_says_so(tmp_path):
+    """The official 006_colorCAR layout (window 7, no upsampler): its test code (and spandrel) run
+    it with img_range 255; srgrad ran it with 1 (a wrong image, exit 0). Now 255, said on stderr
+    with the flag that changes it."""
+    torch = pytest.importorskip("torch")
+    twins = pytest.importorskip("tests.twins")
+    from .published import assert_close, run_published
+    torch.manual_seed(0)
+    twin = twins.build_twin({"type": "SwinIR", "upsampler": "", "scale": 1, "window_size": 7,
+                             "img_range": 255.0, **{**PUBLISHED, "img_size": 14}})
+    ours, ref, info, said = run_published(twin, tmp_path, "zip", (1, 3, 9, 8))
+    assert info["model"]["img_range"] == 255.0 and info["model"]["window_size"] == 7
+    assert any(m.startswith("assumed img_range=255.0: SwinIR's official JPEG artifact-reduction")
+               and m.endswith("(--model-arg img_range=VALUE changes it)") for m in said), said
+    assert_close(ours, ref, 5e-5)
+    ours1, _, info1, said1 = run_published(twin, tmp_path, "zip", (1, 3, 9, 8),
+                                           known={"img_range": 1.0})
+    assert info1["model"]["img_range"] == 1.0 and not any("assumed" in m for m in said1)
+    assert np.abs(ours1 - ref).max() > 1e-3  # the other range is another image

@@ -10,6 +10,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 
 import numpy as np
@@ -23,7 +24,7 @@ from framework.weights import checkpoint as ckpt
 
 from tests.conftest import dead_pid, partial_name
 
-from .conftest import run_train, start_train
+from .conftest import REPO, as_in_a_terminal, driver_env, run_train, start_train
 
 
 def wait_until(predicate, proc, timeout=60.0):
@@ -147,6 +148,81 @@ def test_sigterm_is_handled_like_ctrl_c_with_exit_143(make_tiny_config, tmp_path
     n = int(m.group(1))
     assert checkpoints(run) == [f"iter_{n:08d}.safetensors"]
     assert not (run / ".lock").exists()
+
+
+class StderrLines:
+    """The lines a child writes to stderr, collected by a thread as they come."""
+
+    def __init__(self, proc):
+        self.lines = []
+        self._thread = threading.Thread(target=lambda: self.lines.extend(proc.stderr), daemon=True)
+        self._thread.start()
+
+    def wait_for(self, text, proc, timeout=60.0):
+        wait_until(lambda: any(text in line for line in self.lines), proc, timeout)
+
+    def text(self):
+        self._thread.join(timeout=30)
+        return "".join(self.lines)
+
+
+def start_guarded(args, **kwargs):
+    """srgrad-train as its entry point runs it (srgrad_cli.run), through tests/reliability/
+    starting.py: `ready` on stderr once inside the guard, before numpy and numba load."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", "import srgrad_cli; srgrad_cli.run('tests.reliability.starting', "
+         "'main')", *map(str, args)], cwd=REPO, env=driver_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, **kwargs)
+    assert proc.stderr.readline() == "ready\n"
+    return proc
+
+
+@pytest.mark.parametrize("after", [0.0, 0.15, 0.4])
+def test_ctrl_c_while_the_command_starts_prints_no_traceback(make_tiny_config, after):
+    """The installed command imports numpy and numba (about a second) before its first line: a
+    Ctrl-C there printed a KeyboardInterrupt traceback from inside an import. srgrad_cli imports
+    the command inside its guard: one line, exit 130, at any moment (`after` seconds into the
+    import, or later: the run's own handling then)."""
+    cfg = make_tiny_config(iters=500, every=1000)
+    proc = start_guarded([cfg, "--no-progress"], preexec_fn=as_in_a_terminal)
+    time.sleep(after)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "interrupted" in err, err
+
+
+def test_sigterm_while_the_command_starts_exits_quietly(make_tiny_config):
+    """SIGTERM before the trainer handles it: the process ends quietly, killed by the signal (the
+    shell's 143, what a handled SIGTERM exits with too)."""
+    cfg = make_tiny_config(iters=500, every=1000)
+    proc = start_guarded([cfg, "--no-progress"])
+    time.sleep(0.1)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM) and err == "", err
+
+
+def test_a_second_ctrl_c_while_the_process_exits_prints_no_traceback(make_tiny_config, tmp_path):
+    """After the first Ctrl-C's checkpoint and resume hint, the interpreter waits for the batch
+    loader's thread to finish its batch: a second Ctrl-C there printed a traceback from the
+    threads' shutdown. Now it ends the process at once, quietly, with the same exit code."""
+    cfg = make_tiny_config(iters=500, every=1000)
+    run = tmp_path / "runs" / "tiny"
+    proc = start_train([cfg], SRGRAD_TEST_LOAD_DELAY=1.0)  # each batch takes a second to load
+    err = StderrLines(proc)
+    wait_until(lambda: logged_rows(run) >= 1, proc)
+    proc.send_signal(signal.SIGINT)
+    err.wait_for("Resume with:", proc)
+    wait_until(lambda: not (run / ".lock").exists(), proc)  # the trainer has returned
+    proc.send_signal(signal.SIGINT)  # while a loader thread still sleeps in its batch
+    proc.wait(timeout=60)
+    text = err.text()
+    assert proc.returncode == 130, text
+    assert "Traceback" not in text and "Exception ignored" not in text, text
+    assert "nothing written" not in text, text  # (what a signal in the lock's release said)
+    n = int(re.search(r"interrupted at iteration (\d+);", text).group(1))
+    assert checkpoints(run) == [f"iter_{n:08d}.safetensors"]
 
 
 # -- Ctrl-C during a validation ---------------------------------------------------------------------
@@ -287,7 +363,7 @@ def test_an_update_that_makes_the_weights_non_finite_is_never_checkpointed(make_
 
 def state_of(trainer):
     return ({k: v.copy() for k, v in trainer.model.state_dict().items()},
-            trainer.optimizer.state_dict()["state"][0]["step"])
+            trainer.recipe.optimizer.state_dict()["state"][0]["step"])
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
@@ -298,19 +374,19 @@ def test_skip_option_skips_non_finite_batches_and_leaves_the_state_alone(make_ti
     from framework.engine.schema import load_config
     cfg = load_config(make_tiny_config(iters=6, every=6), ["train.nonfinite_loss=skip"])
     t = Trainer(cfg, progress=False)
-    loss_fn, reduce = t.loss_fn, t._reduce_gradients
+    loss_fn, reduce = t.recipe.criteria["pixel"], t.recipe.reduce
     poison = {2: float("nan"), 3: float("inf")}  # iteration (1-based) -> loss factor
 
     def loss(out, gt):
         return loss_fn(out, gt) * poison.get(t.iteration + 1, 1.0)
 
-    def reduce_gradients(value):
+    def reduce_gradients(params, values):
         if t.iteration + 1 == 5:  # a NaN gradient in one weight, the loss itself finite
             p = next(iter(t.model.parameters()))
             p.grad.data[...] = np.nan
-        return reduce(value)
+        return reduce(params, values)
 
-    t.loss_fn, t._reduce_gradients = loss, reduce_gradients
+    t.recipe.criteria["pixel"], t.recipe.reduce = loss, reduce_gradients
     states = []
     original = t._train_step
 
@@ -552,6 +628,33 @@ def test_a_lock_file_nobody_holds_is_taken_the_kernel_lock_decides(make_tiny_con
     finally:
         holder.kill()
         holder.wait()
+
+
+@pytest.mark.parametrize("link", ["symlink", "hard link", "dangling symlink"])
+def test_a_lock_file_that_is_a_link_is_refused_and_its_target_untouched(make_tiny_config, tmp_path,
+                                                                        capsys, link):
+    """A `.lock` linked to a file elsewhere (a shared folder, an attack) had that file's content
+    replaced by "PID host" and the run went on. It is opened no-follow and must be a regular file
+    with one link: refused, one line, the target byte-identical (a dangling link creates nothing),
+    nothing written in the run folder."""
+    cfg = make_tiny_config(iters=2, every=2)
+    run = tmp_path / "runs" / "tiny"
+    run.mkdir(parents=True)
+    target = tmp_path / "precious.txt"
+    if link != "dangling symlink":
+        target.write_text("someone's data\n")
+    (os.link if link == "hard link" else os.symlink)(target, run / ".lock")
+    assert train_main([str(cfg), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    what = "a file with 2 hard links" if link == "hard link" else "a symbolic link"
+    assert f"error: refusing the lock file {run / '.lock'}: it is {what}, not a lock file this " \
+           f"run made" in err, err
+    assert "Traceback" not in err
+    if link == "dangling symlink":
+        assert not target.exists()
+    else:
+        assert target.read_text() == "someone's data\n"
+    assert sorted(p.name for p in run.iterdir()) == [".lock"]  # no checkpoints, no config.yaml
 
 
 # Holds the run lock of argv[1]: writes "PID HOST" unless argv[2] == "0" (then the file stays empty,

@@ -20,7 +20,7 @@ def _close(ours, theirs, what, rtol=1e-9):
 
 
 def _same_networks(ours, theirs, tag):
-    t = ours.trainer
+    t = ours.trainer.recipe
     moved = False
     for k, v in theirs.g.state_dict().items():
         _close(t.model.state_dict()[k], v, f"{tag} G {k}")
@@ -37,18 +37,19 @@ def test_one_step_equals_realesrgans_on_torch_twins(tmp_path, perceptual):
     torch.set_num_threads(1)
     ours, theirs = bench_gan.build(tmp_path, batch=2, gt=16, perceptual=perceptual, dtype="float64")
     assert ours.trainer.model.state_dict()["body.0.weight"].dtype == np.float64
-    before = {k: v.copy() for k, v in ours.trainer.net_d.state_dict().items()}
+    before = {k: v.copy() for k, v in ours.trainer.recipe.net_d.state_dict().items()}
     mine, log = ours.step(), theirs.step()
     assert set(log) == {"l_g_pix", "l_g_gan", "l_d_real", "l_d_fake", "out_d_real", "out_d_fake"} \
         | ({"l_g_percep"} if perceptual else set())
     for k in log:
         _close(mine[k], log[k], k)
-    assert any(not np.array_equal(before[k], v) for k, v in ours.trainer.net_d.state_dict().items())
+    after = ours.trainer.recipe.net_d.state_dict()
+    assert any(not np.array_equal(before[k], v) for k, v in after.items())
     _same_networks(ours, theirs, "step")
 
     # the parts the benchmark times separately, on a second trainer (same seed, same weights)
     parts = bench_gan.Ours(bench_gan.make_trainer(tmp_path, tmp_path / "vgg19-random.pth", 2, 16,
                                                   perceptual, "float64"), ours.batch)
     parts.discriminator_part(parts.generator_part())
-    parts.trainer.ema.update()
+    parts.trainer.recipe.ema.update()
     _same_networks(parts, theirs, "parts")

@@ -7,6 +7,7 @@ from torch import nn
 from . import register
 from ._basicsr import make_layer
 from .classic import Upsample, _channel_mean
+from .rrdbnet import pad_to_multiple
 
 
 class ChannelAttention(nn.Module):
@@ -46,24 +47,34 @@ class ResidualGroup(nn.Module):
 
 @register
 class RCAN(nn.Module):
+    """BasicSR's RCAN with traiNNer-redux's unshuffle_mod (x1/x2: pad, shift, unshuffle by
+    4 // scale, upsample x4, crop)."""
+
     def __init__(self, num_in_ch=3, num_out_ch=3, num_feat=64, num_group=10, num_block=16,
                  squeeze_factor=16, scale=4, res_scale=1, img_range=255.0,
-                 rgb_mean=(0.4488, 0.4371, 0.4040)):
+                 rgb_mean=(0.4488, 0.4371, 0.4040), unshuffle_mod=False):
         super().__init__()
-        self.img_range = img_range
+        self.img_range, self.scale = img_range, scale
+        self.unshuffle = 4 // scale if unshuffle_mod else 1
         self.mean_in = _channel_mean(rgb_mean, num_in_ch)
         self.mean_out = _channel_mean(rgb_mean, num_out_ch)
-        self.conv_first = nn.Conv2d(num_in_ch, num_feat, 3, 1, 1)
+        self.conv_first = nn.Conv2d(num_in_ch * self.unshuffle ** 2, num_feat, 3, 1, 1)
         self.body = make_layer(ResidualGroup, num_group, num_feat=num_feat, num_block=num_block,
                                squeeze_factor=squeeze_factor, res_scale=res_scale)
         self.conv_after_body = nn.Conv2d(num_feat, num_feat, 3, 1, 1)
-        self.upsample = Upsample(scale, num_feat)
+        self.upsample = Upsample(scale * self.unshuffle, num_feat)
         self.conv_last = nn.Conv2d(num_feat, num_out_ch, 3, 1, 1)
 
     def forward(self, x):
+        h, w = x.shape[-2:]
+        if self.unshuffle > 1:
+            x = pad_to_multiple(x, self.unshuffle)
         x = (x - self.mean_in.type_as(x)) * self.img_range
+        if self.unshuffle > 1:
+            x = nn.functional.pixel_unshuffle(x, self.unshuffle)
         x = self.conv_first(x)
         res = self.conv_after_body(self.body(x))
         res += x
         x = self.conv_last(self.upsample(res))
-        return x / self.img_range + self.mean_out.type_as(x)
+        x = x / self.img_range + self.mean_out.type_as(x)
+        return x[..., :h * self.scale, :w * self.scale]

@@ -251,8 +251,10 @@ class SwinIR(nn.Module):
         elif upsampler == "nearest+conv":
             self.conv_before_upsample = nn.Sequential(nn.Conv2d(embed_dim, num_feat, 3, 1, 1),
                                                       nn.LeakyReLU(inplace=True))
-            self.conv_up1 = nn.Conv2d(num_feat, num_feat, 3, 1, 1)
-            self.conv_up2 = nn.Conv2d(num_feat, num_feat, 3, 1, 1)
+            # one conv_up per x2 stage: the official x4's two; spandrel's x2 (one) and x8 (three)
+            self.ups = (scale.bit_length() - 1)
+            for i in range(self.ups):
+                setattr(self, f"conv_up{i + 1}", nn.Conv2d(num_feat, num_feat, 3, 1, 1))
             self.conv_hr = nn.Conv2d(num_feat, num_feat, 3, 1, 1)
             self.conv_last = nn.Conv2d(num_feat, in_chans, 3, 1, 1)
             self.lrelu = nn.LeakyReLU(negative_slope=0.2, inplace=True)
@@ -294,8 +296,9 @@ class SwinIR(nn.Module):
             x = self.conv_first(x)
             x = self.conv_after_body(self.forward_features(x)) + x
             x = self.conv_before_upsample(x)
-            x = self.lrelu(self.conv_up1(tf.interpolate(x, scale_factor=2, mode="nearest")))
-            x = self.lrelu(self.conv_up2(tf.interpolate(x, scale_factor=2, mode="nearest")))
+            for i in range(self.ups):
+                up = getattr(self, f"conv_up{i + 1}")
+                x = self.lrelu(up(tf.interpolate(x, scale_factor=2, mode="nearest")))
             x = self.conv_last(self.lrelu(self.conv_hr(x)))
         else:
             first = self.conv_first(x)

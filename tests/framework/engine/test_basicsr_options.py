@@ -201,7 +201,7 @@ def test_edsr_mx2_trains(tmp_path):
     trainer = Trainer(cfg, progress=False)
     result = trainer.fit()
     assert result["iteration"] == 3
-    assert trainer.optimizer.param_groups[0]["lr"] == pytest.approx(0.5e-4)  # gamma at 2
+    assert trainer.recipe.optimizer.param_groups[0]["lr"] == pytest.approx(0.5e-4)  # gamma at 2
     with open(tmp_path / "runs" / cfg["name"] / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
     assert "psnr_rgb" in rows[-1] and float(rows[-1]["psnr_rgb"]) > 10  # RGB, not Y

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 import models  # noqa: F401  registers the architectures
-from framework.engine import build_model, inference
+from framework.engine import build_model, inference, load_model
 from framework.engine.cli import eval_main, infer_main
 from framework.io import image as image_io
 from framework.weights import save_weights
@@ -234,7 +234,7 @@ def test_tiled_upscale_file_allocates_no_full_size_float_image(weights, tmp_path
     the 8-bit output buffer (+ Pillow's copy), far below one float32 HR image (8.3 MB), and the
     result equals untiled inference (overlap covers FSRCNN's receptive field)."""
     src = _png(tmp_path / "big.png", h=360, w=480)
-    model, info = inference.load_model(weights)
+    model, info = load_model(weights)
     inference.upscale_file(model, info, src, tmp_path / "warm.png", tile=64, overlap=8)  # compile
     tracemalloc.start()
     inference.upscale_file(model, info, src, tmp_path / "tiled.png", tile=64, overlap=8)
@@ -351,7 +351,7 @@ def test_tta_output_is_the_quantised_ensemble(weights, tmp_path):
     assert infer(weights, "--input", src, "--output", tmp_path / "tiled.png", "--tta", "--tile",
                  "6", "--tile-overlap", "10") == 0
     assert infer(weights, "--input", src, "--output", tmp_path / "plain.png") == 0
-    model, info = inference.load_model(weights)
+    model, info = load_model(weights)
     sr = inference.super_resolve(model, image_io.read_image(src)[0], 2, 3, self_ensemble=True)
     expected = np.rint(sr.astype(np.float64) * 255).transpose(1, 2, 0)
     got = _quantised(tmp_path / "tta.png")
@@ -422,7 +422,7 @@ def test_eval_takes_any_registered_metric_and_names_columns_as_metrics_csv(weigh
     rows = list(csv.DictReader(open(out)))
     assert list(rows[0]) == ["image", "mean_abs_rgb", "psnr_rgb", "bicubic_mean_abs_rgb",
                              "bicubic_psnr_rgb", "delta_psnr_rgb", "tta"]
-    model, _ = inference.load_model(weights)
+    model, _ = load_model(weights)
     from framework.data import HRImageDataset
     item = HRImageDataset(img, 2).get(0)
     sr = inference.super_resolve(model, item["lq"], 2, 3)

@@ -5,6 +5,7 @@ import json
 import os
 import pathlib
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -398,3 +399,26 @@ def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, two_ranks,
         resumed.fit()
         flat = np.concatenate([p.data.ravel() for p in resumed.model.parameters()])
         np.testing.assert_allclose(flat, setup["reference"], rtol=0, atol=1e-5)
+
+
+@needs_mpi
+def test_a_stop_signal_to_one_rank_stops_every_rank_after_rank_0s_save(setup, tmp_path):
+    """SIGTERM to rank 1 alone (a scheduler may signal any rank), while rank 0's checkpoint write
+    is slow (2 s): every rank stops at the same iteration, rank 0's checkpoint is whole, the resume
+    hint is printed, no rank aborts the job, the exit code is 143 (128 + SIGTERM). Rank 1 used to
+    return at once and call MPI_Abort, which killed rank 0 in the middle of its save. (Resuming a
+    2-rank run bit for bit: test_a_dying_rank_ends_the_job_and_the_checkpoint_survives.)"""
+    from framework.weights import checkpoint as ckpt
+    config = setup["root"] / "stopped.yaml"
+    config.write_text(setup["config"].read_text().replace("name: dp", "name: stopped").replace(
+        "checkpoint: {every: 1, keep: 10}", "checkpoint: {every: 1000, keep: 10}"))
+    proc = _mpirun(config, tmp_path, "--signal-at", "2", "--signal-rank", "1", "--save-delay", "2")
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 128 + signal.SIGTERM, output
+    assert re.search(r"interrupted at iteration 2; checkpoint saved in \S+\. Resume with:\n  "
+                     r"srgrad-train \S+ --resume auto", output), output
+    assert "aborting all ranks" not in output and "MPI_ABORT" not in output, output
+    run = setup["root"] / "runs" / "stopped"
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["iter_00000002.safetensors"]
+    assert ckpt.load_checkpoint(run / "checkpoints" / "iter_00000002.safetensors")["iteration"] == 2
+    assert not (run / ".lock").exists()

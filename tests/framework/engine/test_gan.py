@@ -1,4 +1,4 @@
-"""GAN training (framework/engine/gan.py): two iterations equal Real-ESRGAN's optimize_parameters run
+"""GAN training (framework/engine/recipes/gan.py): two iterations equal Real-ESRGAN's optimize_parameters run
 on torch twins with the same weights and data (float64, the generator held back by
 net_d_init_iters in the first), every term logged, a run killed with SIGKILL resumes bit for bit,
 and the config checks that need the GAN losses registered."""
@@ -10,8 +10,8 @@ import textwrap
 import numpy as np
 import pytest
 
-from framework.engine import make_trainer
-from framework.engine.gan import GANTrainer
+from framework.engine import Trainer
+from framework.engine.recipes import GANRecipe
 from framework.engine.schema import load_config
 from framework.weights import checkpoint as ckpt
 from framework.io.config import ConfigError
@@ -81,7 +81,7 @@ def _torch_twin_run(t, vgg_features, batches):
     g = build_twin({**G_SPEC, "scale": 2}).double()
     d = build_twin(D_SPEC).double()
     g.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in t.model.state_dict().items()})
-    d.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in t.net_d.state_dict().items()})
+    d.load_state_dict({k: torch.from_numpy(v.copy()) for k, v in t.recipe.net_d.state_dict().items()})
     ema = {k: v.detach().clone() for k, v in g.named_parameters()}
     opt_g = torch.optim.Adam(g.parameters(), lr=1e-3, betas=(0.9, 0.99))
     opt_d = torch.optim.Adam(d.parameters(), lr=2e-3, betas=(0.9, 0.99))
@@ -160,8 +160,8 @@ def _close(ours, theirs, what, rtol=1e-9):
 def test_two_gan_iterations_equal_realesrgans_on_torch_twins(tmp_path, tiny_train, vgg):
     pytest.importorskip("torch")
     pytest.importorskip("tests.twins")
-    t = make_trainer(load_config(gan_config(tmp_path, tiny_train, vgg[0])), progress=False)
-    assert isinstance(t, GANTrainer)
+    t = Trainer(load_config(gan_config(tmp_path, tiny_train, vgg[0])), progress=False)
+    assert isinstance(t.recipe, GANRecipe)
     batches = [t.loader.get_batch(i) for i in range(2)]
     g, d, ema, logs = _torch_twin_run(t, vgg[1], batches)
     ours = []
@@ -177,14 +177,14 @@ def test_two_gan_iterations_equal_realesrgans_on_torch_twins(tmp_path, tiny_trai
     for k, v in g.state_dict().items():
         _close(t.model.state_dict()[k], v, f"G {k}")
     for k, v in d.state_dict().items():  # weight_orig, and the spectral norms' u and v buffers
-        _close(t.net_d.state_dict()[k], v, f"D {k}")
+        _close(t.recipe.net_d.state_dict()[k], v, f"D {k}")
     for k, v in ema.items():
-        _close(t.ema.state_dict()[k], v, f"EMA {k}")
+        _close(t.recipe.ema.state_dict()[k], v, f"EMA {k}")
 
 
 def test_gan_run_logs_every_term_and_saves_both_networks(tmp_path, tiny_train, vgg):
     path = gan_config(tmp_path, tiny_train, vgg[0], iters=3)
-    make_trainer(load_config(path), progress=False).fit()
+    Trainer(load_config(path), progress=False).fit()
     run = tmp_path / "runs" / "gan"
     with open(run / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
@@ -228,6 +228,46 @@ def test_killed_gan_run_resumes_bit_for_bit(tmp_path, tiny_train, vgg):
                                       sorted(b[part]["state"].items())):
             for name in va:
                 np.testing.assert_array_equal(va[name], vb[name])
+
+
+@pytest.mark.parametrize("recipe", ["sr", "gan"])
+def test_the_sharpened_target_is_taken_where_each_stage_takes_it(tmp_path, tiny_data, recipe):
+    """Real-ESRGAN's GAN model sharpens the target after the crop (RealESRGANModel.feed_data:
+    gt_usm = usm_sharpener(gt) after paired_random_crop); stage 1 (RealESRNetModel) crops the
+    sharpened HR image, as the dataset's gt_usm does. They differ within the USM's reach (25 px)
+    of the crop's border: here, everywhere in a 32 px crop. srgrad used the dataset's for both."""
+    from framework.data.degradations import usm_sharp
+    gan = recipe == "gan"
+    path = tmp_path / "usm.yaml"
+    path.write_text(textwrap.dedent(f"""\
+        name: usm
+        scale: 2
+        dtype: float64
+        run_root: {tmp_path / 'runs'}
+        model: {G_SPEC}
+        datasets:
+          train: {{type: RealESRGANDataset, root: {tiny_data / 'train'}, gt_size: 32,
+                   crop_pad_size: 48, gt_usm: true}}
+        train:
+          total_iters: 1
+          batch_size: 2
+          optimizer: {{type: Adam, lr: 1.0e-3}}
+          losses: {{pixel: {{type: L1Loss}}}}
+          gt_usm: [pixel]
+        """) + (f"model_d: {D_SPEC}\n" if gan else ""))
+    overrides = ["train.losses.gan={type: GANLoss, gan_type: vanilla, loss_weight: 0.1}",
+                 "train.optimizer_d={type: Adam, lr: 1.0e-3}"] if gan else []
+    t = Trainer(load_config(path, overrides), progress=False)
+    assert type(t.recipe).__name__ == ("GANRecipe" if gan else "SRRecipe")
+    batch = t.loader.get_batch(0)
+    targets, pixel = [], t.recipe.criteria["pixel"]
+    t.recipe.criteria["pixel"] = lambda sr, target: targets.append(target.data.copy()) or \
+        pixel(sr, target)
+    t._train_step(batch)
+    crop_then_sharpen = usm_sharp(np.asarray(batch["gt"], np.float64))
+    sharpen_then_crop = np.asarray(batch["gt_usm"], np.float64)
+    assert np.abs(crop_then_sharpen - sharpen_then_crop).max() > 0.01  # the two are not alike
+    np.testing.assert_array_equal(targets[0], crop_then_sharpen if gan else sharpen_then_crop)
 
 
 @pytest.mark.parametrize("change,match", [

@@ -4,13 +4,18 @@ import os
 import re
 import subprocess
 import sys
+import textwrap
 
 import numpy as np
+import pytest
+from PIL import Image
 
+import framework.data  # noqa: F401  (registers the datasets)
 from framework import _jit
 from framework.engine import precompile
-from framework.engine.schema import load_config
+from framework.engine.schema import load_config, parse_config
 from framework.functional import _im2col
+from framework.registry import DATASETS, RECIPES
 
 
 def test_recording_lists_calls_and_runs_nothing():
@@ -93,3 +98,66 @@ def test_the_marker_follows_what_decides_the_kernels(make_tiny_config, monkeypat
     assert precompile._marker(load_config(config, same)) == marker
     for change in ("model.num_feat=[8, 4]", "dtype=float64", "train.loss.type=MSELoss"):
         assert precompile._marker(load_config(config, [change])) != marker, change
+
+
+# -- every registered dataset and recipe --------------------------------------------------------
+def _paired(root, tmp_path):
+    gt, lq = tmp_path / "gt", tmp_path / "lq"
+    gt.mkdir()
+    lq.mkdir()
+    for path in sorted(root.glob("*.png")):
+        image = Image.open(path)
+        image.save(gt / path.name)
+        image.resize((8, 8), Image.BICUBIC).save(lq / f"{path.stem}x2.png")
+    return f"{{type: PairedImageDataset, gt_root: {gt}, lq_root: {lq}, gt_size: 8}}"
+
+
+# a training set of each registered dataset on tiny_train's 16x16 images (a new dataset needs its
+# entry here), and what each recipe adds to a config
+DATASET_BLOCKS = {
+    "HRImageDataset": lambda root, tmp: f"{{type: HRImageDataset, root: {root}, gt_size: 8}}",
+    "PairedImageDataset": _paired,
+    "RealESRGANDataset": lambda root, tmp: f"{{type: RealESRGANDataset, root: {root}, gt_size: 8, "
+                                           f"crop_pad_size: 16, gt_usm: true}}",
+}
+RECIPE_KEYS = {
+    "sr": ("", ""),
+    "gan": ("model_d: {type: UNetDiscriminatorSN, num_in_ch: 3, num_feat: 4}\n",
+            "  optimizer_d: {type: Adam, lr: 1.0e-3}\n"
+            "  losses: {pixel: {type: L1Loss}, gan: {type: GANLoss, gan_type: vanilla}}\n"),
+}
+
+
+@pytest.mark.parametrize("recipe", RECIPES.names())
+@pytest.mark.parametrize("dataset", DATASETS.names())
+def test_the_dry_run_works_for_every_dataset_and_recipe(dataset, recipe, tiny_train, tmp_path):
+    """`srgrad-precompile` failed on every RealESRGANDataset config: its dry run skipped every
+    kernel call, and the dataset uses a kernel's result in Python (TypeError on None). The batch is
+    now fetched with its kernels running, the recipe's dry step recorded."""
+    assert dataset in DATASET_BLOCKS and recipe in RECIPE_KEYS, "add the new one to the tables"
+    top, train = RECIPE_KEYS[recipe]
+    block = DATASET_BLOCKS[dataset](tiny_train, tmp_path)
+    sharp = "  gt_usm: [pixel]\n" if "gt_usm: true" in block else ""
+    cfg = parse_config(textwrap.dedent(f"""\
+        name: dry
+        scale: 2
+        run_root: {tmp_path / 'runs'}
+        model: {{type: ESPCN, num_feat: [4, 4]}}
+        datasets:
+          train: {block}
+        """) + top + textwrap.dedent("""\
+        train:
+          total_iters: 2
+          batch_size: 2
+          optimizer: {type: Adam, lr: 1.0e-3}
+        """) + train + sharp)
+    items = precompile._dry_run(cfg)
+    names = {f"{d.py_func.__module__.rsplit('.', 1)[-1]}.{d.py_func.__name__}" for d, _ in items}
+    # the generator's step and forward (im2col convs, tanh, pixel shuffle, L1)
+    assert {"_im2col.im2col", "_im2col.col2im", "activation._tanh_grad_kernel",
+            "pixel_shuffle._permute", "loss._reduced_kernel"} <= names, names
+    if recipe == "gan":  # the discriminator's leaky ReLUs, forward and backward
+        assert {"activation._leaky_relu_kernel", "activation._leaky_relu_grad_kernel"} <= names
+    if dataset == "RealESRGANDataset":  # the degradation's blur, noise and sinc, and the USM
+        assert {"filtering._correlate", "noise._levels_used", "sinc._j1_flat"} <= names, names
+    assert len(items) == len({(id(d), s) for d, s in items})

@@ -116,13 +116,13 @@ def test_sigint_saves_a_checkpoint_and_exits_130(make_config, tmp_path, monkeypa
 def test_nan_loss_stops_and_keeps_the_last_checkpoint(make_config, tmp_path):
     path = make_config(iters=6, every=2)
     t = trainer(path)
-    loss_fn = t.loss_fn
+    loss_fn = t.recipe.criteria["pixel"]
 
     def poisoned(out, gt):
         loss = loss_fn(out, gt)
         return loss * float("nan") if t.iteration == 3 else loss
 
-    t.loss_fn = poisoned
+    t.recipe.criteria["pixel"] = poisoned
     with pytest.raises(TrainingError, match=r"loss is nan at iteration 4: training stopped\. The "
                                             r"last good checkpoint \(.*iter_00000002.safetensors\)"):
         t.fit()
@@ -135,8 +135,9 @@ def test_nan_loss_stops_and_keeps_the_last_checkpoint(make_config, tmp_path):
 def test_nan_loss_can_skip_the_batch(make_config):
     path = make_config(iters=3, every=3)
     t = trainer(path, ["train.nonfinite_loss=skip"])
-    loss_fn = t.loss_fn
-    t.loss_fn = lambda out, gt: loss_fn(out, gt) * (float("inf") if t.iteration == 1 else 1.0)
+    loss_fn = t.recipe.criteria["pixel"]
+    t.recipe.criteria["pixel"] = lambda out, gt: loss_fn(out, gt) * (float("inf") if t.iteration == 1
+                                                                   else 1.0)
     assert t.fit()["iteration"] == 3
 
 

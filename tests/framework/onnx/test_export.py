@@ -54,6 +54,21 @@ def test_every_model_one_dynamic_graph_two_sizes(tmp_path, name):
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
 
 
+@pytest.mark.parametrize("spec", [
+    {"type": "RRDBNet", "scale": 2, "shuffle_factor": 1, "plus": True},  # the original ESRGAN's x2
+    {"type": "RRDBNet", "scale": 8},
+    {"type": "RCAN", "scale": 1, "unshuffle_mod": True, "rgb_mean": [0, 0, 0], "img_range": 1.0}])
+def test_published_layouts_structures_export_as_one_dynamic_graph(tmp_path, spec):
+    """The structures the published layouts need (x2 stages, ESRGAN+, traiNNer's unshuffle)."""
+    small = {"RRDBNet": {"num_feat": 8, "num_block": 1, "num_grow_ch": 4},
+             "RCAN": {"num_feat": 8, "num_group": 1, "num_block": 1, "squeeze_factor": 4}}
+    kw = {k: v for k, v in spec.items() if k not in ("type", "scale")}
+    model, _ = build(spec["type"], spec["scale"], 3, **small[spec["type"]], **kw)
+    report, _ = check(model, image(1, 3, 7, 9), tmp_path, [image(2, 3, 5, 6, seed=1)], atol=1e-4,
+                      dynamic=True)
+    assert report.dynamic
+
+
 @pytest.mark.parametrize("name", ["EDSR", "FSRCNN"])
 def test_initializers_are_the_state_dict(tmp_path, name):
     import onnx

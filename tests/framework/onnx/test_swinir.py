@@ -30,7 +30,8 @@ def test_dynamic_axes_are_refused_with_the_reason(tmp_path):
 
 
 @pytest.mark.parametrize("upsampler,scale,size", [("pixelshuffle", 2, (8, 8)),
-                                                  ("pixelshuffledirect", 3, (7, 9)), ("", 1, (7, 9))])
+                                                  ("pixelshuffledirect", 3, (7, 9)), ("", 1, (7, 9)),
+                                                  ("nearest+conv", 2, (7, 9))])
 def test_fixed_size_export_runs_like_srgrad(tmp_path, upsampler, scale, size):
     model, _ = build("SwinIR", scale, 3, **SMALL, upsampler=upsampler)
     h, w = size

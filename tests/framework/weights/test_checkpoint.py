@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from framework.weights import checkpoint as ckpt
-from framework.weights import CheckpointError
+from framework.weights import CheckpointError, load_into
 from framework.nn import Module, Parameter
 
 
@@ -48,7 +48,7 @@ def test_weights_round_trip_with_model_spec(tmp_path):
     m.weight.data += 1.0
     ckpt.save_weights(tmp_path / "w.safetensors", m.state_dict(), model={"type": "Tiny", "scale": 2})
     fresh = Tiny()
-    info = ckpt.load_model_weights(fresh, tmp_path / "w.safetensors")
+    info = load_into(fresh, tmp_path / "w.safetensors")
     assert info["model"] == {"type": "Tiny", "scale": 2}
     np.testing.assert_array_equal(fresh.weight.data, m.weight.data)
 
@@ -89,7 +89,7 @@ def test_hostile_pickle_is_refused_without_loading(tmp_path):
     path.write_bytes(pickle.dumps({"weight": Boom()}))
     with pytest.raises(CheckpointError, match=r"refusing to load .*evil\.pt: it references "
                                               r"\w+\.system, which a weights file never needs"):
-        ckpt.load_model_weights(Tiny(), path)
+        load_into(Tiny(), path)
     with pytest.raises(CheckpointError, match="evil.pt is not a safetensors file"):
         ckpt.load_checkpoint(path)
     assert not (tmp_path / "pwned").exists()
@@ -119,7 +119,7 @@ def test_different_architecture_names_keys_and_shapes(tmp_path):
     ckpt.save_weights(path, Tiny(3).state_dict())
     with pytest.raises(CheckpointError, match=r"weight: file \(3, 2\) vs model \(4, 2\).*"
                                               r"bias: file \(3,\) vs model \(4,\)"):
-        ckpt.load_model_weights(Tiny(4), path)
+        load_into(Tiny(4), path)
 
     class Other(Module):
         def __init__(self):
@@ -128,7 +128,7 @@ def test_different_architecture_names_keys_and_shapes(tmp_path):
             self.gamma = Parameter(np.zeros(3, np.float32))
 
     with pytest.raises(CheckpointError, match=r"missing keys: gamma; unexpected keys: bias"):
-        ckpt.load_model_weights(Other(), path)
+        load_into(Other(), path)
 
 
 def test_weights_file_cannot_resume_training(tmp_path):

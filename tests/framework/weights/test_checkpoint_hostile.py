@@ -14,7 +14,7 @@ import models  # noqa: F401  registers the architectures
 from framework.engine import load_model
 from framework.engine.cli import infer_main, train_main
 from framework.weights import checkpoint as ckpt
-from framework.weights import CheckpointError
+from framework.weights import CheckpointError, load_into
 from framework.registry import MODELS
 
 from tests.conftest import smooth_image
@@ -44,7 +44,7 @@ def lr_image(tmp_path):
 def test_same_type_other_settings_names_every_shape(tmp_path):
     path = weights_file(tmp_path, espcn((8, 4)))
     with pytest.raises(CheckpointError) as exc:
-        ckpt.load_model_weights(espcn((4, 4)), path)
+        load_into(espcn((4, 4)), path)
     msg = str(exc.value)
     assert msg.startswith(f"{path} does not fit the model ESPCN (weights for a different "
                           f"architecture or settings?): shape mismatches: ")
@@ -58,7 +58,7 @@ def test_other_architecture_names_missing_and_unexpected_keys(tmp_path):
     fsrcnn = MODELS.build({"type": "FSRCNN", "scale": 2, "d": 8, "s": 4, "m": 1})
     path = weights_file(tmp_path, fsrcnn)
     with pytest.raises(CheckpointError) as exc:
-        ckpt.load_model_weights(espcn(), path)
+        load_into(espcn(), path)
     msg = str(exc.value)
     own, theirs = espcn().state_dict(), fsrcnn.state_dict()
     missing = [k for k in own if k not in theirs]
@@ -79,7 +79,7 @@ def test_the_model_is_unchanged_after_a_refused_load(tmp_path):
     model = espcn()
     before = {k: v.copy() for k, v in model.state_dict().items()}
     with pytest.raises(CheckpointError):
-        ckpt.load_model_weights(model, path)
+        load_into(model, path)
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(v, before[k])
 
@@ -157,12 +157,13 @@ def test_corrupt_header_and_metadata_are_named(tmp_path, checkpoint_bytes):
         ckpt.load_weights(path)
 
 
+@pytest.mark.parametrize("resume", ["auto", "RUN_DIR"])
 def test_truncated_latest_checkpoint_on_resume_falls_back_to_the_newest_that_loads(
-        make_tiny_config, tmp_path, capsys):
+        make_tiny_config, tmp_path, capsys, resume):
     """A latest checkpoint cut short outside srgrad (a copy cut short, a disk that lied about fsync)
-    no longer stops `--resume auto`: it says which file it skipped and why, resumes from the newest
-    checkpoint that loads and ends like an uninterrupted run. An explicit --resume FILE still
-    refuses the damaged file."""
+    no longer stops `--resume auto` nor `--resume RUN_DIR` (which used to stop on it): it says which
+    file it skipped and why, resumes from the newest checkpoint that loads and ends like an
+    uninterrupted run. An explicit --resume FILE still refuses the damaged file."""
     cfg = make_tiny_config(iters=4, every=2)
     assert train_main([str(cfg), "--no-progress"]) == 0
     run = tmp_path / "runs" / "tiny"
@@ -171,8 +172,8 @@ def test_truncated_latest_checkpoint_on_resume_falls_back_to_the_newest_that_loa
     assert train_main([str(cfg), "--resume", str(latest), "--no-progress"]) == 1
     err = capsys.readouterr().err
     assert f"error: {latest} is truncated" in err and "Traceback" not in err, err
-    assert train_main([str(cfg), "--resume", "auto", "--set", "train.total_iters=6",
-                       "--no-progress"]) == 0
+    args = [str(cfg), "--resume", "auto"] if resume == "auto" else ["--resume", str(run)]
+    assert train_main(args + ["--set", "train.total_iters=6", "--no-progress"]) == 0
     err = capsys.readouterr().err
     assert f"warning: skipping checkpoint {latest}: {latest} is truncated" in err, err
     assert "(trying the one before)" in err
@@ -247,7 +248,7 @@ def test_pickle_files_are_refused_and_never_unpickled(tmp_path, lr_image, capsys
     for path in pickle_files(tmp_path, marker):
         npy = path.suffix == ".npy" or path.name == "p0.safetensors"  # neither zip nor binary pickle
         refusal = rf"^{path} is not a safetensors file" if npy else rf"^refusing to load {path}: "
-        for load in (ckpt.load_weights, load_model, lambda p: ckpt.load_model_weights(espcn(), p)):
+        for load in (ckpt.load_weights, load_model, lambda p: load_into(espcn(), p)):
             with pytest.raises(CheckpointError, match=refusal):
                 load(path)
         with pytest.raises(CheckpointError, match=rf"^{path} is not a safetensors file"):
@@ -271,7 +272,7 @@ def test_real_torch_checkpoint_loads_safely(tmp_path, no_unpickling):
     torch.save({"params": {k: torch.from_numpy(v.copy() + 1) for k, v in
                            model.state_dict().items()}}, path)
     target = espcn()
-    ckpt.load_model_weights(target, path)
+    load_into(target, path)
     for k, v in model.state_dict().items():
         np.testing.assert_array_equal(target.state_dict()[k], v + 1)
 

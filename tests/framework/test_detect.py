@@ -1,4 +1,4 @@
-"""models/detect.py: every model round-trips (build -> state_dict -> detect -> the same keywords ->
+"""framework/detect.py: every model round-trips (build -> state_dict -> detect -> the same keywords ->
 a model with the same keys and shapes) at several settings; BasicSR-structured state_dicts (the torch
 twins', published sizes) are recognised; unknown, ambiguous, tampered and under-determined state_dicts
 raise ValueErrors that name each candidate and why."""
@@ -12,7 +12,7 @@ import pytest
 import models
 from framework.nn import init
 from framework.registry import MODELS
-from models.detect import detect
+from framework.detect import detect
 
 CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SRCNN", "scale": 3, "num_in_ch": 1, "num_out_ch": 1, "num_feat": [16, 8],
@@ -162,8 +162,8 @@ def test_unknown_state_dict_lists_every_candidate_and_why():
     with pytest.raises(ValueError) as err:
         detect({"model.0.weight": np.zeros((64, 3, 3, 3)), "model.0.bias": np.zeros(64)})
     msg = str(err.value)
-    assert msg.startswith("detect: no registered model fits this state_dict "
-                          "(model.0.weight, model.0.bias)")
+    assert msg.startswith("detect: no architecture srgrad has matches this state_dict "
+                          "(model.0.weight, model.0.bias).\nWhy each of srgrad's models does not fit:")
     for name in models.__all__:
         assert f"\n  {name}: " in msg
     assert "EDSR: no key 'conv_first.weight'" in msg
