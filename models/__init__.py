@@ -16,7 +16,8 @@ from .rcan import RCAN
 from .swinir import SwinIR
 from .hat import HAT
 from .swin2sr import Swin2SR
+from .dat import DAT
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR"]
+           "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT"]
