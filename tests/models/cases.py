@@ -19,11 +19,13 @@ SCALES = {  # the scales each design is tested at
     "SwinIR": (2, 4),
     "HAT": (2, 3),  # and x1, x4 in test_hat.py
     "Swin2SR": (2, 4),  # the pixel-shuffle upsampler (BASE); the others in test_swin2sr.py
+    "DAT": (2, 3),  # pixelshuffledirect and x4 in test_dat.py
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"}}
 # The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
-CHANNEL_KEYS = {"SwinIR": ("in_chans",), "HAT": ("in_chans",), "Swin2SR": ("in_chans",)}
+CHANNEL_KEYS = {"SwinIR": ("in_chans",), "HAT": ("in_chans",), "Swin2SR": ("in_chans",),
+                "DAT": ("in_chans",)}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
@@ -35,7 +37,11 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "nu
          "HAT": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
                  "mlp_ratio": 2, "compress_ratio": 3, "squeeze_factor": 4, "drop_path_rate": 0.0},
          "Swin2SR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
-                     "mlp_ratio": 2, "drop_path_rate": 0.0}}
+                     "mlp_ratio": 2, "drop_path_rate": 0.0},
+         # a spatial, a channel and a shifted spatial block; 64 features: a 2-wide position-bias
+         # MLP (at 32, as DAT-light's 60, it is 1 wide and its LayerNorm makes it a constant)
+         "DAT": {"embed_dim": 64, "depth": [3], "num_heads": [2], "split_size": [2, 4], "img_size": 8,
+                 "expansion_factor": 2.0, "drop_path_rate": 0.0}}
 
 
 def conv(cin, cout, k):
@@ -95,6 +101,19 @@ def expected_parameters(name: str, c: int, s: int) -> int:
         block = norm + attn + norm + mlp
         return (conv(c, 96, 3) + conv(96, 96, 1) + norm + 4 * (6 * block + conv(96, 96, 3)
                 + conv(96, 96, 1)) + norm + conv(96, 96, 3) + conv(96, 64, 3) + up + conv(64, c, 3))
+    if name == "DAT":  # 4 groups x (a spatial + a channel block), 180 features, 2 heads, split
+        # (2, 4), SGFN x4 (720 -> a 360 gate); a spatial half: 90 features, 1 head, a 5-wide
+        # position-bias MLP
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        norm, qkv, proj = 2 * 180, 180 * 540 + 540, 180 * 180 + 180
+        aim = (180 * 9 + 180 + 2 * 180) + (conv(180, 22, 1) + 2 * 22 + conv(22, 180, 1)) + (
+            conv(180, 11, 1) + 2 * 11 + conv(11, 1, 1))
+        pos = (2 * 5 + 5) + 2 * (2 * 5 + 5 * 5 + 5) + (2 * 5 + 5 * 1 + 1)
+        sgfn = (180 * 720 + 720) + 2 * 360 + (360 * 9 + 360) + (360 * 180 + 180)
+        spatial = norm + qkv + proj + 2 * pos + aim + sgfn + norm
+        channel = norm + 2 + qkv + proj + aim + sgfn + norm
+        return (conv(c, 180, 3) + norm + 4 * (spatial + channel + conv(180, 180, 3)) + norm
+                + conv(180, 180, 3) + conv(180, 64, 3) + up + conv(64, c, 3))
     raise KeyError(name)
 
 

@@ -31,7 +31,9 @@ SIZE_DEPENDENT = {"SwinIR": "the window partition and the shifted-window attenti
                   "HAT": "the window partition and the shifted-window attention mask are "
                          "computed for the input size",
                   "Swin2SR": "the window partition and the shifted-window attention mask are "
-                             "computed for the input size"}
+                             "computed for the input size",
+                  "DAT": "the window partition and the shifted-window attention masks are "
+                         "computed for the input size"}
 
 
 @pytest.mark.parametrize("name", [n for n in MODELS.names() if n not in models.DISCRIMINATORS])
