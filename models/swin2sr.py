@@ -36,7 +36,7 @@ from framework.nn import init
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, embed_tokens, trunc_normal_linears, upsampler_scale
-from framework.detect import NoMatch, Unknown, count, need
+from framework.detect import Assumed, NoMatch, Unknown, count, need
 from .swinir import Mlp, PatchUnEmbed, SwinTransformerBlock, UpsampleOneStep, _resi_conv
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv", "pixelshuffle_aux")
@@ -366,13 +366,14 @@ class Swin2SR(nn.Module):
     def detect(shapes: dict, known: dict) -> dict:
         """in_chans, embed_dim from conv_first; per group its blocks (depths) and heads (logit_scale);
         window_size from relative_position_index (w^2 rows); img_size from a shifted block's
-        attn_mask (a square grid of sqrt(nW) windows), else from absolute_pos_embed, else 64 (no
-        stored mask: img_size changes nothing unless no larger than the window); mlp_ratio from
+        attn_mask (a square grid of sqrt(nW) windows), else from absolute_pos_embed, else the
+        window when odd blocks exist but none shifts (img_size no larger than the window; as
+        spandrel), else 64 (no odd block: img_size changes no weight); mlp_ratio from
         fc1; upsampler, resi_connection, ape, patch_norm, qkv_bias (q_bias) from which keys exist;
         scale from the upsampler. img_range is not in the weights and changes the output: the
         original's convention decides it (its test script main_test_swin2sr.py and spandrel): the
-        JPEG artefact-removal files, the only ones with window 7, use 255, every other file 1;
-        pass img_range to override. The drop rates change no weight: defaults."""
+        JPEG artefact-removal files, the only ones with window 7, use 255 (said), every other
+        file 1; pass img_range to override. The drop rates change no weight: defaults."""
         embed_dim, in_chans = need(shapes, "conv_first.weight", 4)[:2]
         patch = need(shapes, "patch_embed.proj.weight", 4)
         if patch[2:] != (1, 1):
@@ -382,11 +383,12 @@ class Swin2SR(nn.Module):
                           "is not supported")
         layers = count(shapes, "layers", ".conv.weight") or count(shapes, "layers", ".conv.0.weight")
         depths, heads, window, mlp_ratio, qkv_bias = [], [], None, 4.0, True
-        img_size = None
+        img_size, odd_blocks = None, False
         for i in range(layers):
             prefix = f"layers.{i}.residual_group.blocks"
             depth = count(shapes, prefix, ".norm1.weight")
             depths.append(depth)
+            odd_blocks = odd_blocks or depth > 1
             if not depth:
                 heads.append(6)  # no block: no weight fixes it
                 continue
@@ -408,6 +410,8 @@ class Swin2SR(nn.Module):
         window = window or 7
         if img_size is None and "absolute_pos_embed" in shapes:
             img_size = math.isqrt(need(shapes, "absolute_pos_embed", 3)[1])
+        elif img_size is None and odd_blocks:  # no block shifts: the grid is no larger than the window
+            img_size = window
         if "conv_after_body.weight" in shapes:
             resi = "1conv"
         elif "conv_after_body.0.weight" in shapes:
@@ -435,6 +439,9 @@ class Swin2SR(nn.Module):
                  "window_size": window, "mlp_ratio": mlp_ratio, "qkv_bias": qkv_bias,
                  "ape": "absolute_pos_embed" in shapes, "patch_norm": "patch_embed.norm.weight" in shapes,
                  "scale": scale, "upsampler": upsampler, "resi_connection": resi}
-        if "img_range" not in known:
-            found["img_range"] = 255.0 if window == 7 else 1.0
+        if window == 7:
+            found["img_range"] = Assumed(255.0, "Swin2SR's JPEG artefact-removal files, the only "
+                                                "ones with window 7, run with 255 (spandrel too)")
+        else:
+            found["img_range"] = Assumed(1.0, "Swin2SR's files with window 8", quiet=True)
         return found

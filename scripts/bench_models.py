@@ -7,7 +7,7 @@ Run through the harness: `python scripts/benchmark.py --only models --threads 2`
 after the harness's own:
     --models ESPCN FSRCNN     default: the six classic models; `modern` = SRVGGNetCompact, MSRResNet,
                               RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row);
-                              `transformers` = issue 30's HAT, Swin2SR (minutes per row)
+                              `transformers` = issue 30's HAT, Swin2SR, DAT (minutes per row)
     --infer-size 512          the LR side of the inference image; 0 skips inference
     --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
     --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR, EDSR and SwinIR
@@ -65,18 +65,22 @@ CASES = {
     "RRDBNet": ({"type": "RRDBNet", "scale": 4, "num_feat": 32, "num_block": 1, "num_grow_ch": 16}, 16),
     "RCAN": ({"type": "RCAN", "scale": 2, "num_feat": 32, "num_group": 2, "num_block": 2,
               "squeeze_factor": 8}, 24),
-    # issue 30's transformers at their CPU-sized configs (configs/hat_cpu_x2.yaml, swin2sr_cpu_x2.yaml)
+    # issue 30's transformers at their CPU-sized configs (configs/hat_cpu_x2.yaml, swin2sr_cpu_x2.yaml,
+    # dat_cpu_x2.yaml)
     "HAT": ({"type": "HAT", "scale": 2, "img_size": 32, "window_size": 8, "compress_ratio": 24,
              "squeeze_factor": 24, "depths": [2, 2], "embed_dim": 48, "num_heads": [6, 6],
              "mlp_ratio": 2}, 32),
     "Swin2SR": ({"type": "Swin2SR", "scale": 2, "img_size": 32, "window_size": 8, "depths": [2, 2],
                  "embed_dim": 48, "num_heads": [6, 6], "mlp_ratio": 2,
                  "upsampler": "pixelshuffledirect"}, 32),
+    "DAT": ({"type": "DAT", "scale": 2, "img_size": 32, "split_size": [8, 16], "depth": [2, 2],
+             "embed_dim": 48, "num_heads": [4, 4], "expansion_factor": 2.0,
+             "upsampler": "pixelshuffledirect"}, 32),
 }
 DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
 MODERN = ["SRVGGNetCompact", "MSRResNet", "RRDBNet", "RCAN", "SwinIR"]  # --models modern
-TRANSFORMERS = ["HAT", "Swin2SR"]  # --models transformers (issue 30's; minutes per row)
-HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR", "HAT", "Swin2SR")  # whole-image inference at 1024x1024 output: seconds per run
+TRANSFORMERS = ["HAT", "Swin2SR", "DAT"]  # --models transformers (issue 30's; minutes per row)
+HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR", "HAT", "Swin2SR", "DAT")  # whole-image inference at 1024x1024 output: seconds per run
 # issue 19's targets (issue 6's were step 1.25x, inference 1.25x, memory 1.5x; issue 15's SwinIR
 # step 1.5x and modern inference 1.0x): ahead of torch on every row
 TARGETS = {"step": 1.0, "step UpsampleNet": 0.7, "infer": 0.8, "memory": 1.0}

@@ -156,6 +156,7 @@ def test_argument_errors(kw, error, match):
      "patch_norm": False, "mlp_ratio": 1.5},
     {"upsampler": "", "scale": 1, "img_size": 14, "window_size": 7, "img_range": 255.0},
     {"upsampler": "nearest+conv", "scale": 4, "img_size": 12},
+    {"img_size": 8, "window_size": 8, "depths": [2, 2], "num_heads": [2, 2]},  # no block shifts
 ])
 def test_detect_round_trip(kw):
     s = spec(**{"drop_path_rate": 0.1, **kw})
@@ -169,6 +170,15 @@ def test_detect_round_trip(kw):
             assert got[k] == s[k], k
     assert got["img_range"] == s.get("img_range", 1.0)  # window 7: the JPEG files' 255
     assert detect(state, img_range=3.0)["img_range"] == 3.0  # a given one wins
+
+
+def test_the_jpeg_convention_is_said():
+    """window 7: img_range 255 by the original's convention, and identify() says so (srgrad-infer
+    prints it); window 8: 1, quietly."""
+    from framework.detect import identify
+    jpeg = checks.build(spec("", 1, img_size=14, window_size=7, img_range=255.0)).state_dict()
+    assert [n for n in identify(jpeg).notes if n.startswith("img_range=255")]
+    assert not identify(checks.build(spec()).state_dict()).notes
 
 
 # main_test_swin2sr.py's models: (keywords, the published file)
