@@ -210,7 +210,8 @@ def _conv_gflop(model, lq, training):
     try:
         F.conv2d, F.conv_transpose2d = counting("conv2d"), counting("conv_transpose2d")
         with (sg.enable_grad() if training else sg.no_grad()):
-            model(sg.tensor(lq[:1]))
+            model(sg.tensor(lq[:2]))  # 2: DAT's BatchNorm trains on more than one value; the
+            # count is per image (pixels of one output map)
     finally:
         F.conv2d, F.conv_transpose2d = real["conv2d"], real["conv_transpose2d"]
     return total[0] * lq.shape[0] / 1e9

@@ -59,6 +59,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "window_size": 4, "mlp_ratio": 2.0, "compress_ratio": 3, "squeeze_factor": 4}, ()),
     ({"type": "Swin2SR", "scale": 2, "img_size": 16, "embed_dim": 8, "depths": [2, 1],
       "num_heads": [2, 4], "window_size": 4, "mlp_ratio": 2.0, "upsampler": "pixelshuffle_aux"}, ()),
+    ({"type": "DAT", "scale": 3, "img_size": 8, "embed_dim": 32, "split_size": [2, 4],
+      "depth": [3, 1], "num_heads": [4, 2], "expansion_factor": 2.0}, ()),
 ]
 
 
