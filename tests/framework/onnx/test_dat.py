@@ -31,3 +31,22 @@ def test_dynamic_axes_are_refused_with_the_reason(tmp_path):
     model, _ = build("DAT", 2, 3, **SMALL)
     with pytest.raises(ExportError, match=r"dynamic axes are impossible: .*Export at a fixed size"):
         export(model.eval(), image(1, 3, 8, 8), tmp_path / "m.onnx", dynamic=True)
+
+
+def test_srgrad_export_of_a_twin_pth(tmp_path, capsys):
+    """srgrad-export --weights a .pth the torch twin saved (detected, no --model; BatchNorm
+    statistics moved off their init): written, checked against srgrad by the command itself
+    (fixed size, with a warning naming the reason)."""
+    torch = pytest.importorskip("torch")
+    twins = pytest.importorskip("tests.twins")
+    from framework.engine.export import main
+    torch.manual_seed(0)
+    twin = twins.build_twin({"type": "DAT", "scale": 2, **SMALL})
+    with torch.no_grad():
+        twin(torch.rand(2, 3, 8, 8))
+    torch.save({"params": twin.state_dict()}, str(tmp_path / "dat.pth"))
+    code = main(["--weights", str(tmp_path / "dat.pth"), "--output", str(tmp_path / "dat.onnx"),
+                 "--input-size", "12", "8"])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    assert (tmp_path / "dat.onnx").exists() and "fixed-size export" in captured.err
