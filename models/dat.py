@@ -15,8 +15,9 @@ a channel map and a spatial map (BatchNorm, GELU, sigmoid) crossing between them
 spatial-gate feed-forward network (SGFN: fc1, GELU, half of the channels gating the other half
 through LayerNorm and a depthwise 3x3 conv, fc2). Then norm, conv_after_body + long skip and the
 reconstruction ("pixelshuffle" classical SR, "pixelshuffledirect" DAT-light). Variants (all this
-class): DAT (embed 180, 6 groups of 6, split (8, 32)), DAT-S (split (8, 16)), DAT-2 (expansion 2),
-DAT-light (embed 60, 3 groups, pixelshuffledirect). Any input size runs: the spatial blocks pad
+class): DAT (embed 180, 6 groups of 6 blocks, 6 heads, split (8, 32), expansion 4), DAT-S (split
+(8, 16), expansion 2), DAT-2 (expansion 2), DAT-light (embed 60, one group of 18, expansion 2,
+"3conv", pixelshuffledirect). Any input size runs: the spatial blocks pad
 their q, k, v with zeros to a multiple of the larger split side (unmasked, as the original) and
 crop back. Training needs a batch of 2 or more (the channel map's BatchNorm sees one value per
 channel and image, as the original).
@@ -316,7 +317,7 @@ class DAT(nn.Module):
             position-bias MLP has embed_dim // 32 features).
         split_size: (h, w) of the spatial windows, default (2, 4) (published: (8, 32); DAT-S
             (8, 16)); each side >= 2.
-        depth: DATBs per residual group, default (2, 2, 2, 2) (published: six 6s; light: three 6s).
+        depth: DATBs per residual group, default (2, 2, 2, 2) (published: six 6s; light: (18,)).
         num_heads: heads per group, default (2, 2, 2, 2) (published 6): a channel block uses all
             (dividing embed_dim), a spatial block half of them per half of the channels.
         expansion_factor: SGFN hidden features / embed_dim, default 4 (DAT-2, light: 2).

@@ -182,7 +182,8 @@ def test_a_file_with_the_other_split_order_is_refused_on_load():
     MODELS.build(detect(state, split_size=[4, 2])).load_state_dict(state)
 
 
-# the original's options: DAT (x2-x4), DAT-S, DAT-2, DAT-light (keywords; depths cut to 2 groups of 2)
+# the original's options: DAT (x2-x4), DAT-S, DAT-2, DAT-light (keywords; depths cut to 2 groups of
+# 2, DAT-light's one group of 18 to 3: a shifted block, whose masks give img_size)
 PUBLISHED = [
     ({"embed_dim": 180, "split_size": [8, 32], "num_heads": [6, 6], "expansion_factor": 4.0,
       "upsampler": "pixelshuffle", "scale": 4}, "DAT_x4"),
@@ -190,8 +191,8 @@ PUBLISHED = [
       "upsampler": "pixelshuffle", "scale": 2}, "DAT_S_x2"),
     ({"embed_dim": 180, "split_size": [8, 32], "num_heads": [6, 6], "expansion_factor": 2.0,
       "upsampler": "pixelshuffle", "scale": 3}, "DAT_2_x3"),
-    ({"embed_dim": 60, "split_size": [8, 32], "num_heads": [2, 2], "expansion_factor": 2.0,
-      "upsampler": "pixelshuffledirect", "scale": 4}, "DAT_light_x4"),
+    ({"embed_dim": 60, "split_size": [8, 32], "depth": [3], "num_heads": [6], "expansion_factor": 2.0,
+      "resi_connection": "3conv", "upsampler": "pixelshuffledirect", "scale": 4}, "DAT_light_x4"),
 ]
 
 
@@ -205,13 +206,15 @@ def test_detects_the_published_layouts(published, name):
 
 
 def test_a_published_layout_pth_runs_through_the_inference_path(tmp_path):
-    """DAT-light's blocks (60 features, split (8, 32), x2 pixelshuffledirect) in two groups of two,
-    saved by the twin -> load_model with no spec: detected, the twin's output (eval mode)."""
+    """DAT-light's blocks (60 features, 6 heads, split (8, 32), 3conv, x2 pixelshuffledirect) in
+    one group of three, saved by the twin -> load_model with no spec: detected, the twin's output
+    (eval mode, BatchNorm statistics moved off their init)."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
     from framework.engine import load_model
-    s = {"type": "DAT", "img_size": 64, "embed_dim": 60, "split_size": [8, 32], "depth": [2, 2],
-         "num_heads": [2, 2], "expansion_factor": 2.0, "upsampler": "pixelshuffledirect", "scale": 2}
+    s = {"type": "DAT", "img_size": 64, "embed_dim": 60, "split_size": [8, 32], "depth": [3],
+         "num_heads": [6], "expansion_factor": 2.0, "resi_connection": "3conv",
+         "upsampler": "pixelshuffledirect", "scale": 2}
     torch.manual_seed(0)
     twin = twins.build_twin(s)
     with torch.no_grad():  # move the BatchNorm statistics off their init
