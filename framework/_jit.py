@@ -3,12 +3,13 @@
 - `cache=True`, stamped by the whole kernel source: a kernel compiles once per machine and is reused
   by every later process, until any file of framework/ that defines kernels changes. numba's own
   stamp hashes only the kernel's file, but a kernel inlines the kernels it calls from other files
-  (`_winograd` calls `_im2col.valid_range`), so an edit there would leave a stale machine code.
+  (`_direct` calls `_im2col.valid_range`), so an edit there would leave a stale machine code.
   A kernel defined outside framework/ (a user's own layer file) is stamped by the framework's
   kernels and its own file: it may inline framework kernels, and its edits recompile it alone.
 - no `fastmath`: kernels are gradchecked in float64, and reassociation would break the adjoint tests.
   It also keeps results bit-identical whatever instruction set the host has (no reassociated
-  sums, no FMA contraction): docs/numerics.md.
+  sums, no FMA contraction): docs/numerics.md. A kernel that wants fused multiply-adds says so
+  (`_simd.vfma`: IEEE's fma, rounded once, the same bits with or without FMA hardware).
 - no explicit signatures: the same kernel compiles for float32 and float64 on first use.
 
 How a kernel stays fast to run and to compile (docs/benchmarks.md has the figures):
@@ -37,12 +38,13 @@ def source_stamp() -> str:
 
 
 def stamp_of(root: pathlib.Path) -> str:
-    """sha256 of every file under root/framework that imports this module (so defines kernels),
-    path and text: any edit to any of them invalidates every cached kernel."""
+    """sha256 of every file under root/framework that imports this module (so defines kernels), and
+    of _simd.py (its intrinsics become part of the kernels that call them), path and text: any edit
+    to any of them invalidates every cached kernel."""
     digest = hashlib.sha256()
     for path in sorted((root / "framework").rglob("*.py")):
         text = path.read_bytes()
-        if b"_jit import" in text or path.name == "_jit.py":
+        if b"_jit import" in text or path.name in ("_jit.py", "_simd.py"):
             digest.update(str(path.relative_to(root)).encode() + b"\0" + text + b"\0")
     return digest.hexdigest()
 

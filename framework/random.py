@@ -14,7 +14,7 @@ import numpy as np
 
 from ._check import ArgumentTypeError, is_int
 
-__all__ = ["manual_seed", "default_generator", "fork_rng"]
+__all__ = ["manual_seed", "default_generator", "fork_rng", "generator_or_default"]
 
 _generator = np.random.default_rng(0)
 
@@ -36,6 +36,18 @@ def manual_seed(seed) -> np.random.Generator:
 def default_generator() -> np.random.Generator:
     """The global generator (the live object: draws from it advance the framework's stream)."""
     return _generator
+
+
+def generator_or_default(owner: str, generator) -> np.random.Generator:
+    """A function's `generator=` argument: a numpy Generator as given, None the global one;
+    ArgumentTypeError naming `owner` otherwise."""
+    if generator is None:
+        return _generator
+    if not isinstance(generator, np.random.Generator):
+        raise ArgumentTypeError(f"{owner}: generator must be a numpy Generator "
+                                f"(np.random.default_rng(seed)) or None, got "
+                                f"{type(generator).__name__}")
+    return generator
 
 
 @contextlib.contextmanager

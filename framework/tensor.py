@@ -11,20 +11,51 @@ from . import autograd
 from ._check import ArgumentTypeError, did_you_mean, int_arg, is_number, number
 
 _FLOATS = (np.float32, np.float64)
+_DTYPE_KINDS = ("f", "i", "u", "b")  # with floats only float32 / float64
+_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hip|hpu|ipu|mtia|vulkan|privateuseone)(:\d+)?")
 
 
 def _as_array(data, dtype=None) -> np.ndarray:
-    """numpy array with srgrad's dtype rule: float32 by default, float64 kept, ints and bools kept."""
+    """numpy array with srgrad's dtype rule, torch.tensor's: a float32 or float64 array keeps its
+    dtype, Python floats (and lists of them) become float32, ints and bools are kept; float16 and
+    the other dtypes srgrad's kernels do not compute in are a ValueError (never a silent cast)."""
     if isinstance(data, Tensor):
         data = data.data
     if dtype is not None:
-        return np.asarray(data, dtype=np.dtype(dtype))
+        return np.asarray(data, dtype=check_dtype("tensor", dtype))
     arr = np.asarray(data)
-    if arr.dtype.kind == "f" and arr.dtype not in _FLOATS:
-        arr = arr.astype(np.float32)  # float16 etc. compute in float32
-    elif arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
-        arr = arr.astype(np.float32)  # Python floats and lists default to float32, as torch does
+    if arr.dtype == np.float64 and not isinstance(data, (np.ndarray, np.generic)):
+        return arr.astype(np.float32)  # Python floats and lists default to float32, as torch does
+    if arr.dtype.kind not in _DTYPE_KINDS or (arr.dtype.kind == "f" and arr.dtype not in _FLOATS):
+        check_dtype("tensor", arr.dtype)  # raises, naming the dtype
     return arr
+
+
+def check_dtype(owner: str, dtype) -> np.dtype:
+    """np.dtype(dtype) when srgrad computes in it (float32, float64; ints, unsigned ints and bool
+    are kept as data), else a ValueError naming `owner`: torch's float16 is refused, not cast."""
+    try:
+        new = np.dtype(dtype)
+    except TypeError:
+        raise ArgumentTypeError(f"{owner}: {dtype!r} is not a dtype") from None
+    if new.kind not in _DTYPE_KINDS or (new.kind == "f" and new not in _FLOATS):
+        raise ValueError(f"{owner}: dtype {new} is not supported: srgrad computes in float32 or "
+                         f"float64 (ints and bool are kept as data); convert first, e.g. with "
+                         f".astype(np.float32)")
+    return new
+
+
+def check_device(owner: str, device) -> None:
+    """None, "cpu", "cpu:0" or a device object whose .type is "cpu" (framework.device, torch's):
+    anything else is a ValueError (srgrad runs on the CPU only)."""
+    if device is None:
+        return
+    name = device if isinstance(device, str) else getattr(device, "type", None)
+    if not isinstance(name, str) or not _DEVICE.fullmatch(name):
+        raise ArgumentTypeError(f"{owner}: {device!r} is not a device (e.g. 'cpu')")
+    if not name.startswith("cpu"):
+        raise ValueError(f"{owner}: srgrad runs on the CPU only; device {name!r} is not "
+                         f"available (use 'cpu', or leave the device out)")
 
 
 class Tensor:
@@ -277,8 +308,10 @@ class Tensor:
     __itruediv__ = div_
 
 
-def tensor(data, requires_grad: bool = False, dtype=None) -> Tensor:
-    """New leaf Tensor holding a copy of `data` (float32 unless `data` is float64 or `dtype` says)."""
+def tensor(data, *, dtype=None, device=None, requires_grad: bool = False) -> Tensor:
+    """New leaf Tensor holding a copy of `data`, as torch.tensor: a float64 numpy array stays
+    float64, Python floats become float32, `dtype` converts; float16 is refused (see _as_array)."""
+    check_device("tensor", device)
     arr = np.array(_as_array(data, dtype), copy=True)
     return Tensor(arr, requires_grad=requires_grad)
 
@@ -288,24 +321,6 @@ def from_numpy(arr: np.ndarray, requires_grad: bool = False) -> Tensor:
     if not isinstance(arr, np.ndarray):
         raise TypeError(f"from_numpy: expected a numpy.ndarray, got {type(arr).__name__}")
     return Tensor(arr, requires_grad=requires_grad, dtype=arr.dtype)
-
-
-def zeros(*shape, dtype=np.float32, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.zeros(_shape(shape), dtype), requires_grad=requires_grad)
-
-
-def ones(*shape, dtype=np.float32, requires_grad: bool = False) -> Tensor:
-    return Tensor(np.ones(_shape(shape), dtype), requires_grad=requires_grad)
-
-
-def randn(*shape, dtype=np.float32, requires_grad: bool = False, rng=None) -> Tensor:
-    """Standard normal samples; `rng` is a numpy Generator (default: a fresh unseeded one)."""
-    rng = np.random.default_rng() if rng is None else rng
-    return Tensor(rng.standard_normal(_shape(shape)).astype(dtype), requires_grad=requires_grad)
-
-
-_DEVICE = re.compile(r"(cpu|cuda|mps|xpu|xla|meta|hip|hpu|ipu|mtia|vulkan|privateuseone)(:\d+)?")
-_TO_DTYPES = ("f", "i", "u", "b")
 
 
 def parse_to(owner: str, args: tuple, kwargs: dict):
@@ -330,17 +345,12 @@ def parse_to(owner: str, args: tuple, kwargs: dict):
             item = item.dtype
         name = item if isinstance(item, str) else getattr(item, "type", None)
         if isinstance(name, str) and _DEVICE.fullmatch(name):
-            if not name.startswith("cpu"):
-                raise ValueError(f"{owner}: srgrad runs on the CPU only; device {name!r} is not "
-                                 f"available (use 'cpu', or leave the device out)")
+            check_device(owner, item)
             continue
         try:
-            new = np.dtype(item)
-        except TypeError:
+            new = check_dtype(owner, item)
+        except ArgumentTypeError:
             raise ArgumentTypeError(f"{owner}: {item!r} is neither a device nor a dtype") from None
-        if new.kind not in _TO_DTYPES or (new.kind == "f" and new not in _FLOATS):
-            raise ValueError(f"{owner}: dtype {new} is not supported (srgrad computes in float32 "
-                             f"or float64; ints and bool are kept)")
         if dtype is not None and new != dtype:
             raise ArgumentTypeError(f"{owner}: two dtypes given, {dtype} and {new}")
         dtype = new
@@ -385,10 +395,6 @@ def _check_operand(owner, t, other):
                         f"cannot be written in place into a {t.dtype} tensor")
 
 
-def _shape(shape):
-    return tuple(shape[0]) if len(shape) == 1 and isinstance(shape[0], (tuple, list)) else shape
-
-
 # -- operators and methods: thin delegations to framework.functional (imported last: it needs Tensor)
 from . import functional as F  # noqa: E402
 
@@ -424,3 +430,57 @@ Tensor.T = property(lambda self: F.permute(self, tuple(range(self.ndim))[::-1]))
 Tensor.float = lambda self: self if self.dtype == np.float32 else F.cast(self, np.float32)
 Tensor.double = lambda self: self if self.dtype == np.float64 else F.cast(self, np.float64)
 Tensor.astype = F.cast
+
+# torch's other method spellings
+Tensor.add = lambda self, other, alpha=1: F.add(self, _times(other, number("add", "alpha", alpha)))
+Tensor.sub = lambda self, other, alpha=1: F.sub(self, _times(other, number("sub", "alpha", alpha)))
+Tensor.mul, Tensor.div, Tensor.neg = F.mul, F.div, F.neg
+Tensor.maximum, Tensor.minimum = F.maximum, F.minimum
+Tensor.relu, Tensor.sigmoid, Tensor.tanh = F.relu, F.sigmoid, F.tanh
+Tensor.tolist = lambda self: self.data.tolist()
+Tensor.is_floating_point = lambda self: self.dtype.kind == "f"
+Tensor.element_size = lambda self: self.dtype.itemsize
+# integer and bool copies are data, outside the graph (torch: not differentiable)
+Tensor.long = lambda self: Tensor(self.data.astype(np.int64))
+Tensor.int = lambda self: Tensor(self.data.astype(np.int32))
+Tensor.bool = lambda self: Tensor(self.data.astype(np.bool_))
+
+
+def _t(self) -> Tensor:
+    """torch's x.t(): the transpose of a 2-D tensor (a 0-D or 1-D one as it is)."""
+    if self.ndim > 2:
+        raise ValueError(f"t: expects a tensor with <= 2 dimensions, got {self.ndim} (use "
+                         f"transpose(dim0, dim1) or permute)")
+    return F.transpose(self, 0, 1) if self.ndim == 2 else self
+
+
+def _half(self):
+    raise ValueError("half: float16 is not supported: srgrad computes in float32 or float64 "
+                     "(.float(), .double())")
+
+
+def _type(self, dtype=None):
+    """torch's x.type(): the dtype's name without an argument, else x.to(dtype)."""
+    return str(self.dtype) if dtype is None else self.to(dtype)
+
+
+def _new_full(self, size, fill_value, *, dtype=None, device=None, requires_grad=False) -> Tensor:
+    """x.new_full(size, value) and the other new_* methods: x's dtype unless dtype= (torch's)."""
+    from .creation import full
+    return full(size, fill_value, dtype=self.dtype if dtype is None else dtype, device=device,
+                requires_grad=requires_grad)
+
+
+def _new_filled(value):
+    def new(self, *size, dtype=None, device=None, requires_grad=False) -> Tensor:
+        size = tuple(size[0]) if len(size) == 1 and isinstance(size[0], (tuple, list)) else size
+        return _new_full(self, size, value, dtype=dtype, device=device,
+                         requires_grad=requires_grad)
+    return new
+
+
+Tensor.t, Tensor.half, Tensor.type = _t, _half, _type
+Tensor.new_full = _new_full
+Tensor.new_zeros, Tensor.new_ones, Tensor.new_empty = _new_filled(0), _new_filled(1), _new_filled(0)
+Tensor.new_tensor = lambda self, data, dtype=None, requires_grad=False: tensor(
+    data, dtype=self.dtype if dtype is None else dtype, requires_grad=requires_grad)

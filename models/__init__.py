@@ -17,7 +17,10 @@ from .swinir import SwinIR
 from .hat import HAT
 from .swin2sr import Swin2SR
 from .dat import DAT
+from .span import SPAN
+from .plksr import PLKSR
+from .realplksr import RealPLKSR
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT"]
+           "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR"]

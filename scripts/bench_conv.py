@@ -2,8 +2,8 @@
 
 Run through the harness: `python scripts/benchmark.py --only conv --threads 2`. The note column gives
 each side's GFLOP/s (2 x multiply-adds of the forward; forward+backward counts three products, or two
-when the input needs no gradient; for Winograd's 3x3 path too, so its figure is an effective rate) and,
-in its own row, this machine's float32 matmul (2048^3, np.matmul) for scale. A last row reports the
+when the input needs no gradient) and, in its own row, this machine's float32 matmul (2048^3,
+np.matmul) for scale. A last row reports the
 largest column buffers a conv on (16, 64, 96, 96) allocates.
 
 The small-map layers (the dominant conv of each model whose training step misses issue 19's target)
@@ -38,6 +38,16 @@ CASES = [
     # one wide image: bands of one image on several workers (issue 11's race was on this path)
     ("conv2d 3x3 40->32 (1,40,300,4000) one image", "conv2d", (1, 40, 300, 4000), (32, 40, 3, 3),
      dict(padding=1), True, 1.5),
+    # the large-kernel route (_depthwise.py): depthwise convolutions (SAFMN, OmniSR); PLKSR's partial
+    # large kernel (dense 17x17 on 16 of its 64 channels) takes the direct route (_direct.py)
+    ("conv2d depthwise 3x3 64 (16,64,64,64)", "conv2d", (16, 64, 64, 64), (64, 1, 3, 3),
+     dict(padding=1, groups=64), True, 1.0),
+    ("conv2d depthwise 7x7 64 (4,64,64,64)", "conv2d", (4, 64, 64, 64), (64, 1, 7, 7),
+     dict(padding=3, groups=64), True, 1.0),
+    ("conv2d depthwise 17x17 64 (4,64,64,64)", "conv2d", (4, 64, 64, 64), (64, 1, 17, 17),
+     dict(padding=8, groups=64), True, 1.0),
+    ("conv2d 17x17 16->16 (4,16,64,64) (PLKSR)", "conv2d", (4, 16, 64, 64), (16, 16, 17, 17),
+     dict(padding=8), True, 1.0),
 ]
 
 # (label, input shape, weight shape): the dominant layer of the small-map models (3x3, padding 1)
@@ -90,16 +100,16 @@ def _peak_matmul(repeat):
 
 
 def _column_buffer_row():
-    """Largest buffers of a 3x3 conv on (16, 64, 96, 96) float32, by im2col and by Winograd (the path
-    this conv takes), all worker threads together."""
+    """Largest buffers of a 3x3 conv on (16, 64, 96, 96) float32, by im2col and by the direct route
+    (the one this conv takes), all worker threads together."""
     geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (96, 96), (96, 96))
     workers = conv_module._workers()
     im2col = 4 * conv_module._column_tiles((16, 64, np.float32), geo)[1] * workers
-    winograd = 4 * conv_module._winograd_tiles(16, 64, 64, geo, np.float32)[1] * workers
+    direct = 4 * conv_module._direct_tiles((16, 64, np.float32), geo)[1] * workers
     full = 16 * 64 * 9 * 96 * 96 * 4
     return Row("conv2d 3x3 64->64 (16,64,96,96): column buffers", 0.0, None,
-               note=f"peak over {workers} threads: im2col {im2col / 2**20:.1f} MB, Winograd "
-                    f"{winograd / 2**20:.1f} MB (untiled im2col: {full / 2**20:.0f} MB; cap COL_BUFFER_BYTES "
+               note=f"peak over {workers} threads: im2col {im2col / 2**20:.1f} MB, direct "
+                    f"{direct / 2**20:.1f} MB (untiled im2col: {full / 2**20:.0f} MB; cap COL_BUFFER_BYTES "
                     f"{conv_module.COL_BUFFER_BYTES / 2**20:.0f} MB)")
 
 

@@ -6,8 +6,9 @@ the time to the first training step in a fresh process. float32.
 Run through the harness: `python scripts/benchmark.py --only models --threads 2`; section options
 after the harness's own:
     --models ESPCN FSRCNN     default: the six classic models; `modern` = SRVGGNetCompact, MSRResNet,
-                              RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row);
-                              `transformers` = issue 30's HAT, Swin2SR, DAT (minutes per row)
+                              RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row); `efficient` =
+                              SPAN, PLKSR, RealPLKSR; `transformers` = issue 30's HAT, Swin2SR, DAT
+                              (minutes per row)
     --infer-size 512          the LR side of the inference image; 0 skips inference
     --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
     --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR, EDSR and SwinIR
@@ -18,11 +19,18 @@ after the harness's own:
     --first-step / --no-first-step   time from a fresh process's start to the end of its first
                               training step, numba cache warm, and cold (NUMBA_CACHE_DIR = an empty
                               temporary folder; srgrad only: torch has nothing to compile)
+    --apart-rounds 2          each framework also timed alone in its own fresh process (issue 29:
+                              one runtime's idle OpenMP threads spin and take the cores from the
+                              other's next call in a shared process), this many rounds of one child
+                              per framework, alternating; 0 skips them
+
+Each step and inference row keeps the ratio of the separate processes (the median of every timed
+run of every round), with the interleaved in-process times in its note.
 
 The same file is the child: `python scripts/bench_models.py --child ours|torch MODEL step|infer ...`
-prints one JSON line {"first_step_s", "step_s", "peak_mb", "base_mb"}: the time from its start to
-the end of its first step, its second step, its peak RSS and its RSS after the imports and the model,
-before any work.
+prints one JSON line {"first_step_s", "step_s", "times_s", "peak_mb", "base_mb"}: the time from its
+start to the end of its first step (or inference), its next ones (`--repeat` of them, their median
+in step_s), its peak RSS and its RSS after the imports and the model, before any work.
 """
 from __future__ import annotations
 
@@ -33,6 +41,7 @@ _T0 = time.perf_counter()  # the child's clock starts before its imports
 import argparse  # noqa: E402
 import json  # noqa: E402
 import os  # noqa: E402
+import statistics  # noqa: E402
 import pathlib  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
@@ -65,6 +74,12 @@ CASES = {
     "RRDBNet": ({"type": "RRDBNet", "scale": 4, "num_feat": 32, "num_block": 1, "num_grow_ch": 16}, 16),
     "RCAN": ({"type": "RCAN", "scale": 2, "num_feat": 32, "num_group": 2, "num_block": 2,
               "squeeze_factor": 8}, 24),
+    # issue 30's efficient convnets at their CPU-sized configs (configs/*_cpu_x2.yaml)
+    "SPAN": ({"type": "SPAN", "scale": 2, "feature_channels": 16, "num_blocks": 2, "norm": False}, 24),
+    "PLKSR": ({"type": "PLKSR", "scale": 2, "dim": 24, "n_blocks": 3, "kernel_size": 13, "ccm_type": "DCCM",
+               "use_ea": False}, 24),
+    "RealPLKSR": ({"type": "RealPLKSR", "scale": 2, "dim": 24, "n_blocks": 3, "kernel_size": 13,
+                   "use_ea": False, "layer_norm": True}, 24),
     # issue 30's transformers at their CPU-sized configs (configs/hat_cpu_x2.yaml, swin2sr_cpu_x2.yaml,
     # dat_cpu_x2.yaml)
     "HAT": ({"type": "HAT", "scale": 2, "img_size": 32, "window_size": 8, "compress_ratio": 24,
@@ -79,6 +94,7 @@ CASES = {
 }
 DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
 MODERN = ["SRVGGNetCompact", "MSRResNet", "RRDBNet", "RCAN", "SwinIR"]  # --models modern
+EFFICIENT = ["SPAN", "PLKSR", "RealPLKSR"]  # --models efficient (issue 30)
 TRANSFORMERS = ["HAT", "Swin2SR", "DAT"]  # --models transformers (issue 30's; minutes per row)
 HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR", "HAT", "Swin2SR", "DAT")  # whole-image inference at 1024x1024 output: seconds per run
 # issue 19's targets (issue 6's were step 1.25x, inference 1.25x, memory 1.5x; issue 15's SwinIR
@@ -90,15 +106,16 @@ FIRST_STEP_WARM_S, FIRST_STEP_COLD_S = 3.0, 60.0
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_models")
     ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS,
-                    choices=list(CASES) + ["modern", "transformers"])
+                    choices=list(CASES) + ["modern", "efficient", "transformers"])
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--infer-repeat", type=int, default=None)
     ap.add_argument("--heavy-repeat", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--apart-rounds", type=int, default=2)
     opts = ap.parse_known_args(rest)[0]
-    groups = {"modern": MODERN, "transformers": TRANSFORMERS}
+    groups = {"modern": MODERN, "efficient": EFFICIENT, "transformers": TRANSFORMERS}
     opts.models = [m for name in opts.models for m in groups.get(name, [name])]
     return opts
 
@@ -221,36 +238,62 @@ def _rates(gflop, a_ms, b_ms):
     return f"convs {gflop:.1f} GFLOP: {gflop / a_ms * 1e3:.0f} vs {gflop / b_ms * 1e3:.0f} GFLOP/s"
 
 
-def _step_row(name, spec, side, batch, repeat):
+def _step_pair(name, spec, side, batch, repeat):
+    """(ours ms, torch ms, note) of a training step, interleaved in this process."""
     ours, twin, n = _pair(spec)
     lq, gt = _batch(spec, side, batch)
     a, b = time_pair(_ours_step(ours, lq, gt), _torch_step(twin, lq, gt), repeat)
-    target = TARGETS.get(f"step {name}", TARGETS["step"])
-    return Row(f"{name} x{spec['scale']} step ({batch},3,{side},{side})", a, b, target,
-               note=f"{n:,} params; {_rates(_conv_gflop(ours, lq, True), a, b)}")
+    return a, b, f"{n:,} params; {_rates(_conv_gflop(ours, lq, True), a, b)}"
 
 
-def _infer_row(name, spec, side, repeat):
+def _infer_pair(name, spec, side, repeat):
+    """(ours ms, torch ms, note) of the inference on one image, interleaved in this process."""
     ours, twin, _ = _pair(spec)
     lq = _image(side)
     # One warm-up each: the training step before it already compiled every kernel.
     a, b = time_pair(_ours_infer(ours, lq), _torch_infer(twin, lq), repeat)
-    return Row(f"{name} x{spec['scale']} inference (1,3,{side},{side})", a, b,
-               TARGETS.get(f"infer {name}", TARGETS["infer"]),
-               note=f"repeat {repeat}; {_rates(_conv_gflop(ours, lq, False), a, b)}")
+    return a, b, f"repeat {repeat}; {_rates(_conv_gflop(ours, lq, False), a, b)}"
 
 
-def _child(framework, name, phase, args, cache_dir=None):
+def _timing_row(label, target, together, apart):
+    """The row of one case: the separate processes' times and ratio when they ran, else the
+    interleaved ones; the other figures in the note."""
+    a, b, note = together
+    if not apart:
+        return Row(label, a, b, target, note=f"interleaved in one process; {note}")
+    oa, ob = apart["ours"]["step_s"] * 1e3, apart["torch"]["step_s"] * 1e3
+    return Row(label, oa, ob, target, note=f"separate processes ({apart['runs']} runs each); interleaved "
+                                           f"{a:.1f} / {b:.1f} ms = {a / b:.2f}x; {note}")
+
+
+def _child(framework, name, phase, args, cache_dir=None, repeat=1):
     """Run this file as a fresh child process; its JSON report."""
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), NUMBA_NUM_THREADS=str(args.threads))
     if cache_dir is not None:
         env["NUMBA_CACHE_DIR"] = cache_dir
     cmd = [sys.executable, str(HERE / "bench_models.py"), "--child", framework, name, phase,
-           "--threads", str(args.threads), "--batch", str(args.batch), "--infer-size", str(args.infer_size)]
+           "--threads", str(args.threads), "--batch", str(args.batch), "--infer-size", str(args.infer_size),
+           "--repeat", str(repeat)]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"child {' '.join(cmd[2:])} failed:\n{out.stderr[-2000:]}")
     return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def _apart(name, phase, opts, repeat):
+    """Each framework alone in fresh child processes, opts.apart_rounds rounds alternating ours and
+    torch: per framework the first round's report with step_s = the median of every round's timed
+    runs; None when the rounds are off."""
+    if opts.apart_rounds <= 0:
+        return None
+    reports = {"ours": [], "torch": []}
+    for _ in range(opts.apart_rounds):
+        for fw in reports:
+            reports[fw].append(_child(fw, name, phase, opts, repeat=repeat))
+    out = {"runs": opts.apart_rounds * repeat}
+    for fw, rs in reports.items():
+        out[fw] = dict(rs[0], step_s=statistics.median(t for r in rs for t in r["times_s"]))
+    return out
 
 
 def _base_note(reports):
@@ -260,17 +303,18 @@ def _base_note(reports):
             f"{o['peak_mb'] - o['base_mb']:.0f} / {t['peak_mb'] - t['base_mb']:.0f} MB")
 
 
-def _fresh_process_rows(name, side, opts):
-    """Peak RSS of a training step and of the inference, and the time to the first step, each from a
-    fresh child process per framework (srgrad's cold-cache first step in one more)."""
+def _fresh_process_rows(name, side, opts, step, infer):
+    """Peak RSS of a training step and of the inference, and the time to the first step, from fresh
+    child processes per framework (the separate-process timings' when they ran; srgrad's cold-cache
+    first step in one more)."""
     rows = []
-    step = {fw: _child(fw, name, "step", opts) for fw in ("ours", "torch")}
+    step = step or {fw: _child(fw, name, "step", opts, repeat=2) for fw in ("ours", "torch")}
     if opts.memory:
-        rows.append(Row(f"{name} peak RSS, 3 steps ({opts.batch},3,{side},{side}) [MB]",
+        rows.append(Row(f"{name} peak RSS, steps ({opts.batch},3,{side},{side}) [MB]",
                         step["ours"]["peak_mb"], step["torch"]["peak_mb"], TARGETS["memory"],
                         note=_base_note(step)))
         if opts.infer_size:
-            infer = {fw: _child(fw, name, "infer", opts) for fw in ("ours", "torch")}
+            infer = infer or {fw: _child(fw, name, "infer", opts) for fw in ("ours", "torch")}
             rows.append(Row(f"{name} peak RSS, inference (1,3,{opts.infer_size},{opts.infer_size}) [MB]",
                             infer["ours"]["peak_mb"], infer["torch"]["peak_mb"], TARGETS["memory"],
                             note=_base_note(infer)))
@@ -294,17 +338,31 @@ def _fresh_process_rows(name, side, opts):
 def run(args) -> list:
     opts = _options(getattr(args, "rest", []))
     opts.threads = args.threads
-    rows = []
+    together = {}
     for name in opts.models:
         spec, side = CASES[name]
-        rows.append(_step_row(name, spec, side, opts.batch, args.repeat))
+        together[name, "step"] = _step_pair(name, spec, side, opts.batch, args.repeat)
         if opts.infer_size:
             repeat = opts.infer_repeat or args.repeat
-            rows.append(_infer_row(name, spec, opts.infer_size,
-                                   min(repeat, opts.heavy_repeat) if name in HEAVY else repeat))
-    if opts.memory or opts.first_step:  # children after the timings: they would compete for the cores
-        for name in opts.models:
-            rows += _fresh_process_rows(name, CASES[name][1], opts)
+            repeat = min(repeat, opts.heavy_repeat) if name in HEAVY else repeat
+            together[name, "infer"] = _infer_pair(name, spec, opts.infer_size, repeat)
+    rows = []
+    # children after the in-process timings: they would compete for the cores
+    for name in opts.models:
+        spec, side = CASES[name]
+        step = _apart(name, "step", opts, args.repeat)
+        rows.append(_timing_row(f"{name} x{spec['scale']} step ({opts.batch},3,{side},{side})",
+                                TARGETS.get(f"step {name}", TARGETS["step"]), together[name, "step"], step))
+        infer = None
+        if opts.infer_size:
+            repeat = opts.infer_repeat or args.repeat
+            infer = _apart(name, "infer", opts, min(repeat, opts.heavy_repeat) if name in HEAVY else repeat)
+            size = opts.infer_size
+            rows.append(_timing_row(f"{name} x{spec['scale']} inference (1,3,{size},{size})",
+                                    TARGETS.get(f"infer {name}", TARGETS["infer"]), together[name, "infer"],
+                                    infer))
+        if opts.memory or opts.first_step:
+            rows += _fresh_process_rows(name, side, opts, step, infer)
     return rows
 
 
@@ -319,8 +377,9 @@ def _rss_mb(field="VmRSS"):
 
 
 def child_main(argv):
-    """One fresh process: build one model in one framework, run a training step (three, for the peak)
-    or one inference; print {"first_step_s", "step_s", "peak_mb", "base_mb"} as JSON."""
+    """One fresh process: build one model in one framework, run a training step (then --repeat more,
+    timed) or one inference (then --repeat more, timed); print {"first_step_s", "step_s", "times_s",
+    "peak_mb", "base_mb"} as JSON."""
     ap = argparse.ArgumentParser(prog="bench_models --child")
     ap.add_argument("framework", choices=["ours", "torch"])
     ap.add_argument("name", choices=list(CASES))
@@ -328,6 +387,7 @@ def child_main(argv):
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--infer-size", type=int, default=512)
+    ap.add_argument("--repeat", type=int, default=1)
     a = ap.parse_args(argv)
     spec, side = CASES[a.name]
     sys.path.insert(0, str(HERE.parent))
@@ -346,18 +406,17 @@ def child_main(argv):
     if a.phase == "step":
         lq, gt = _batch(spec, side, a.batch)
         fn = (_ours_step if a.framework == "ours" else _torch_step)(model, lq, gt)
-        fn()
-        first = time.perf_counter() - _T0
-        t = time.perf_counter()
-        fn()
-        step = time.perf_counter() - t
-        fn()
     else:
         fn = (_ours_infer if a.framework == "ours" else _torch_infer)(model, _image(a.infer_size))
+    fn()
+    first = time.perf_counter() - _T0
+    times = []
+    for _ in range(max(1, a.repeat)):
+        t = time.perf_counter()
         fn()
-        first = step = None
-    print(json.dumps({"first_step_s": first, "step_s": step, "peak_mb": _rss_mb("VmHWM"),
-                      "base_mb": base}))
+        times.append(time.perf_counter() - t)
+    print(json.dumps({"first_step_s": first, "step_s": statistics.median(times), "times_s": times,
+                      "peak_mb": _rss_mb("VmHWM"), "base_mb": base}))
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:

@@ -128,7 +128,8 @@ def main(argv=None):
         worker(args.steps, args.warmup)
         return
     sys.path.insert(0, str(HERE))
-    from benchmark import table
+    from benchmark import machine, table
+    print("\n".join(machine()))
     print(table(TITLE, run(args)))
 
 

@@ -1,4 +1,5 @@
-"""srgrad vs PyTorch CPU, side by side in one process at the same thread count.
+"""srgrad vs PyTorch CPU at the same thread count, interleaved in one process and (the models
+section) each framework alone in its own fresh processes.
 
     python scripts/benchmark.py                    # every section but mpi
     python scripts/benchmark.py --mpi              # MPI scale-out: 1 vs 2 ranks (needs mpirun)
@@ -8,6 +9,15 @@
 Each section is a module `scripts/bench_<name>.py` with `run(args) -> list[Row]`. Timings are the
 median of `--repeat` runs after a warm-up, ours and torch's interleaved so machine noise hits both;
 read the ratio column (ours / torch), not absolute times: this machine is shared and noisy.
+The models section also runs each framework alone in fresh child processes (`--apart-rounds`,
+default 2, alternating): in one process one runtime's idle OpenMP threads spin and take the cores
+from the other's next call, so its step and inference rows keep the separate processes' ratio.
+
+The header says what makes two tables comparable: the CPU and its vector extensions, OpenBLAS's
+core type, numba's target CPU, torch's ATen capability, the environment variables that change them
+and the load. Measure as a user runs: `env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE python
+scripts/benchmark.py ...`; what an AVX2-only CPU runs, on an AVX-512 one:
+`env -u OPENBLAS_L2_SIZE $(python scripts/isa_env.py avx2) python scripts/benchmark.py ...`.
 """
 from __future__ import annotations
 
@@ -38,6 +48,67 @@ class Row:
     @property
     def ratio(self):
         return None if not self.torch_ms else self.ours_ms / self.torch_ms
+
+
+# The CPU flags that decide which kernels the libraries run (lscpu names them this way)
+_VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512vl", "avx512_vnni",
+                 "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
+# Environment variables that change the kernels or the threads of one side
+_KNOBS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
+          "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES", "OMP_WAIT_POLICY",
+          "OMP_NUM_THREADS")
+
+
+def _cpu():
+    """(model name, its vector extensions) from /proc/cpuinfo, or what platform knows."""
+    model, flags = platform.processor() or platform.machine(), set()
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            key, _, value = line.partition(":")
+            if key.strip() == "model name":
+                model = value.strip()
+            elif key.strip() in ("flags", "Features"):
+                flags = set(value.split())
+    except OSError:
+        pass
+    return model, [f for f in _VECTOR_FLAGS if f in flags]
+
+
+def machine() -> list[str]:
+    """The facts that make two timings comparable: the CPU and its vector extensions, the kernels
+    each library picked for it (OpenBLAS's core type through threadpoolctl, numba's target CPU and
+    vector registers, torch's ATen capability), the environment variables that change either, and
+    the load average."""
+    import numpy as np
+    from threadpoolctl import threadpool_info
+
+    from framework import _simd
+    from framework.functional import _direct
+    model, flags = _cpu()
+    blas = [f"{i.get('internal_api')} {i.get('version')} core {i.get('architecture')}, "
+            f"{i.get('num_threads')} threads" for i in threadpool_info() if i.get("user_api") == "blas"]
+    name, _ = _simd.target()
+    channels, pixels = _direct.forward_block(np.float32)
+    lines = [f"CPU: {model}, {os.cpu_count()} logical CPUs; vector extensions: "
+             f"{' '.join(flags) or 'none known'}",
+             f"numpy BLAS: {'; '.join(blas) or 'none found'}",
+             f"numba target CPU: {name} ({'AVX-512' if _simd.has_avx512() else 'no AVX-512'}: "
+             f"{_simd.lanes(32)} float32 lanes per register; direct conv blocks of {channels} "
+             f"channels x {pixels} pixels)"]
+    try:
+        import torch
+        lines.append(f"torch {torch.__version__}: ATen CPU capability "
+                     f"{torch.backends.cpu.get_cpu_capability()}")
+    except ImportError:
+        lines.append("torch: absent")
+    knobs = [f"{k}={os.environ[k]}" for k in _KNOBS if k in os.environ]
+    lines.append(f"environment: {' '.join(knobs) or 'none of ' + ', '.join(_KNOBS[:6])}")
+    try:
+        load = pathlib.Path("/proc/loadavg").read_text().split()[:3]
+        lines.append(f"load average at start: {' '.join(load)}")
+    except OSError:
+        pass
+    return lines
 
 
 def time_pair(ours, theirs, repeat: int = 5, warmup: int = 1):
@@ -95,9 +166,10 @@ def main(argv=None):
     unknown = sorted(set(names) - set(sections()))
     if unknown:
         ap.error(f"unknown section(s) {unknown}; known: {sections()}")
-    header = (f"{datetime.date.today()} on {platform.machine()} {platform.processor() or ''}, "
-              f"{args.threads} threads, torch {tv}, numba {numba.__version__}; command: "
-              f"python scripts/benchmark.py {' '.join(argv if argv is not None else sys.argv[1:])}")
+    header = "\n".join([
+        f"{datetime.date.today()}, {args.threads} threads, torch {tv}, numba {numba.__version__}; command: "
+        f"python scripts/benchmark.py {' '.join(argv if argv is not None else sys.argv[1:])}",
+        *(f"- {line}" for line in machine())])
     print(header)
     blocks = [header]
     for name in names:

@@ -132,7 +132,9 @@ def main(argv=None) -> int:
     ap.add_argument("--top", type=int, default=16)
     args = ap.parse_args(argv)
     import framework as sg
+    from benchmark import machine
     sg.set_num_threads(args.threads)
+    print("\n".join(machine()))
     if args.summary:
         print(f"one step, batch {args.batch}, {args.threads} thread(s); % of the step")
         print("| model | step ms | " + " | ".join(CATEGORIES) + " |")

@@ -3,7 +3,7 @@ degradations, the seeded loader (BatchLoader, the trainer's) with its background
 torch's DataLoader."""
 from .augment import apply_flags, augment, paired_random_crop, random_flags
 from .dataloader import DataLoader, default_collate
-from .datasets import HRImageDataset, PairedImageDataset, mod_crop
+from .datasets import HRImageDataset, PairedImageDataset, SingleImageDataset, mod_crop
 from .degradations import (add_diffjpeg_compression, add_jpg_compression, bessel_j1,
                            bivariate_Gaussian, bivariate_generalized_Gaussian, bivariate_plateau,
                            circular_lowpass_kernel, filter2d, gaussian_kernel1d,
@@ -16,7 +16,7 @@ from .loader import BatchLoader
 from .prefetch import Prefetcher
 from .realesrgan import DegradationOptions, RealESRGANDataset, degrade
 
-__all__ = ["HRImageDataset", "PairedImageDataset", "RealESRGANDataset", "BatchLoader",
+__all__ = ["HRImageDataset", "PairedImageDataset", "SingleImageDataset", "RealESRGANDataset", "BatchLoader",
            "Prefetcher", "DataLoader", "default_collate", "mod_crop",
            "augment", "paired_random_crop", "random_flags", "apply_flags", "DegradationOptions",
            "degrade", "sigma_matrix2", "mesh_grid", "pdf2", "bivariate_Gaussian",

@@ -26,7 +26,7 @@ from ..registry import DATASETS
 from ..tensor import Tensor
 from .augment import augment, paired_random_crop
 
-__all__ = ["HRImageDataset", "PairedImageDataset", "mod_crop"]
+__all__ = ["HRImageDataset", "PairedImageDataset", "SingleImageDataset", "mod_crop"]
 
 _COLORS = ("rgb", "y")
 
@@ -166,16 +166,19 @@ class HRImageDataset(_SRDataset):
 
 @DATASETS.register()
 class PairedImageDataset(_SRDataset):
-    """HR and LR folders in the DIV2K layout: for HR file `0001.png` the LR file is
-    `lq_root / filename_tmpl.format(name="0001", scale=scale)` with any image extension
-    (default template "{name}x{scale}" -> `0001x2.png`).
+    """HR and LR folders: for HR file `0001.png` the LR file is
+    `lq_root / filename_tmpl.format(name="0001", scale=scale)` with any image extension. The
+    default template "{name}" is BasicSR's (`filename_tmpl: '{}'`): the LR file named as its HR
+    file, as in BasicSR's sub-image folders, Set5's LRbicx2 and srgrad-prepare's output; DIV2K's
+    own LR files (`0001x2.png`) take "{name}x{scale}" (BasicSR's '{}x2'). When LR partners are
+    missing, the error says which of these two templates the folder follows.
 
     The HR image is mod-cropped to the scale; the LR image must then be exactly HR / scale.
     Missing LR files, ambiguous matches (two extensions) and size mismatches are ValueErrors found
     when the dataset is built. Other args as HRImageDataset (no lq_quantize: the LR is the file).
     """
 
-    def __init__(self, gt_root, lq_root, scale: int, filename_tmpl: str = "{name}x{scale}",
+    def __init__(self, gt_root, lq_root, scale: int, filename_tmpl: str = "{name}",
                  gt_size: int | None = None, use_flip: bool = True, use_rot: bool = True,
                  color: str = "rgb", cache: bool = True, bad_files: str = "error"):
         super().__init__(scale, gt_size, use_flip, use_rot, color, cache, bad_files)
@@ -202,8 +205,9 @@ class PairedImageDataset(_SRDataset):
         if missing:
             shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
             raise ValueError(f"{len(missing)} HR image(s) in {self.gt_root} have no LR partner in "
-                             f"{self.lq_root} (template {filename_tmpl!r}, any image extension); "
-                             f"missing: {shown}")
+                             f"{self.lq_root} (filename_tmpl {filename_tmpl!r}, any image "
+                             f"extension); missing: {shown}"
+                             f"{_template_hint(self.gt_root, lq_by_stem, filename_tmpl, self.scale)}")
         items = self._scan(items)
         for name, gt_path, lq_path in items:
             gw, gh = image_size(gt_path)
@@ -221,3 +225,63 @@ class PairedImageDataset(_SRDataset):
         gt = np.ascontiguousarray(mod_crop(_load(self.gt_paths[index], self.color), self.scale))
         lq = _load(self.lq_paths[index], self.color)
         return lq, gt
+
+
+# the two LR naming conventions of SR data: named as the HR file (BasicSR's sub-image folders,
+# Set5's LRbicx2, srgrad-prepare), and DIV2K's own 0001x2.png
+_TEMPLATES = ("{name}", "{name}x{scale}")
+
+
+def _template_hint(gt_root, lq_by_stem, tmpl, scale) -> str:
+    """'; the LR files are named ...: set filename_tmpl ...' when another common template finds
+    every partner, else ''."""
+    stems = [p.stem for p in list_images(gt_root)]
+    for other in _TEMPLATES:
+        if other != tmpl and all(other.format(name=s, scale=scale) in lq_by_stem for s in stems):
+            example = f"{stems[0]} -> {other.format(name=stems[0], scale=scale)}"
+            return (f". The LR files there are named {other!r} ({example}): set filename_tmpl: "
+                    f"'{other}'")
+    return ""
+
+
+@DATASETS.register()
+class SingleImageDataset:
+    """LR images only, for test sets without ground truth (BasicSR's SingleImageDataset):
+    srgrad-eval upscales and saves them, with no metrics; training refuses it (`has_gt`).
+
+    `get(index, rng=None)` -> dict(lq=float32 (C, h, w), name=str). Args: lq_root (a folder of
+    images, or one image file), scale (the run's; kept for the record), color ("rgb" or "y", as
+    HRImageDataset), bad_files ("error" or "skip" with a warning)."""
+
+    has_gt = False
+
+    def __init__(self, lq_root, scale: int = 1, color: str = "rgb", bad_files: str = "error"):
+        self.scale = int_arg("SingleImageDataset", "scale", scale)
+        if color not in _COLORS:
+            raise ValueError(f"color must be one of {_COLORS}, got {color!r}")
+        if bad_files not in ("error", "skip"):
+            raise ValueError(f"bad_files must be 'error' or 'skip', got {bad_files!r}")
+        self.lq_root, self.color = Path(lq_root), color
+        files = [self.lq_root] if self.lq_root.is_file() else list_images(self.lq_root)
+        kept = []
+        for path in files:
+            try:
+                read_image(path) if bad_files == "skip" else image_size(path)
+            except ValueError as e:
+                if bad_files == "error":
+                    raise
+                warnings.warn(f"skipping unreadable image: {e}", stacklevel=2)
+                continue
+            kept.append(path)
+        if not kept:
+            raise ValueError(f"SingleImageDataset: no readable images in {self.lq_root}")
+        self.paths, self.names = kept, [p.name for p in kept]
+
+    def __len__(self) -> int:
+        return len(self.paths)
+
+    def get(self, index: int, rng=None) -> dict:
+        if not 0 <= index < len(self):
+            raise IndexError(f"index {index} out of range for a dataset of {len(self)} images")
+        return {"lq": np.ascontiguousarray(_load(self.paths[index], self.color)),
+                "name": self.names[index]}

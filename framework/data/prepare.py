@@ -4,8 +4,11 @@ training reads small PNGs instead of decoding and resizing a 2040x1356 image per
     srgrad-prepare --input HR_DIR --output OUT_DIR [--crop-size 480] [--step 240]
                    [--thresh-size 0] [--scales 2 3 4] [--workers N] [--no-progress]
 
-writes OUT_DIR/HR/<stem>_sNNN.png and OUT_DIR/LR_bicubic/X<s>/<stem>_sNNNx<s>.png, which
-`PairedImageDataset(gt_root=OUT_DIR/HR, lq_root=OUT_DIR/LR_bicubic/X<s>, scale=s)` reads as is.
+writes OUT_DIR/HR/<stem>_sNNN.png and OUT_DIR/LR_bicubic/X<s>/<stem>_sNNN.png: BasicSR's layout
+of sub-image folders (extract_subimages.py names an LR sub-image as its HR one, dropping DIV2K's
+`x2`), which `PairedImageDataset(gt_root=OUT_DIR/HR, lq_root=OUT_DIR/LR_bicubic/X<s>, scale=s)`
+reads with its default filename_tmpl '{name}', as BasicSR's option files read their `_sub` folders
+with `filename_tmpl: '{}'` (srgrad-convert options keeps that).
 
 Windows follow BasicSR's extract_subimages.py: crop_size squares every `step` pixels, plus one
 flush with the bottom/right edge when more than `thresh_size` pixels would be left over; numbered
@@ -44,6 +47,9 @@ import numpy as np
 __all__ = ["main", "windows", "prepare_image"]
 
 SETTINGS_FILE = "prepare.json"
+# the LR sub-image's name for HR sub-image {name} (recorded in prepare.json: an older srgrad-prepare
+# wrote {name}x{scale}, and a folder is never filled with both)
+LR_NAME = "{name}"
 _STOP = None  # in pool workers: the parent's stop Event (see _results)
 
 
@@ -77,7 +83,8 @@ def _targets(out: Path, stem: str, count: int, scales):
     for k in range(1, count + 1):
         name = f"{stem}_s{k:03d}"
         result.append((out / "HR" / f"{name}.png",
-                       [(s, out / "LR_bicubic" / f"X{s}" / f"{name}x{s}.png") for s in scales]))
+                       [(s, out / "LR_bicubic" / f"X{s}" / f"{LR_NAME.format(name=name)}.png")
+                        for s in scales]))
     return result
 
 
@@ -161,7 +168,10 @@ class _BadArgument(Exception):
 def _parser():
     p = _Parser(prog="srgrad-prepare", description="Cut HR images into sub-images with bicubic LR "
                 "partners (BasicSR's extract_subimages.py + MATLAB imresize), for "
-                "PairedImageDataset. Resumable: existing outputs are skipped.")
+                "PairedImageDataset: OUT_DIR/HR/<stem>_sNNN.png and "
+                "OUT_DIR/LR_bicubic/X<s>/<stem>_sNNN.png (the LR named as its HR, BasicSR's "
+                "layout: filename_tmpl '{name}', the default). Resumable: existing outputs are "
+                "skipped.")
     p.add_argument("--input", required=True, metavar="HR_DIR", help="folder of HR images")
     p.add_argument("--output", required=True, metavar="OUT_DIR", help="writes OUT_DIR/HR and "
                    "OUT_DIR/LR_bicubic/X<s> (must not be HR_DIR or inside it)")
@@ -244,8 +254,13 @@ def _check_settings(out: Path, settings: dict) -> None:
             old = json.loads(path.read_text())
         except (OSError, ValueError) as exc:
             raise _BadArgument(f"{path}: unreadable ({exc}); delete it or use another --output")
+        if old.get("lr_name", "{name}x{scale}") != settings["lr_name"]:
+            raise _BadArgument(f"--output {out} was prepared by an older srgrad-prepare, which named "
+                               f"LR files <stem>_sNNNx<scale>.png (now <stem>_sNNN.png, BasicSR's "
+                               f"layout): use another --output (or keep that folder and read it "
+                               f"with filename_tmpl: '{{name}}x{{scale}}')")
         if {k: old.get(k) for k in settings} != settings:
-            shown = ", ".join(f"{k} {old.get(k)}" for k in settings)
+            shown = ", ".join(f"{k} {old.get(k)}" for k in settings if k != "lr_name")
             raise _BadArgument(f"--output {out} was prepared with {shown}: use the same settings "
                                f"to resume, or another --output")
         return
@@ -313,7 +328,7 @@ def main(argv=None) -> int:
         args = _parser().parse_args(argv)
         src, out, images, scales = _check(args)
         settings = {"crop_size": args.crop_size, "step": args.step,
-                    "thresh_size": args.thresh_size}
+                    "thresh_size": args.thresh_size, "lr_name": LR_NAME}
         _check_settings(out, settings)
     except _BadArgument as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -354,6 +369,9 @@ def main(argv=None) -> int:
     print(f"srgrad-prepare: {len(tasks)} images -> {totals['subimages']} sub-images x "
           f"{1 + len(scales)} files: written {totals['written']}, skipped {totals['skipped']} "
           f"(already there), failed {len(failed)} image(s)")
+    print(f"  read with: {{type: PairedImageDataset, gt_root: {out / 'HR'}, lq_root: "
+          f"{out / 'LR_bicubic' / f'X{scales[0]}'}}} (LR named as HR: filename_tmpl '{LR_NAME}', "
+          f"the default)")
     return 1 if failed else 0
 
 

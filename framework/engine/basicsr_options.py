@@ -1,4 +1,6 @@
-"""BasicSR / Real-ESRGAN option files (`options/train/*/*.yml`) -> srgrad configs.
+"""BasicSR / Real-ESRGAN option files (`options/train/*/*.yml`) -> srgrad configs (test files,
+`options/test/`: basicsr_test_options.py). `is_basicsr_options` tells such a file from an srgrad
+config: srgrad-train, srgrad-eval and the other commands that read a config translate it on the fly.
 
 `translate_options(options, source)` maps a parsed option dict to an srgrad config dict (to validate
 with framework.engine.schema.validate) plus notes. Every key is translated, or dropped with one note
@@ -34,7 +36,8 @@ import string
 
 from ..io.config import ConfigError
 
-__all__ = ["translate_options", "BASICSR_SPELLINGS"]
+__all__ = ["translate_options", "BASICSR_SPELLINGS", "is_basicsr_options", "is_test_options",
+           "Translation", "dataset_block", "val_section"]
 
 # BasicSR key (where srgrad spells it differently) -> srgrad's dotted key
 BASICSR_SPELLINGS: dict[str, str] = {
@@ -109,13 +112,30 @@ _GAN = ("gan_type", "real_label_val", "fake_label_val", "loss_weight")
 _METRICS = {"calculate_psnr": "psnr", "calculate_ssim": "ssim"}
 _VGG_NOTE = ("srgrad's PerceptualLoss reads torchvision's VGG19 weights (vgg19-dcbb9e9d.pth) from "
              "a file, where BasicSR downloads them: set train.losses.perceptual.weights or the "
-             "SRGRAD_VGG19_WEIGHTS environment variable to its path")
+             "SRGRAD_VGG19_WEIGHTS environment variable to its path (srgrad-train checks it when "
+             "it starts)")
 
 
-class _Translation:
+class Translation:
+    """One translation's state: the source's name, its notes, errors (refused keys) and the
+    paths it used as written; helpers that drop, refuse and take keys (shared with
+    basicsr_test_options.py)."""
+
     def __init__(self, source):
         self.source, self.notes, self.errors, self.paths = source, [], [], []
         self.model_type = "SRModel"
+
+    @classmethod
+    def begin(cls, options, source):
+        """(a Translation, a copy of `options` with the keys every file may hold dropped);
+        ConfigError when `options` is not a mapping."""
+        if not isinstance(options, dict):
+            raise ConfigError(f"{source}: BasicSR options are a mapping, got "
+                              f"{type(options).__name__}")
+        t = cls(source)
+        opts = copy.deepcopy(options)
+        t.common(opts, "", "")
+        return t, opts
 
     def drop(self, path, why):
         self.notes.append(f"{path}: dropped, {why}")
@@ -160,6 +180,18 @@ class _Translation:
         for key in opts:
             self.refuse(f"{prefix}{key}", "not a BasicSR option srgrad knows how to translate")
 
+    def finish(self, opts) -> list:
+        """`opts`' keys left untranslated refused; ConfigError listing every refused key; else
+        the notes (with the paths used as written)."""
+        self.unknown(opts, "")
+        if self.errors:
+            raise ConfigError(f"{self.source}: cannot translate these BasicSR options:\n  " +
+                              "\n  ".join(self.errors))
+        if self.paths:
+            self.notes.append("paths used as written (relative to the current folder, edit them "
+                              "to your data): " + ", ".join(f"{k}={v}" for k, v in self.paths))
+        return self.notes
+
     def integer(self, value, path):
         """BasicSR writes counts as `!!float 5e3`: an integral number -> int."""
         if isinstance(value, numbers.Real) and not isinstance(value, bool) and \
@@ -167,6 +199,33 @@ class _Translation:
             return int(value)
         self.refuse(path, f"expected a whole number, got {value!r}")
         return value
+
+
+# top-level keys of every BasicSR option file that an srgrad config never has, and srgrad's own
+# keys, which no BasicSR file has (a config holding both is an srgrad config with a BasicSR
+# spelling: the schema's errors point at srgrad's key)
+_MARKERS = ("network_g", "model_type")
+_SRGRAD_TOP = ("model", "model_d", "seed", "run_root", "checkpoint", "imports", "dtype", "recipe")
+_SRGRAD_TRAIN = ("total_iters", "optimizer", "batch_size", "loss", "losses")
+
+
+def is_basicsr_options(data) -> bool:
+    """Whether parsed YAML is a BasicSR / Real-ESRGAN option file rather than an srgrad config: it
+    has `network_g` or `model_type` and none of srgrad's own keys (model, seed, run_root, ...,
+    train.total_iters, train.optimizer, ...)."""
+    if not isinstance(data, dict) or not any(key in data for key in _MARKERS):
+        return False
+    train = data.get("train") if isinstance(data.get("train"), dict) else {}
+    return not any(key in data for key in _SRGRAD_TOP) and \
+        not any(key in train for key in _SRGRAD_TRAIN)
+
+
+def is_test_options(data) -> bool:
+    """Whether BasicSR options are a test file (options/test/*.yml, for basicsr/test.py): no
+    train section and no datasets.train, only test (or val) sets."""
+    datasets = data.get("datasets") if isinstance(data, dict) else None
+    return is_basicsr_options(data) and "train" not in data and \
+        not (isinstance(datasets, dict) and "train" in datasets)
 
 
 def translate_options(options: dict, source: str = "<options>"):
@@ -177,11 +236,7 @@ def translate_options(options: dict, source: str = "<options>"):
     there). Raises ConfigError listing every key that cannot be translated, with its dotted path and
     why.
     """
-    if not isinstance(options, dict):
-        raise ConfigError(f"{source}: BasicSR options are a mapping, got {type(options).__name__}")
-    t = _Translation(source)
-    opts = copy.deepcopy(options)
-    t.common(opts, "", "")
+    t, opts = Translation.begin(options, source)
     cfg: dict = {}
     for key, target in (("name", "name"), ("scale", "scale"), ("manual_seed", "seed")):
         if key in opts:
@@ -216,20 +271,13 @@ def translate_options(options: dict, source: str = "<options>"):
         t.ignored(key, _REAL_READERS)
     val = opts.pop("val", None)
     if val is not None:
-        cfg["val"] = _val(t, t.section(val, "val"))
+        cfg["val"] = val_section(t, t.section(val, "val"))
     elif cfg["datasets"].get("val") is not None:
         t.drop("datasets.val", "the options have no val section, so BasicSR never validates")
         cfg["datasets"]["val"] = None
     _logger(t, t.section(opts.pop("logger", None), "logger"), cfg)
     _path(t, t.section(opts.pop("path", None), "path"), cfg["train"], gan)
-    t.unknown(opts, "")
-    if t.errors:
-        raise ConfigError(f"{source}: cannot translate these BasicSR options:\n  " +
-                          "\n  ".join(t.errors))
-    if t.paths:
-        t.notes.append("paths used as written (relative to the current folder, edit them to your "
-                       "data): " + ", ".join(f"{k}={v}" for k, v in t.paths))
-    return cfg, t.notes
+    return cfg, t.finish(opts)
 
 
 def _model_type(t, model_type):
@@ -270,7 +318,7 @@ def _template(t, tmpl, path):
     return "".join(out)
 
 
-def _dataset(t, opts, prefix, train, real):
+def dataset_block(t, opts, prefix, train, real):
     """(srgrad dataset block or None, batch_size_per_gpu or None). `real`: the training set of a
     Real-ESRGAN model, which must be a RealESRGANDataset."""
     t.common(opts, "dataset", prefix)
@@ -372,13 +420,13 @@ def _datasets(t, opts, train_cfg, real):
     out = {}
     if "train" in opts:
         train = t.section(opts.pop("train"), "datasets.train")
-        out["train"], batch = _dataset(t, train, "datasets.train.", True, real)
+        out["train"], batch = dataset_block(t, train, "datasets.train.", True, real)
         if batch is not None:
             train_cfg["batch_size"] = batch
     vals = [k for k in opts if str(k).startswith("val")]
     if vals:
         first = "val" if "val" in vals else vals[0]
-        out["val"] = _dataset(t, t.section(opts.pop(first), f"datasets.{first}"),
+        out["val"] = dataset_block(t, t.section(opts.pop(first), f"datasets.{first}"),
                               f"datasets.{first}.", False, False)[0]
         for other in vals:
             if other != first:
@@ -583,7 +631,8 @@ def _pixel_loss(t, opts, target):
     return out
 
 
-def _val(t, opts):
+def val_section(t, opts):
+    """BasicSR's val section (val_freq, save_img, metrics) -> srgrad's val section."""
     t.common(opts, "val", "val.")
     out = {}
     if "val_freq" in opts:
@@ -594,11 +643,12 @@ def _val(t, opts):
     names, borders, ys = [], set(), set()
     for label, spec in metrics.items():
         spec, path = t.section(spec, f"val.metrics.{label}"), f"val.metrics.{label}"
-        kind = spec.pop("type", None)
-        if kind not in _METRICS:
-            t.refuse(f"{path}.type", f"{kind!r}: srgrad validates with calculate_psnr and "
-                                     f"calculate_ssim")
+        kind = spec.get("type")
+        if kind not in _METRICS:  # NIQE, LPIPS, ...: validation goes on with the others
+            t.drop(path, f"{kind!r} is not among srgrad's metrics (BasicSR's calculate_psnr and "
+                         f"calculate_ssim translate; others register in METRICS)")
             continue
+        del spec["type"]
         names.append(_METRICS[kind])
         borders.add(spec.pop("crop_border", None))
         ys.add(bool(spec.pop("test_y_channel", False)))  # BasicSR's default: RGB
@@ -609,7 +659,12 @@ def _val(t, opts):
     if len(borders) > 1 or len(ys) > 1:
         t.refuse("val.metrics", "srgrad uses one crop_border and one test_y_channel for all "
                                 "metrics; these differ")
-    out["metrics"] = names
+    if metrics and not names:
+        t.notes.append("val.metrics: none srgrad has, so validation measures srgrad's default "
+                       "psnr and ssim")
+        names = None
+    if names is not None:
+        out["metrics"] = names
     out["crop_border"] = next(iter(borders), None)
     out["y_channel"] = next(iter(ys), False)  # always written: srgrad's default is Y
     t.unknown(opts, "val.")

@@ -1,11 +1,9 @@
-"""Command lines: `srgrad-train`, `srgrad-infer`, `srgrad-eval` (and scripts/train.py, infer.py,
-evaluate.py, which call these). Each `*_main(argv)` returns the process exit code:
+"""Command lines: `srgrad-train`, `srgrad-infer`, `srgrad-eval` (framework/engine/evaluate.py; and
+scripts/train.py, infer.py, evaluate.py, which call these). Each `*_main(argv)` returns the process exit code:
 0 done, 1 error (message printed, no traceback), 2 bad config / arguments, 130 interrupted."""
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import os
 import shlex
 import signal
@@ -13,10 +11,8 @@ import sys
 import traceback
 from pathlib import Path
 
-import numpy as np
-
 from .._check import clip_message
-from .outputs import OutputError, check_output
+from .outputs import OutputError
 
 __all__ = ["train_main", "infer_main", "eval_main", "train", "infer", "evaluate"]
 
@@ -54,18 +50,26 @@ def train_main(argv=None) -> int:
         "in the config are relative to the current directory. A config's imports: runs Python "
         "modules: only use configs you trust.")
     p.add_argument("config", nargs="?", help="YAML config (optional with --resume RUN_DIR: the run "
-                   "folder's config.yaml is used)")
+                   "folder's config.yaml is used); a BasicSR training option file is translated "
+                   "on the fly, as srgrad-convert options does, its notes printed first (BasicSR's "
+                   "-opt X.yml --auto_resume is read as X.yml --resume auto)")
     p.add_argument("--resume", metavar="auto|RUN_DIR|CHECKPOINT",
                    help="auto: continue from the newest checkpoint of the run folder that loads "
                    "(start fresh if there is none); RUN_DIR: the same in that run folder; or a "
                    "checkpoint file (exactly that one)")
     p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config value, e.g. --set train.total_iters=100 (repeatable)")
+                   help="override a config value, e.g. --set train.total_iters=100 (repeatable; "
+                   "the value is YAML, and text YAML cannot parse is taken as a string: --set "
+                   "datasets.train.filename_tmpl={name}x2)")
+    p.add_argument("--fit-schedule", action="store_true", help="with --set train.total_iters=N: "
+                   "scale the schedulers' iteration counts (milestones, periods, T_max, "
+                   "step_size, warmup_iters) by N / the config's total_iters, so the schedule "
+                   "keeps its shape (each change said in a note)")
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     p.add_argument("--distributed", choices=distributed.MODES, default=None,
                    help="data-parallel over MPI (see docs/scale-out.md): auto (default, or "
                    "$SRGRAD_DISTRIBUTED) = MPI when started by mpirun; mpi = require it; none")
-    args = p.parse_args(argv)
+    args = p.parse_args(_basicsr_flags(sys.argv[1:] if argv is None else argv))
     try:
         comm = distributed.init(args.distributed)
     except distributed.DistributedError as exc:
@@ -91,6 +95,7 @@ def _train(args, comm) -> int:
     from . import distributed
     from ..weights import CheckpointError
     from ..io.config import ConfigError
+    from .preflight import check_pretrained, check_training_files
     from .schema import load_config
     from .runlog import RunLockedError
     from .trainer import Trainer, TrainingError, TrainingInterrupted
@@ -106,8 +111,14 @@ def _train(args, comm) -> int:
     if config is None:
         return error("give a CONFIG (or --resume RUN_DIR)", 2)
     try:
-        cfg = load_config(config, args.overrides)
+        notes: list = []
+        cfg = load_config(config, args.overrides, notes=notes, fit_schedule=args.fit_schedule)
+        if comm.rank == 0:
+            _say_notes(notes)
         _check_tensorboard(cfg, config)
+        check_training_files(cfg, config)  # e.g. a perceptual loss's VGG weights
+        if not _resumes(cfg, run_dir, resume):  # a resumed run has its own weights
+            check_pretrained(cfg, config)
         # the resume hint printed on Ctrl-C repeats the overrides: they may name the run folder
         shown = " ".join(shlex.quote(str(a)) for a in [config, *(
             x for o in args.overrides for x in ("--set", o))])
@@ -159,6 +170,41 @@ def _train(args, comm) -> int:
     return 0
 
 
+def _resumes(cfg, run_dir, resume) -> bool:
+    """Whether this srgrad-train continues from a checkpoint (--resume CHECKPOINT, or auto / a run
+    folder that holds one), so train.pretrained is not loaded."""
+    if resume is None:
+        return False
+    if resume != "auto":
+        return True
+    folder = Path(run_dir) if run_dir else Path(cfg["run_root"]) / cfg["name"]
+    return any((folder / "checkpoints").glob("*.safetensors"))
+
+
+def _say_notes(notes) -> None:
+    """What load_config did beyond reading the file (a BasicSR option file translated: said first,
+    with the translation's notes; the run folder's config.yaml then holds srgrad's config), once."""
+    for note in notes:
+        print(f"note: {note}", file=sys.stderr)
+
+
+def _basicsr_flags(argv: list) -> list:
+    """BasicSR's `train.py -opt X.yml --auto_resume` spelled as srgrad-train's `X.yml --resume
+    auto`, said once."""
+    argv, said = list(argv), []
+    if "-opt" in argv:
+        i = argv.index("-opt")
+        if i + 1 < len(argv):
+            said.append(f"-opt {argv[i + 1]} -> {argv[i + 1]}")
+            argv[i:i + 2] = [argv[i + 1]]
+    if "--auto_resume" in argv:
+        said.append("--auto_resume -> --resume auto")
+        argv[argv.index("--auto_resume"):argv.index("--auto_resume") + 1] = ["--resume", "auto"]
+    if said:
+        print(f"note: BasicSR's flags, read as srgrad-train's: {'; '.join(said)}", file=sys.stderr)
+    return argv
+
+
 def _check_tensorboard(cfg, config) -> None:
     """train.tensorboard needs tensorboardX (an optional extra): a ConfigError naming it before
     anything starts. Only training writes event files: other commands read such a config fine."""
@@ -197,19 +243,21 @@ def model_args(p, tiles: bool = True, weights: bool = True):
                        "each tile (default 16)")
 
 
-def load_model_from_args(args):
+def load_model_from_args(args, fallback=None):
     """(model, info) from model_args' options: --weights, then --model/--model-arg, --config,
     --import (framework.engine.loading.load_model). --model-arg without --model gives keywords to
-    the detection, or replaces them in the file's stored spec (or the config's)."""
+    the detection, or replaces them in the file's stored spec (or the config's). `fallback`: a
+    model spec used when the weights carry none (srgrad-eval's CONFIG model), in place of
+    --config's."""
     from ..io.config import import_modules, parse_scalar
     from .loading import load_model
     from .schema import load_config
-    spec = fallback = None
+    spec = None
     if args.imports:
         import_modules(args.imports, os.getcwd(), "--import")
     if args.config:  # imports its modules; its model: is used when the weights carry no spec
         cfg = load_config(args.config)
-        fallback = {**cfg["model"], "scale": cfg["scale"]}
+        fallback = fallback or {**cfg["model"], "scale": cfg["scale"]}
     known = {}
     for kv in args.model_arg:
         key, eq, value = kv.partition("=")
@@ -316,139 +364,10 @@ def _infer(args) -> int:
     return 0
 
 
-# -- evaluate -------------------------------------------------------------------------------------
-EVAL_METRICS = ("psnr", "ssim")
-
-
+# -- evaluate: framework/engine/evaluate.py --------------------------------------------------------
 def eval_main(argv=None) -> int:
-    p = argparse.ArgumentParser(prog="srgrad-eval", description="Image-quality metrics (default "
-                                "PSNR and SSIM on the Y channel, BasicSR conventions) of a model on "
-                                "HR images, next to bicubic (MATLAB imresize). The LR inputs are "
-                                "made exactly as in training validation (HRImageDataset: mod-crop, "
-                                "imresize, 8-bit LR; gray images replicated to RGB), so the numbers "
-                                "and the column names match metrics.csv.")
-    model_args(p)
-    p.add_argument("--input", required=True, help="an HR image or a folder of HR images")
-    p.add_argument("--lq", help="a folder of the matching LR images (paired evaluation, DIV2K "
-                   "layout: LR of 0001.png is <lq>/0001x<scale>.*, see --lq-template); default: "
-                   "made from the HR images with imresize, as in training validation")
-    p.add_argument("--lq-template", default="{name}x{scale}", help="LR file name (without "
-                   "extension) for an HR image called {name} (default {name}x{scale})")
-    p.add_argument("--metrics", nargs="+", default=list(EVAL_METRICS), metavar="NAME",
-                   help="registered metrics to measure (default: psnr ssim; a metric registered "
-                   "by an --import module works too); the delta_ column is the first's, psnr's "
-                   "when listed")
-    p.add_argument("--csv", help="CSV output (default: eval_<weights>_<input>.csv beside the "
-                   "weights, made unique with _2, _3, ...); never an input, and an existing file "
-                   "only with --overwrite")
-    p.add_argument("--overwrite", action="store_true", help="replace an existing --csv file")
-    p.add_argument("--rgb", action="store_true", help="measure on RGB instead of Y")
-    p.add_argument("--crop-border", type=int, default=None, help="default: the scale")
-    tta_arg(p)
-    p.add_argument("--no-progress", action="store_true")
-    args = p.parse_args(argv)
-    return run_guarded(lambda: _evaluate(args))
-
-
-def _eval_data(args, scale, in_ch):
-    from ..data import HRImageDataset, PairedImageDataset
-    color = "y" if in_ch == 1 else "rgb"
-    src = Path(args.input)
-    if args.lq:
-        return PairedImageDataset(src, args.lq, scale, filename_tmpl=args.lq_template, color=color)
-    return HRImageDataset(src, scale, color=color)
-
-
-def _eval_inputs(args) -> list:
-    """What srgrad-eval reads, as (what, path) pairs: its --csv may be none of them."""
-    from ..io.image import list_images
-    src = Path(args.input)
-    if not src.exists():
-        raise OutputError(f"--input {src}: no such file or folder")
-    if args.lq and not src.is_dir():
-        raise OutputError(f"--input {src}: with --lq, --input is a folder of HR images")
-    images = list_images(src) if src.is_dir() else [src]
-    if args.lq and Path(args.lq).is_dir():
-        images += list_images(Path(args.lq))
-    return ([("--weights file", args.weights), ("--config file", args.config)]
-            + [("input image", f) for f in images])
-
-
-def _csv_path(args) -> Path:
-    """--csv, else eval_<weights stem>_<input name>[_tta].csv beside the weights, made unique: a
-    default name never replaces another evaluation's file."""
-    if args.csv:
-        return Path(args.csv)
-    folder = Path(args.weights).resolve().parent
-    base = f"eval_{Path(args.weights).stem}_{Path(args.input).resolve().stem}"
-    base += "_tta" if args.tta else ""
-    path, n = folder / f"{base}.csv", 1
-    while path.exists():
-        n += 1
-        path = folder / f"{base}_{n}.csv"
-    return path
-
-
-def _check_metrics(names) -> None:
-    """Every --metrics name registered (after --import ran), else a one-line error listing them."""
-    from ..registry import METRICS
-    for name in names:
-        try:
-            METRICS.get(name)
-        except KeyError as exc:
-            raise OutputError(f"--metrics: {exc.args[0]}") from None
-
-
-def _evaluate(args) -> int:
-    from ..io.atomic import atomic_open
-    from .inference import model_in_channels, super_resolve
-    from .validation import column, main_metric, score_images
-    inputs = _eval_inputs(args)
-    out = _csv_path(args)
-    if args.csv:
-        check_output(out, "--csv", inputs, args.overwrite)
-    model, info = load_model_from_args(args)
-    _check_metrics(args.metrics)
-    scale, in_ch = info["scale"], model_in_channels(info)
-    data = _eval_data(args, scale, in_ch)
-    crop = scale if args.crop_border is None else args.crop_border
-    y = not args.rgb
-    metrics = list(dict.fromkeys(args.metrics))  # each once, in the order given
-    delta = main_metric(metrics)
-    rows = []
-    for _, item, _, _, values in score_images(
-            data, lambda lq: super_resolve(model, lq, scale, in_ch, args.tile, args.tile_overlap,
-                                           args.tta),
-            scale, metrics, crop, y, progress=not args.no_progress, desc="evaluate"):
-        row = {"image": item["name"]}
-        for prefix in ("", "bicubic_"):
-            row.update({prefix + column(m, y): values[prefix + m] for m in metrics})
-        row["delta_" + column(delta, y)] = values[delta] - values["bicubic_" + delta]
-        rows.append(row)
-    cols = list(rows[0])
-    mean = {"image": "mean", **{c: float(np.mean([r[c] for r in rows])) for c in cols[1:]}}
-    lr_from = f"LR from {args.lq}" if args.lq else "LR made by MATLAB imresize"
-    tta = "self-ensemble x8 (--tta)" if args.tta else "no self-ensemble"
-    _print_table(rows + [mean], cols, f"x{scale}, {'Y' if y else 'RGB'} channel, crop_border={crop}, "
-                 f"{lr_from}, bicubic = MATLAB imresize of the LR, {tta}")
-    text = io.StringIO(newline="")
-    writer = csv.DictWriter(text, cols + ["tta"])  # tta: 1 when the SR columns are x8 ensembles
-    writer.writeheader()
-    for r in rows + [mean]:
-        writer.writerow({**{k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()},
-                         "tta": int(args.tta)})
-    with atomic_open(out) as fh:
-        fh.write(text.getvalue().encode())
-    print(f"written: {out}")
-    return 0
-
-
-def _print_table(rows, cols, title):
-    width = max(len(str(r["image"])) for r in rows)
-    print(title)
-    print(f"{'image':<{width}}  " + "  ".join(f"{c:>16}" for c in cols[1:]))
-    for r in rows:
-        print(f"{r['image']:<{width}}  " + "  ".join(f"{r[c]:>16.4f}" for c in cols[1:]))
+    from .evaluate import eval_main as main
+    return main(argv)
 
 
 # console-script entry points (pyproject [project.scripts])

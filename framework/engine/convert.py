@@ -11,8 +11,10 @@ torch.save's format as BasicSR writes it, `{"params": ..., "params_ema": ...}` (
 written without torch or pickle (framework/weights/pth_write.py). The weights are loaded into the model
 they belong to first (strictly): a conversion that would not load is refused.
 
-options: a BasicSR option file -> an srgrad config (framework/engine/basicsr_options.py): dropped keys
-are listed, untranslatable ones are an error, the result is validated.
+options: a BasicSR option file -> an srgrad config (framework/engine/basicsr_options.py): a training
+file (options/train/) to a training config for srgrad-train, a test file (options/test/, for
+basicsr/test.py) to a test config for srgrad-eval (basicsr_test_options.py); dropped keys are listed,
+untranslatable ones are an error, the result is validated.
 """
 from __future__ import annotations
 
@@ -73,21 +75,24 @@ def _weights(args) -> int:
 
 def _options(args) -> int:
     from ..io.atomic import write_atomic
-    from .basicsr_options import translate_options
+    from .basicsr_test_options import translate_any
     from ..io.config import dump_config, read_yaml
     from .schema import validate
+    from .testconfig import validate_test_config
     from .zoo import load_zoo
     src, out = Path(args.input), Path(args.output)
     if out.suffix.lower() not in (".yaml", ".yml"):
         raise OutputError(f"{out}: the output must end in .yaml or .yml")
     _check_output(src, out, args.overwrite)
-    cfg, notes = translate_options(read_yaml(src), str(src))
+    cfg, notes, kind = translate_any(read_yaml(src), str(src))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     load_zoo()
-    validate(cfg, str(out))  # the translation must be a valid config (paths are checked at run time)
+    # the translation must be a valid config (paths are checked at run time)
+    (validate if kind == "train" else validate_test_config)(cfg, str(out))
+    use = f"train with: srgrad-train {out}" if kind == "train" else f"evaluate with: srgrad-eval {out}"
     header = (f"# Translated from the BasicSR option file {src} by srgrad-convert options.\n"
-              f"# Check the data paths; train with: srgrad-train {out}\n")
+              f"# Check the data paths; {use}\n")
     write_atomic(out, (header + dump_config(cfg)).encode())
     print(f"{src} -> {out} ({len(notes)} note(s) above)")
     return 0
@@ -103,7 +108,8 @@ def main(argv=None) -> int:
                    "torch's load_state_dict)")
     w.add_argument("--overwrite", action="store_true")
     model_args(w, tiles=False, weights=False)  # --model etc.: when IN names no model
-    o = sub.add_parser("options", help="translate a BasicSR option file into an srgrad config")
+    o = sub.add_parser("options", help="translate a BasicSR option file into an srgrad config (a "
+                       "training file for srgrad-train, a test file for srgrad-eval)")
     o.add_argument("input", metavar="OPTIONS_YML")
     o.add_argument("-o", "--output", required=True, metavar="CONFIG_YAML")
     o.add_argument("--overwrite", action="store_true")

@@ -1,19 +1,25 @@
-"""`srgrad-degrade`: see what Real-ESRGAN's degradation makes of HR images, sample for sample what
+"""`srgrad-degrade`: see what Real-ESRGAN's degradation makes of HR images, the draws for draws what
 srgrad-train would get.
 
-    srgrad-degrade --config C --input HR --output OUT [--count N] [--seed S] [--overwrite]
-                   [--no-progress]
+    srgrad-degrade --config C --input HR --output OUT [--set KEY=VALUE ...] [--size train|N]
+                   [--count N] [--seed S] [--overwrite] [--no-progress]
 
 C is a training config whose datasets.train is a RealESRGANDataset, read and validated as
-srgrad-train reads it (its `imports:` run too); its root is replaced by HR, a folder of HR images or
-one image. Sample k is position k of the training stream: BatchLoader's generator for that position
-(seed: --seed, else the config's; shuffled epochs), i.e. row k % batch_size of iteration
-k // batch_size had datasets.train.root been HR. Default: one sample per image (the first epoch);
---count N cycles through further epochs. Written to the folder OUT: <stem>_<k>_lq.png,
-<stem>_<k>_gt.png (and <stem>_<k>_gt_usm.png with gt_usm), 8-bit PNGs (lq is on 8-bit levels, so
-exact; gt_usm is rounded), and degradations.csv, one row of draws per sample
-(framework.data.realesrgan.TRACE_KEYS). Nothing is written until every output has been checked:
-never into the input folder or over an input, never over an existing file without --overwrite.
+srgrad-train reads it (its `imports:` run too; `--set` overrides as srgrad-train's); its root is
+replaced by HR, a folder of HR images or one image. Sample k is position k of the training stream:
+BatchLoader's generator for that position (seed: --seed, else the config's; shuffled epochs), i.e.
+row k % batch_size of iteration k // batch_size had datasets.train.root been HR. Its size:
+- default: the whole degraded square (crop_pad_size), of which training takes a gt_size crop (the
+  degradation's draws are the same: the crop comes last);
+- `--size train`: exactly the training sample (the gt_size crop);
+- `--size N`: crop_pad_size = gt_size = N (a multiple of the scale), a larger view: the draws of a
+  training set with that crop.
+Default: one sample per image (the first epoch); --count N cycles through further epochs. Written
+to the folder OUT: <stem>_<k>_lq.png, <stem>_<k>_gt.png (and <stem>_<k>_gt_usm.png with gt_usm),
+8-bit PNGs (lq is on 8-bit levels, so exact; gt_usm is rounded), and degradations.csv, one row of
+draws per sample (framework.data.realesrgan.TRACE_KEYS). Nothing is written until every output has
+been checked: never into the input folder or over an input, never over an existing file without
+--overwrite.
 """
 from __future__ import annotations
 
@@ -63,8 +69,9 @@ def _inputs(src: Path) -> list[Path]:
     return [src]
 
 
-def _dataset(cfg: dict, config: str, root: Path):
-    """datasets.train of `cfg` with its root replaced, built as the trainer builds it."""
+def _dataset(cfg: dict, config: str, root: Path, size):
+    """datasets.train of `cfg` with its root replaced and its crop set by --size (None: the whole
+    crop_pad_size square; "train": as the config says; N: N), built as the trainer builds it."""
     from ..data import RealESRGANDataset
     from ..io.config import ConfigError
     from ..registry import DATASETS
@@ -73,10 +80,36 @@ def _dataset(cfg: dict, config: str, root: Path):
         raise ConfigError(f"{config}: datasets.train is a {spec['type']}; srgrad-degrade shows the "
                           f"degradations of a RealESRGANDataset (or a subclass)")
     spec["root"] = str(root)
+    if size is None:
+        spec["gt_size"] = spec.get("crop_pad_size", _default(spec["type"], "crop_pad_size"))
+    elif size != "train":
+        spec["gt_size"] = spec["crop_pad_size"] = size
     try:
         return DATASETS.build(spec, scale=cfg["scale"])
     except (ValueError, TypeError, OSError) as exc:
-        raise ConfigError(f"{config}: datasets.train (root: the --input images): {exc}") from exc
+        sized = "" if size is None or size == "train" else f", crop and gt_size: --size {size}"
+        raise ConfigError(f"{config}: datasets.train (root: the --input images{sized}): "
+                          f"{exc}") from exc
+
+
+def _default(kind: str, key: str):
+    import inspect
+    from ..registry import DATASETS
+    return inspect.signature(DATASETS.get(kind)).parameters[key].default
+
+
+def _size(text):
+    """--size: "train" or a whole number >= 1 (argparse's type)."""
+    if text == "train":
+        return text
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected 'train' or a whole number, got {text!r}") \
+            from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {value}")
+    return value
 
 
 def _plan(out: Path, names: list[str], usm: bool, inputs: list[Path], folder, overwrite: bool):
@@ -124,7 +157,7 @@ def _run(args) -> int:
         raise OutputError(f"--seed must be >= 0, got {args.seed}")
     src, out = Path(args.input), Path(args.output)
     inputs = _inputs(src)
-    cfg = load_config(args.config)
+    cfg = load_config(args.config, args.overrides)
     seed = cfg["seed"] if args.seed is None else args.seed
     batch = cfg["train"]["batch_size"]
     with tempfile.TemporaryDirectory(prefix="srgrad-degrade-") as tmp:
@@ -132,7 +165,7 @@ def _run(args) -> int:
         if not src.is_dir():  # a dataset reads a folder: one holding a copy of the file
             root = Path(tmp)
             shutil.copyfile(src, root / src.name)
-        ds = _dataset(cfg, args.config, root)
+        ds = _dataset(cfg, args.config, root, args.size)
         traced = _Traced(ds)
         loader = BatchLoader(traced, batch, seed=seed, shuffle=True)
         count = len(ds) if args.count is None else args.count
@@ -166,6 +199,13 @@ def main(argv=None) -> int:
                    "of datasets.train.root)")
     p.add_argument("--output", required=True, help="the folder to write the samples and "
                    f"{CSV_NAME} to (created if needed; never the --input folder)")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a config value, as srgrad-train's --set (repeatable), e.g. "
+                   "--set datasets.train.sinc_prob=0")
+    p.add_argument("--size", type=_size, default=None, metavar="train|N", help="default: the "
+                   "whole degraded square (datasets.train.crop_pad_size), of which training takes "
+                   "a gt_size crop; train: exactly that crop; N: crop_pad_size = gt_size = N (a "
+                   "multiple of the scale) for a larger view")
     p.add_argument("--count", type=int, help="how many samples (default: one per image); more "
                    "cycle over the images epoch after epoch, as training does")
     p.add_argument("--seed", type=int, help="the training seed (default: the config's)")

@@ -23,8 +23,8 @@ from ..io.atomic import clean_partial_writes, write_atomic
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)  # (absent on Windows, where links need privileges)
 
-__all__ = ["RunLockedError", "RunLock", "MetricsLog", "plot_curves", "comparison_strip",
-           "labelled_strip", "detail_box", "Progress", "duration"]
+__all__ = ["RunLockedError", "RunLock", "MetricsLog", "plot_curves", "curve_panels",
+           "comparison_strip", "labelled_strip", "detail_box", "Progress", "duration"]
 
 
 class RunLockedError(RuntimeError):
@@ -183,35 +183,61 @@ def _num(s) -> float:
         return math.nan
 
 
+def curve_panels(rows: list[dict], psnr_key=None, baseline_key=None) -> list[dict]:
+    """What curves.png shows, from metrics.csv's rows: the training losses (the total `loss` and
+    every term, BasicSR's `l_*` columns: l_g_pix, l_g_percep, l_g_gan, l_d_real, l_d_fake, ...),
+    the discriminator's mean outputs (`out_*`: out_d_real, out_d_fake) when a GAN logs them, and
+    the validation PSNR against the baseline's. Each panel: {"ylabel", "series": [(label, its
+    iterations, its values)], "log": whether every value is > 0 (log scale), "markers"}."""
+    columns = list(rows[0]) if rows else []
+    losses = [c for c in columns if c == "loss" or c.startswith("l_")]
+    outputs = [c for c in columns if c.startswith("out_")]
+
+    def series(keys):
+        out = []
+        for key in keys:
+            points = [(_num(r["iteration"]), _num(r.get(key))) for r in rows if r.get(key)]
+            if points:
+                out.append((key, [p[0] for p in points], [p[1] for p in points]))
+        return out
+
+    panels = [{"ylabel": "training loss", "series": series(losses), "markers": False}]
+    if outputs:
+        panels.append({"ylabel": "discriminator output (mean)", "series": series(outputs),
+                       "markers": False})
+    if psnr_key:
+        val = series([psnr_key, baseline_key] if baseline_key else [psnr_key])
+        labels = {psnr_key: "model", baseline_key: "bicubic"}
+        panels.append({"ylabel": f"validation PSNR, {'Y' if psnr_key.endswith('_y') else 'RGB'} "
+                                 f"(dB)", "series": [(labels[k], x, y) for k, x, y in val],
+                       "markers": True})
+    for panel in panels:
+        values = [v for _, _, ys in panel["series"] for v in ys]
+        panel["log"] = panel["ylabel"] == "training loss" and bool(values) and \
+            all(v > 0 for v in values)
+    return panels
+
+
 def plot_curves(log: MetricsLog, out_path, psnr_key=None, baseline_key=None) -> bool:
-    """Loss and validation PSNR against iteration in one PNG; False when matplotlib is missing."""
+    """curve_panels side by side in one PNG; False when matplotlib is missing."""
     try:
         import matplotlib
         matplotlib.use("Agg")
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    rows = log.read()
-    train = [(_num(r["iteration"]), _num(r["loss"])) for r in rows if r.get("loss")]
-    fig, axes = plt.subplots(1, 2 if psnr_key else 1, figsize=(10 if psnr_key else 5, 3.5),
-                             squeeze=False)
-    ax = axes[0][0]
-    if train:
-        ax.plot(*zip(*train), lw=1)
-        ax.set_yscale("log")
-    ax.set_xlabel("iteration")
-    ax.set_ylabel("training loss")
-    if psnr_key:
-        ax = axes[0][1]
-        val = [(_num(r["iteration"]), _num(r[psnr_key]), _num(r.get(baseline_key)))
-               for r in rows if r.get(psnr_key)]
-        if val:
-            it, sr, bic = zip(*val)
-            ax.plot(it, sr, "o-", label="model")
-            ax.plot(it, bic, "--", label="bicubic")
-            ax.legend()
+    panels = curve_panels(log.read(), psnr_key, baseline_key)
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 3.5), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        for label, xs, ys in panel["series"]:
+            ax.plot(xs, ys, "o-" if panel["markers"] and label == "model" else
+                    "--" if label == "bicubic" else "-", lw=1, label=label)
+        if panel["log"]:
+            ax.set_yscale("log")
+        if len(panel["series"]) > 1:
+            ax.legend(fontsize="small")
         ax.set_xlabel("iteration")
-        ax.set_ylabel(f"validation PSNR, {'Y' if psnr_key.endswith('_y') else 'RGB'} (dB)")
+        ax.set_ylabel(panel["ylabel"])
     fig.tight_layout()
     png = io.BytesIO()
     fig.savefig(png, format="png", dpi=100)

@@ -25,11 +25,12 @@ from ..registry import (BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OP
                         SCHEDULERS)
 from .fields import REQUIRED as _REQUIRED
 from .fields import Block, Field, check_pretrained, leaves, pretrained_section
+from .overrides import drop_nulled_gt_usm, fit_schedules
 from .recipes import recipe_name
 from .zoo import load_zoo
 
 __all__ = ["SCHEMA", "Field", "Block", "load_config", "parse_config", "validate", "config_hash",
-           "keys_at", "full_schema"]
+           "keys_at", "full_schema", "resolve_section"]
 
 # The keys every recipe shares; each registered recipe adds its own (framework/engine/recipes:
 # a GAN's model_d, train.losses.gan, train.optimizer_d, ...), merged in by full_schema().
@@ -148,12 +149,32 @@ SCHEMA = full_schema()[0]  # with the built-in recipes (sr, gan)
 
 
 # -- loading -------------------------------------------------------------------------------------
-def load_config(path, overrides=(), do_imports: bool = True) -> dict:
+def load_config(path, overrides=(), do_imports: bool = True, notes: list | None = None,
+                fit_schedule: bool = False) -> dict:
     """Read, override, validate and resolve a config file. Returns a plain dict with every default
-    filled in. Raises ConfigError naming the file and the key on any problem."""
+    filled in. Raises ConfigError naming the file and the key on any problem.
+
+    A BasicSR / Real-ESRGAN training option file (basicsr_options.is_basicsr_options) is translated
+    first, as `srgrad-convert options` does; overrides then use srgrad's keys. A BasicSR test
+    option file is a ConfigError pointing at srgrad-eval. What an override changes beyond its
+    value (engine/overrides.py: gt_usm roles of a nulled loss; with `fit_schedule`, the schedules
+    scaled to a new total_iters) is done here. Every such change, and the translation, is said in
+    `notes` when it is given (its first note says that the file was translated)."""
     source = os.fspath(path)
-    return _resolve(read_yaml(source), source, overrides, do_imports,
-                    os.path.dirname(os.path.abspath(source)))
+    cfg = read_yaml(source)
+    from .basicsr_options import is_basicsr_options, is_test_options, translate_options
+    if is_test_options(cfg):
+        raise ConfigError(f"{source} is a BasicSR test option file (for basicsr/test.py): evaluate "
+                          f"with srgrad-eval {source}")
+    if is_basicsr_options(cfg):
+        cfg, said = translate_options(cfg, source)
+        if notes is not None:
+            notes.append(f"{source} is a BasicSR option file: translated as srgrad-convert options "
+                         f"does ({len(said)} note(s) below; srgrad-convert options {source} -o "
+                         f"X.yaml writes the translation to edit)")
+            notes.extend(said)
+    return _resolve(cfg, source, overrides, do_imports, os.path.dirname(os.path.abspath(source)),
+                    fit_schedule, notes)
 
 
 def parse_config(text: str, source="<string>", overrides=(), do_imports=True, base_dir=None):
@@ -161,9 +182,14 @@ def parse_config(text: str, source="<string>", overrides=(), do_imports=True, ba
     return _resolve(parse_yaml(text, source), source, overrides, do_imports, base_dir)
 
 
-def _resolve(cfg, source, overrides, do_imports, base_dir):
+def _resolve(cfg, source, overrides, do_imports, base_dir, fit_schedule=False, notes=None):
+    train = cfg.get("train") if isinstance(cfg.get("train"), dict) else {}
+    total = train.get("total_iters")  # the file's, for --fit-schedule
     for assignment in overrides:
         apply_override(cfg, assignment, keys_at)
+    said = drop_nulled_gt_usm(cfg, overrides) + (fit_schedules(cfg, total) if fit_schedule else [])
+    if notes is not None:
+        notes.extend(said)
     if do_imports:
         imports = cfg.get("imports", [])
         if isinstance(imports, list) and all(isinstance(m, str) for m in imports):
@@ -204,6 +230,14 @@ def validate(cfg: dict, source="<config>") -> dict:
 
 def _where(source, path):
     return f"{source}: {path}" if path else str(source)
+
+
+def resolve_section(cfg, schema: dict, source, errors: list, optional=()) -> dict:
+    """`cfg` checked against `schema` (Fields, Blocks and nested sections, as SCHEMA's), defaults
+    filled in; each problem appended to `errors` (file and dotted key named). `optional`: the
+    dotted paths of sections that may be left out. For the other kind of config built from the
+    same pieces (engine/testconfig.py: what srgrad-eval reads)."""
+    return _section(cfg, schema, "", source, errors, tuple(optional))
 
 
 def _section(cfg, schema, prefix, source, errors, optional):
@@ -319,6 +353,7 @@ def _cross_checks(cfg, source, errors):
             errors.append(f"{_where(source, path + '.scale')}: {show(block['scale'])} disagrees with "
                           f"the top-level scale {scale}")
     _check_channels(cfg, source, errors)
+    _check_dataset_protocol(cfg, source, errors)
     _check_training(cfg, source, errors)
     lr = cfg["train"]["optimizer"].get("lr")
     if isinstance(lr, numbers.Real) and not lr > 0:  # allowed by the optimizers; a mistake in a run
@@ -369,6 +404,25 @@ def _check_recipes(cfg, where, errors):
                 errors.append(f"{where(key)}: " + recipe.UNUSED.get(
                     key, f"set, but the {chosen!r} recipe does not use it (a key of recipe: "
                          f"{name})"))
+
+
+def _check_dataset_protocol(cfg, source, errors):
+    """A dataset class must have srgrad's get(index, rng): a torch-style one (only __getitem__)
+    would pass the keyword checks and fail later, in the loader's thread."""
+    for name, block in cfg["datasets"].items():
+        cls = DATASETS.get(block["type"]) if block is not None else None
+        if cls is not None and getattr(cls, "has_gt", True) is False:
+            errors.append(f"{_where(source, f'datasets.{name}.type')}: {block['type']} holds LR "
+                          f"images only, with nothing to train or validate against: it is for "
+                          f"srgrad-eval's test sets")
+        elif cls is not None and not callable(getattr(cls, "get", None)):
+            errors.append(
+                f"{_where(source, f'datasets.{name}.type')}: {block['type']} has no get(index, "
+                f"rng) method. srgrad's loader calls get(index, rng) -> {{'lq': (C, h, w), 'gt': "
+                f"(C, H, W), 'name': str}}, every random crop or flip drawn from rng (so a run "
+                f"resumes exactly); a torch-style __getitem__ returning (lq, gt) is not enough. "
+                f"Add to the class: def get(self, index, rng=None): lq, gt = self[index]; return "
+                f"{{'lq': lq, 'gt': gt, 'name': str(index)}} (and draw any randomness from rng)")
 
 
 def _check_channels(cfg, source, errors):

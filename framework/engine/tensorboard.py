@@ -15,11 +15,23 @@ import numpy as np
 
 from ..io.image import quantise_into
 
-__all__ = ["SummaryWriter", "MISSING", "tensorboardx"]
+__all__ = ["SummaryWriter", "MISSING", "tensorboardx", "scalar_tag"]
 
 MISSING = ("TensorBoard event files need the tensorboardX package, which is not installed: pip "
            "install 'srgrad[tensorboard]' (or tensorboardX)")
 _writer_ids = itertools.count()
+
+
+def scalar_tag(key: str, metric_columns=(), set_name: str = "val") -> str:
+    """The TensorBoard tag of a metrics.csv column, grouped as BasicSR groups its own: the loss
+    terms (`l_*`, and srgrad's total `loss`) under `losses/` (losses/l_g_pix), the validation
+    columns under `metrics/<set>/` (metrics/val/psnr_y, metrics/val/bicubic_psnr_y), the rest
+    (lr, out_d_real, ...) as they are."""
+    if key == "loss" or key.startswith("l_"):
+        return f"losses/{key}"
+    if key in metric_columns:
+        return f"metrics/{set_name}/{key}"
+    return key
 
 
 def tensorboardx():

@@ -34,6 +34,7 @@ from .runfolder import (RunFolder, TrainingError, TrainingInterrupted,  # noqa: 
                         find_latest_checkpoint)
 from .runlog import Progress, duration, plot_curves
 from .schema import config_hash
+from .tensorboard import scalar_tag
 from .validation import ValidationStopped, Validator, column, main_metric
 
 __all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint"]
@@ -42,6 +43,11 @@ __all__ = ["Trainer", "TrainingError", "TrainingInterrupted", "find_latest_check
 # never coincides with the data's three-word (seed, epoch, k) streams
 _STEP_STREAM = 0x5EED
 _SIGNALS = {signal.SIGINT: "Ctrl-C", signal.SIGTERM: "SIGTERM"}
+
+
+def images(n: int, kind: str) -> str:
+    """'1 training image', '3 validation images'."""
+    return f"{n} {kind} image{'' if n == 1 else 's'}"
 
 
 class Trainer:
@@ -193,8 +199,9 @@ class Trainer:
         gt = getattr(self.train_set, "gt_size", None)  # read no image here: errors belong to the loop
         crops = f"patches gt {gt}x{gt} -> lq {gt // self.scale}x{gt // self.scale}" if gt else \
             "whole images"
-        val = f", {len(self.val_set)} validation images" if self.val_set is not None else ""
-        self._say(f"data: {len(self.train_set)} training images ({type(self.train_set).__name__}, "
+        val = f", {images(len(self.val_set), 'validation')}" if self.val_set is not None else ""
+        self._say(f"data: {images(len(self.train_set), 'training')} "
+                  f"({type(self.train_set).__name__}, "
                   f"{crops}, batch {tcfg['batch_size']}){val}")
         self._say(f"threads: {numba.get_num_threads()}, ranks: {self.world_size}; iterations "
                   f"{self.iteration} -> {tcfg['total_iters']}; run folder {self.run_dir}")
@@ -310,9 +317,10 @@ class Trainer:
             row = {**row, **means}
         if row and self.is_main:
             self.folder.log.write(iteration=self.iteration, time_s=round(self.elapsed, 3), **row)
-            if self._tensorboard is not None:
+            if self._tensorboard is not None:  # tags grouped as BasicSR's: losses/, metrics/val/
+                metrics = self.validator.columns() if self.validator else ()
                 for k, v in row.items():
-                    self._tensorboard.add_scalar(k, v, self.iteration)
+                    self._tensorboard.add_scalar(scalar_tag(k, metrics), v, self.iteration)
         return means
 
     @contextlib.contextmanager

@@ -5,15 +5,16 @@ from .attention import (attention, attention_softmax, window_attention, window_p
                         window_reverse)
 from .activation import gelu, leaky_relu, prelu, relu, sigmoid, tanh
 from .conv import conv2d, conv_padding, conv_transpose2d
-from .dropout import drop_path, dropout
+from .dropout import drop_path, dropout, dropout2d
 from .elementwise import (abs, add, cast, clamp, clone, div, exp, log, maximum, minimum, mul, neg,
                           pow, sqrt, sub, where)
+from .grid_sample import grid_sample
 from .imresize import imresize
 from .jpeg import diff_jpeg
 from .linear import linear, matmul
-from .logistic import binary_cross_entropy_with_logits, softplus
+from .logistic import binary_cross_entropy_with_logits, mish, silu, softplus
 from .loss import charbonnier_loss, frobenius_loss, l1_loss, mse_loss
-from .normalization import batch_norm, layer_norm
+from .normalization import batch_norm, group_norm, layer_norm
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
 from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
 from .reduce import argmax, argmin, max, mean, min, std, sum, var
@@ -24,13 +25,14 @@ from .softmax import log_softmax, softmax
 
 __all__ = [
     "unbroadcast", "attention", "attention_softmax", "window_attention", "window_partition",
-    "window_reverse", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d", "conv_padding",
-    "conv_transpose2d", "drop_path", "dropout", "abs", "add", "cast", "clamp", "clone", "div", "exp",
-    "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub", "where", "diff_jpeg", "imresize",
-    "linear", "matmul", "binary_cross_entropy_with_logits", "softplus", "charbonnier_loss",
-    "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "layer_norm", "pixel_shuffle",
-    "pixel_unshuffle", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d", "argmax", "argmin", "max",
-    "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand", "pad_to_multiple",
-    "chunk", "flatten", "getitem", "pad", "permute", "reshape", "roll", "split", "squeeze", "stack",
-    "transpose", "unsqueeze", "log_softmax", "softmax",
+    "window_reverse", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d",
+    "conv_padding", "conv_transpose2d", "drop_path", "dropout", "dropout2d", "abs", "add", "cast",
+    "clamp", "clone", "div", "exp", "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub",
+    "where", "grid_sample", "diff_jpeg", "imresize", "linear", "matmul",
+    "binary_cross_entropy_with_logits", "mish", "silu", "softplus", "charbonnier_loss",
+    "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "group_norm", "layer_norm",
+    "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d", "argmax",
+    "argmin", "max", "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand",
+    "pad_to_multiple", "chunk", "flatten", "getitem", "pad", "permute", "reshape", "roll", "split",
+    "squeeze", "stack", "transpose", "unsqueeze", "log_softmax", "softmax",
 ]

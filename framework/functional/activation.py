@@ -14,6 +14,7 @@ from numba.extending import overload
 from .._check import choice, float_array
 from .._jit import kernel, launch, prange
 from ..autograd import Function
+from .logistic import sigmoid_pass
 from .rows import exp32
 
 __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
@@ -189,18 +190,17 @@ class PReLUFunction(Function):
 
 
 class SigmoidFunction(Function):
+    # one numba pass each way (logistic.py): exp(-|x|) never overflows; 1/(1+e^-x) or e^x/(1+e^x)
     @staticmethod
     def forward(ctx, x):
-        # exp(-|x|) never overflows; the two branches are 1/(1+e^-x) and e^x/(1+e^x)
-        e = np.exp(-np.abs(x))
-        out = np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype)
+        out = sigmoid_pass(x)
         ctx.save_for_backward(out)
         return out
 
     @staticmethod
     def backward(ctx, g):  # dL/dx = g s (1 - s)
         (out,) = ctx.saved_tensors
-        return g * out * (1 - out)
+        return sigmoid_pass(out, g)
 
 
 class TanhFunction(Function):

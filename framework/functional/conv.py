@@ -10,16 +10,21 @@ W (O, C/groups, kh, kw). Three routines carry all the arithmetic:
 For conv2d, X is the input and Y the output; for conv_transpose2d the roles swap (its input is the feature
 side), which is why torch's transposed weight layout (in, out/groups, kh, kw) is the same matrix. With
 stride 1 each routine is also the other form on the flipped kernel (`_Geometry.flipped`), and takes the
-form whose column matrix has (fewer channels) x kh x kw rows: 64->3 builds 27 rows, not 576. A 3x3
-stride-1 correlation between two sides of 16+ channels takes Winograd F(2x2, 3x3) instead of im2col
-(forward, and the weight gradient as its adjoint in W).
+form whose column matrix has (fewer channels) x kh x kw rows: 64->3 builds 27 rows, not 576.
 
-The work is cut into tiles (some whole images, or a band of output rows of one image), each an im2col
-or col2im (serial numba kernels) and a product (np.matmul, BLAS). Tiles run on a pool of Python threads
-(numba.get_num_threads() of them), each with single-threaded BLAS: one fork/join per call (_tiles.py
-says why). The column buffers of all threads together never exceed COL_BUFFER_BYTES. No two concurrent tasks
-write the same element (the adjoint's tasks own disjoint rows: `_adjoint_tasks`), and every element
-gets its terms in one fixed order, so results do not depend on the thread count or on timing.
+Three routes compute them. A stride-1, undilated, ungrouped correlation with enough channels takes the
+direct route (_direct.py: every output a fused multiply-add chain in registers, vectorised, no column
+matrix; `_direct_route` says when), its input gradient the direct forward of the flipped kernel.
+Depthwise, grouped and the other large-kernel stride-1 correlations take _depthwise.py's loops over
+padded planes, or the frequency domain for very many multiply-adds per output (`_large_route`);
+everything else takes im2col / col2im (serial numba kernels) and a product (np.matmul, BLAS).
+
+The work is cut into tiles (some whole images, or a band of output rows of one image). Tiles run on a
+pool of Python threads (numba.get_num_threads() of them), each with single-threaded BLAS: one fork/join
+per call (_tiles.py says why). The buffers of all threads together never exceed COL_BUFFER_BYTES. No two
+concurrent tasks write the same element (the adjoint's tasks own disjoint rows: `_adjoint_tasks`), and
+every element gets its terms in one fixed order, so results do not depend on the thread count or on
+timing; the direct route's do not depend on the CPU either.
 """
 from __future__ import annotations
 
@@ -31,8 +36,7 @@ import numpy as np
 from .._check import float_array, int_arg, int_pair, number
 from .. import autograd
 from ..autograd import Function
-from . import _tiles
-from . import _winograd as _wino
+from . import _depthwise, _direct, _tiles
 from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
 
@@ -129,68 +133,68 @@ def _flip(w, groups, c):
     return np.ascontiguousarray(wf).reshape(c, O // groups, kh, kw)
 
 
-# Below this many channels Winograd's transforms dominate its fewer products (_winograd.py); above
-# the maximum its per-call weight transform and plane GEMMs of few tiles lose to im2col's one GEMM
-# (docs/benchmarks.md, "Where the code's thresholds come from").
-_WINOGRAD_MIN_CHANNELS = 16
-_WINOGRAD_MAX_CHANNELS = 64
-# The Winograd tables per square kernel size (_winograd.TRANSFORMS: F(m, r)), (small maps, large
-# maps): the larger m has fewer products and costlier transforms, which pay on large maps.
-WINOGRAD = {3: ((2, 3), (4, 3)), 5: ((4, 5), (4, 5))}
-# Per direction and per output map (pixels per image; a function of shapes only, never of the batch,
-# so that one image and a batch take the same route). From _WINOGRAD_LARGE_MAP pixels the forward
-# (and the input gradient, the flipped kernel's forward) takes the large-map table; the weight
-# gradient keeps the small-map table at every size. From _WINOGRAD_WIDE_MAP pixels the forward's plane GEMMs are long enough for up to
-# _WINOGRAD_WIDE_CHANNELS channels (RRDBNet's 80 and 96-channel dense convs at 512x512).
-_WINOGRAD_LARGE_MAP = 40 * 40
-_WINOGRAD_WIDE_MAP = 128 * 128
-_WINOGRAD_WIDE_CHANNELS = 128
+# The direct route (_direct.py) takes stride-1, undilated, ungrouped, non-pointwise correlations with
+# at least _DIRECT_MIN_CHANNELS on the output side and _DIRECT_MIN_TAPS products per output (C kh kw):
+# below them im2col's GEMM was faster (8 outputs, a first layer's 3 x 3 x 3 taps, a last layer's 3);
+# a 1x1 conv is one GEMM (docs/benchmarks.md, "Where the code's thresholds come from"). A function of
+# shapes only, never of the batch or the CPU, so that every machine takes the same route.
+_DIRECT_MIN_CHANNELS = 12
+_DIRECT_MIN_TAPS = 32
 
 
-def _winograd_table(geo, c, o, weight_grad=False):
-    """The Winograd table for a correlation between sides of c and o channels (its forward, or its
-    weight gradient), or None (im2col)."""
-    (kh, kw), sizes = geo.kernel, WINOGRAD.get(geo.kernel[0])
-    pixels = geo.features[0] * geo.features[1]
-    large = pixels >= _WINOGRAD_LARGE_MAP
-    wide = not weight_grad and pixels >= _WINOGRAD_WIDE_MAP
-    if (sizes is None or kh != kw or geo.stride != (1, 1) or geo.dilation != (1, 1) or geo.groups != 1
-            or min(c, o) < _WINOGRAD_MIN_CHANNELS
-            or max(c, o) > (_WINOGRAD_WIDE_CHANNELS if wide else _WINOGRAD_MAX_CHANNELS)):
-        return None
-    return _wino.TRANSFORMS[sizes[large and not weight_grad]]
+def _direct_route(geo, c, o):
+    """Whether the correlation from a side of c channels to one of o (its forward, or its weight
+    gradient) takes the direct route."""
+    return (geo.stride == (1, 1) and geo.dilation == (1, 1) and geo.groups == 1 and not geo.is_pointwise()
+            and o >= _DIRECT_MIN_CHANNELS and c * geo.kernel[0] * geo.kernel[1] >= _DIRECT_MIN_TAPS)
 
 
-def _winograd_tiles(n, c, o, geo, dtype, tf=None):
-    """Tiles over (images, rows of m x m output tiles), elements per buffer (V and M) and tiles per
-    row, for the table tf (default: the one _winograd_table picks for the forward)."""
-    tf = tf or _winograd_table(geo, c, o)
-    OH, OW = geo.features
-    TW, E = _wino.row_length(tf, OW)
-    a2 = (tf.m + tf.r - 1) ** 2
-    itemsize = np.dtype(dtype).itemsize
-    tiles, nbytes = _split(n, -(-OH // tf.m), a2 * (c + o) * E * itemsize, _workers())
-    return tiles, nbytes // itemsize, TW
+def _large_route(geo, c, o):
+    """Whether _depthwise.py computes the correlation: depthwise and grouped convs, and dense large
+    kernels on few channels that the direct route does not take."""
+    return _depthwise.applies(geo, c, o, dense_direct=_direct_route(geo, c, o))
 
 
-def _winograd(x, w, geo, tf, bias=None):
-    """_correlate by Winograd (_winograd.correlate)."""
-    tiles, elems, TW = _winograd_tiles(x.shape[0], x.shape[1], w.shape[0], geo, x.dtype, tf)
-    return _wino.correlate(x, w, tf, geo.features, geo.padding, bias, tiles, elems, TW, _run)
+def _direct_tiles(x_side, geo):
+    """Tiles over the feature side for the direct forward and elements per buffer, for an image side
+    of shape (N, C, ...) and dtype x_side = (N, C, dtype): the split counts each output row's padded
+    input row, and twice that for the band's halo and its last vector's spill."""
+    N, C, dtype = x_side
+    (kh, kw), (OH, OW) = geo.kernel, geo.features
+    row = _direct.row_elems(C, OW, kw)
+    tiles, _ = _split(N, OH, 2 * row * np.dtype(dtype).itemsize, _workers())
+    return tiles, _direct.buffer_elems(tiles, C, OW, kh, kw, dtype)
 
 
-def _winograd_weight_grad(x, y, geo, tf):
-    """_weight_grad by Winograd, the adjoint of _winograd in W (_winograd.weight_grad)."""
-    tiles, elems, TW = _winograd_tiles(x.shape[0], x.shape[1], y.shape[1], geo, x.dtype, tf)
-    return _wino.weight_grad(x, y, tf, geo.padding, tiles, elems, TW, _run)
+def _direct_correlate(x, w, geo, bias, slope):
+    """_correlate by the direct route, the activation fused (_direct.correlate)."""
+    tiles, elems = _direct_tiles((x.shape[0], x.shape[1], x.dtype), geo)
+    return _direct.correlate(x, w, geo.features, geo.padding, bias, slope, tiles, elems, _run)
 
 
-def _correlate(x, w, geo, bias=None):
-    """Y = W @ im2col(X) (+ bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW)."""
+def _direct_weight_grad(x, y, geo):
+    """_weight_grad by the direct route (_direct.weight_grad)."""
+    workers = _workers()
+    step = max(1, -(-x.shape[0] // workers))
+    image_tiles = [(b, min(x.shape[0], b + step)) for b in range(0, x.shape[0], step)]
+    return _direct.weight_grad(x, y, geo.padding, geo.kernel, image_tiles, _run, workers)
+
+
+def _correlate(x, w, geo, bias=None, slope=None):
+    """Y = act(W @ im2col(X) + bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW); slope:
+    None (no activation), 0 (relu) or the leaky relu's slope, applied to the fresh output."""
+    if _large_route(geo, x.shape[1], w.shape[0]):
+        y = _depthwise.correlate(x, w, geo, bias, _run, _workers())
+    elif _direct_route(geo, x.shape[1], w.shape[0]):
+        return _direct_correlate(x, w, geo, bias, slope)
+    else:
+        y = _correlate_gemm(x, w, geo, bias)
+    return y if slope is None else rectify_(y, slope)
+
+
+def _correlate_gemm(x, w, geo, bias=None):
+    """_correlate by im2col and BLAS, without an activation."""
     N, g, O = x.shape[0], geo.groups, w.shape[0]
-    tf = _winograd_table(geo, x.shape[1], O)
-    if tf is not None:
-        return _winograd(x, w, geo, tf, bias)
     flipped = geo.flipped()
     if flipped is not None and O < x.shape[1]:  # the flipped adjoint builds O kh kw rows, not C kh kw
         return _correlate_adjoint(x, _flip(w, g, x.shape[1]), flipped, O, bias)
@@ -214,9 +218,11 @@ def _correlate(x, w, geo, bias=None):
 def _correlate_adjoint(y, w, geo, c_out, bias=None):
     """X = col2im(W^T @ Y) (+ bias): Y (N, O, OH, OW), W (O, C/g, kh, kw) -> X (N, C, H, W)."""
     N, g, O = y.shape[0], geo.groups, w.shape[0]
+    if _large_route(geo, c_out, O):
+        return _depthwise.adjoint(y, w, geo, c_out, bias, _run, _workers())
     flipped = geo.flipped()
-    if flipped is not None and (O <= c_out or _winograd_table(flipped, O, c_out) is not None):
-        return _correlate(y, _flip(w, g, c_out), flipped, bias)  # O kh kw rows, or Winograd: no col2im
+    if flipped is not None and (O <= c_out or _direct_route(flipped, O, c_out)):
+        return _correlate(y, _flip(w, g, c_out), flipped, bias)  # O kh kw rows, or no col2im at all
     H, W = geo.image
     OH, OW = geo.features
     wt = w.reshape(g, O // g, -1).transpose(0, 2, 1)  # (g, C/g * kh * kw, O/g)
@@ -277,9 +283,10 @@ def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
     C, (kh, kw) = x.shape[1], geo.kernel
-    tf = _winograd_table(geo, C, O, weight_grad=True)
-    if tf is not None:
-        return _winograd_weight_grad(x, y, geo, tf)
+    if _large_route(geo, C, O):
+        return _depthwise.weight_grad(x, y, geo, w_shape, _run, _workers())
+    if _direct_route(geo, C, O):
+        return _direct_weight_grad(x, y, geo)
     flipped = geo.flipped()
     if flipped is not None and O < C:  # im2col of Y (O kh kw rows): the flipped kernel's gradient
         dwf = _weight_grad(y, x, flipped, (C, O // g, kh, kw))
@@ -307,9 +314,7 @@ class Conv2dFunction(Function):
     @staticmethod
     def forward(ctx, x, w, b=None, *, geo, relu_slope=None):
         x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
-        y = _correlate(x, w, geo, b)
-        if relu_slope is not None:
-            rectify_(y, relu_slope)
+        y = _correlate(x, w, geo, b, relu_slope)
         ctx.save_for_backward(x, w, y if relu_slope is not None else None)
         ctx.geo, ctx.relu_slope = geo, relu_slope
         return y

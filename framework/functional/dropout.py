@@ -1,6 +1,7 @@
-"""dropout (each element kept with probability 1 - p) and drop_path (stochastic depth: each sample of
-the batch kept whole with probability 1 - p, as timm's and BasicSR's drop_path), kept values scaled
-by 1 / (1 - p) so the expectation is unchanged.
+"""dropout (each element kept with probability 1 - p), dropout2d (each channel of each sample kept
+whole) and drop_path (stochastic depth: each sample of the batch kept whole with probability 1 - p,
+as timm's and BasicSR's drop_path), kept values scaled by 1 / (1 - p) so the expectation is
+unchanged.
 
 Masks come from a numpy Generator: `generator` when given, else framework.random's global one, so a
 run that reseeds it repeats its masks exactly. Both ops are the identity (the input itself, nothing
@@ -12,10 +13,10 @@ from __future__ import annotations
 import numpy as np
 
 from .. import random
-from .._check import ArgumentTypeError, float_array, flag, number
+from .._check import float_array, flag, number
 from ..autograd import Function
 
-__all__ = ["dropout", "drop_path"]
+__all__ = ["dropout", "dropout2d", "drop_path"]
 
 
 class DropoutFunction(Function):
@@ -37,19 +38,10 @@ class DropoutFunction(Function):
         return gx
 
 
-def _generator(owner, generator):
-    if generator is None:
-        return random.default_generator()
-    if not isinstance(generator, np.random.Generator):
-        raise ArgumentTypeError(f"{owner}: generator must be a numpy Generator "
-                                f"(np.random.default_rng(seed)) or None, got {type(generator).__name__}")
-    return generator
-
-
 def _masked(owner, x, p, training, generator, mask_shape, scale_by_keep=True):
     """x itself when not training or p = 0, else x times a fresh keep-mask of mask_shape."""
-    p = number(owner, "p" if owner == "dropout" else "drop_prob", p, 0.0, 1.0)
-    gen = _generator(owner, generator)
+    p = number(owner, "drop_prob" if owner == "drop_path" else "p", p, 0.0, 1.0)
+    gen = random.generator_or_default(owner, generator)
     if not flag(owner, "training", training) or p == 0.0:
         return x
     # float32 draws: the same mask whatever x's dtype; P(u >= p) = 1 - p on float32's 2^-24 grid
@@ -66,6 +58,17 @@ def dropout(x, p=0.5, training=True, inplace=False, *, generator=None):
     a = float_array("dropout", "input", x)
     flag("dropout", "inplace", inplace)
     return _masked("dropout", x, p, training, generator, a.shape)
+
+
+def dropout2d(x, p=0.5, training=True, inplace=False, *, generator=None):
+    """torch.nn.functional.dropout2d on x (N, C, H, W): zero each whole channel of each sample with
+    probability p (default 0.5) and scale the rest by 1 / (1 - p) when training (default True); else
+    x itself. inplace, generator: as dropout."""
+    a = float_array("dropout2d", "input", x)
+    if a.ndim != 4:
+        raise ValueError(f"dropout2d: expected a 4-D input (N, C, H, W), got shape {a.shape}")
+    flag("dropout2d", "inplace", inplace)
+    return _masked("dropout2d", x, p, training, generator, a.shape[:2] + (1, 1))
 
 
 def drop_path(x, drop_prob=0.0, training=False, scale_by_keep=True, *, generator=None):

@@ -1,18 +1,20 @@
-"""Normalisation: batch_norm over (N, C, ...) with PyTorch's running-statistics rule, and layer_norm
-over the trailing axes (fused numba kernels: one pass per row each way)."""
+"""Normalisation: batch_norm over (N, C, ...) with PyTorch's running-statistics rule, layer_norm
+over the trailing axes (fused numba kernels: one pass per row each way), and group_norm (rows
+(N groups, C / groups x ...) with layer_norm's moments and gradient rule, the per-channel scale and
+shift in the same pass)."""
 from __future__ import annotations
 
 import math
 
 import numpy as np
 
-from .._check import float_array, int_list, is_int, number
+from .._check import float_array, int_arg, int_list, is_int, number
 from .._jit import kernel, launch, prange
 from ..autograd import Function
 from ._util import data_of
 from .rows import SERIAL_ELEMS, like, row_grad_sums, row_moments
 
-__all__ = ["batch_norm", "layer_norm"]
+__all__ = ["batch_norm", "layer_norm", "group_norm"]
 
 
 class BatchNormFunction(Function):
@@ -202,3 +204,98 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
             raise TypeError(f"{name}: {arg} dtype {ta.dtype} differs from input dtype {xa.dtype}")
     eps = number(name, "eps", eps, low=0)
     return LayerNormFunction.apply(x, weight, bias, normalized_shape=shape, eps=eps)
+
+
+
+@kernel(parallel=True)
+def _group_norm_kernel(x, w, b, groups, eps, y, mean, rstd):
+    """Per row r = (sample, group) of x (N groups, C/groups HW): mean and rstd as layer_norm's
+    kernel, then y = (x - mean) rstd w[c] + b[c] with c the row's channels in turn (w, b (C,))."""
+    R, D = x.shape
+    cg = w.shape[0] // groups
+    hw = D // cg
+    for r in prange(R):
+        s, _ = row_moments(x, r, 0.0)
+        mu = s / D
+        s1, q = row_moments(x, r, mu)
+        rs = 1.0 / math.sqrt((q - s1 * s1 / D) / D + eps)
+        mean[r] = mu
+        rstd[r] = rs
+        m, sc = like(mu, x[r, 0]), like(rs, x[r, 0])
+        c0 = (r % groups) * cg
+        for c in range(cg):
+            wc, bc = w[c0 + c], b[c0 + c]
+            xs, ys = x[r, c * hw:(c + 1) * hw], y[r, c * hw:(c + 1) * hw]
+            for j in range(hw):
+                ys[j] = (xs[j] - m) * sc * wc + bc
+
+
+class GroupNormFunction(Function):
+    """x (N, C, ...) as rows (N groups, C / groups x ...), each standardised and given its channels'
+    scale and shift in one pass (_group_norm_kernel); weight, bias (C,) or None."""
+
+    @staticmethod
+    def forward(ctx, x, weight, bias, *, groups, eps):
+        N, C = x.shape[:2]
+        rows = np.ascontiguousarray(x).reshape(N * groups, -1)
+        w = np.ones(C, x.dtype) if weight is None else weight
+        b = np.zeros(C, x.dtype) if bias is None else bias
+        y = np.empty(rows.shape, x.dtype)
+        mean, rstd = np.empty(rows.shape[0]), np.empty(rows.shape[0])
+        launch(_group_norm_kernel, x.size < SERIAL_ELEMS, rows, w, b, groups, float(eps), y, mean, rstd)
+        ctx.save_for_backward(rows, weight, mean, rstd)
+        ctx.shape = x.shape
+        return y.reshape(x.shape)
+
+    @staticmethod
+    def backward(ctx, g):
+        # dL/dxhat = g w[c]; dL/dx: layer_norm's row rule on it; dL/dw = sum g xhat; dL/db = sum g
+        rows, w, mean, rstd = ctx.saved_tensors
+        shape, dt = ctx.shape, rows.dtype
+        need_x, need_w, need_b = ctx.needs_input_grad
+        axes = (0,) + tuple(range(2, len(shape)))
+        per_channel = (shape[1],) + (1,) * (len(shape) - 2)
+        g = np.asarray(g, dt)
+        gx = None
+        if need_x:
+            gh = np.ascontiguousarray(g if w is None else g * w.reshape(per_channel)).reshape(rows.shape)
+            R, D = rows.shape
+            chunk = max(32, -(-R // 512))
+            parts = -(-R // chunk)
+            gx = np.empty(rows.shape, dt)
+            launch(_layer_norm_grad_kernel, rows.size < SERIAL_ELEMS, gh, rows, np.ones(D, dt),
+                   mean, rstd, chunk, True, gx, np.zeros((parts, D)), np.zeros((parts, D)))
+            gx = gx.reshape(shape)
+        gw = None
+        if need_w:  # xhat recomputed as the forward formed it (in the input's dtype)
+            xhat = ((rows - mean.astype(dt)[:, None]) * rstd.astype(dt)[:, None]).reshape(shape)
+            gw = (g * xhat).sum(axis=axes, dtype=np.float64).astype(dt)
+        gb = g.sum(axis=axes, dtype=np.float64).astype(dt) if need_b else None
+        return gx, gw, gb
+
+
+def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.group_norm: x (N, C, ...) in num_groups groups of C / num_groups channels,
+    each (sample, group) normalised by its mean and biased variance over its channels and positions,
+    (x - mean) / sqrt(var + eps) (eps default 1e-5), then scaled by weight and shifted by bias, both
+    (C,) or None (default)."""
+    name = "group_norm"
+    xa = float_array(name, "input", x)
+    if xa.ndim < 2:
+        raise ValueError(f"{name}: expected an input (N, C, ...), got shape {xa.shape}")
+    C = xa.shape[1]
+    groups = int_arg(name, "num_groups", num_groups)
+    if C % groups:
+        raise ValueError(f"{name}: num_groups={groups} does not divide the {C} channels of input "
+                         f"{xa.shape}")
+    for arg, t in (("weight", weight), ("bias", bias)):
+        if t is not None:
+            ta = float_array(name, arg, t)
+            if ta.shape != (C,):
+                raise ValueError(f"{name}: {arg} must have shape ({C},), got {ta.shape}")
+            if ta.dtype != xa.dtype:
+                raise TypeError(f"{name}: {arg} dtype {ta.dtype} differs from input dtype {xa.dtype}")
+    eps = number(name, "eps", eps, low=0)
+    if xa.size == 0:
+        raise ValueError(f"{name}: input of shape {xa.shape} has no element to normalise")
+    return GroupNormFunction.apply(x, weight, bias, groups=groups, eps=eps)

@@ -91,11 +91,20 @@ def read_yaml(path) -> dict:
 
 
 def parse_scalar(text: str, source: str = "--set"):
-    """A `--set` value, parsed as a YAML scalar with the config's loader (`2e-4` -> float)."""
+    """A `--set` value, parsed as YAML with the config's loader (`2e-4` -> float, `[a, b]` -> a
+    list, `{type: L1Loss}` -> a mapping). Two rules spare the shell's quoting: a value YAML cannot
+    parse is taken as the string it is (`{name}x2`), and so is a mapping without a colon
+    (`{name}`: a file-name template, which YAML reads as {name: null}). A value YAML parses but
+    refuses (a `!!python/...` tag) stays an error."""
     try:
         value = yaml.load(text, Loader=ConfigLoader)
+    except (yaml.scanner.ScannerError, yaml.parser.ParserError):
+        return text  # not YAML: the text itself
     except (yaml.YAMLError, RecursionError) as exc:
         raise ConfigError(f"{source}: cannot parse value {show(text)}: {exc}") from None
+    if isinstance(value, dict) and value and ":" not in text and \
+            all(v is None for v in value.values()):
+        return text  # {name}: a template, not a mapping of nulls
     check_size(value, source)
     return value
 

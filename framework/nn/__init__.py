@@ -1,14 +1,14 @@
 """Modules: containers (module.py) and thin layers over framework.functional, one file per op family
 (no math here). Every layer registers in LAYERS under its class name (YAML `type: Conv2d`)."""
 from .module import IncompatibleKeys, Module, ModuleList, Parameter, Sequential
-from .activation import GELU, LeakyReLU, LogSoftmax, PReLU, ReLU, Sigmoid, Softmax, Tanh
+from .activation import GELU, LeakyReLU, LogSoftmax, Mish, PReLU, ReLU, Sigmoid, SiLU, Softmax, Tanh
 from .conv import Conv2d, ConvTranspose2d
-from .dropout import Dropout, DropPath
+from .dropout import Dropout, Dropout2d, DropPath
 from .gan_loss import GANLoss
 from .jpeg import DiffJPEG
 from .linear import Identity, Linear
 from .loss import CharbonnierLoss, L1Loss, MSELoss
-from .normalization import BatchNorm2d, LayerNorm
+from .normalization import BatchNorm2d, GroupNorm, LayerNorm
 from .perceptual import PerceptualLoss, VGGFeatureExtractor
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
 from .pooling import AdaptiveAvgPool2d, AvgPool2d, MaxPool2d
@@ -18,9 +18,9 @@ from . import init, utils
 
 __all__ = [
     "IncompatibleKeys", "Module", "ModuleList", "Parameter", "Sequential", "GELU", "LeakyReLU",
-    "LogSoftmax", "PReLU", "ReLU", "Sigmoid", "Softmax", "Tanh", "Conv2d", "ConvTranspose2d",
-    "Dropout", "DropPath", "DiffJPEG", "GANLoss", "Identity", "Linear", "CharbonnierLoss", "L1Loss",
-    "MSELoss", "BatchNorm2d", "LayerNorm", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle",
-    "PixelUnshuffle", "AdaptiveAvgPool2d", "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_",
-    "clip_grad_value_", "init", "utils",
+    "LogSoftmax", "Mish", "PReLU", "ReLU", "Sigmoid", "SiLU", "Softmax", "Tanh", "Conv2d",
+    "ConvTranspose2d", "Dropout", "Dropout2d", "DropPath", "DiffJPEG", "GANLoss", "Identity",
+    "Linear", "CharbonnierLoss", "L1Loss", "MSELoss", "BatchNorm2d", "GroupNorm", "LayerNorm",
+    "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle", "PixelUnshuffle", "AdaptiveAvgPool2d",
+    "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_", "clip_grad_value_", "init", "utils",
 ]

@@ -1,5 +1,5 @@
-"""Activation layers: ReLU, LeakyReLU, PReLU, Sigmoid, Tanh, GELU, Softmax, LogSoftmax over
-framework.functional."""
+"""Activation layers: ReLU, LeakyReLU, PReLU, Sigmoid, Tanh, GELU, SiLU, Mish, Softmax, LogSoftmax
+over framework.functional."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,7 +9,8 @@ from .._check import choice, int_arg
 from ..registry import LAYERS
 from .module import Module, Parameter
 
-__all__ = ["ReLU", "LeakyReLU", "PReLU", "Sigmoid", "Tanh", "GELU", "Softmax", "LogSoftmax"]
+__all__ = ["ReLU", "LeakyReLU", "PReLU", "Sigmoid", "Tanh", "GELU", "SiLU", "Mish", "Softmax",
+           "LogSoftmax"]
 
 
 class _Activation(Module):
@@ -93,6 +94,22 @@ class GELU(Module):
 
     def extra_repr(self):
         return f"approximate={self.approximate!r}"
+
+
+@LAYERS.register()
+class SiLU(_Activation):
+    """x sigmoid(x) (the swish), any shape."""
+
+    def forward(self, x):
+        return F.silu(x)
+
+
+@LAYERS.register()
+class Mish(_Activation):
+    """x tanh(softplus(x)), any shape."""
+
+    def forward(self, x):
+        return F.mish(x)
 
 
 class _SoftmaxLayer(Module):

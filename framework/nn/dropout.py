@@ -1,4 +1,4 @@
-"""Dropout layers: Dropout (torch's) and DropPath (stochastic depth, timm's / BasicSR's), identity in
+"""Dropout layers: Dropout and Dropout2d (torch's) and DropPath (stochastic depth, timm's / BasicSR's), identity in
 eval(); masks from framework.random's global generator (reseed it with framework.manual_seed)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from .._check import flag, number
 from ..registry import LAYERS
 from .module import Module
 
-__all__ = ["Dropout", "DropPath"]
+__all__ = ["Dropout", "Dropout2d", "DropPath"]
 
 
 @LAYERS.register()
@@ -27,6 +27,18 @@ class Dropout(Module):
 
     def extra_repr(self):
         return f"p={self.p}, inplace={self.inplace}"
+
+
+@LAYERS.register()
+class Dropout2d(Dropout):
+    """Zero each whole channel of each sample of x (N, C, H, W) with probability p (default 0.5) in
+    train(), scaling the rest by 1 / (1 - p); the identity in eval()."""
+
+    def __init__(self, p: float = 0.5, inplace: bool = False):
+        super().__init__(p, inplace)
+
+    def forward(self, x):
+        return F.dropout2d(x, self.p, self.training)
 
 
 @LAYERS.register()

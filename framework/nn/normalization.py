@@ -1,5 +1,5 @@
-"""Normalisation layers: BatchNorm2d (torch's state_dict keys and running-statistics rule) and
-LayerNorm."""
+"""Normalisation layers: BatchNorm2d (torch's state_dict keys and running-statistics rule), LayerNorm
+and GroupNorm."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +11,7 @@ from ..tensor import Tensor
 from ._util import check_4d
 from .module import Module, Parameter
 
-__all__ = ["BatchNorm2d", "LayerNorm"]
+__all__ = ["BatchNorm2d", "LayerNorm", "GroupNorm"]
 
 
 @LAYERS.register()
@@ -105,4 +105,41 @@ class LayerNorm(Module):
 
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
+                f"bias={self.bias is not None}")
+
+
+@LAYERS.register()
+class GroupNorm(Module):
+    """Normalise x (N, num_channels, ...) over each of num_groups groups of channels (and every
+    position), then scale by weight (ones) and shift by bias (zeros), both (num_channels,), present
+    when affine (default True; bias also needs bias=True, keyword-only as torch's). eps default
+    1e-5. torch's state_dict keys."""
+
+    def __init__(self, num_groups: int, num_channels: int, eps: float = 1e-5, affine: bool = True,
+                 dtype=np.float32, *, bias: bool = True):
+        super().__init__()
+        self.num_groups = int_arg("GroupNorm", "num_groups", num_groups)
+        self.num_channels = int_arg("GroupNorm", "num_channels", num_channels)
+        if self.num_channels % self.num_groups:
+            raise ValueError(f"GroupNorm: num_channels must be divisible by num_groups, got "
+                             f"{self.num_channels} and {self.num_groups}")
+        self.eps = number("GroupNorm", "eps", eps, low=0)
+        self.affine = flag("GroupNorm", "affine", affine)
+        if self.affine:
+            self.weight = Parameter(np.ones(self.num_channels, dtype))
+        else:
+            self.register_parameter("weight", None)
+        if self.affine and flag("GroupNorm", "bias", bias):
+            self.bias = Parameter(np.zeros(self.num_channels, dtype))
+        else:
+            self.register_parameter("bias", None)
+
+    def forward(self, x):
+        if x.ndim < 2 or x.shape[1] != self.num_channels:
+            raise ValueError(f"GroupNorm({self.num_groups}, {self.num_channels}): expected input of "
+                             f"shape (N, {self.num_channels}, ...), got {tuple(x.shape)}")
+        return F.group_norm(x, self.num_groups, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")

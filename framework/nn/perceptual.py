@@ -243,7 +243,9 @@ class PerceptualLoss(Module):
 
     @classmethod
     def check_kwargs(cls, kwargs: dict) -> None:
-        """Config validation without reading the weights: the arguments, and that the file exists."""
+        """Config validation without the weights file: the arguments only. Whether the file is
+        there is `check_files`' question, asked when training starts (a config that names it can
+        be translated, read and validated on a machine without it)."""
         defaults = {"vgg_type": "vgg19", "perceptual_weight": 1.0, "style_weight": 0.0, "criterion": "l1"}
         args = {**defaults, **kwargs}
         cls._check(args.get("layer_weights"), args["vgg_type"], args["perceptual_weight"],
@@ -251,10 +253,16 @@ class PerceptualLoss(Module):
         for key in ("use_input_norm", "range_norm"):
             if key in kwargs:
                 flag("PerceptualLoss", key, kwargs[key])
-        try:
-            weights_path("PerceptualLoss", args["vgg_type"], kwargs.get("weights"))
-        except FileNotFoundError as exc:  # the registry's check reports ValueErrors and TypeErrors
-            raise ValueError(str(exc)) from None
+        weights = kwargs.get("weights")
+        if weights is not None and not isinstance(weights, (str, os.PathLike)):
+            raise TypeError(f"PerceptualLoss: weights must be a path, got {type(weights).__name__}")
+
+    @classmethod
+    def check_files(cls, kwargs: dict) -> None:
+        """The files a run needs before it starts: the VGG weights (`weights`, or the environment
+        variable); FileNotFoundError saying where to download them and how to point srgrad at
+        them."""
+        weights_path("PerceptualLoss", kwargs.get("vgg_type", "vgg19"), kwargs.get("weights"))
 
     def _distance(self, a, b):
         return _CRITERIA[self.criterion_type](a, b)

@@ -3,16 +3,22 @@
 
 `obj` is a state_dict or anything like one: nested dicts (str or int keys), lists and tuples of
 numpy arrays, Tensors, numpy scalars, Python numbers, str, bool and None (a model's state_dict, an
-optimizer's, or a dict holding both). The arrays go in the tensor section of one safetensors file,
-the rest in its JSON metadata (framework/weights/checkpoint's flatten/unflatten); the file is written
-atomically. The top level's keys name the arrays as they are, so a model's state_dict saved here is
-also a plain safetensors file any tool reads (`conv.weight`, `body.0.bias`, ...).
+optimizer's, or a dict holding both). The file is written atomically, in the format its name asks
+for:
+- `.pth` / `.pt`: torch.save's zip format (framework/weights/pth_write.py, written without pickle),
+  so `torch.load(path, weights_only=True)` reads it as torch would have saved it (numpy scalars
+  become Python numbers);
+- any other name: one safetensors file, the arrays in its tensor section and the rest in its JSON
+  metadata (framework/weights/checkpoint's flatten/unflatten). The top level's keys name the arrays
+  as they are, so a model's state_dict saved here is also a plain safetensors file any tool reads
+  (`conv.weight`, `body.0.bias`, ...).
 
-`load` gives back numpy arrays (load_state_dict takes them), int keys as ints, tuples as lists (as
-JSON has them). It reads any weights file too: a `.pth`/`.pt` from torch.save through the safe
-reader (framework.weights.load_weights: no code from the file runs), a plain safetensors file
-as its dict of arrays, srgrad's weights files as their state_dict and training checkpoints as
-load_checkpoint's dict.
+`load` reads by content, not by name, and gives back numpy arrays (load_state_dict takes them):
+a torch.save file (`.pth`/`.pt`, from torch or from `save`) as torch.load returns it (through the
+safe reader framework.weights.read_pth: no code from the file runs; OrderedDicts come back as
+dicts, tuples as tuples), what `save` wrote to safetensors with int keys as ints and tuples as
+lists (as JSON has them), a plain safetensors file as its dict of arrays, srgrad's weights files as
+their state_dict and training checkpoints as load_checkpoint's dict.
 """
 from __future__ import annotations
 
@@ -26,6 +32,8 @@ from ..tensor import Tensor
 from .checkpoint import (CHECKPOINT_FORMAT, WEIGHTS_FORMAT, _flatten, _serialize, _unflatten,
                          is_pytorch_file, load_checkpoint, load_weights, read_safetensors)
 from .errors import CheckpointError
+from .pth import read_pth
+from .pth_write import write_pth
 
 __all__ = ["save", "load"]
 
@@ -59,8 +67,11 @@ def _plain(obj, path: tuple, int_keys: list):
 
 def save(obj, path) -> None:
     """Write `obj` (a state_dict: see the module docstring) to `path`, atomically (the previous
-    file stays intact on any error). Any file name works (".pth" too: load reads the content, not
-    the extension). TypeError for a value that is not state (a Module, a function, ...)."""
+    file stays intact on any error): torch.save's format for a `.pth`/`.pt` name, safetensors for
+    any other. TypeError for a value that is not state (a Module, a function, ...)."""
+    if os.path.splitext(os.fspath(path))[1].lower() in (".pth", ".pt"):
+        write_pth(path, obj)
+        return
     int_keys: list = []
     plain, count = _plain(obj, (), int_keys)
     arrays: dict = {}
@@ -95,14 +106,14 @@ def _restore_int_keys(obj, int_keys):
 
 
 def load(path):
-    """What `save` wrote (arrays as numpy arrays). A file from elsewhere: a `.pth`/`.pt` gives its
-    weights state_dict (framework.weights.load_weights, pickle-free: BasicSR's params_ema
-    when present), a plain safetensors file its dict of arrays, an srgrad weights file its
-    state_dict, an srgrad training checkpoint load_checkpoint's dict. CheckpointError names the
-    file when it cannot be read."""
+    """What `save` wrote (arrays as numpy arrays). A file from elsewhere: a torch.save file gives
+    the object torch.load would (read_pth, pickle-free: BasicSR's `{"params": ...,
+    "params_ema": ...}` as it is), a plain safetensors file its dict of arrays, an srgrad weights
+    file its state_dict, an srgrad training checkpoint load_checkpoint's dict. CheckpointError
+    names the file when it cannot be read."""
     source = os.fspath(path)
     if is_pytorch_file(source):
-        return load_weights(source)[0]
+        return read_pth(source)
     arrays, meta = read_safetensors(source)
     fmt = meta.get("format")
     if fmt == CHECKPOINT_FORMAT:

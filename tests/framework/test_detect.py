@@ -61,6 +61,15 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "num_heads": [2, 4], "window_size": 4, "mlp_ratio": 2.0, "upsampler": "pixelshuffle_aux"}, ()),
     ({"type": "DAT", "scale": 3, "img_size": 8, "embed_dim": 32, "split_size": [2, 4],
       "depth": [3, 1], "num_heads": [4, 2], "expansion_factor": 2.0}, ()),
+    ({"type": "SPAN", "scale": 4, "feature_channels": 8, "num_blocks": 2}, ()),
+    ({"type": "SPAN", "scale": 2, "num_in_ch": 1, "num_out_ch": 1, "feature_channels": 4, "num_blocks": 1,
+      "norm": False, "deploy": True}, ()),
+    ({"type": "PLKSR", "scale": 2, "dim": 8, "n_blocks": 2, "kernel_size": 7, "ccm_type": "DCCM"}, ()),
+    ({"type": "PLKSR", "scale": 3, "dim": 8, "n_blocks": 1, "kernel_size": 9, "lk_type": "RectSparsePLK",
+      "use_ea": False}, ()),
+    ({"type": "RealPLKSR", "scale": 2, "dim": 8, "n_blocks": 1, "kernel_size": 5}, ()),
+    ({"type": "RealPLKSR", "scale": 4, "dim": 8, "n_blocks": 2, "kernel_size": 7, "upsampler": "dysample",
+      "layer_norm": True, "use_ea": False}, ()),
 ]
 
 

@@ -115,6 +115,16 @@ def test_every_kernel_uses_the_stamped_cache():
     assert locator.get_source_stamp() == _jit.source_stamp()
 
 
+def test_the_stamp_covers_the_simd_intrinsics(tmp_path):
+    """_simd.py defines no kernel, but its intrinsics are compiled into every kernel that calls them:
+    an edit there must recompile them too."""
+    _package(tmp_path, add=1)
+    (tmp_path / "framework" / "_simd.py").write_text("# intrinsics\n")
+    before = _jit.stamp_of(tmp_path)
+    (tmp_path / "framework" / "_simd.py").write_text("# intrinsics, edited\n")
+    assert _jit.stamp_of(tmp_path) != before
+
+
 def test_no_kernel_lives_outside_framework():
     """models/ is a client of the framework: a model's own op goes into functional/ as a family."""
     root = ROOT / "models"

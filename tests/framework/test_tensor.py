@@ -7,7 +7,9 @@ import framework as sg
 def test_dtype_rules():
     assert sg.tensor([1.0, 2.0]).dtype == np.float32          # Python floats -> float32
     assert sg.tensor(np.zeros(3)).dtype == np.float64         # float64 arrays are kept
-    assert sg.tensor(np.zeros(3, np.float16)).dtype == np.float32
+    with pytest.raises(ValueError, match="tensor: dtype float16 is not supported: srgrad "
+                                         "computes in float32 or float64"):
+        sg.tensor(np.zeros(3, np.float16))  # refused, never cast silently
     assert sg.tensor([1, 2]).dtype.kind == "i"
     assert sg.tensor([1.0], dtype=np.float64).dtype == np.float64
     assert sg.zeros(2, 3).dtype == np.float32 and sg.zeros((2, 3)).shape == (2, 3)

@@ -51,13 +51,15 @@ def check_keys(spec: dict):
     return list(ours)
 
 
-def check_parity(spec: dict, shape, dtype):
-    """Output, input gradient and EVERY parameter gradient of an L1 loss, ours vs the twin."""
+def check_parity(spec: dict, shape, dtype, train: bool = True):
+    """Output, input gradient and EVERY parameter gradient of an L1 loss, ours vs the twin, both in
+    train() (default) or eval() mode; a parameter the twin gives no gradient (unused in that mode,
+    or not trained) must get none here either."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    model = build(spec).to(dtype)
+    model = build(spec).to(dtype).train(train)
     torch_dtype = {np.float64: torch.float64, np.float32: torch.float32}[dtype]
-    twin = twins.twin_of(model, spec, dtype=torch_dtype)
+    twin = twins.twin_of(model, spec, dtype=torch_dtype).train(train)
     x_np, t_np = inputs(spec, shape)
     x_np, t_np = x_np.astype(dtype), t_np.astype(dtype)
 
@@ -73,9 +75,25 @@ def check_parity(spec: dict, shape, dtype):
     theirs = dict(twin.named_parameters())
     ours = dict(model.named_parameters())
     assert list(ours) == list(theirs)
-    floor = max(np.abs(p.grad.numpy()).max() for p in theirs.values())
+    floor = max(np.abs(p.grad.numpy()).max() for p in theirs.values() if p.grad is not None)
     for k, p in ours.items():
+        if theirs[k].grad is None:  # unused in this mode, or not trained (SPAN's eval_conv)
+            assert p.grad is None and (theirs[k].requires_grad or not p.requires_grad), k
+            continue
         assert_close(p.grad.data, theirs[k].grad.numpy(), dtype, f"gradient of {k}", floor)
+
+
+def check_eval_output(spec: dict, shape, dtype=np.float64):
+    """The eval() output, ours vs the twin, under no_grad (for originals whose eval() path writes in
+    place and has no backward, e.g. PLKSR's partial conv)."""
+    torch = pytest.importorskip("torch")
+    twins = pytest.importorskip("tests.twins")
+    model = build(spec).to(dtype).eval()
+    torch_dtype = {np.float64: torch.float64, np.float32: torch.float32}[dtype]
+    twin = twins.twin_of(model, spec, dtype=torch_dtype).eval()
+    x = inputs(spec, shape)[0].astype(dtype)
+    with sg.no_grad(), torch.no_grad():
+        assert_close(model(sg.tensor(x)).data, twin(torch.from_numpy(x)).numpy(), dtype, "eval() output")
 
 
 def check_adam_step(spec: dict, shape, lr: float = 1e-3, margin: float = 2e-3):
@@ -90,7 +108,7 @@ def check_adam_step(spec: dict, shape, lr: float = 1e-3, margin: float = 2e-3):
     opt = Adam(model.parameters(), lr=lr)
     loss = F.l1_loss(model(x), target)
     loss.backward()
-    assert all(p.grad is not None for p in model.parameters())
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
     opt.step()
     with sg.no_grad():
         after = F.l1_loss(model(x), target).item()

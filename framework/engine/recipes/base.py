@@ -132,7 +132,8 @@ class Recipe:
                 scheduler = SCHEDULERS.build(tcfg[sched_key], optimizer=optimizer)
             why = scheduler.horizon_mismatch(tcfg["total_iters"])
             if why:
-                self.say(f"warning: train.{sched_key}: {why} (set it to fit train.total_iters)")
+                self.say(f"warning: train.{sched_key}: {why} (set it to fit train.total_iters, "
+                         f"or pass --fit-schedule to scale it with --set train.total_iters)")
         self.groups[key] = Group(key, net, optimizer, scheduler)
         return optimizer, scheduler
 

@@ -223,6 +223,9 @@ def test_bundled_validation_images():
 
 # -- PairedImageDataset ------------------------------------------------------------------------
 
+DIV2K = "{name}x{scale}"  # DIV2K's own LR names, 0001x2.png
+
+
 def _div2k(tmp_path, names=("0001", "0002"), scale=2, hr=(12, 10), lq_ext=".png"):
     rng = np.random.default_rng(4)
     for n in names:
@@ -233,7 +236,7 @@ def _div2k(tmp_path, names=("0001", "0002"), scale=2, hr=(12, 10), lq_ext=".png"
 
 def test_paired_layout_and_values(tmp_path):
     gt_root, lq_root = _div2k(tmp_path, hr=(13, 11), lq_ext=".bmp")  # HR mod-cropped to 12x10
-    ds = PairedImageDataset(gt_root, lq_root, scale=2, gt_size=4)
+    ds = PairedImageDataset(gt_root, lq_root, scale=2, gt_size=4, filename_tmpl=DIV2K)
     assert ds.names == ["0001.png", "0002.png"]
     s = ds.get(1)
     lq_file = np.asarray(Image.open(lq_root / "0002x2.bmp")).transpose(2, 0, 1) / np.float32(255)
@@ -255,13 +258,33 @@ def test_paired_custom_template(tmp_path):
         PairedImageDataset(tmp_path / "HR", tmp_path / "LR", 3, filename_tmpl="{name}{other}")
 
 
+def test_the_default_template_is_basicsrs_and_a_mismatch_names_the_fix(tmp_path):
+    """BasicSR's filename_tmpl defaults to '{}' (LR named as HR: its sub-image folders, Set5's
+    LRbicx2, srgrad-prepare's output); DIV2K's own 0001x2.png names are pointed out."""
+    rng = np.random.default_rng(6)
+    for name in ("baby", "bird"):
+        _save(tmp_path / "GT" / f"{name}.png", _rgb(rng, 8, 8))
+        _save(tmp_path / "LRbicx2" / f"{name}.png", _rgb(rng, 4, 4))
+    ds = PairedImageDataset(tmp_path / "GT", tmp_path / "LRbicx2", 2)
+    assert [p.name for p in ds.lq_paths] == ["baby.png", "bird.png"]
+    gt_root, lq_root = _div2k(tmp_path / "div2k")
+    with pytest.raises(ValueError, match=r"2 HR image\(s\) .* no LR partner .*filename_tmpl "
+                                         r"'\{name\}'.*missing: 0001, 0002\. The LR files there are "
+                                         r"named '\{name\}x\{scale\}' \(0001 -> 0001x2\): set "
+                                         r"filename_tmpl: '\{name\}x\{scale\}'"):
+        PairedImageDataset(gt_root, lq_root, 2)
+    with pytest.raises(ValueError, match=r"named '\{name\}' \(baby -> baby\): set filename_tmpl: "
+                                         r"'\{name\}'$"):
+        PairedImageDataset(tmp_path / "GT", tmp_path / "LRbicx2", 2, filename_tmpl=DIV2K)
+
+
 def test_paired_missing_partners_listed(tmp_path):
     gt_root, lq_root = _div2k(tmp_path, names=[f"{i:04d}" for i in range(8)])
     for i in (1, 2, 3, 4, 5, 6, 7):
         (lq_root / f"{i:04d}x2.png").unlink()
     with pytest.raises(ValueError, match=r"7 HR image\(s\) .*no LR partner.*0001x2, 0002x2, 0003x2, "
                                          r"0004x2, 0005x2, \.\.\."):
-        PairedImageDataset(gt_root, lq_root, 2)
+        PairedImageDataset(gt_root, lq_root, 2, filename_tmpl=DIV2K)
 
 
 def test_paired_size_mismatch_and_ambiguity(tmp_path):
@@ -271,8 +294,8 @@ def test_paired_size_mismatch_and_ambiguity(tmp_path):
     _save(lq_root / "0001x2.png", np.zeros((5, 6, 3), np.uint8))  # transposed: 6 wide, 5 high
     with pytest.raises(ValueError,
                        match=r"0001x2\.png: LR size 6x5 should be 5x6 \(HR 0001\.png is 10x12"):
-        PairedImageDataset(gt_root, lq_root, 2)
+        PairedImageDataset(gt_root, lq_root, 2, filename_tmpl=DIV2K)
     _save(lq_root / "0001x2.png", np.zeros((6, 5, 3), np.uint8))
     _save(lq_root / "0001x2.jpg", np.zeros((6, 5, 3), np.uint8))
     with pytest.raises(ValueError, match=r"several LR files match '0001x2'.*0001x2\.jpg, 0001x2\.png"):
-        PairedImageDataset(gt_root, lq_root, 2)
+        PairedImageDataset(gt_root, lq_root, 2, filename_tmpl=DIV2K)

@@ -69,12 +69,16 @@ def test_outputs_are_paired_dataset_folders_equal_to_hrimagedataset(hr_dir, tmp_
     # a 50x37: rows 0, 12, 13; columns 0, 12, 24, 26 -> 12 sub-images, each 24x24 (lcm 6)
     names = sorted(p.name for p in (out / "HR").iterdir())
     assert [n for n in names if n.startswith("a_")] == [f"a_s{k:03d}.png" for k in range(1, 13)]
-    assert sorted(p.name for p in (out / "LR_bicubic" / "X3").iterdir())[:2] == \
-        ["a_s001x3.png", "a_s002x3.png"]
+    # BasicSR's layout of sub-image folders: the LR sub-image is named as its HR one
+    assert sorted(p.name for p in (out / "LR_bicubic" / "X3").iterdir()) == names
     n = len(names)  # a: 12, b (40x40): 3 x 3 = 9, c (30x44): 3 x 2 = 6
     assert n == 12 + 9 + 6
-    assert stdout.strip() == (f"srgrad-prepare: 3 images -> {n} sub-images x 3 files: written "
-                              f"{3 * n}, skipped 0 (already there), failed 0 image(s)")
+    assert stdout.splitlines()[0] == (f"srgrad-prepare: 3 images -> {n} sub-images x 3 files: "
+                                      f"written {3 * n}, skipped 0 (already there), failed 0 "
+                                      f"image(s)")
+    assert stdout.splitlines()[1] == (f"  read with: {{type: PairedImageDataset, gt_root: "
+                                      f"{out / 'HR'}, lq_root: {out / 'LR_bicubic' / 'X2'}}} (LR "
+                                      f"named as HR: filename_tmpl '{{name}}', the default)")
     # the HR sub-image is the source's pixels; the LR file is HRImageDataset's LR, bit for bit
     src = np.asarray(Image.open(hr_dir / "a.png"))
     np.testing.assert_array_equal(np.asarray(Image.open(out / "HR" / "a_s004.png")),
@@ -91,8 +95,8 @@ def test_outputs_are_paired_dataset_folders_equal_to_hrimagedataset(hr_dir, tmp_
     # gray stays gray, 16-bit HR stays 16-bit; LR is 8-bit
     assert Image.open(out / "HR" / "b_s001.png").mode == "L"
     assert Image.open(out / "HR" / "c_s001.png").mode == "I;16"
-    assert Image.open(out / "LR_bicubic" / "X2" / "c_s001x2.png").mode == "L"
-    assert Image.open(out / "LR_bicubic" / "X2" / "a_s001x2.png").size == (12, 12)
+    assert Image.open(out / "LR_bicubic" / "X2" / "c_s001.png").mode == "L"
+    assert Image.open(out / "LR_bicubic" / "X2" / "a_s001.png").size == (12, 12)
 
 
 def test_a_rerun_writes_only_what_is_missing(hr_dir, tmp_path, capsys, monkeypatch):
@@ -102,7 +106,7 @@ def test_a_rerun_writes_only_what_is_missing(hr_dir, tmp_path, capsys, monkeypat
     assert _run(capsys, *args)[0] == 0
     first = _tree(out)
     (out / "HR" / "a_s002.png").unlink()
-    (out / "LR_bicubic" / "X2" / "b_s001x2.png").unlink()
+    (out / "LR_bicubic" / "X2" / "b_s001.png").unlink()
     (out / "HR" / "b_s003.png.tmp").write_bytes(b"half a file")  # not the writer's name: kept
     partial = out / "HR" / partial_name("b_s003.png")
     partial.write_bytes(b"half a file")  # left by a kill: removed when the rerun starts
@@ -289,3 +293,36 @@ def test_unreadable_and_too_small_images_are_reported_and_skipped(hr_dir, tmp_pa
 def test_help_exits_zero(capsys):
     assert main(["--help"]) == 0
     assert "srgrad-prepare" in capsys.readouterr().out
+
+
+def test_a_translated_basicsr_option_file_reads_the_output(hr_dir, tmp_path, capsys):
+    """BasicSR's option files read sub-image folders with filename_tmpl '{}' (extract_subimages.py
+    names an LR sub-image as its HR one); srgrad-prepare writes that layout, so the translation
+    of such a file reads its output (it wrote <stem>_sNNNx4.png, and the two disagreed)."""
+    from framework.engine.basicsr_options import translate_options
+    from framework.registry import DATASETS
+    out = tmp_path / "out"
+    assert _run(capsys, "--input", hr_dir, "--output", out, "--crop-size", 16, "--step", 16,
+                "--scales", 4, "--workers", 1)[0] == 0
+    options = {"name": "x", "model_type": "SRModel", "scale": 4,
+               "datasets": {"train": {"name": "DIV2K", "type": "PairedImageDataset",
+                                      "dataroot_gt": str(out / "HR"),
+                                      "dataroot_lq": str(out / "LR_bicubic" / "X4"),
+                                      "filename_tmpl": "{}", "io_backend": {"type": "disk"},
+                                      "gt_size": 8}},
+               "network_g": {"type": "MSRResNet", "upscale": 4},
+               "train": {"total_iter": 10, "optim_g": {"type": "Adam", "lr": 2e-4}}}
+    cfg, _ = translate_options(options)
+    data = DATASETS.build(cfg["datasets"]["train"], scale=4)
+    assert len(data) == len(list((out / "HR").iterdir())) and data.get(0)["lq"].shape == (3, 4, 4)
+
+
+def test_an_output_of_the_older_naming_is_refused(hr_dir, tmp_path, capsys):
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "prepare.json").write_text('{"crop_size": 16, "step": 16, "thresh_size": 0}')
+    code, _, err = _run(capsys, "--input", hr_dir, "--output", out, "--crop-size", 16, "--step",
+                        16, "--scales", 2)
+    assert code == 2 and "was prepared by an older srgrad-prepare, which named LR files " \
+        "<stem>_sNNNx<scale>.png" in err and "filename_tmpl: '{name}x{scale}'" in err
+    assert sorted(p.name for p in out.iterdir()) == ["prepare.json"]  # nothing written

@@ -14,6 +14,7 @@ import yaml
 import framework as sg
 from framework import nn
 from framework.engine.basicsr_options import BASICSR_SPELLINGS, translate_options
+from framework.engine.preflight import check_training_files
 from framework.engine.schema import SCHEMA, validate
 from framework.engine.zoo import load_zoo
 from framework.io.config import ConfigError, ConfigLoader
@@ -215,7 +216,6 @@ def test_untranslatable_keys_are_refused_together():
         opts["datasets"]["train"]["io_backend"] = {"type": "lmdb"}
         opts["datasets"]["val"]["type"] = "RealESRGANDataset"
         opts["train"]["total_iter"] = 2.5e5 + 0.5
-        opts["val"]["metrics"]["niqe"] = {"type": "calculate_niqe", "crop_border": 2}
         opts["frobnicate"] = 1
 
     with pytest.raises(ConfigError) as info:
@@ -226,7 +226,7 @@ def test_untranslatable_keys_are_refused_together():
                 "PerceptualLoss", "train.pixel_opt.type": "'WeightedTVLoss'",
                 "datasets.train.io_backend": "lmdb", "train.total_iter": "whole number",
                 "datasets.val.type": "validation needs LR images",
-                "val.metrics.niqe.type": "calculate_niqe", "frobnicate": "not a BasicSR option"}
+                "frobnicate": "not a BasicSR option"}
     assert len(lines) == 1 + len(expected)
     for key, why in expected.items():
         assert any(line.startswith(f"  {key}: ") and why in line for line in lines), (key, lines)
@@ -848,7 +848,7 @@ def test_translations_validate_with_stand_ins(which, monkeypatch, tmp_path):
     """The schema accepts each translation (its cross-checks of model_d, the loss terms, the
     optimizers and gt_usm included); missing registrations are stood in by BasicSR's signatures."""
     text, needs = FILES[which]
-    _vgg_weights_present(monkeypatch, tmp_path)
+    monkeypatch.delenv("SRGRAD_VGG19_WEIGHTS", raising=False)  # not needed to validate
     for name in _missing(needs):
         kind, cls = STAND_INS[name]
         monkeypatch.setitem(_registry(kind)._items, name, cls)
@@ -863,17 +863,20 @@ def test_translations_validate_with_the_real_classes(which, monkeypatch, tmp_pat
     if _missing(needs):
         pytest.skip(f"not registered on this branch yet: {', '.join(_missing(needs))}")
     cfg = translate(text)[0]
+    # without VGG weights on disk too: srgrad-train asks for them when it starts (preflight)
+    monkeypatch.delenv("SRGRAD_VGG19_WEIGHTS", raising=False)
+    resolved = validate(cfg, which)
     if (cfg.get("train", {}).get("losses") or {}).get("perceptual"):
-        # Without VGG weights on disk the check says where to get them, before any training.
-        monkeypatch.delenv("SRGRAD_VGG19_WEIGHTS", raising=False)
-        with pytest.raises(ConfigError, match="SRGRAD_VGG19_WEIGHTS=/path/to/vgg19-dcbb9e9d.pth"):
-            validate(copy.deepcopy(cfg), which)
+        with pytest.raises(ConfigError, match="train.losses.perceptual: PerceptualLoss: no VGG19 "
+                                              "weights given.*SRGRAD_VGG19_WEIGHTS=/path/to/"
+                                              "vgg19-dcbb9e9d.pth"):
+            check_training_files(resolved, which)
         _vgg_weights_present(monkeypatch, tmp_path)
-    validate(cfg, which)
+    check_training_files(resolved, which)
 
 
 def _vgg_weights_present(monkeypatch, tmp_path):
-    """The config check only asks that the file exists (it is read when training starts)."""
+    """srgrad-train's check only asks that the file exists (it is read when the loss is built)."""
     path = tmp_path / "vgg19-dcbb9e9d.pth"
     path.write_bytes(b"")
     monkeypatch.setenv("SRGRAD_VGG19_WEIGHTS", str(path))

@@ -260,19 +260,24 @@ def test_eval_single_image_paired_lr_and_csv_never_replaced(weights, tmp_path, c
     lq.mkdir()
     for name in ("0001", "0002"):
         Image.open(hr / f"{name}.png").resize((14, 16), Image.BICUBIC).save(lq / f"{name}x2.png")
-    assert eval_main(["--weights", str(weights), "--input", str(hr / "0001.png"),
+    assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr / "0001.png"),
                       "--no-progress"]) == 0
     first = weights.parent / "eval_net_0001.csv"
     rows = list(csv.DictReader(open(first)))
     assert [r["image"] for r in rows] == ["0001.png", "mean"]
-    assert eval_main(["--weights", str(weights), "--input", str(hr / "0001.png"),
+    assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr / "0001.png"),
                       "--no-progress"]) == 0
     assert (weights.parent / "eval_net_0001_2.csv").exists()  # the first one is kept
     assert list(csv.DictReader(open(first))) == rows
     out = capsys.readouterr().out
     assert f"written: {weights.parent / 'eval_net_0001_2.csv'}" in out
-    assert eval_main(["--weights", str(weights), "--input", str(hr), "--lq", str(lq),
-                      "--csv", str(tmp_path / "paired.csv"), "--no-progress"]) == 0
+    assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr), "--lq", str(lq),
+                      "--csv", str(tmp_path / "paired.csv"), "--no-progress"]) == 2
+    err = capsys.readouterr().err  # BasicSR's default template is the HR name; DIV2K's is named
+    assert "The LR files there are named '{name}x{scale}' (0001 -> 0001x2): set filename_tmpl" in err
+    assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr), "--lq", str(lq),
+                      "--lq-template", "{name}x{scale}", "--csv", str(tmp_path / "paired.csv"),
+                      "--no-progress"]) == 0
     assert "LR from" in capsys.readouterr().out
     paired = list(csv.DictReader(open(tmp_path / "paired.csv")))
     assert [r["image"] for r in paired] == ["0001.png", "0002.png", "mean"]
@@ -363,7 +368,7 @@ def test_tta_output_is_the_quantised_ensemble(weights, tmp_path):
 def test_eval_tta_says_so_in_the_table_and_the_csv(weights, tmp_path, capsys):
     hr = _png(tmp_path / "0001.png", h=32, w=28, seed=3)
     for extra in ([], ["--tta"]):
-        assert eval_main(["--weights", str(weights), "--input", str(hr), "--no-progress",
+        assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr), "--no-progress",
                           *extra]) == 0
     out = capsys.readouterr().out
     assert "no self-ensemble" in out and "self-ensemble x8 (--tta)" in out
@@ -388,7 +393,7 @@ def test_eval_csv_follows_the_output_rules(weights, tmp_path, capsys):
     kept = {p: p.read_bytes() for p in (img, weights, other)}
 
     def run(csv_path, *extra):
-        return eval_main(["--weights", str(weights), "--input", str(hr), "--csv", str(csv_path),
+        return eval_main(["--no-save", "--weights", str(weights), "--input", str(hr), "--csv", str(csv_path),
                           "--no-progress", *extra])
     for target, what in ((img, "input image"), (weights, "--weights file"), (link, "input image")):
         for extra in ([], ["--overwrite"]):
@@ -416,7 +421,7 @@ def test_eval_takes_any_registered_metric_and_names_columns_as_metrics_csv(weigh
     monkeypatch.chdir(tmp_path)
     img = _png(tmp_path / "0001.png", h=32, w=28, seed=3)
     out = tmp_path / "m.csv"
-    assert eval_main(["--weights", str(weights), "--input", str(img), "--csv", str(out),
+    assert eval_main(["--no-save", "--weights", str(weights), "--input", str(img), "--csv", str(out),
                       "--import", "my_metric", "--metrics", "mean_abs", "psnr", "--rgb",
                       "--no-progress"]) == 0
     rows = list(csv.DictReader(open(out)))
@@ -432,7 +437,7 @@ def test_eval_takes_any_registered_metric_and_names_columns_as_metrics_csv(weigh
     from framework.metrics import psnr
     assert float(rows[0]["psnr_rgb"]) == pytest.approx(psnr(sr, item["gt"], crop_border=2,
                                                             y_channel=False), abs=1e-4)
-    assert eval_main(["--weights", str(weights), "--input", str(img), "--metrics", "nope",
+    assert eval_main(["--no-save", "--weights", str(weights), "--input", str(img), "--metrics", "nope",
                       "--no-progress"]) == 2
     err = capsys.readouterr().err
     assert "--metrics" in err and "nope" in err and "psnr" in err

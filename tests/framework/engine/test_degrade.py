@@ -61,7 +61,8 @@ def _run(*argv):
 
 def test_samples_are_the_trainers(hr, usm_config, tmp_path, capsys):
     out = tmp_path / "out"
-    assert _run("--config", usm_config, "--input", hr, "--output", out, "--count", 3) == 0
+    assert _run("--config", usm_config, "--input", hr, "--output", out, "--count", 3, "--size",
+                "train") == 0
     assert "3 sample(s) of 2 image(s), seed 3" in capsys.readouterr().out
     ds = RealESRGANDataset(hr, gt_usm=True, **DATA)
     loader = BatchLoader(ds, BATCH, seed=SEED)
@@ -112,10 +113,43 @@ def test_same_seed_same_bytes_other_seed_other_bytes(hr, tmp_path):
     assert tables[0] == tables[1] != tables[2]
 
 
+def test_the_default_sample_is_the_whole_degraded_square(hr, tmp_path, capsys):
+    """Samples were the gt_size training crop (16x16 -> 8x8 here, 64 -> 16 in the CPU configs):
+    by default the whole crop_pad_size square now, of which the training crop is a window with
+    the same draws; --size N for larger views; --set as srgrad-train's."""
+    config = _config(tmp_path / "c.yaml")
+    full, train = tmp_path / "full", tmp_path / "train"
+    assert _run("--config", config, "--input", hr, "--output", full, "--set",
+                "datasets.train.gt_usm=true") == 0
+    assert _run("--config", config, "--input", hr, "--output", train, "--size", "train",
+                "--set", "datasets.train.gt_usm=true") == 0
+    for k in range(2):
+        stem = next(full.glob(f"*_{k}_lq.png")).name.split("_")[0]
+        big = {kind: _read(full / f"{stem}_{k}_{kind}.png") for kind in ("lq", "gt", "gt_usm")}
+        crop = {kind: _read(train / f"{stem}_{k}_{kind}.png") for kind in ("lq", "gt", "gt_usm")}
+        assert big["lq"].shape == (3, 16, 16) and big["gt"].shape == (3, 32, 32)
+        assert crop["lq"].shape == (3, 8, 8)
+        windows = [(y, x) for y in range(9) for x in range(9)
+                   if np.array_equal(big["lq"][:, y:y + 8, x:x + 8], crop["lq"])]
+        assert windows, "the training crop is a window of the whole degraded square"
+        y, x = windows[0]
+        np.testing.assert_array_equal(big["gt"][:, 2 * y:2 * y + 16, 2 * x:2 * x + 16], crop["gt"])
+    rows = [list(csv.DictReader(open(out / "degradations.csv"))) for out in (full, train)]
+    assert [r["kernel1"] for r in rows[0]] == [r["kernel1"] for r in rows[1]]
+    wide = tmp_path / "wide"
+    assert _run("--config", config, "--input", hr, "--output", wide, "--size", 48) == 0
+    assert _read(next(wide.glob("*_0_lq.png"))).shape == (3, 24, 24)
+    assert main(["--config", str(config), "--input", str(hr), "--output", str(tmp_path / "x"),
+                 "--size", "7", "--no-progress"]) == 2
+    assert "(root: the --input images, crop and gt_size: --size 7): gt_size=7 must be a multiple " \
+        "of scale=2" in capsys.readouterr().err
+
+
 def test_one_file_is_a_dataset_of_one_image(hr, tmp_path):
     config = _config(tmp_path / "c.yaml")
     out = tmp_path / "out"
-    assert _run("--config", config, "--input", hr / "b.png", "--output", out, "--count", 2) == 0
+    assert _run("--config", config, "--input", hr / "b.png", "--output", out, "--count", 2,
+                "--size", "train") == 0
     assert sorted(p.name for p in out.iterdir()) == ["b_0_gt.png", "b_0_lq.png", "b_1_gt.png",
                                                       "b_1_lq.png", "degradations.csv"]
     alone = tmp_path / "alone"
@@ -154,7 +188,7 @@ def test_refuses_an_existing_output_until_overwrite(hr, tmp_path, capsys):
     ("count 0", "--count must be >= 1, got 0"),
     ("negative seed", "--seed must be >= 0, got -1"),
     ("not RealESRGAN", "datasets.train is a HRImageDataset; srgrad-degrade shows"),
-    ("bad dataset", "datasets.train .*crop_pad_size=30 must be a multiple of scale=4"),
+    ("bad dataset", "datasets.train .*(gt_size|crop_pad_size)=30 must be a multiple of scale=4"),
     ("no config", "cannot read config"),
 ])
 def test_refusals_are_one_line_exit_2_and_write_nothing(hr, tmp_path, capsys, case, match):

@@ -102,9 +102,27 @@ def test_non_strict_loads_what_fits_and_lists_the_rest(make_config, tmp_path, pu
 
 def test_missing_file_is_one_line_naming_the_key(make_config, tmp_path, capsys):
     path = _with_pretrained(make_config, "ft.yaml", f"{{path: {tmp_path / 'nope.pth'}}}", iters=1)
-    assert train_main([str(path), "--no-progress"]) == 1
+    assert train_main([str(path), "--no-progress"]) == 2  # a config problem, said before the run
     err = capsys.readouterr().err
     assert f"train.pretrained.path: {tmp_path / 'nope.pth'} does not exist" in err, err
+
+
+def test_a_mismatch_is_said_before_kernels_compile(make_config, tmp_path, published, capsys,
+                                                   monkeypatch):
+    """srgrad-train loaded train.pretrained after precompiling (~11 s on a fresh machine) and only
+    then reported a mismatch; it is checked before precompile starts, nothing written."""
+    from framework.engine import precompile
+    started = []
+    monkeypatch.setattr(precompile, "ensure", lambda *a, **k: started.append(a))
+    pth, _ = published
+    path = _with_pretrained(make_config, "ft.yaml", f"{{path: {pth}, key: params}}", iters=1,
+                            model="{type: FSRCNN, d: 12, s: 4, m: 1}")
+    assert train_main([str(path), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f"error: {path}: train.pretrained: {pth} does not fit the model FSRCNN" in err, err
+    assert started == [] and not (tmp_path / "runs" / "tiny").exists()
+    ok = _with_pretrained(make_config, "ok.yaml", f"{{path: {pth}, key: params}}", iters=1)
+    assert train_main([str(ok), "--no-progress"]) == 0 and len(started) == 1
 
 
 def test_resume_ignores_pretrained(make_config, tmp_path, published):

@@ -152,7 +152,7 @@ def test_evaluate_prints_table_and_writes_csv(weights, tmp_path, capsys):
     for name in ("a.png", "b.png"):
         _save(hr_dir / name, rng.integers(0, 256, (33, 30, 3), dtype=np.uint8), None)
     out_csv = tmp_path / "eval.csv"
-    assert eval_main(["--weights", str(weights), "--input", str(hr_dir), "--scale", "2",
+    assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr_dir), "--scale", "2",
                       "--csv", str(out_csv), "--no-progress"]) == 0
     text = capsys.readouterr().out
     assert "x2, Y channel, crop_border=2, LR made by MATLAB imresize, bicubic = MATLAB imresize" \

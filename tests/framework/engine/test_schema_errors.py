@@ -227,13 +227,13 @@ def test_paired_data_at_another_scale_than_the_config(tmp_path, base, capsys):
     gt.mkdir()
     lq.mkdir()
     Image.new("RGB", (24, 24)).save(gt / "a.png")
-    Image.new("RGB", (8, 8)).save(lq / "ax2.png")  # 24 / 3, but the config says x2
+    Image.new("RGB", (8, 8)).save(lq / "a.png")  # 24 / 3, but the config says x2
     cfg = set_key(base, "datasets.train", {"type": "PairedImageDataset", "gt_root": str(gt),
                                            "lq_root": str(lq), "gt_size": 8})
     path = write(tmp_path, cfg)
     assert train_main([str(path), "--no-progress"]) == 2
     err = capsys.readouterr().err
-    assert f"{path}: datasets.train: {lq / 'ax2.png'}: LR size 8x8 should be 12x12 (HR a.png is " \
+    assert f"{path}: datasets.train: {lq / 'a.png'}: LR size 8x8 should be 12x12 (HR a.png is " \
            f"24x24, scale 2)" in err, err
 
 

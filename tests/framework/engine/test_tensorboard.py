@@ -170,14 +170,15 @@ def test_a_training_run_logs_its_columns_and_validation_images(make_config, tmp_
     assert train_main([str(cfg), "--no-progress"]) == 0
     got = values(read_events(tmp_path / "runs" / "tiny" / "tensorboard")[1])
     tags = {(step, tag) for step, tag, _ in got}
-    assert {(1, "loss"), (2, "loss"), (1, "lr"), (2, "psnr_y"), (2, "bicubic_psnr_y")} <= tags
+    assert {(1, "losses/loss"), (2, "losses/loss"), (1, "lr"), (2, "metrics/val/psnr_y"),
+            (2, "metrics/val/bicubic_psnr_y")} <= tags  # grouped as BasicSR's
     images = {tag: v for _, tag, v in got if not isinstance(v, float)}
     assert set(images) == {"val/v_rgb", "val/v_gray"}
     assert (images["val/v_rgb"].height, images["val/v_rgb"].width) == (16 + 32, 3 * 32 + 2 * 4)
     with open(tmp_path / "runs" / "tiny" / "metrics.csv") as fh:
         rows = list(csv.DictReader(fh))
     logged = {(step, tag): v for step, tag, v in got if isinstance(v, float)}
-    assert [logged[(int(r["iteration"]), "loss")] for r in rows] == \
+    assert [logged[(int(r["iteration"]), "losses/loss")] for r in rows] == \
         [pytest.approx(float(r["loss"]), rel=1e-5) for r in rows]  # the CSV keeps 6 digits
 
 

@@ -186,8 +186,8 @@ def test_column_buffer_of_a_large_batch_stays_under_the_cap():
     geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (96, 96), (96, 96))
     tiles, elems, _ = conv_module._column_tiles((16, 64, np.float32), geo)
     assert 4 * elems * conv_module._workers() <= conv_module.COL_BUFFER_BYTES <= 512 * 2**20
-    wino_elems = conv_module._winograd_tiles(16, 64, 64, geo, np.float32)[1]
-    assert 4 * wino_elems * conv_module._workers() <= conv_module.COL_BUFFER_BYTES
+    direct_elems = conv_module._direct_tiles((16, 64, np.float32), geo)[1]
+    assert 4 * direct_elems * conv_module._workers() <= conv_module.COL_BUFFER_BYTES
     covered = sorted((b, r) for b0, b1, r0, r1 in tiles for b in range(b0, b1) for r in range(r0, r1))
     assert covered == [(b, r) for b in range(16) for r in range(96)]  # every output row exactly once
 
@@ -227,7 +227,7 @@ def test_worker_threads_match_one_thread_and_restore_blas_threads(rng, monkeypat
     assert sg.threads.blas_threads() == before
 
 
-@pytest.mark.parametrize("w_shape", [(3, 2, 3, 3), (16, 16, 3, 3)])  # im2col, Winograd
+@pytest.mark.parametrize("w_shape", [(3, 2, 3, 3), (16, 16, 3, 3)])  # im2col, direct
 def test_empty_batch(w_shape, rng):
     x = sg.tensor(np.zeros((0, w_shape[1], 5, 4)), requires_grad=True, dtype=np.float64)
     w = t64(rng, *w_shape)
@@ -338,7 +338,7 @@ def test_one_image_adjoint_tasks_match_torch(transpose, w_shape, options, cap, m
 
 RELU_CASES = [((2, 3, 5, 7), (4, 3, 3, 3), dict(padding=1)),           # im2col
               ((1, 1, 1, 1), (2, 1, 1, 1), dict()),                      # one pixel, pointwise
-              ((2, 16, 6, 5), (16, 16, 3, 3), dict(padding=1)),         # Winograd F(2, 3)
+              ((2, 16, 6, 5), (16, 16, 3, 3), dict(padding=1)),         # direct
               ((1, 3, 9, 8), (5, 3, 3, 3), dict(stride=2, padding=1))]  # strided
 
 

@@ -110,3 +110,35 @@ def test_errors():
         F.drop_path(sg.tensor(np.float64(1.0)), 0.5, True)
     with pytest.raises(TypeError, match="dropout: input must be float32 or float64, got dtype int64"):
         F.dropout(sg.Tensor(np.ones(3, np.int64)))
+
+
+def test_dropout2d_drops_whole_channels_and_backward_uses_the_mask(rng):
+    """Each (sample, channel) plane is all zero or all kept (scaled); the keep rate is 1 - p; the
+    gradient is g times the forward's mask; torch.nn.Dropout2d's repr and no state."""
+    p = 0.3
+    x = sg.tensor(rng.uniform(0.5, 2.0, (200, 40, 3, 2)), requires_grad=True)
+    y = F.dropout2d(x, p, generator=np.random.default_rng(2))
+    zero = (y.data == 0).reshape(200, 40, -1)
+    assert np.all(zero.min(axis=2) == zero.max(axis=2))  # x > 0: a plane is all zero or all kept
+    kept = ~zero[:, :, 0]
+    assert abs(kept.mean() - (1 - p)) < 5 * np.sqrt(p * (1 - p) / kept.size)
+    np.testing.assert_allclose(y.data[kept], x.data[kept] / (1 - p), rtol=1e-14)
+    g = rng.standard_normal(y.shape)
+    y.backward(g)
+    np.testing.assert_allclose(x.grad.data, kept[:, :, None, None] * g / (1 - p), rtol=1e-14)
+    assert F.dropout2d(x, 0.5, training=False) is x and F.dropout2d(x, 0.0) is x
+    with pytest.raises(ValueError, match=r"dropout2d: expected a 4-D input \(N, C, H, W\), got shape \(2, 3\)"):
+        F.dropout2d(_ones(2, 3), 0.5)
+    with pytest.raises(ValueError, match=r"dropout2d: p must be in \[0.0, 1.0\], got 2"):
+        F.dropout2d(x, 2)
+
+
+def test_dropout2d_layer():
+    torch = pytest.importorskip("torch")
+    from framework import nn
+    assert repr(nn.Dropout2d(0.2)) == repr(torch.nn.Dropout2d(0.2))
+    layer = nn.Dropout2d(0.5)
+    x = sg.tensor(np.ones((4, 8, 2, 2), np.float32))
+    assert layer.eval()(x) is x
+    y = layer.train()(x).data
+    assert set(np.unique(y)) <= {0.0, 2.0} and np.all(y.min(axis=(2, 3)) == y.max(axis=(2, 3)))

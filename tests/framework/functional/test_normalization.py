@@ -224,3 +224,69 @@ def test_layer_norm_errors():
         F.layer_norm(x, 4, eps=-1)
     with pytest.raises(TypeError, match="layer_norm: input must be float32 or float64, got dtype int64"):
         F.layer_norm(sg.Tensor(np.ones((2, 4), np.int64)), 4)
+
+
+# -- group_norm ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize("shape,groups,affine", [((2, 6, 3, 4), 3, True), ((1, 4, 5, 1), 1, True),
+                                                 ((3, 4, 2, 2), 4, False), ((2, 2, 1, 1), 2, True),
+                                                 ((2, 6, 7), 2, True)])
+def test_group_norm_gradcheck(shape, groups, affine, rng):
+    x = t64(rng, *shape)
+    args = (x, t64(rng, shape[1]), t64(rng, shape[1])) if affine else (x,)
+    assert sg.gradcheck(lambda *a: F.group_norm(a[0], groups, *a[1:], eps=1e-3), args)
+
+
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("shape,groups,eps", [((2, 8, 5, 6), 4, 1e-5), ((1, 64, 9, 7), 4, 1e-5),
+                                              ((3, 6, 4, 4), 6, 1e-2), ((2, 4, 3, 5), 1, 1e-6)])
+def test_group_norm_matches_torch(shape, groups, eps, dtype, rng):
+    """Output and the input, weight and bias gradients of torch.nn.functional.group_norm."""
+    torch = pytest.importorskip("torch")
+    a, w, b = (rng.standard_normal(s).astype(dtype) for s in (shape, shape[1:2], shape[1:2]))
+    a = a * 3 + 1  # a mean and a scale to remove
+    g = rng.standard_normal(shape).astype(dtype)
+    x, W, B = (sg.tensor(v, requires_grad=True) for v in (a, w, b))
+    y = F.group_norm(x, groups, W, B, eps)
+    y.backward(g)
+    tx, tw, tb = (torch.tensor(v, requires_grad=True) for v in (a, w, b))
+    ty = torch.nn.functional.group_norm(tx, groups, tw, tb, eps)
+    ty.backward(torch.tensor(g))
+    tol = 1e-12 if dtype == np.float64 else 2e-5
+    for ours, theirs in ((y, ty), (x.grad, tx.grad), (W.grad, tw.grad), (B.grad, tb.grad)):
+        theirs = theirs.detach().numpy()
+        assert ours.dtype == dtype
+        np.testing.assert_allclose(ours.data, theirs, rtol=0, atol=tol * max(1, np.abs(theirs).max()))
+
+
+def test_group_norm_hand_values_and_layer():
+    """Two groups of one channel each: each plane standardised on its own; GroupNorm's keys,
+    defaults and repr are torch's."""
+    x = np.array([[[[1.0, 3.0]], [[10.0, 10.0]]]])  # group 0: mean 2, var 1; group 1: constant
+    y = F.group_norm(sg.tensor(x), 2, eps=0.0 + 1e-12).data
+    np.testing.assert_allclose(y[0, 0, 0], [-1.0, 1.0], rtol=1e-9)
+    np.testing.assert_array_equal(y[0, 1, 0], [0.0, 0.0])
+    from framework import nn
+    torch = pytest.importorskip("torch")
+    layer = nn.GroupNorm(2, 4)
+    assert list(layer.state_dict()) == ["weight", "bias"] and repr(layer) == repr(torch.nn.GroupNorm(2, 4))
+    np.testing.assert_array_equal(layer.weight.data, 1)
+    assert nn.GroupNorm(2, 4, affine=False).state_dict() == {}
+
+
+def test_group_norm_errors():
+    x = sg.tensor(np.zeros((2, 6, 3, 3)))
+    with pytest.raises(ValueError, match=r"group_norm: num_groups=4 does not divide the 6 channels"):
+        F.group_norm(x, 4)
+    with pytest.raises(ValueError, match=r"group_norm: weight must have shape \(6,\), got \(3,\)"):
+        F.group_norm(x, 3, np.ones(3))
+    with pytest.raises(TypeError, match="group_norm: bias dtype float32 differs from input dtype float64"):
+        F.group_norm(x, 3, None, np.zeros(6, np.float32))
+    with pytest.raises(ValueError, match=r"group_norm: expected an input \(N, C, ...\)"):
+        F.group_norm(sg.tensor(np.zeros(3)), 1)
+    with pytest.raises(ValueError, match=r"group_norm: input of shape \(0, 6, 3, 3\) has no element"):
+        F.group_norm(sg.tensor(np.zeros((0, 6, 3, 3))), 3)
+    from framework import nn
+    with pytest.raises(ValueError, match="GroupNorm: num_channels must be divisible by num_groups"):
+        nn.GroupNorm(4, 6)
+    with pytest.raises(ValueError, match=r"GroupNorm\(3, 6\): expected input of shape \(N, 6, ...\)"):
+        nn.GroupNorm(3, 6)(sg.tensor(np.zeros((1, 3, 2, 2), np.float32)))

@@ -114,13 +114,22 @@ def test_adjoint_tasks_touch_disjoint_elements(x_shape, k, stride, padding, dila
 
 
 def _record_workers(monkeypatch):
-    """Thread ids that ran conv tiles."""
+    """Thread ids that ran conv tiles. A pool thread waits (at most 10 s) until a second thread has
+    taken a tile: on a busy machine one thread can otherwise drain the queue before the other wakes,
+    and the test would measure the scheduler, not the split."""
     seen = set()
+    lock = threading.Lock()
+    two = threading.Event()
     real = _tiles.run
 
     def run(tasks, work, *args):
         def traced(task, buf):
-            seen.add(threading.get_ident())
+            with lock:
+                seen.add(threading.get_ident())
+                if len(seen - {threading.main_thread().ident}) >= 2:
+                    two.set()
+            if threading.current_thread() is not threading.main_thread():
+                two.wait(10)
             return work(task, buf)
         return real(tasks, traced, *args)
 

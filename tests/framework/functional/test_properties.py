@@ -338,6 +338,40 @@ def test_interpolate_antialias_one_pixel_wide_is_column_by_column(mode):
         np.testing.assert_allclose(ours[..., 0], ref[..., 0], rtol=1e-7, atol=1e-9)
 
 
+@st.composite
+def direct_case(draw, transposed=False):
+    """Shapes of the direct route (conv.py's _direct_route: stride 1, no dilation or groups, 12+
+    output channels, 32+ products per output): odd and one-pixel maps, every padding, kernels 1-5."""
+    kh, kw = draw(st.integers(1, 5)), draw(st.integers(1, 5))
+    c, o = draw(st.integers(-(-32 // (kh * kw)), 40)), draw(st.integers(16, 40))
+    n, h, w = draw(st.integers(1, 2)), draw(st.integers(1, 9)), draw(st.integers(1, 9))
+    if transposed:  # stride 1: the direct forward of the flipped kernel
+        padding = draw(int_or_pair(st.integers(0, 4)))
+        weight = (c, o, kh, kw)
+    else:
+        padding = draw(st.one_of(int_or_pair(st.integers(0, 3)), st.just("same")))
+        weight = (o, c, kh, kw)
+    seed = draw(seeds)
+    arrays = [data(seed, (n, c, h, w)), data(seed + 1, weight)]
+    if draw(st.booleans()):
+        arrays.append(data(seed + 2, (o,)))
+    return arrays, {"padding": padding}
+
+
+@pytest.mark.filterwarnings("ignore:Using padding='same'")
+@given(direct_case())
+def test_conv2d_direct_route(case):
+    arrays, kw = case
+    check(lambda *t: F.conv2d(*t, **kw), lambda *t: TF.conv2d(*t, **kw), arrays, None, kw)
+
+
+@given(direct_case(transposed=True))
+def test_conv_transpose2d_direct_route(case):
+    arrays, kw = case
+    check(lambda *t: F.conv_transpose2d(*t, **kw), lambda *t: TF.conv_transpose2d(*t, **kw), arrays,
+          None, kw)
+
+
 # -- out-of-bounds accesses, checked by numba itself ---------------------------------------------
 # Wrong values show a stray read only when the stray memory differs; a stray write corrupts the heap
 # and may abort the process much later, in another test. So the same tests run again in a child

@@ -179,3 +179,18 @@ def test_every_message_is_bounded(tmp_path):
     first, *rest = str(long).split("\n")
     assert first == "a" * 1000 + "... (4,000 more characters)"
     assert len(rest) == 60 and rest[-1] == "... (41 more lines)"
+
+
+@pytest.mark.parametrize("value, parsed", [
+    ("{name}x2", "{name}x2"),            # not YAML (a flow mapping, then text): the text itself
+    ("{name}", "{name}"),                # YAML's {name: null}: a file-name template
+    ("{name}x{scale}", "{name}x{scale}"),
+    ('"{name}x2"', "{name}x2"),          # quoted, as before
+    ("[pixel", "[pixel"),
+    ("2e-4", 2e-4), ("[pixel, gan]", ["pixel", "gan"]), ("{type: L1Loss}", {"type": "L1Loss"}),
+    ("{}", {}), ("null", None),
+])
+def test_set_values_that_are_not_yaml_are_strings(value, parsed):
+    """`--set datasets.train.filename_tmpl={name}x2` died with a raw YAML error unless quoted."""
+    from framework.io.config import parse_scalar
+    assert parse_scalar(value) == parsed

@@ -32,16 +32,6 @@ BASICSR_VGG19 = [
 REALESRGAN = {"conv1_2": 0.1, "conv2_2": 0.1, "conv3_4": 1.0, "conv4_4": 1.0, "conv5_4": 1.0}
 
 
-@pytest.fixture(autouse=True)
-def im2col_convolutions(monkeypatch):
-    """VGG's 256- and 512-channel convolutions through im2col, not Winograd: on these small test
-    images Winograd's per-call weight transform made a 512-channel layer 10-80x slower (0.4 s vs
-    5 ms at 2x2). Both paths have their own torch parity tests (test_conv.py); this file tests the
-    loss."""
-    from framework.functional import conv
-    monkeypatch.setattr(conv, "_WINOGRAD_MIN_CHANNELS", 1 << 30)
-
-
 @contextlib.contextmanager
 def one_torch_thread():
     """Run the twin on one torch thread, set just before it runs: numba's OpenMP layer leaves its
@@ -297,8 +287,15 @@ def test_config_validation_without_reading_the_weights(shallow, monkeypatch):
     assert "vgg19 has no layer 'conv5_5'; did you mean 'conv5_4'?" in msg
     [(_, msg)] = LOSSES.check({**ok, "criterion": "L1"})
     assert "criterion must be one of 'l1', 'l2', 'fro', got 'L1'" in msg
-    [(_, msg)] = LOSSES.check({"type": "PerceptualLoss", "layer_weights": REALESRGAN})
-    assert "SRGRAD_VGG19_WEIGHTS" in msg
+    # the file is training's question (check_files, asked by srgrad-train before it starts), not
+    # the config's: a config naming a missing file validates
+    no_file = {"type": "PerceptualLoss", "layer_weights": REALESRGAN}
+    assert LOSSES.check(no_file) == []
+    with pytest.raises(FileNotFoundError, match="no VGG19 weights given.*SRGRAD_VGG19_WEIGHTS"):
+        nn.PerceptualLoss.check_files({"layer_weights": REALESRGAN})
+    nn.PerceptualLoss.check_files({"layer_weights": REALESRGAN, "weights": path})
+    [(_, msg)] = LOSSES.check({**no_file, "weights": 3})
+    assert "weights must be a path, got int" in msg
 
 
 def test_argument_errors(shallow):

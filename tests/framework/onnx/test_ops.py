@@ -62,6 +62,12 @@ ACTIVATIONS = [
     ("tanh", lambda m, x: F.tanh(x), ["Tanh"]),
     ("gelu", lambda m, x: F.gelu(x), ["Mul", "Erf", "Mul", "Add", "Mul"]),
     ("gelu_tanh", lambda m, x: F.gelu(x, approximate="tanh"), None),
+    ("silu", lambda m, x: F.silu(x), ["Sigmoid", "Mul"]),
+    ("mish", lambda m, x: F.mish(x), ["Mish"]),
+    ("group_norm", lambda m, x: F.group_norm(x, 3, m.w, m.w),
+     ["Reshape", "InstanceNormalization", "Shape", "Reshape", "Reshape", "Mul", "Reshape", "Add"]),
+    ("group_norm_1", lambda m, x: F.group_norm(x, 1), ["Reshape", "InstanceNormalization", "Shape",
+                                                       "Reshape"]),
 ]
 
 
@@ -79,6 +85,11 @@ def test_gelu_opset20_is_one_node(tmp_path, approximate):
     model = Lambda(lambda m, x: F.gelu(x, approximate=approximate))
     _, ops = check(model, image(1, 2, 3, 5, lo=-4, hi=4), tmp_path, opset=20)
     assert ops == ["Gelu"]
+
+
+def test_mish_below_opset_18_is_the_formula(tmp_path):
+    _, ops = check(Lambda(lambda m, x: F.mish(x)), image(1, 2, 3, 5, lo=-6, hi=6), tmp_path, opset=17)
+    assert ops == ["Softplus", "Tanh", "Mul"]
 
 
 def _elementwise(m, x):

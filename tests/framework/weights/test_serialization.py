@@ -68,11 +68,19 @@ def test_values_of_every_kind(tmp_path):
     assert out[0].tolist() == [1.0, 1.0] and out[1] == 3
 
 
-def test_bad_objects_are_refused_and_the_old_file_survives(tmp_path):
-    path = tmp_path / "f.pth"
+@pytest.mark.parametrize("name", ["f.pth", "f.st"])
+def test_a_module_is_refused_and_the_old_file_survives(tmp_path, name):
+    path = tmp_path / name
     sg.save({"w": np.ones(2)}, path)
     with pytest.raises(TypeError, match="has type Linear"):
         sg.save({"w": nn.Linear(2, 2)}, path)
+    assert sg.load(path)["w"].tolist() == [1.0, 1.0]
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+def test_bad_objects_are_refused_and_the_old_file_survives(tmp_path):
+    path = tmp_path / "f.safetensors"
+    sg.save({"w": np.ones(2)}, path)
     with pytest.raises(ValueError, match="flatten to the same dotted name"):
         sg.save({"a.b": np.ones(1), "a": {"b": np.zeros(1)}}, path)
     with pytest.raises(ValueError, match="keys that differ only in type"):
@@ -84,12 +92,53 @@ def test_bad_objects_are_refused_and_the_old_file_survives(tmp_path):
 def test_load_reads_pytorch_and_other_weights_files_safely(tmp_path):
     torch = pytest.importorskip("torch")
     sd = {"conv.weight": torch.arange(6.0).reshape(2, 3), "conv.bias": torch.zeros(2)}
-    torch.save({"params_ema": sd, "params": sd}, tmp_path / "w.pth")
-    got = sg.load(tmp_path / "w.pth")
-    assert sorted(got) == ["conv.bias", "conv.weight"]
-    np.testing.assert_array_equal(got["conv.weight"], np.arange(6.0).reshape(2, 3))
+    torch.save({"params_ema": sd, "params": sd, "iter": 3}, tmp_path / "w.pth")
+    got = sg.load(tmp_path / "w.pth")  # what torch.load returns, arrays as numpy
+    assert sorted(got) == ["iter", "params", "params_ema"] and got["iter"] == 3
+    assert sorted(got["params_ema"]) == ["conv.bias", "conv.weight"]
+    np.testing.assert_array_equal(got["params_ema"]["conv.weight"], np.arange(6.0).reshape(2, 3))
     save_weights(tmp_path / "w.safetensors", {"k": np.ones(2, np.float32)}, model={"type": "X"})
     assert list(sg.load(tmp_path / "w.safetensors")) == ["k"]
     (tmp_path / "bad").write_bytes(b"\x80\x04not really a pickle")
     with pytest.raises(CheckpointError):
         sg.load(tmp_path / "bad")
+
+
+@pytest.mark.parametrize("suffix", [".pth", ".pt", ".PTH"])
+def test_a_pth_name_is_written_in_torch_saves_format(tmp_path, suffix):
+    """torch.load reads what framework.save writes under a .pth/.pt name (it was safetensors)."""
+    torch = pytest.importorskip("torch")
+    model = _model()
+    opt = Adam(model.parameters(), lr=1e-2, betas=(0.8, 0.9))
+    _step(model, opt)
+    path = tmp_path / f"m{suffix}"
+    sg.save({"model": model.state_dict(), "optimizer": opt.state_dict(), "iter": 1,
+             "scale": np.float32(0.5), "note": None, "flags": (True, "x")}, path)
+    got = torch.load(path, weights_only=True)
+    assert got["iter"] == 1 and got["scale"] == 0.5 and got["note"] is None
+    assert got["flags"] == (True, "x")
+    assert list(got["model"]) == list(model.state_dict())
+    for k, v in model.state_dict().items():
+        assert got["model"][k].dtype == torch.float32
+        np.testing.assert_array_equal(got["model"][k].numpy(), v, err_msg=k)
+    state = opt.state_dict()
+    assert sorted(got["optimizer"]["state"]) == sorted(state["state"])  # int keys
+    np.testing.assert_array_equal(got["optimizer"]["state"][0]["exp_avg"].numpy(),
+                                  state["state"][0]["exp_avg"])
+    assert got["optimizer"]["param_groups"] == state["param_groups"]
+    back = sg.load(path)  # and back into srgrad, as torch.load returns it
+    twin = _model()
+    twin.load_state_dict(back["model"])
+    Adam(twin.parameters(), lr=1e-2).load_state_dict(back["optimizer"])
+    for k, v in model.state_dict().items():
+        np.testing.assert_array_equal(twin.state_dict()[k], v)
+
+
+def test_torch_reads_a_bare_state_dict_into_its_own_module(tmp_path):
+    torch = pytest.importorskip("torch")
+    lin = nn.Linear(3, 2)
+    sg.save(lin.state_dict(), tmp_path / "lin.pth")
+    twin = torch.nn.Linear(3, 2)
+    twin.load_state_dict(torch.load(tmp_path / "lin.pth", weights_only=True))
+    np.testing.assert_array_equal(twin.weight.detach().numpy(), lin.weight.numpy())
+    np.testing.assert_array_equal(twin.bias.detach().numpy(), lin.bias.numpy())

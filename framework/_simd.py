@@ -1,0 +1,242 @@
+"""Explicit SIMD vectors for the few kernels whose speed is register blocking (functional/_direct.py).
+
+LLVM's loop vectoriser decides by heuristics that change with the CPU and the loop's size (a 16-lane
+loop of 8 accumulators came out as register spills on AVX2 and as sensible code on AVX-512), so the
+hot kernels say what they mean instead: a `Vector(dtype, lanes)` is one LLVM vector value, which
+numba keeps in registers as it keeps any local scalar, and four intrinsics act on it:
+
+    vload(a, i, lanes)   a[i:i + lanes] of a contiguous 1-D array (no bounds check: validate first)
+    vstore(a, i, v)      a[i:i + lanes] = v
+    vstore_part(a, i, v, lo, hi)   a[i + p] = v[p] for lanes lo <= p < hi only (a masked store: the
+                         other lanes' addresses are never touched, so i may be negative)
+    vsplat(x, lanes)     x in every lane
+    vfma(a, b, c)        a b + c per lane, rounded once (llvm.fma: IEEE fused multiply-add)
+    vadd(a, b)           a + b per lane
+    vrelu(v), vleaky(v, s)   activation.rectify_'s relu (-0 to +0, NaN kept) and leaky relu per lane
+
+vfma is exact IEEE arithmetic, not fastmath: the same inputs give the same bits on every CPU, with or
+without FMA hardware (where LLVM calls libm's fma), and lanes never mix, so a lane's sum keeps its
+order whatever the vector width. `wide()` marks the calling kernel for 512-bit vectors: LLVM's tuning
+for recent Intel server CPUs prefers 256-bit ones (`prefer-256-bit`), which splits every 16-lane
+operation in two and halves the registers a kernel can block in (docs/benchmarks.md).
+
+`lanes()` and `has_avx512()` describe the vector registers of the CPU numba compiles for (numba's
+own target, so NUMBA_CPU_NAME / NUMBA_CPU_FEATURES count); kernels size their register blocks by
+them, which changes speed only, never a result.
+"""
+from __future__ import annotations
+
+import functools
+
+from llvmlite import ir
+from numba import types
+from numba.core import cgutils
+from numba.core.datamodel import models, register_default
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
+
+__all__ = ["Vector", "vload", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vrelu", "vleaky", "wide",
+           "lanes", "target"]
+
+
+class Vector(types.Type):
+    """numba type of an LLVM vector <lanes x dtype>."""
+
+    def __init__(self, dtype, lanes):
+        self.dtype, self.lanes = dtype, lanes
+        super().__init__(name=f"Vector({dtype}, {lanes})")
+
+
+@register_default(Vector)
+class _VectorModel(models.PrimitiveModel):
+    def __init__(self, dmm, fe_type):
+        element = dmm.lookup(fe_type.dtype).get_value_type()
+        super().__init__(dmm, fe_type, ir.VectorType(element, fe_type.lanes))
+
+
+def _literal_lanes(n):
+    if not isinstance(n, types.IntegerLiteral) or n.literal_value < 1:
+        raise TypingError(f"lanes must be a positive compile-time constant, got {n}")
+    return n.literal_value
+
+
+def _element_pointer(context, builder, arrty, arr, i, vector):
+    """Pointer to arr[i] as a pointer to the vector type."""
+    data = context.make_array(arrty)(context, builder, arr).data
+    return builder.bitcast(builder.gep(data, [i]), vector.as_pointer())
+
+
+def _boundscheck(context, builder, arrty, arr, first, last):
+    """Under NUMBA_BOUNDSCHECK=1 (as numba's own indexing): IndexError unless first and last, the
+    first and last element a vector access touches, are indices of arr."""
+    if context.enable_boundscheck:
+        (length,) = cgutils.unpack_tuple(builder, context.make_array(arrty)(context, builder, arr).shape, 1)
+        for index in (first, last):
+            cgutils.do_boundscheck(context, builder, index, length)
+
+
+def _check_array(arr):
+    if not isinstance(arr, types.Array) or arr.ndim != 1 or arr.layout != "C":
+        raise TypingError(f"expected a contiguous 1-D array, got {arr}")
+
+
+@intrinsic
+def vload(typingctx, arr, i, n):
+    _check_array(arr)
+    vt = Vector(arr.dtype, _literal_lanes(n))
+
+    def codegen(context, builder, sig, args):
+        last = builder.add(args[1], ir.Constant(args[1].type, vt.lanes - 1))
+        _boundscheck(context, builder, sig.args[0], args[0], args[1], last)
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], context.get_value_type(vt))
+        return builder.load(ptr, align=arr.dtype.bitwidth // 8)
+    return vt(arr, types.intp, n), codegen
+
+
+@intrinsic
+def vstore(typingctx, arr, i, v):
+    _check_array(arr)
+    if not isinstance(v, Vector) or v.dtype != arr.dtype:
+        raise TypingError(f"vstore: {v} into {arr}")
+
+    def codegen(context, builder, sig, args):
+        last = builder.add(args[1], ir.Constant(args[1].type, v.lanes - 1))
+        _boundscheck(context, builder, sig.args[0], args[0], args[1], last)
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], args[2].type)
+        builder.store(args[2], ptr, align=arr.dtype.bitwidth // 8)
+        return context.get_dummy_value()
+    return types.none(arr, types.intp, v), codegen
+
+
+def _splat(builder, value, count):
+    """An LLVM vector of count copies of value."""
+    vt = ir.VectorType(value.type, count)
+    one = builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
+    return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
+                                  ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count))
+
+
+@intrinsic
+def vstore_part(typingctx, arr, i, v, lo, hi):
+    _check_array(arr)
+    if not isinstance(v, Vector) or v.dtype != arr.dtype:
+        raise TypingError(f"vstore_part: {v} into {arr}")
+
+    def codegen(context, builder, sig, args):
+        vt = args[2].type
+        count, i64 = vt.count, ir.IntType(64)
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], vt)
+        lanes_ = ir.Constant(ir.VectorType(i64, count), list(range(count)))
+        lo_, hi_ = (context.cast(builder, a, t, types.int64) for a, t in zip(args[3:], sig.args[3:]))
+        if context.enable_boundscheck:
+            with builder.if_then(builder.icmp_signed("<", lo_, hi_)):
+                last = builder.sub(builder.add(args[1], hi_), ir.Constant(i64, 1))
+                _boundscheck(context, builder, sig.args[0], args[0], builder.add(args[1], lo_), last)
+        mask = builder.and_(builder.icmp_signed(">=", lanes_, _splat(builder, lo_, count)),
+                            builder.icmp_signed("<", lanes_, _splat(builder, hi_, count)))
+        fnty = ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), ir.IntType(32),
+                                               ir.VectorType(ir.IntType(1), count)])
+        name = f"llvm.masked.store.v{count}f{v.dtype.bitwidth}.p0"
+        fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+        builder.call(fn, [args[2], ptr, ir.Constant(ir.IntType(32), v.dtype.bitwidth // 8), mask])
+        return context.get_dummy_value()
+    return types.none(arr, types.intp, v, lo, hi), codegen
+
+
+@intrinsic
+def vsplat(typingctx, x, n):
+    if not isinstance(x, types.Float):
+        raise TypingError(f"vsplat: a float scalar, got {x}")
+    count = _literal_lanes(n)
+
+    def codegen(context, builder, sig, args):
+        return _splat(builder, args[0], count)
+    return Vector(x, count)(x, n), codegen
+
+
+@intrinsic
+def vfma(typingctx, a, b, c):
+    if not (isinstance(a, Vector) and a == b == c):
+        raise TypingError(f"vfma: three vectors of one type, got {a}, {b}, {c}")
+
+    def codegen(context, builder, sig, args):
+        t = args[0].type
+        name = f"llvm.fma.v{t.count}f{a.dtype.bitwidth}"
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name)
+        return builder.call(fn, args)
+    return a(a, b, c), codegen
+
+
+@intrinsic
+def vadd(typingctx, a, b):
+    if not (isinstance(a, Vector) and a == b):
+        raise TypingError(f"vadd: two vectors of one type, got {a}, {b}")
+
+    def codegen(context, builder, sig, args):
+        return builder.fadd(args[0], args[1])
+    return a(a, b), codegen
+
+
+@intrinsic
+def vrelu(typingctx, v):
+    if not isinstance(v, Vector):
+        raise TypingError(f"vrelu: a vector, got {v}")
+
+    def codegen(context, builder, sig, args):  # v <= 0 (ordered): +0; NaN fails it and stays
+        zero = ir.Constant(args[0].type, None)
+        return builder.select(builder.fcmp_ordered("<=", args[0], zero), zero, args[0])
+    return v(v), codegen
+
+
+@intrinsic
+def vleaky(typingctx, v, s):
+    if not isinstance(v, Vector):
+        raise TypingError(f"vleaky: a vector, got {v}")
+
+    def codegen(context, builder, sig, args):  # v > 0 (ordered): v, else v s (NaN s is NaN)
+        x = args[0]
+        slope = _splat(builder, context.cast(builder, args[1], sig.args[1], v.dtype), x.type.count)
+        positive = builder.fcmp_ordered(">", x, ir.Constant(x.type, None))
+        return builder.select(positive, x, builder.fmul(x, slope))
+    return v(v, s), codegen
+
+
+@intrinsic
+def wide(typingctx):
+    """Let the calling kernel use 512-bit vectors where the CPU has them (LLVM's function attributes;
+    llvmlite's checked set knows only the keyword attributes, hence the plain set.add)."""
+    def codegen(context, builder, sig, args):
+        for attr in ('"prefer-vector-width"="512"', '"min-legal-vector-width"="512"'):
+            set.add(builder.function.attributes, attr)
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+# CPUs whose LLVM model has AVX-512 (for NUMBA_CPU_NAME without NUMBA_CPU_FEATURES, where numba
+# passes no feature list and LLVM takes the model's own)
+_AVX512_MODELS = ("skylake-avx512", "cascadelake", "cooperlake", "cannonlake", "icelake", "tigerlake",
+                  "rocketlake", "sapphirerapids", "emeraldrapids", "graniterapids", "diamondrapids",
+                  "znver4", "znver5", "x86-64-v4", "knl", "knm")
+
+
+@functools.lru_cache(maxsize=None)
+def target() -> tuple[str, str]:
+    """(CPU name, feature list) numba compiles for: the host's, or NUMBA_CPU_NAME / _FEATURES'."""
+    from numba.core.registry import cpu_target
+    codegen = cpu_target.target_context.codegen()
+    return codegen._get_host_cpu_name(), codegen._tm_features
+
+
+@functools.lru_cache(maxsize=None)
+def has_avx512() -> bool:
+    """Whether the kernels compile for a CPU with AVX-512F (32 vector registers of 16 floats)."""
+    name, features = target()
+    if features:
+        return "+avx512f" in features.split(",")
+    return name.startswith(_AVX512_MODELS)
+
+
+def lanes(dtype_bits: int = 32) -> int:
+    """Lanes of one vector register for elements of this many bits on the CPU numba compiles for:
+    512-bit registers (32 of them) with AVX-512, else 256-bit ones (16 with AVX2)."""
+    return (512 if has_avx512() else 256) // dtype_bits

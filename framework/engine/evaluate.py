@@ -1,0 +1,357 @@
+"""`srgrad-eval`: image-quality metrics of a model next to bicubic, and its SR images saved, as
+BasicSR's `basicsr/test.py -opt` does. Two ways to name the data:
+
+    srgrad-eval CONFIG [--weights W]                 every set of a file (engine/testconfig.py):
+        an srgrad test config (datasets.test_1, test_2, ...), a BasicSR test option file
+        (options/test/*.yml, translated on the fly with its notes), or a training config (its
+        datasets.val); the weights from --weights, else the file's (BasicSR's pretrain_network_g)
+    srgrad-eval --weights W --input HR [--lq LR]     one set: HR images, LR made with imresize
+        (as in training validation) or read from --lq
+
+The SR images go to <results_root>/<name>/visualization/<set>/<image>_<suffix>.png (BasicSR's
+layout; results_root `results`, suffix the config's val.suffix or its name; one set: name and suffix
+the weights' stem, set the input's name) unless --no-save; the folder is made unique (_2, _3, ...)
+unless --overwrite. The scores: a table per set and one CSV, <results>/<name>/metrics.csv
+(one set: beside the weights, eval_<weights>_<input>.csv, or --csv), never over an input.
+"""
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .cli import load_model_from_args, model_args, run_guarded, tta_arg
+from .outputs import OutputError, _check_folder, _same_file, check_output
+
+__all__ = ["eval_main", "EVAL_METRICS"]
+
+EVAL_METRICS = ("psnr", "ssim")
+
+
+def eval_main(argv=None) -> int:
+    p = argparse.ArgumentParser(
+        prog="srgrad-eval", description="Image-quality metrics (default PSNR and SSIM on the Y "
+        "channel, BasicSR conventions) of a model next to bicubic (MATLAB imresize), and its SR "
+        "images saved as BasicSR's test.py saves them. Give CONFIG (a test config with several "
+        "sets, a BasicSR test option file, or a training config: its validation set) or --input "
+        "(one set). LR inputs made from HR images are made exactly as in training validation "
+        "(mod-crop, imresize, 8-bit LR), so the numbers and column names match metrics.csv.")
+    p.add_argument("options", nargs="?", metavar="CONFIG", help="an srgrad test config "
+                   "(datasets.test_1, test_2, ...), a BasicSR test option file (options/test/*.yml; "
+                   "translated, with notes) or a training config (its datasets.val)")
+    p.add_argument("--weights", help="weights: srgrad's .safetensors, a plain .safetensors or a "
+                   "PyTorch .pth/.pt (read safely); default: CONFIG's (weights.path, BasicSR's "
+                   "path.pretrain_network_g)")
+    model_args(p, weights=False)
+    p.add_argument("--input", help="one set: an HR image or a folder of HR images")
+    p.add_argument("--lq", help="with --input: a folder of the matching LR images (paired "
+                   "evaluation); default: made from the HR images with imresize")
+    p.add_argument("--lq-template", default="{name}", help="with --lq: LR file name (without "
+                   "extension) for an HR image called {name}: default {name}, the LR named as its "
+                   "HR (BasicSR's filename_tmpl '{}'); DIV2K's own LR files: {name}x{scale}")
+    p.add_argument("--metrics", nargs="+", default=None, metavar="NAME",
+                   help="registered metrics to measure (default: CONFIG's val.metrics, else psnr "
+                   "ssim; a metric registered by an --import module works too); the delta_ column "
+                   "is the first's, psnr's when listed")
+    p.add_argument("--results", metavar="DIR", help="the results root (default: CONFIG's "
+                   "results_root, else results): SR images in DIR/<name>/visualization/<set>/")
+    p.add_argument("--no-save", action="store_true", help="do not save the SR images")
+    p.add_argument("--csv", help="one set: CSV output (default: eval_<weights>_<input>.csv beside "
+                   "the weights, made unique with _2, _3, ...); never an input, and an existing "
+                   "file only with --overwrite")
+    p.add_argument("--overwrite", action="store_true", help="replace existing outputs (--csv, the "
+                   "results folder's images and metrics.csv) instead of making new names")
+    p.add_argument("--rgb", action="store_true", help="measure on RGB instead of Y (default: "
+                   "CONFIG's val.y_channel, else Y)")
+    p.add_argument("--crop-border", type=int, default=None, help="default: CONFIG's, else the "
+                   "scale")
+    tta_arg(p)
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    return run_guarded(lambda: _evaluate(args))
+
+
+# -- what to evaluate -----------------------------------------------------------------------------
+@dataclass
+class _Job:
+    """The sets of one srgrad-eval call, however they were named: `sets` is [(set name, dataset
+    spec)] (one set: its spec is None, the data come from --input / --lq), `model` a spec or None,
+    then the scoring settings and where the images go."""
+    name: str
+    sets: list
+    model: dict | None
+    weights: str
+    key: str | None
+    metrics: list
+    y: bool
+    crop: int | None
+    baseline: str
+    suffix: str
+    save: bool
+    results_root: str
+    tile: int | None
+    overlap: int
+    tta: bool
+
+
+def _from_file(args):
+    """_Job of `srgrad-eval CONFIG` (its notes printed first)."""
+    from .testconfig import read_plan
+    if args.input or args.lq or args.csv:
+        raise OutputError("give either CONFIG (its sets) or --input (one set), not both; --lq "
+                          "and --csv go with --input")
+    plan = read_plan(args.options)
+    if plan.kind.startswith("BasicSR"):
+        print(f"{args.options} is a {plan.kind}: translated as srgrad-convert options does "
+              f"({len(plan.notes)} note(s))", file=sys.stderr)
+    for note in plan.notes:
+        print(f"note: {note}", file=sys.stderr)
+    val = plan.val
+    weights = args.weights or plan.weights["path"]
+    if weights is None:
+        raise OutputError(f"{args.options} names no weights: pass --weights")
+    return _Job(
+        name=plan.name, sets=plan.sets,
+        model={**plan.model, "scale": plan.scale} if plan.model else None, weights=weights,
+        key=args.key or (None if args.weights else plan.weights["key"]),
+        metrics=list(args.metrics or val["metrics"]), y=val["y_channel"] and not args.rgb,
+        crop=args.crop_border if args.crop_border is not None else val["crop_border"],
+        baseline=val["baseline"], suffix=val["suffix"] or plan.name,
+        save=val["save_images"] and not args.no_save,
+        results_root=args.results or plan.results_root,
+        tile=args.tile if args.tile is not None else val["tile"],  # --tile brings its overlap
+        overlap=args.tile_overlap if args.tile is not None else val["tile_overlap"],
+        tta=args.tta or val["self_ensemble"])
+
+
+def _from_input(args):
+    """_Job of `srgrad-eval --weights W --input HR [--lq LR]`: one set, named after the input."""
+    if not args.weights:
+        raise OutputError("--weights is required with --input")
+    src = Path(args.input)
+    if not src.exists():
+        raise OutputError(f"--input {src}: no such file or folder")
+    if args.lq and not src.is_dir():
+        raise OutputError(f"--input {src}: with --lq, --input is a folder of HR images")
+    stem = Path(args.weights).stem
+    return _Job(name=stem, sets=[(src.resolve().stem or "input", None)], model=None,
+                weights=args.weights, key=args.key, metrics=list(args.metrics or EVAL_METRICS),
+                y=not args.rgb, crop=args.crop_border, baseline="imresize", suffix=stem,
+                save=not args.no_save, results_root=args.results or "results", tile=args.tile,
+                overlap=args.tile_overlap, tta=args.tta)
+
+
+def _one_set_data(args, scale, in_ch):
+    from ..data import HRImageDataset, PairedImageDataset
+    color = "y" if in_ch == 1 else "rgb"
+    src = Path(args.input)
+    if args.lq:
+        return PairedImageDataset(src, args.lq, scale, filename_tmpl=args.lq_template, color=color)
+    return HRImageDataset(src, scale, color=color)
+
+
+def _build(spec, scale, where):
+    from ..io.config import ConfigError
+    from ..registry import DATASETS
+    try:
+        return DATASETS.build(spec, scale=scale)
+    except (ValueError, TypeError, OSError) as exc:
+        raise ConfigError(f"{where}: {exc}") from None
+
+
+def _check_metrics(names) -> None:
+    """Every --metrics name registered (after --import ran), else a one-line error listing them."""
+    from ..registry import METRICS
+    for name in names:
+        try:
+            METRICS.get(name)
+        except KeyError as exc:
+            raise OutputError(f"--metrics: {exc.args[0]}") from None
+
+
+# -- where it writes -------------------------------------------------------------------------------
+def _inputs(job, datasets) -> list:
+    """(what, path) of everything read: no output may be one of them."""
+    items = [("--weights file", job.weights)]
+    for set_name, data in datasets:
+        for attr in ("paths", "gt_paths", "lq_paths"):
+            items += [("input image", p) for p in getattr(data, attr, [])]
+    return items
+
+
+def _listed_inputs(args) -> list:
+    """What one-set srgrad-eval reads, as (what, path) pairs, from the file system alone."""
+    from ..io.image import list_images
+    src = Path(args.input)
+    images = list_images(src) if src.is_dir() else [src]
+    if args.lq and Path(args.lq).is_dir():
+        images += list_images(Path(args.lq))
+    return ([("--weights file", args.weights), ("--config file", args.config)]
+            + [("input image", f) for f in images])
+
+
+def _results_folder(job, overwrite: bool) -> Path:
+    """<results_root>/<name>, or the first free <name>_2, _3, ... unless `overwrite`."""
+    root = Path(job.results_root)
+    folder, n = root / job.name, 1
+    while folder.exists() and not overwrite and any(folder.iterdir()):
+        n += 1
+        folder = root / f"{job.name}_{n}"
+    return folder
+
+
+def _plan_images(folder: Path, job, datasets, inputs, overwrite) -> dict:
+    """{set name: [image path per item]}, checked: never an input, never an existing file
+    without --overwrite (the folder is new unless --overwrite)."""
+    plan = {}
+    for set_name, data in datasets:
+        out = folder / "visualization" / set_name
+        paths = [out / f"{Path(n).stem}_{job.suffix}.png" for n in data.names]
+        if len(set(paths)) != len(paths):
+            raise OutputError(f"{set_name}: two images share a name once their extensions are "
+                              f"dropped ({out}); rename one")
+        for dst in paths:
+            clash = next((src for _, src in inputs if _same_file(dst, Path(src))), None)
+            if clash is not None:
+                raise OutputError(f"refusing to write {dst}: it is the input {clash} (same file)")
+            if dst.exists() and not overwrite:
+                raise OutputError(f"{dst} exists; pass --overwrite to replace it")
+        plan[set_name] = paths
+    return plan
+
+
+# -- the run ---------------------------------------------------------------------------------------
+def _evaluate(args) -> int:
+    from ..io.atomic import clean_partial_writes
+    from ..io.config import ConfigError
+    from .inference import model_in_channels
+    if args.options is None and args.input is None:
+        raise OutputError("give CONFIG (a test config or option file) or --input HR (one set)")
+    job = _from_file(args) if args.options else _from_input(args)
+    args.weights = job.weights
+    csv_path = None if args.options else _csv_path(args)
+    if args.csv:  # before any work: the files a folder of HR images holds, the weights
+        check_output(csv_path, "--csv", _listed_inputs(args), args.overwrite)
+    model, info = load_model_from_args(args, job.model)
+    _check_metrics(job.metrics)
+    scale, in_ch = info["scale"], model_in_channels(info)
+    if job.crop is None:
+        job.crop = scale
+    if args.options:
+        datasets = [(name, _build(spec, scale, f"{args.options}: datasets ({name})"))
+                    for name, spec in job.sets]
+    else:
+        try:
+            datasets = [(job.sets[0][0], _one_set_data(args, scale, in_ch))]
+        except (ValueError, OSError) as exc:
+            raise ConfigError(f"--input: {exc}") from None
+    inputs = [(w, p) for w, p in _inputs(job, datasets) + [("--config file", args.config)] if p]
+    folder = _results_folder(job, args.overwrite) if job.save or args.options else None
+    images = _plan_images(folder, job, datasets, inputs, args.overwrite) if job.save else {}
+    if args.options:
+        csv_path = check_output(folder / "metrics.csv", "the metrics file", inputs, args.overwrite)
+    for paths in images.values():
+        if paths:
+            _check_folder(paths[0].parent, "the images' folder")
+            clean_partial_writes(paths[0].parent)  # what a killed run left half-written
+    rows = []
+    for set_name, data in datasets:
+        rows += _score_set(job, model, scale, in_ch, set_name, data, images.get(set_name),
+                           not args.no_progress, multi=args.options is not None)
+    if images:
+        print(f"SR images: {folder / 'visualization'}")
+    if rows:
+        _write_csv(csv_path, rows, job.tta)
+        print(f"written: {csv_path}")
+    return 0
+
+
+def _score_set(job, model, scale, in_ch, set_name, data, images, progress, multi) -> list:
+    """Rows of one set (each image's scores and the set's mean), printed as a table; SR images
+    written to `images` (a path per item) when given. A set without GT is upscaled only."""
+    from tqdm.auto import tqdm
+
+    from ..io.image import write_image
+    from .inference import super_resolve
+    from .validation import column, main_metric, score_images
+
+    def sr_of(lq):
+        return super_resolve(model, lq, scale, in_ch, job.tile, job.overlap, job.tta)
+
+    has_gt = getattr(data, "has_gt", True)
+    if not has_gt or not job.metrics:
+        for i in tqdm(range(len(data)), desc=set_name, unit="img", leave=False,
+                      disable=not progress):
+            sr = sr_of(data.get(i)["lq"])
+            if images:
+                write_image(images[i], sr)
+        why = "no GT" if not has_gt else "no metrics"
+        print(f"{set_name}: {len(data)} image(s) upscaled ({why}: nothing measured)")
+        return []
+    rows, delta = [], main_metric(job.metrics)
+    for i, item, sr, _, values in score_images(data, sr_of, scale, job.metrics, job.crop, job.y,
+                                               job.baseline, progress=progress, desc=set_name):
+        if images:
+            write_image(images[i], sr)
+        row = {"set": set_name, "image": item["name"]}
+        for prefix in ("", "bicubic_"):
+            row.update({prefix + column(m, job.y): values[prefix + m] for m in job.metrics})
+        row["delta_" + column(delta, job.y)] = values[delta] - values["bicubic_" + delta]
+        rows.append(row)
+    cols = [c for c in rows[0] if c not in ("set", "image")]
+    mean = {"set": set_name, "image": "mean", **{c: float(np.mean([r[c] for r in rows]))
+                                                for c in cols}}
+    lq_root = getattr(data, "lq_root", None)
+    lr_from = f"LR from {lq_root}" if lq_root else f"LR made by {type(data).__name__}"
+    lr_from = lr_from.replace("made by HRImageDataset", "made by MATLAB imresize")
+    tta = "self-ensemble x8 (--tta)" if job.tta else "no self-ensemble"
+    baseline = {"imresize": "MATLAB imresize"}.get(job.baseline, job.baseline)
+    _print_table(rows + [mean], cols, (f"{set_name}: " if multi else "") +
+                 f"x{scale}, {'Y' if job.y else 'RGB'} channel, crop_border={job.crop}, {lr_from}, "
+                 f"bicubic = {baseline} of the LR, {tta}")
+    return rows + [mean]
+
+
+def _write_csv(path, rows, tta) -> None:
+    from ..io.atomic import atomic_open
+    cols = []
+    for r in rows:
+        cols += [c for c in r if c not in cols]
+    if len({r["set"] for r in rows}) == 1:
+        cols.remove("set")  # one set: metrics.csv's columns only
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, cols + ["tta"], extrasaction="ignore")  # tta: 1 for x8 ensembles
+    writer.writeheader()
+    for r in rows:
+        writer.writerow({**{k: (f"{v:.4f}" if isinstance(v, float) else v) for k, v in r.items()},
+                         "tta": int(tta)})
+    with atomic_open(path) as fh:
+        fh.write(text.getvalue().encode())
+
+
+def _csv_path(args) -> Path:
+    """--csv, else eval_<weights stem>_<input name>[_tta].csv beside the weights, made unique: a
+    default name never replaces another evaluation's file."""
+    if args.csv:
+        return Path(args.csv)
+    folder = Path(args.weights).resolve().parent
+    base = f"eval_{Path(args.weights).stem}_{Path(args.input).resolve().stem}"
+    base += "_tta" if args.tta else ""
+    path, n = folder / f"{base}.csv", 1
+    while path.exists():
+        n += 1
+        path = folder / f"{base}_{n}.csv"
+    return path
+
+
+def _print_table(rows, cols, title):
+    width = max(len(str(r["image"])) for r in rows)
+    print(title)
+    print(f"{'image':<{width}}  " + "  ".join(f"{c:>16}" for c in cols))
+    for r in rows:
+        print(f"{r['image']:<{width}}  " + "  ".join(f"{r[c]:>16.4f}" for c in cols))

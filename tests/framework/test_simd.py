@@ -1,0 +1,133 @@
+"""framework/_simd.py: explicit vectors in numba kernels (values, the fused multiply-add's single
+rounding, typing errors), 512-bit code where the CPU has AVX-512, and the lanes rule."""
+import numba
+import numpy as np
+import pytest
+from numba.core.errors import TypingError
+
+from framework import _simd
+from framework._simd import vadd, vfma, vload, vsplat, vstore, wide
+
+
+@numba.njit
+def _axpy8(a, x, y, out):
+    """out[i:i + 8] = a x[i:i + 8] + y[i:i + 8], one fused multiply-add per lane."""
+    for i in range(0, x.shape[0], 8):
+        vstore(out, i, vfma(vsplat(a, 8), vload(x, i, 8), vload(y, i, 8)))
+
+
+@numba.njit
+def _add8(x, y, out):
+    vstore(out, 0, vadd(vload(x, 0, 8), vload(y, 0, 8)))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_vector_ops_compute_per_lane(dtype):
+    x = np.arange(16, dtype=dtype)
+    y = np.linspace(-1, 1, 16).astype(dtype)
+    out = np.empty(16, dtype)
+    _axpy8(dtype(3), x, y, out)
+    np.testing.assert_array_equal(out, dtype(3) * x + y)  # exact: small integers plus y
+    _add8(x, y, out)
+    np.testing.assert_array_equal(out[:8], x[:8] + y[:8])
+
+
+@pytest.mark.parametrize("dtype,eps", [(np.float32, 2.0**-23), (np.float64, 2.0**-52)])
+def test_vfma_rounds_once(dtype, eps):
+    """(1 + e)(1 - e) - 1 = -e^2 exactly; a multiply then an add rounds the product to 1 first."""
+    a = np.full(8, 1 + eps, dtype)
+    b = np.full(8, 1 - eps, dtype)
+    out = np.empty(8, dtype)
+
+    @numba.njit
+    def fused(a, b, c, out):
+        vstore(out, 0, vfma(vload(a, 0, 8), vload(b, 0, 8), vsplat(c, 8)))
+
+    fused(a, b, dtype(-1), out)
+    assert (out == -dtype(eps) ** 2).all()
+    assert ((a * b) + dtype(-1) == 0).all()  # numpy's separate rounding, for contrast
+
+
+def test_typing_errors_name_the_problem():
+    @numba.njit
+    def runtime_lanes(x, n):
+        return vload(x, 0, n)
+
+    @numba.njit
+    def strided(x):
+        return vload(x[::2], 0, 4)
+
+    with pytest.raises(TypingError, match="lanes must be a positive compile-time constant"):
+        runtime_lanes(np.zeros(8, np.float32), 4)
+    with pytest.raises(TypingError, match="contiguous 1-D array"):
+        strided(np.zeros(8, np.float32))
+
+
+@pytest.mark.skipif(not _simd.has_avx512(), reason="the CPU numba compiles for has no AVX-512")
+def test_wide_kernels_use_512_bit_registers():
+    """A wide() kernel's 16-lane float32 vectors are single zmm registers; LLVM's default tuning for
+    Intel server CPUs would split them in two ymm halves."""
+    @numba.njit
+    def scale(x):
+        wide()
+        for i in range(0, x.shape[0], 16):
+            vstore(x, i, vfma(vload(x, i, 16), vsplat(np.float32(2), 16), vsplat(np.float32(1), 16)))
+
+    x = np.ones(64, np.float32)
+    scale(x)
+    np.testing.assert_array_equal(x, 3)
+    asm = next(iter(scale.inspect_asm().values()))
+    assert "zmm" in asm
+
+
+def test_lanes_follow_the_target(monkeypatch):
+    """A register's lanes: zmm with AVX-512, ymm without; from numba's feature list, or from the CPU
+    model when NUMBA_CPU_NAME comes without one. The direct conv's blocks follow (8 x 2 registers with
+    AVX-512's 32, 6 x 2 with AVX2's 16)."""
+    from framework.functional import _direct
+    cases = [(("rocketlake", "+avx2,+avx512f,+fma"), True), (("haswell", "+avx2,-avx512f,+fma"), False),
+             (("sapphirerapids", ""), True), (("haswell", ""), False), (("znver4", ""), True),
+             (("x86-64", ""), False), (("generic", ""), False)]
+    for target, wide_ in cases:
+        monkeypatch.setattr(_simd, "target", lambda target=target: target)
+        _simd.has_avx512.cache_clear()
+        assert _simd.has_avx512() is wide_, target
+        assert _simd.lanes(32) == (16 if wide_ else 8) and _simd.lanes(64) == (8 if wide_ else 4)
+        assert _direct.forward_block(np.float32) == ((8, 32) if wide_ else (6, 16))
+        assert _direct.weight_grad_block(64, np.float32) == ((8, 32) if wide_ else (6, 16))
+        assert _direct.weight_grad_block(16, np.float32) == ((8, 16) if wide_ else (6, 16))
+    _simd.has_avx512.cache_clear()
+
+
+def test_vector_accesses_are_bounds_checked_under_numba_boundscheck():
+    """With NUMBA_BOUNDSCHECK=1 (tests/framework/functional/test_properties.py reruns the ops so)
+    a vector load or store that reaches past either end of its array raises IndexError, as numba's
+    own indexing does; a masked store checks only the lanes it writes."""
+    import subprocess
+    import sys
+    child = """
+import numba, numpy as np
+from framework._simd import vload, vsplat, vstore, vstore_part
+@numba.njit
+def load(a, i):
+    vstore(np.zeros(8, np.float32), 0, vload(a, i, 8))
+@numba.njit
+def part(a, i, lo, hi):
+    vstore_part(a, i, vsplat(np.float32(1), 8), lo, hi)
+a = np.zeros(16, np.float32)
+out = []
+for f, args in ((load, (a, 8)), (load, (a, 9)), (load, (a, -1)), (part, (a, -3, 3, 8)), (part, (a, 10, 0, 7)),
+                (part, (a, 100, 5, 5))):
+    try:
+        f(*args)
+        out.append("ok")
+    except IndexError:
+        out.append("IndexError")
+print(" ".join(out))
+"""
+    import os
+    env = dict(os.environ, NUMBA_BOUNDSCHECK="1")
+    env.pop("NUMBA_CACHE_DIR", None)
+    out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["ok", "IndexError", "IndexError", "ok", "IndexError", "ok"]
