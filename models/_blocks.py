@@ -8,7 +8,7 @@ import numpy as np
 
 from framework import nn
 from framework.nn.conv import conv_act
-from framework.check import int_arg, is_number
+from framework.check import int_arg, is_number, number
 from framework.nn import init
 
 from framework.detect import NoMatch, indices, need
@@ -96,6 +96,12 @@ def default_init_weights(modules, scale: float = 1.0, bias_fill: float = 0.0, **
                 continue
             if m.bias is not None:
                 init.constant_(m.bias, bias_fill)
+
+
+def drop_rates(model: str, drop_rate, attn_drop_rate, drop_path_rate) -> tuple[float, float, float]:
+    """The Swin family's three dropout keywords (SwinIR, HAT, Swin2SR, DAT), each in [0, 1)."""
+    return tuple(number(model, key, value, 0.0, 1.0, high_open=True) for key, value in (
+        ("drop_rate", drop_rate), ("attn_drop_rate", attn_drop_rate), ("drop_path_rate", drop_path_rate)))
 
 
 def trunc_normal_linears(model) -> None:

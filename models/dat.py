@@ -37,7 +37,7 @@ from framework.functional.attention import relative_position_index, shift_mask
 from framework.nn.module import claim
 from framework.registry import MODELS
 
-from ._blocks import PixelShuffleUpsampler, trunc_normal_linears, upsampler_scale
+from ._blocks import PixelShuffleUpsampler, drop_rates, trunc_normal_linears, upsampler_scale
 from .swin2sr import _l2_normalize
 from .swinir import UpsampleOneStep, _resi_conv
 
@@ -364,9 +364,8 @@ class DAT(nn.Module):
         qkv_bias = flag(name, "qkv_bias", qkv_bias)
         if qk_scale is not None:
             qk_scale = number(name, "qk_scale", qk_scale, low=0, low_open=True)
-        drop_rate = number(name, "drop_rate", drop_rate, 0.0, 1.0, high_open=True)
-        attn_drop_rate = number(name, "attn_drop_rate", attn_drop_rate, 0.0, 1.0, high_open=True)
-        drop_path_rate = number(name, "drop_path_rate", drop_path_rate, 0.0, 1.0, high_open=True)
+        drop_rate, attn_drop_rate, drop_path_rate = drop_rates(name, drop_rate, attn_drop_rate,
+                                                               drop_path_rate)
         self.img_range = number(name, "img_range", img_range, low=0, low_open=True)
         resi_connection = choice(name, "resi_connection", resi_connection, ("1conv", "3conv"))
         self.upsampler = choice(name, "upsampler", upsampler, ("pixelshuffle", "pixelshuffledirect"))

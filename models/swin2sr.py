@@ -35,7 +35,8 @@ from framework.functional.windows import log_coords_table
 from framework.nn import init
 from framework.registry import MODELS
 
-from ._blocks import PixelShuffleUpsampler, embed_tokens, trunc_normal_linears, upsampler_scale
+from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_normal_linears,
+                      upsampler_scale)
 from framework.detect import Assumed, NoMatch, Unknown, count, need
 from .swinir import Mlp, PatchUnEmbed, SwinTransformerBlock, UpsampleOneStep, _resi_conv
 
@@ -239,9 +240,8 @@ class Swin2SR(nn.Module):
         if int(embed_dim * mlp_ratio) < 1:
             raise ValueError(f"{name}: mlp_ratio {mlp_ratio} leaves the MLP no hidden feature")
         qkv_bias = flag(name, "qkv_bias", qkv_bias)
-        drop_rate = number(name, "drop_rate", drop_rate, 0.0, 1.0, high_open=True)
-        attn_drop_rate = number(name, "attn_drop_rate", attn_drop_rate, 0.0, 1.0, high_open=True)
-        drop_path_rate = number(name, "drop_path_rate", drop_path_rate, 0.0, 1.0, high_open=True)
+        drop_rate, attn_drop_rate, drop_path_rate = drop_rates(name, drop_rate, attn_drop_rate,
+                                                               drop_path_rate)
         self.ape = flag(name, "ape", ape)
         patch_norm = flag(name, "patch_norm", patch_norm)
         self.img_range = number(name, "img_range", img_range, low=0, low_open=True)

@@ -32,7 +32,8 @@ from framework.nn import init
 from framework.nn.module import claim
 from framework.registry import MODELS
 
-from ._blocks import PixelShuffleUpsampler, embed_tokens, trunc_normal_linears, upsampler_scale
+from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_normal_linears,
+                      upsampler_scale)
 from framework.detect import Assumed, NoMatch, Unknown, count, need
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv")
@@ -279,9 +280,8 @@ class SwinIR(nn.Module):
         qkv_bias = flag(name, "qkv_bias", qkv_bias)
         if qk_scale is not None:
             qk_scale = number(name, "qk_scale", qk_scale, low=0, low_open=True)
-        drop_rate = number(name, "drop_rate", drop_rate, 0.0, 1.0, high_open=True)
-        attn_drop_rate = number(name, "attn_drop_rate", attn_drop_rate, 0.0, 1.0, high_open=True)
-        drop_path_rate = number(name, "drop_path_rate", drop_path_rate, 0.0, 1.0, high_open=True)
+        drop_rate, attn_drop_rate, drop_path_rate = drop_rates(name, drop_rate, attn_drop_rate,
+                                                               drop_path_rate)
         self.ape = flag(name, "ape", ape)
         patch_norm = flag(name, "patch_norm", patch_norm)
         self.img_range = number(name, "img_range", img_range, low=0, low_open=True)

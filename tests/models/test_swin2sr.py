@@ -73,8 +73,12 @@ PARITY = [("pixelshuffle", 2, "1conv"), ("pixelshuffle_aux", 4, "1conv"), ("pixe
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("upsampler,scale,resi", PARITY)
 def test_matches_the_twin(upsampler, scale, resi, dtype):
-    """Train mode (drop path 0), 7x9: padded to 8x12, so the mask is computed for that size."""
-    checks.check_parity(spec(upsampler, scale, resi_connection=resi), (2, 3, 7, 9), dtype)
+    """Train mode (drop path 0), 7x9: padded to 8x12, so the mask is computed for that size.
+    float32 loose (1e-4): the x4 nearest+conv's 64-channel convs at 28x36 sum long float32 chains
+    (srgrad's direct conv route) that differ from torch's BLAS by ~3e-5 of the largest gradient."""
+    tolerance = 1e-4 if dtype == np.float32 else None
+    checks.check_parity(spec(upsampler, scale, resi_connection=resi), (2, 3, 7, 9), dtype,
+                        tolerance=tolerance)
 
 
 @pytest.mark.parametrize("kw,shape", [
