@@ -15,7 +15,7 @@ import signal
 import sys
 
 __all__ = ["train", "infer", "evaluate", "export", "convert", "prepare", "degrade", "precompile",
-           "run"]
+           "zssr", "run"]
 
 
 def run(module: str, function: str) -> None:
@@ -78,3 +78,7 @@ def degrade():
 
 def precompile():
     run("framework.engine.precompile", "main")
+
+
+def zssr():
+    run("framework.engine.zssr", "main")

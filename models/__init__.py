@@ -1,8 +1,9 @@
 """SR architectures, one per file, registered in framework.registry.MODELS, each with the `detect`
 rule that recognises its checkpoints (run by framework/detect.py). The GAN discriminators
-(models/discriminators.py) register in MODELS too, as BasicSR's ARCH_REGISTRY holds both; `__all__`
-lists the generators (the models that upscale and that detect() knows), `DISCRIMINATORS` the names
-of the others."""
+(models/discriminators.py) register in MODELS too, as BasicSR's ARCH_REGISTRY holds both, and so do
+KernelGAN's two networks (models/kernelgan.py: a kernel estimator's downscaler and its discriminator);
+`__all__` lists the generators (the models that upscale and that detect() knows), `DISCRIMINATORS`
+the names of the GAN discriminators, `NON_UPSCALING` every registered name that is not an upscaler."""
 from .srcnn import SRCNN
 from .fsrcnn import FSRCNN
 from .espcn import ESPCN
@@ -20,7 +21,12 @@ from .dat import DAT
 from .span import SPAN
 from .plksr import PLKSR
 from .realplksr import RealPLKSR
+from .zssr import ZSSRNet
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
+from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
+
+NON_UPSCALING = DISCRIMINATORS + ("KernelGANGenerator", "KernelGANDiscriminator")
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR"]
+           "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
+           "ZSSRNet"]

@@ -23,6 +23,20 @@ def upsampler_scale(model: str, scale) -> int:
     return scale
 
 
+def residual_net_args(model: str, scale, num_in_ch, num_out_ch, num_feat, num_layers) -> tuple:
+    """(scale, channels, num_feat, num_layers) of a plain residual net on an interpolated input
+    (VDSR, ZSSRNet), checked: ints >= 1 (num_layers >= 2), num_in_ch == num_out_ch (the output adds
+    the interpolated input)."""
+    scale = int_arg(model, "scale", scale)
+    num_in_ch = int_arg(model, "num_in_ch", num_in_ch)
+    num_out_ch = int_arg(model, "num_out_ch", num_out_ch)
+    if num_in_ch != num_out_ch:
+        raise ValueError(f"{model}: the global residual needs num_in_ch == num_out_ch, "
+                         f"got {num_in_ch} and {num_out_ch}")
+    return (scale, num_in_ch, int_arg(model, "num_feat", num_feat),
+            int_arg(model, "num_layers", num_layers, 2))
+
+
 def supported_scale(model: str, scale, supported: tuple) -> int:
     """`scale` checked as a positive int, then as one of `supported` (the error lists them)."""
     scale = int_arg(model, "scale", scale)

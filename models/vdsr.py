@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from framework import nn
 from framework.nn.conv import run_fused
-from framework.check import int_arg
 from framework.registry import MODELS
 
 from framework.detect import NoMatch, Unknown, indices, need
+
+from ._blocks import residual_net_args
 
 
 @MODELS.register()
@@ -26,14 +27,8 @@ class VDSR(nn.Module):
     def __init__(self, scale: int, num_in_ch: int = 3, num_out_ch: int = 3, num_feat: int = 64,
                  num_layers: int = 20):
         super().__init__()
-        self.scale = int_arg("VDSR", "scale", scale)
-        num_in_ch = int_arg("VDSR", "num_in_ch", num_in_ch)
-        num_out_ch = int_arg("VDSR", "num_out_ch", num_out_ch)
-        if num_in_ch != num_out_ch:
-            raise ValueError(f"VDSR: the global residual needs num_in_ch == num_out_ch, "
-                             f"got {num_in_ch} and {num_out_ch}")
-        num_feat = int_arg("VDSR", "num_feat", num_feat)
-        num_layers = int_arg("VDSR", "num_layers", num_layers, 2)
+        self.scale, num_in_ch, num_feat, num_layers = residual_net_args(
+            "VDSR", scale, num_in_ch, num_out_ch, num_feat, num_layers)
         self.upsample = nn.Upsample(scale_factor=self.scale, mode="bicubic", align_corners=False)
         layers = [nn.Conv2d(num_in_ch, num_feat, 3, padding=1), nn.ReLU()]
         for _ in range(num_layers - 2):

@@ -1,5 +1,6 @@
 """Shared test helpers: float64 leaf tensors, smooth test images, a tiny training config, the name a
-killed write leaves."""
+killed write leaves, a loopback HTTP server."""
+import contextlib
 import os
 import subprocess
 import sys
@@ -99,3 +100,36 @@ def partial_name(name: str, pid=None, host=None) -> str:
     that has ended, i.e. what a killed write leaves behind) on `host` (default: this machine)."""
     pid = dead_pid() if pid is None else pid
     return f".{name}.{host or atomic._HOST}-{pid}-{'0' * 16}{atomic.TEMP_SUFFIX}"
+
+
+@contextlib.contextmanager
+def loopback_server(handler, monkeypatch, **attrs):
+    """An http.server.ThreadingHTTPServer with `handler` on 127.0.0.1 (a free port) in a thread,
+    `attrs` set on it and `.url` its root; the environment's proxies are removed (urllib would
+    send a loopback request to them). For the download tests: never the real network."""
+    import http.server
+    import threading
+    for name in ("http_proxy", "https_proxy", "all_proxy", "HTTP_PROXY", "HTTPS_PROXY",
+                 "ALL_PROXY"):
+        monkeypatch.delenv(name, raising=False)
+    httpd = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    for key, value in attrs.items():
+        setattr(httpd, key, value)
+    httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
+    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield httpd
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join()
+
+
+def refused_url(path: str = "/model.pth") -> str:
+    """A loopback URL with nothing listening: connection refused, as offline."""
+    import socket
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}{path}"

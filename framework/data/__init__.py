@@ -1,4 +1,4 @@
-"""SR data: datasets (registered in DATASETS), paired crop / augmentation, Real-ESRGAN's
+"""SR data: datasets (registered in DATASETS; ZSSR's father/son pairs of one image), paired crop / augmentation, Real-ESRGAN's
 degradations, the seeded loader (BatchLoader, the trainer's) with its background Prefetcher, and
 torch's DataLoader."""
 from .augment import apply_flags, augment, paired_random_crop, random_flags
@@ -15,8 +15,10 @@ from .degradations import (add_diffjpeg_compression, add_jpg_compression, bessel
 from .loader import BatchLoader
 from .prefetch import Prefetcher
 from .realesrgan import DegradationOptions, RealESRGANDataset, degrade
+from .zssr import ZSSRDataset
 
-__all__ = ["HRImageDataset", "PairedImageDataset", "SingleImageDataset", "RealESRGANDataset", "BatchLoader",
+__all__ = ["HRImageDataset", "PairedImageDataset", "SingleImageDataset", "RealESRGANDataset",
+           "ZSSRDataset", "BatchLoader",
            "Prefetcher", "DataLoader", "default_collate", "mod_crop",
            "augment", "paired_random_crop", "random_flags", "apply_flags", "DegradationOptions",
            "degrade", "sigma_matrix2", "mesh_grid", "pdf2", "bivariate_Gaussian",

@@ -1,5 +1,7 @@
-"""Command lines: `srgrad-train`, `srgrad-infer`, `srgrad-eval` (framework/engine/evaluate.py; and
-scripts/train.py, infer.py, evaluate.py, which call these). Each `*_main(argv)` returns the process exit code:
+"""Command lines: `srgrad-train`, `srgrad-infer` (its body in engine/infer.py), `srgrad-eval`
+(framework/engine/evaluate.py; and scripts/train.py, infer.py, evaluate.py, which call these), and
+the options that say which model (model_args, load_model_from_args; srgrad-eval, -export and
+-convert take them too). Each `*_main(argv)` returns the process exit code:
 0 done, 1 error (message printed, no traceback), 2 bad config / arguments, 130 interrupted."""
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ import os
 import shlex
 import signal
 import sys
+import tempfile
 import traceback
 from pathlib import Path
 
@@ -217,13 +220,16 @@ def _check_tensorboard(cfg, config) -> None:
             raise ConfigError(f"{config}: train.tensorboard: {exc}; or set it to false") from None
 
 
-# -- infer ----------------------------------------------------------------------------------------
+# -- which model (srgrad-infer, -eval, -export, -convert) ----------------------------------------
 def model_args(p, tiles: bool = True, weights: bool = True):
     """The options that say which model: --weights (unless the command takes it positionally),
     --key, --config, --model/--model-arg/--scale, --import; and --tile/--tile-overlap."""
     if weights:
-        p.add_argument("--weights", required=True, help="weights: srgrad's .safetensors (net_*, a "
-                       "checkpoint), a plain .safetensors, or a PyTorch .pth/.pt (read safely)")
+        from .hub import add_arguments
+        p.add_argument("--weights", "--model_path", dest="weights", help="weights: srgrad's "
+                       ".safetensors (net_*, a checkpoint), a plain .safetensors, or a PyTorch "
+                       ".pth/.pt (read safely); --model_path is Real-ESRGAN's name for it")
+        add_arguments(p)  # -n NAME, --sha256, -dn, --list-models (engine/hub.py)
     p.add_argument("--key", help="which weights of the file: params or params_ema (default: "
                    "params_ema when the file has one, as Real-ESRGAN), or another key of a .pth")
     p.add_argument("--config", help="the training config: its imports: are imported, and its "
@@ -237,22 +243,40 @@ def model_args(p, tiles: bool = True, weights: bool = True):
                    help="import a module that registers a custom model/layer (searched on "
                    "sys.path and the current directory)")
     if tiles:
-        p.add_argument("--tile", type=int, default=None, help="tile size in LR pixels (bounded "
-                       "memory for large images); default: whole image")
-        p.add_argument("--tile-overlap", type=int, default=16, help="LR pixels of context around "
-                       "each tile (default 16)")
+        p.add_argument("-t", "--tile", type=_tile_size, default=None, help="tile size in LR "
+                       "pixels, to bound memory on large images (default 0: the whole image). A "
+                       "tile also runs its context: an inner tile of T px computes (T + 2 x "
+                       "overlap)^2 pixels, with overlap 16 2.25x its own at T=64, 1.56x at 128, "
+                       "1.27x at 256, and costs about that much more time. Tiles smaller than "
+                       "256x256 px with their context run a few at a time (memory: at most "
+                       "256x256 px of them)")
+        p.add_argument("--tile-overlap", "--tile_pad", dest="tile_overlap", type=int, default=16,
+                       help="LR pixels of context around each tile (default 16; --tile_pad is "
+                       "Real-ESRGAN's name, whose default is 10)")
+
+
+def _tile_size(text: str):
+    """--tile: an int >= 0; 0 is no tiling (Real-ESRGAN's -t 0), None."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number of pixels, got {text!r}") \
+            from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0 (0: no tiling), got {value}")
+    return value or None
 
 
 def load_model_from_args(args, fallback=None):
-    """(model, info) from model_args' options: --weights, then --model/--model-arg, --config,
-    --import (framework.engine.loading.load_model). --model-arg without --model gives keywords to
-    the detection, or replaces them in the file's stored spec (or the config's). `fallback`: a
-    model spec used when the weights carry none (srgrad-eval's CONFIG model), in place of
-    --config's."""
+    """(model, info) from model_args' options: --weights or -n NAME (engine/hub.py), then
+    --model/--model-arg, --config, --import (framework.engine.loading.load_model). --model-arg
+    without --model gives keywords to the detection, or replaces them in the file's stored spec
+    (or the config's, or -n NAME's). `fallback`: a model spec used when the weights carry none
+    (srgrad-eval's CONFIG model), in place of --config's."""
     from ..io.config import import_modules, parse_scalar
+    from .hub import weights_from_args
     from .loading import load_model
     from .schema import load_config
-    spec = None
     if args.imports:
         import_modules(args.imports, os.getcwd(), "--import")
     if args.config:  # imports its modules; its model: is used when the weights carry no spec
@@ -264,104 +288,26 @@ def load_model_from_args(args, fallback=None):
         if not key or not eq:
             raise OutputError(f"--model-arg {kv!r}: expected KEY=VALUE")
         known[key] = parse_scalar(value, f"--model-arg {key}")
-    if args.model:
-        spec = {"type": args.model, **known}
-        known = {}
-        if args.scale:
-            spec["scale"] = args.scale
-    return load_model(args.weights, spec, args.scale, fallback, key=getattr(args, "key", None),
-                      known=known)
+    with tempfile.TemporaryDirectory(prefix="srgrad-") as work:
+        weights, spec = weights_from_args(args, work, not getattr(args, "no_progress", False))
+        if args.model:  # --model replaces -n NAME's spec
+            spec = {"type": args.model, **known}
+            known = {}
+            if args.scale:
+                spec["scale"] = args.scale
+        return load_model(weights, spec, args.scale, fallback, key=getattr(args, "key", None),
+                          known=known)
 
 
 def infer_main(argv=None) -> int:
-    from .inference import OUTSCALE_MODES
-    p = argparse.ArgumentParser(prog="srgrad-infer", description="Upscale an image or a folder "
-                                "of images (PNG, JPEG, BMP, TIFF; RGB, gray, RGBA; 8/16-bit).")
-    model_args(p)
-    p.add_argument("--input", required=True, help="an image file or a folder of images")
-    p.add_argument("--output", required=True, help="output file (for one input file) or folder")
-    p.add_argument("--suffix", default="_x{scale}", help="added to each output's name (default "
-                   "_x{scale}: photo.png -> photo_x4.png; '' keeps the name in another folder)")
-    p.add_argument("--ext", default="auto", choices=("auto", "png", "jpg", "webp", "tif"),
-                   help="output format (default auto: the input's)")
-    p.add_argument("--overwrite", action="store_true", help="replace outputs that exist (an "
-                   "input is never replaced); without it a folder run skips them, a file run stops")
-    tta_arg(p)
-    p.add_argument("--outscale", metavar="F", help="final size F x the input's, floor(F*h) x "
-                   "floor(F*w) as Real-ESRGAN (default: the model's scale, no resize); {scale} in "
-                   "--suffix becomes F")
-    p.add_argument("--outscale-mode", default="bicubic", choices=OUTSCALE_MODES,
-                   help="resampling for --outscale (default bicubic; bicubic, bilinear and lanczos "
-                   "are antialiased when shrinking)")
-    p.add_argument("--no-progress", action="store_true")
-    args = p.parse_args(argv)
-    return run_guarded(lambda: _infer(args))
+    """srgrad-infer (engine/infer.py)."""
+    from .infer import main
+    return main(argv)
 
 
 def tta_arg(p):
     p.add_argument("--tta", action="store_true", help="self-ensemble x8 (EDSR+/RCAN+): average "
                    "the model's outputs on the 8 flips/transposes of each tile (8x the time)")
-
-
-def _outscale(args):
-    """--outscale as a finite float > 0 (None when absent), else a one-line error naming it."""
-    from .inference import check_outscale
-    if args.outscale is None:
-        return None
-    try:
-        value = float(args.outscale)
-    except ValueError:
-        raise OutputError(f"--outscale must be a number > 0, got {args.outscale!r}") from None
-    try:
-        return check_outscale(value, "--outscale")
-    except ValueError as exc:
-        raise OutputError(str(exc)) from None
-
-
-def _check_outscale_sizes(files, outscale) -> None:
-    """Every output within the pixel limit and at least 1x1, from the image headers, before any
-    work (a one-line error naming --outscale)."""
-    from ..io.image import image_size
-    from .inference import checked_outscale_size
-    for f in files:
-        w, h = image_size(f)
-        try:
-            checked_outscale_size((h, w), outscale, "--outscale", f)
-        except ValueError as exc:
-            raise OutputError(str(exc)) from None
-
-
-def _infer(args) -> int:
-    from tqdm.auto import tqdm
-    from ..io.atomic import clean_partial_writes
-    from ..io.image import list_images
-    from .inference import upscale_file
-    from .outputs import plan_outputs
-    src = Path(args.input)
-    if src.is_dir():
-        files = list_images(src)
-    elif src.is_file():
-        files = [src]
-    else:
-        return error(f"--input {src}: no such file or folder", 2)
-    outscale = _outscale(args)
-    model, info = load_model_from_args(args)
-    # {scale} in --suffix names the output's scale: 3 for --outscale 3, 1.5 for --outscale 1.5
-    shown = int(info["scale"]) if outscale is None else \
-        (int(outscale) if outscale.is_integer() else outscale)
-    todo, skipped = plan_outputs(files, args.output, src.is_dir(), args.suffix, args.ext,
-                                 args.overwrite, shown)
-    for folder in {dst.parent for _, dst in todo + skipped}:  # what a killed run left half-written
-        clean_partial_writes(folder, keep=files)
-    for f, dst in skipped:
-        print(f"skipped {f}: {dst} exists (--overwrite replaces it)", file=sys.stderr)
-    if outscale is not None:
-        _check_outscale_sizes([f for f, _ in todo], outscale)
-    for f, dst in tqdm(todo, desc="upscale", unit="img", disable=args.no_progress):
-        shape = upscale_file(model, info, f, dst, args.tile, args.tile_overlap, args.tta,
-                             outscale, args.outscale_mode)
-        tqdm.write(f"{f} -> {dst} ({shape[2]}x{shape[1]})")
-    return 0
 
 
 # -- evaluate: framework/engine/evaluate.py --------------------------------------------------------

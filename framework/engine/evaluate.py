@@ -47,6 +47,8 @@ def eval_main(argv=None) -> int:
     p.add_argument("--weights", help="weights: srgrad's .safetensors, a plain .safetensors or a "
                    "PyTorch .pth/.pt (read safely); default: CONFIG's (weights.path, BasicSR's "
                    "path.pretrain_network_g)")
+    from .hub import add_arguments
+    add_arguments(p)  # -n NAME, --sha256, -dn, --list-models (engine/hub.py)
     model_args(p, weights=False)
     p.add_argument("--input", help="one set: an HR image or a folder of HR images")
     p.add_argument("--lq", help="with --input: a folder of the matching LR images (paired "
@@ -131,14 +133,14 @@ def _from_file(args):
 
 def _from_input(args):
     """_Job of `srgrad-eval --weights W --input HR [--lq LR]`: one set, named after the input."""
-    if not args.weights:
-        raise OutputError("--weights is required with --input")
+    if not args.weights and not args.model_name:
+        raise OutputError("--weights or -n NAME is required with --input")
     src = Path(args.input)
     if not src.exists():
         raise OutputError(f"--input {src}: no such file or folder")
     if args.lq and not src.is_dir():
         raise OutputError(f"--input {src}: with --lq, --input is a folder of HR images")
-    stem = Path(args.weights).stem
+    stem = Path(args.weights).stem if args.weights else args.model_name
     return _Job(name=stem, sets=[(src.resolve().stem or "input", None)], model=None,
                 weights=args.weights, key=args.key, metrics=list(args.metrics or EVAL_METRICS),
                 y=not args.rgb, crop=args.crop_border, baseline="imresize", suffix=stem,
@@ -335,12 +337,14 @@ def _write_csv(path, rows, tta) -> None:
 
 
 def _csv_path(args) -> Path:
-    """--csv, else eval_<weights stem>_<input name>[_tta].csv beside the weights, made unique: a
-    default name never replaces another evaluation's file."""
+    """--csv, else eval_<weights stem>_<input name>[_tta].csv beside the weights (with -n NAME and
+    no --weights: eval_<NAME>_... in the current folder), made unique: a default name never
+    replaces another evaluation's file."""
     if args.csv:
         return Path(args.csv)
-    folder = Path(args.weights).resolve().parent
-    base = f"eval_{Path(args.weights).stem}_{Path(args.input).resolve().stem}"
+    weights = Path(args.weights).resolve() if args.weights else Path.cwd() / args.model_name
+    folder = weights.parent
+    base = f"eval_{weights.stem}_{Path(args.input).resolve().stem}"
     base += "_tta" if args.tta else ""
     path, n = folder / f"{base}.csv", 1
     while path.exists():

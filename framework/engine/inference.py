@@ -24,10 +24,11 @@ from ..autograd import no_grad
 from ..functional.resample import _NEAREST_LARGE, MODES, Table, axis_table, resample
 from ..registry import BASELINES
 from ..tensor import Tensor
+from ..threads import get_num_threads
 from .tta import self_ensemble as ensemble
 
 __all__ = ["upscale", "bicubic", "upscale_file", "model_in_channels", "outscale_size",
-           "resize_quantised", "OUTSCALE_MODES"]
+           "resize_quantised", "OUTSCALE_MODES", "ALPHA_UPSAMPLERS"]
 
 
 def model_in_channels(info: dict) -> int:
@@ -39,6 +40,15 @@ def _model_dtype(model):
     for p in model.parameters():
         return p.data.dtype
     return np.dtype(np.float32)
+
+
+# Tiles run as batches of equal-shaped tiles, up to TILES_PER_WORKER per worker thread and at most
+# BATCH_PIXELS LR pixels (context included) in a batch. A small tile alone is one task per
+# convolution, which one core runs while the other waits; a batch of whole tiles gives every
+# worker whole images to run (docs/benchmarks.md, "Tiled inference"). Memory is bounded by the
+# larger of one tile and BATCH_PIXELS pixels.
+TILES_PER_WORKER = 2
+BATCH_PIXELS = 256 * 256
 
 
 def tile_boxes(h: int, w: int, tile: int | None, overlap: int):
@@ -56,10 +66,27 @@ def tile_boxes(h: int, w: int, tile: int | None, overlap: int):
     return boxes
 
 
+def tile_batches(boxes, workers: int | None = None) -> list:
+    """tile_boxes' boxes as batches: lists of boxes whose contexts have one shape, in the order of
+    each shape's first tile, each of at most TILES_PER_WORKER x `workers` tiles (default: the
+    thread count, framework.get_num_threads) and BATCH_PIXELS context pixels (one tile at least)."""
+    workers = workers or get_num_threads()
+    shapes = {}
+    for box in boxes:
+        ey0, ey1, ex0, ex1 = box[1]
+        shapes.setdefault((ey1 - ey0, ex1 - ex0), []).append(box)
+    batches = []
+    for (h, w), group in shapes.items():
+        size = max(1, min(TILES_PER_WORKER * workers, BATCH_PIXELS // (h * w)))
+        batches += [group[i:i + size] for i in range(0, len(group), size)]
+    return batches
+
+
 def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16):
     """Yield ((y0, y1, x0, x1) LR core box, scale s, SR of that core (C', (y1-y0) s, (x1-x0) s)) for
-    each tile: `fn(patch)` maps an LR patch (C, h, w) to its SR (C', h s, w s); only each core's part
-    is kept. Memory is bounded by one tile (nothing of the full HR size is made here)."""
+    each tile, batch by batch (tile_batches: not in raster order): `fn(patches)` maps LR patches
+    (B, C, h, w) to their SR (B, C', h s, w s); only each core's part is kept. Memory is bounded
+    by one batch (nothing of the full HR size is made here)."""
     if lq.ndim != 3:
         raise ValueError(f"upscale: lq must be (C, H, W), got shape {lq.shape}")
     if tile is not None and tile < 1:
@@ -67,23 +94,28 @@ def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16):
     if overlap < 0:
         raise ValueError(f"upscale: tile overlap must be >= 0, got {overlap}")
     _, h, w = lq.shape
-    for (y0, y1, x0, x1), (ey0, ey1, ex0, ex1) in tile_boxes(h, w, tile, overlap):
-        res = fn(np.ascontiguousarray(lq[:, ey0:ey1, ex0:ex1]))
-        s = res.shape[1] // (ey1 - ey0)
-        if res.ndim != 3 or res.shape[1:] != ((ey1 - ey0) * s, (ex1 - ex0) * s):
-            raise ValueError(f"upscale: the model maps an LR patch of {ey1 - ey0}x{ex1 - ex0} to "
-                             f"{res.shape}, not a whole multiple of it")
-        yield (y0, y1, x0, x1), s, res[:, (y0 - ey0) * s:(y1 - ey0) * s, (x0 - ex0) * s:(x1 - ex0) * s]
+    for batch in tile_batches(tile_boxes(h, w, tile, overlap)):
+        ey0, ey1, ex0, ex1 = batch[0][1]
+        patches = np.stack([lq[:, a:b, c:d] for _, (a, b, c, d) in batch])
+        res = fn(patches)
+        s = res.shape[2] // (ey1 - ey0) if res.ndim == 4 else 0
+        if res.shape[:1] + res.shape[2:] != (len(batch), (ey1 - ey0) * s, (ex1 - ex0) * s) or s < 1:
+            raise ValueError(f"upscale: the model maps LR patches {patches.shape} to "
+                             f"{res.shape}, not a whole multiple of them")
+        for ((y0, y1, x0, x1), (ey0, _, ex0, _)), one in zip(batch, res):
+            yield (y0, y1, x0, x1), s, one[:, (y0 - ey0) * s:(y1 - ey0) * s,
+                                           (x0 - ex0) * s:(x1 - ex0) * s]
 
 
 def model_fn(model, self_ensemble: bool = False):
-    """patch (C, h, w) -> the model's output (C', h s, w s), under no_grad, in the model's dtype;
-    with `self_ensemble` the mean of the 8 flipped/transposed runs (engine/tta.py), unclipped."""
+    """patches (B, C, h, w) -> the model's output (B, C', h s, w s), under no_grad, in the model's
+    dtype; with `self_ensemble` the mean of the 8 flipped/transposed runs (engine/tta.py),
+    unclipped."""
     dtype = _model_dtype(model)
 
-    def fn(patch):
+    def fn(patches):
         with no_grad():
-            return model(Tensor(patch[None].astype(dtype, copy=False))).data[0]
+            return model(Tensor(patches.astype(dtype, copy=False))).data
     return ensemble(fn) if self_ensemble else fn
 
 
@@ -100,9 +132,10 @@ def assemble(tiles, lq_hw) -> np.ndarray:
 def upscale(model, lq: np.ndarray, tile: int | None = None, overlap: int = 16,
             self_ensemble: bool = False) -> np.ndarray:
     """SR of one LR image `lq` (C, H, W) -> (C', H*s, W*s) with the model in eval mode, under
-    no_grad. `tile` (LR pixels) bounds the network's memory; `overlap` LR pixels of context per
-    side; `self_ensemble` (default False): average the 8 flips/transposes of each tile (x8 time).
-    The whole HR image is assembled in memory (upscale_file writes tile by tile instead)."""
+    no_grad. `tile` (LR pixels) bounds the network's memory (tile_batches: small tiles run a few
+    at a time); `overlap` LR pixels of context per side; `self_ensemble` (default False): average
+    the 8 flips/transposes of each tile (x8 time). The whole HR image is assembled in memory
+    (upscale_file writes tile by tile instead)."""
     return assemble(sr_tiles(model_fn(model, self_ensemble), lq, tile, overlap), lq.shape[1:])
 
 
@@ -119,38 +152,39 @@ def _interpolate_baseline(x: Tensor, scale: int) -> Tensor:
 
 
 def bicubic(lq: np.ndarray, scale: int, method: str = "imresize") -> np.ndarray:
-    """Upscale (C, H, W) by a registered baseline (BASELINES: "imresize", MATLAB's bicubic, or
-    "interpolate", PyTorch's), clipped to [0, 1]."""
+    """Upscale (C, H, W), or a batch (N, C, H, W), by a registered baseline (BASELINES: "imresize",
+    MATLAB's bicubic, or "interpolate", PyTorch's), clipped to [0, 1]."""
     try:
         fn = BASELINES.get(method)
     except KeyError as exc:
         raise ValueError(f"bicubic: method: {exc.args[0]}") from None
+    batch = np.ascontiguousarray(lq if lq.ndim == 4 else lq[None])
     with no_grad():
-        y = fn(Tensor(np.ascontiguousarray(lq[None])), scale)
-    return np.clip(y.data[0], 0.0, 1.0)
+        y = fn(Tensor(batch), scale)
+    return np.clip(y.data if lq.ndim == 4 else y.data[0], 0.0, 1.0)
 
 
 def channel_fn(model, in_ch: int, scale: int, self_ensemble: bool = False):
-    """patch (c, h, w) -> SR (c, h s, w s) clipped to [0, 1], whatever c vs the model's channels:
-    a 1-channel model on RGB runs on Y (Cb, Cr bicubic), a 3-channel model on gray runs on the gray
-    replicated and averages back. Per patch, so tiles stay tiles; `self_ensemble` averages the
-    network's 8 runs before clipping."""
+    """patches (B, c, h, w) -> SR (B, c, h s, w s) clipped to [0, 1], whatever c vs the model's
+    channels: a 1-channel model on RGB runs on Y (Cb, Cr bicubic), a 3-channel model on gray runs
+    on the gray replicated and averages back. Per patch, so tiles stay tiles; `self_ensemble`
+    averages the network's 8 runs before clipping."""
     net = model_fn(model, self_ensemble)
 
-    def fn(patch):
-        c = patch.shape[0]
+    def fn(patches):
+        c = patches.shape[1]
         if c == in_ch:
-            sr = net(patch)
+            sr = net(patches)
             return np.clip(sr, 0.0, 1.0, out=sr)
         if in_ch == 1 and c == 3:
             from ..color import rgb_to_ycbcr, ycbcr_to_rgb
-            ycc = rgb_to_ycbcr(patch).astype(np.float32)
-            y = net(ycc[:1])
-            cbcr = bicubic(ycc[1:], scale, "interpolate")
-            return np.clip(ycbcr_to_rgb(np.concatenate([y, cbcr.astype(y.dtype)])), 0, 1)
+            ycc = rgb_to_ycbcr(patches).astype(np.float32)
+            y = net(ycc[:, :1])
+            cbcr = bicubic(ycc[:, 1:], scale, "interpolate")
+            return np.clip(ycbcr_to_rgb(np.concatenate([y, cbcr.astype(y.dtype)], axis=1)), 0, 1)
         if in_ch == 3 and c == 1:
-            sr = net(np.repeat(patch, 3, axis=0))
-            return np.clip(sr.mean(axis=0, keepdims=True), 0.0, 1.0)
+            sr = net(np.repeat(patches, 3, axis=1))
+            return np.clip(sr.mean(axis=1, keepdims=True), 0.0, 1.0)
         raise ValueError(f"cannot run a {in_ch}-channel model on a {c}-channel image")
     return fn
 
@@ -162,42 +196,90 @@ def super_resolve(model, img: np.ndarray, scale: int, in_ch: int, tile=None, ove
     return assemble(sr_tiles(fn, img, tile, overlap), img.shape[1:])
 
 
-def _alpha_fn(scale):
-    def fn(patch):  # alpha is upscaled with bicubic interpolation, clipped
-        return bicubic(patch, scale, "interpolate")
+def _alpha_fn(model, info, scale, upsampler, self_ensemble):
+    """patches (B, 1, h, w) of alpha -> (B, 1, h s, w s) in [0, 1]: "bicubic" (srgrad's default)
+    PyTorch's bicubic interpolation, clipped; "realesrgan" (Real-ESRGAN's default) the model on
+    the alpha replicated to RGB, clipped, then made gray as OpenCV's RGB2GRAY (BT.601 weights)."""
+    if upsampler == "bicubic":
+        return lambda patches: bicubic(patches, scale, "interpolate")
+    net = model_fn(model, self_ensemble)
+    in_ch = model_in_channels(info)
+    if in_ch not in (1, 3):
+        raise ValueError(f"--alpha_upsampler realesrgan: cannot run a {in_ch}-channel model on "
+                         f"the alpha channel")
+
+    def fn(patches):
+        sr = net(patches if in_ch == 1 else np.repeat(patches, 3, axis=1))
+        np.clip(sr, 0.0, 1.0, out=sr)
+        if in_ch == 1:
+            return sr
+        return (sr[:, 0:1] * 0.299 + sr[:, 1:2] * 0.587 + sr[:, 2:3] * 0.114).astype(sr.dtype)
     return fn
 
 
+ALPHA_UPSAMPLERS = ("bicubic", "realesrgan")
+
+
+def _quantise_tiles(out, tiles, planes: slice, bits: int, scale: int) -> None:
+    """Each SR tile into `out` (H s, W s, C) at `planes`; tiles over a padded image (pre_pad) are
+    cropped to out's size."""
+    from ..io.image import quantise_into
+    ho, wo = out.shape[:2]
+    for (y0, y1, x0, x1), s, res in tiles:
+        if s != scale:
+            raise ValueError(f"the model upscales x{s}, its weights say x{scale}")
+        y1, x1 = min(y1 * s, ho), min(x1 * s, wo)
+        if y0 * s < y1 and x0 * s < x1:
+            quantise_into(out[y0 * s:y1, x0 * s:x1, planes], res[:, :y1 - y0 * s, :x1 - x0 * s],
+                          bits)
+
+
+def _pre_pad(planes: np.ndarray, pad: int, src) -> np.ndarray:
+    """Real-ESRGAN's pre_pad: `pad` pixels of reflection added at the bottom and the right."""
+    h, w = planes.shape[1:]
+    if pad >= min(h, w):
+        raise ValueError(f"{src}: --pre_pad {pad} must be smaller than the image ({w}x{h}) "
+                         f"(a reflection, as Real-ESRGAN's)")
+    return np.pad(planes, ((0, 0), (0, pad), (0, pad)), mode="reflect")
+
+
 def upscale_file(model, info: dict, src, dst, tile=None, overlap=16, self_ensemble: bool = False,
-                 outscale: float | None = None, outscale_mode: str = "bicubic") -> tuple:
+                 outscale: float | None = None, outscale_mode: str = "bicubic",
+                 alpha_upsampler: str = "bicubic", pre_pad: int = 0) -> tuple:
     """Read `src`, super-resolve, write `dst` atomically (same mode family: RGB stays RGB, gray
-    stays gray, alpha is upscaled with bicubic interpolation and clipped; 16-bit in -> 16-bit out
-    where the output format allows). Tile by tile, each tile quantised straight into the output's
-    8/16-bit buffer: memory is the LR image, that buffer and one tile. `self_ensemble`: x8 TTA per
-    tile. `outscale` (default None: the model's scale) resizes that buffer, alpha included, to
-    `outscale_size` with `outscale_mode` (resize_quantised: band by band, bounded memory). Returns
-    the output (C, H, W) shape."""
-    from ..io.image import quantise_into, read_image, supports_16bit, write_quantised
+    stays gray, alpha is upscaled by `alpha_upsampler`; 16-bit in -> 16-bit out where the output
+    format allows). Tile by tile, each tile quantised straight into the output's 8/16-bit buffer:
+    memory is the LR image, that buffer and one batch of tiles. `self_ensemble`: x8 TTA per tile.
+    `alpha_upsampler` (_alpha_fn): "bicubic" (default) or "realesrgan" (the model). `pre_pad`
+    (Real-ESRGAN's, default 0): the LR image (and an alpha the model upscales) gets that many
+    reflected pixels at the bottom and the right, cropped off the SR. `outscale` (default None:
+    the model's scale) resizes that buffer, alpha included, to `outscale_size` with
+    `outscale_mode` (resize_quantised: band by band, bounded memory). Returns the output (C, H, W)
+    shape."""
+    from ..io.image import read_image, supports_16bit, write_quantised
     if outscale is not None:
         choice("upscale_file", "outscale_mode", outscale_mode, OUTSCALE_MODES)
+    choice("upscale_file", "alpha_upsampler", alpha_upsampler, ALPHA_UPSAMPLERS)
     img, meta = read_image(src)
     size = None if outscale is None else \
         checked_outscale_size(img.shape[1:], outscale, "upscale_file: outscale", src)
     scale = int(info["scale"])
     alpha = meta.get("alpha")
-    channels = img.shape[0] + (alpha is not None)
+    colour = img.shape[0]
+    channels = colour + (alpha is not None)
     bits = 16 if meta.get("bits") == 16 and supports_16bit(dst, channels) else 8
     out = np.empty((img.shape[1] * scale, img.shape[2] * scale, channels),
                    np.uint16 if bits == 16 else np.uint8)
+    if pre_pad:
+        img = _pre_pad(img, pre_pad, src)
+        if alpha is not None and alpha_upsampler == "realesrgan":
+            alpha = _pre_pad(alpha, pre_pad, src)
     fn = channel_fn(model, model_in_channels(info), scale, self_ensemble)
-    for (y0, y1, x0, x1), s, res in sr_tiles(fn, img, tile, overlap):
-        if s != scale:
-            raise ValueError(f"the model upscales x{s}, its weights say x{scale}")
-        quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, :img.shape[0]], res, bits)
+    _quantise_tiles(out, sr_tiles(fn, img, tile, overlap), slice(0, colour), bits, scale)
     if alpha is not None:
-        for (y0, y1, x0, x1), s, res in sr_tiles(_alpha_fn(scale), alpha, tile, overlap):
-            quantise_into(out[y0 * s:y1 * s, x0 * s:x1 * s, img.shape[0]:], res, bits)
-    colour = img.shape[0]
+        alpha_fn = _alpha_fn(model, info, scale, alpha_upsampler, self_ensemble)
+        _quantise_tiles(out, sr_tiles(alpha_fn, alpha, tile, overlap), slice(colour, None), bits,
+                        scale)
     del img, alpha, meta  # the LR image is not needed for the resize
     if size is not None and size != out.shape[:2]:
         out = resize_quantised(out, size, outscale_mode)  # then the SR buffer is freed

@@ -6,6 +6,7 @@ written to. `plan_outputs` for srgrad-infer's images, `check_output` for a comma
 from __future__ import annotations
 
 import os
+import sys
 import uuid
 from pathlib import Path
 
@@ -19,8 +20,12 @@ class OutputError(ValueError):
 
 
 def output_name(src: Path, suffix: str, ext: str, scale: int) -> str:
-    """`<stem><suffix>.<ext>` (suffix may hold {scale}; ext "auto" keeps the input's)."""
+    """`<stem><suffix>.<ext>` (suffix may hold {scale}; ext "auto" keeps the input's). A suffix that
+    starts with a letter or digit is joined with "_", as Real-ESRGAN's --suffix: "out" gives
+    0014_out.png; "_x{scale}" and "-sr" are kept as they are; "" keeps the name."""
     suffix = suffix.format(scale=scale)
+    if suffix[:1].isalnum():
+        suffix = "_" + suffix
     extension = src.suffix if ext == "auto" else "." + ext
     return f"{src.stem}{suffix}{extension}"
 
@@ -67,19 +72,26 @@ def check_output(path, flag: str, inputs, overwrite: bool) -> Path:
 
 
 def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str, overwrite: bool,
-                 scale: int):
+                 scale: int, say=None):
     """([(input, output)], [skipped (input, existing output)]) for srgrad-infer, or OutputError.
 
     Folder mode (`--input DIR`): each output is `output/<stem><suffix>.<ext>`; an existing output is
     skipped (a re-run continues a folder) unless `overwrite`. File mode: `output` is the file (or a
     folder to put `<stem><suffix>.<ext>` in); an existing one is an error unless `overwrite`. Either
-    way an output that IS one of the inputs is refused, with or without --overwrite."""
+    way an output that IS one of the inputs is refused, with or without --overwrite. In file mode
+    an output without an extension that does not exist is a folder to make. A name made
+    here (not given as --output FILE) for an image with alpha in a format that cannot store it
+    (JPEG) becomes .png, said through `say` (default: stderr), as Real-ESRGAN writes RGBA as PNG."""
+    say = say or (lambda msg: print(msg, file=sys.stderr))
     output = Path(output)
     if ext != "auto" and "." + ext not in WRITE_EXTENSIONS:
         raise OutputError(f"--ext {ext}: cannot write that format (choose from auto, "
                           f"{', '.join(e[1:] for e in WRITE_EXTENSIONS)})")
     pairs = []
-    if folder_mode or output.is_dir():
+    # the output names are made here, not given: a folder, or a path without an extension (a
+    # folder to make, as Real-ESRGAN's -o)
+    named = folder_mode or output.is_dir() or (not output.suffix and not output.exists())
+    if named:
         _check_folder(output, "--output")
         for src in inputs:
             pairs.append((src, output / output_name(src, suffix, ext, scale)))
@@ -91,6 +103,13 @@ def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str,
         pairs.append((inputs[0], output))
     todo, skipped, seen = [], [], {}
     for src, dst in pairs:
+        if dst.suffix.lower() in (".jpg", ".jpeg") and has_alpha(src):
+            if not named:
+                raise OutputError(f"{src} has an alpha channel, which JPEG cannot store ({dst}); "
+                                  f"pass --ext png or --ext webp")
+            say(f"note: {src} has an alpha channel, which JPEG cannot store: writing "
+                f"{dst.with_suffix('.png')}")
+            dst = dst.with_suffix(".png")
         if dst.suffix.lower() not in WRITE_EXTENSIONS:
             raise OutputError(f"{src}: its output {dst} has extension {dst.suffix!r}, which srgrad "
                               f"cannot write; pass --ext png (or jpg, webp, tif)")
@@ -103,9 +122,6 @@ def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str,
             raise OutputError(f"{src} and {seen[key]} would both be written to {dst}; pass --suffix "
                               f"or --ext to tell them apart")
         seen[key] = src
-        if dst.suffix.lower() in (".jpg", ".jpeg") and has_alpha(src):
-            raise OutputError(f"{src} has an alpha channel, which JPEG cannot store ({dst}); pass "
-                              f"--ext png or --ext webp")
         if dst.exists() and not overwrite:
             if not folder_mode:
                 raise OutputError(f"--output {dst} exists; pass --overwrite to replace it")

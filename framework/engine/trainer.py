@@ -231,7 +231,7 @@ class Trainer:
                 last_val = self._log_row(self._pending, validate=True)
             elif start == 0 and self._pretrained and self.val_set is not None:
                 last_val = self._log_row({}, validate=True)  # where the fine-tuning starts from
-            while self.iteration < total:
+            while self.iteration < total and not self.recipe.done():
                 stop = self.comm.max_(self._stop_signal or 0)
                 if stop:
                     self._interrupt(stop)

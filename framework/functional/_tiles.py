@@ -3,11 +3,15 @@ BLAS, column buffers kept between calls, and the split of (images, output rows) 
 
 Per-tile multithreaded BLAS calls between numba kernels stall on a shared machine, hence one
 fork/join per call over threads of single-threaded BLAS (measured: docs/benchmarks.md, "Where the
-code's thresholds come from"). The policy (the buffer cap, the worker count) stays in conv.py; these
-functions take it as arguments.
+code's thresholds come from"). A call of one task runs inline, and on single-threaded BLAS too: the
+threads of a threaded BLAS call spin between the numba kernels around it, and on a busy machine
+small images and small inference tiles (one task per convolution) cost several times their pixels
+(docs/benchmarks.md, "Tiled inference"). The policy (the buffer cap, the worker count) stays in
+conv.py; these functions take it as arguments.
 """
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import threading
@@ -27,26 +31,33 @@ def default_workers():
     return numba.get_num_threads() if blas_controllable() else 1
 
 
-def _enter(n):
-    """The executor of n threads (a new one after a change of thread count or a fork: a forked child
-    has no worker threads), with BLAS single-threaded until the last concurrent call leaves."""
+@contextlib.contextmanager
+def _single_threaded_blas():
+    """BLAS single-threaded from the first call in flight until the last leaves (calls may come
+    from several threads at once: a data loader's and the training loop's)."""
     with _POOL["lock"]:
-        if _POOL["size"] != n or _POOL["pid"] != os.getpid():
-            if _POOL["executor"] is not None and _POOL["pid"] == os.getpid():
-                _POOL["executor"].shutdown(wait=False)
-            _POOL.update(executor=ThreadPoolExecutor(n, thread_name_prefix="srgrad-conv"), size=n,
-                         pid=os.getpid(), active=0)
+        if _POOL["pid"] != os.getpid():  # a forked child: no worker threads, no calls in flight
+            _POOL.update(executor=None, size=0, pid=os.getpid(), active=0)
         if _POOL["active"] == 0:
             _POOL["blas_before"] = limit_blas_threads(1)
         _POOL["active"] += 1
-        return _POOL["executor"]
+    try:
+        yield
+    finally:
+        with _POOL["lock"]:
+            _POOL["active"] -= 1
+            if _POOL["active"] == 0:
+                restore_blas_threads(_POOL["blas_before"])
 
 
-def _leave():
+def _executor(n):
+    """The executor of n threads (a new one after a change of thread count or a fork)."""
     with _POOL["lock"]:
-        _POOL["active"] -= 1
-        if _POOL["active"] == 0:
-            restore_blas_threads(_POOL["blas_before"])
+        if _POOL["size"] != n:
+            if _POOL["executor"] is not None:
+                _POOL["executor"].shutdown(wait=False)
+            _POOL.update(executor=ThreadPoolExecutor(n, thread_name_prefix="srgrad-conv"), size=n)
+        return _POOL["executor"]
 
 
 # Column buffers kept between calls: a fresh one page-faults on first touch, which costs as much as
@@ -73,30 +84,27 @@ def _give_buffer(buf, keep):
 
 def run(tasks, work, buffer_elems, dtype, workers):
     """[work(task, buffer) for task in tasks] on `workers` threads, each with its own column buffer
-    and single-threaded BLAS; results in task order. One task (or one worker) runs inline with BLAS
-    threaded as usual."""
+    and single-threaded BLAS; results in task order. A single task runs inline, on single-threaded
+    BLAS too; with one worker BLAS keeps the caller's thread count (set_num_threads(1) set it)."""
     n = min(workers, len(tasks))
     nbytes = buffer_elems * np.dtype(dtype).itemsize
     raw = [_take_buffer(nbytes) for _ in range(max(n, 1))]
     try:
-        if n <= 1:
-            return [work(t, raw[0][:nbytes].view(dtype)) for t in tasks]
-        buffers = queue.SimpleQueue()
-        for buf in raw:
-            buffers.put(buf[:nbytes].view(dtype))
+        with _single_threaded_blas() if workers > 1 else contextlib.nullcontext():
+            if n <= 1:
+                return [work(t, raw[0][:nbytes].view(dtype)) for t in tasks]
+            buffers = queue.SimpleQueue()
+            for buf in raw:
+                buffers.put(buf[:nbytes].view(dtype))
 
-        def job(task):
-            buf = buffers.get()
-            try:
-                return work(task, buf)
-            finally:
-                buffers.put(buf)
+            def job(task):
+                buf = buffers.get()
+                try:
+                    return work(task, buf)
+                finally:
+                    buffers.put(buf)
 
-        executor = _enter(workers)
-        try:
-            return list(executor.map(job, tasks))
-        finally:
-            _leave()
+            return list(_executor(workers).map(job, tasks))
     finally:
         for buf in raw:
             _give_buffer(buf, workers)

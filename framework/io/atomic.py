@@ -18,7 +18,7 @@ import secrets
 import socket
 import stat
 
-__all__ = ["atomic_open", "write_atomic", "clean_partial_writes", "TEMP_SUFFIX"]
+__all__ = ["atomic_open", "write_atomic", "install", "clean_partial_writes", "TEMP_SUFFIX"]
 
 TEMP_SUFFIX = ".srgrad.tmp"
 _HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
@@ -80,6 +80,19 @@ def write_atomic(path, data: bytes) -> None:
     """Write `data` to `path` atomically (atomic_open)."""
     with atomic_open(path) as fh:
         fh.write(data)
+
+
+def install(src, path) -> None:
+    """Move a complete file written beside `path` (a download's `.partial`, io/download.py) over
+    `path`: fsync it, os.replace, fsync the folder. Readers see the old file or the new one."""
+    src, path = os.fspath(src), os.fspath(path)
+    fd = os.open(src, os.O_RDONLY | _NOFOLLOW)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(src, path)
+    _fsync_folder(path)
 
 
 def _fsync_folder(path) -> None:

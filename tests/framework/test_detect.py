@@ -53,6 +53,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "num_block": 3, "squeeze_factor": 2}, ()),
     ({"type": "RCAN", "scale": 2, "num_feat": 16, "num_group": 1, "num_block": 1,
       "squeeze_factor": 16}, ()),
+    ({"type": "ZSSRNet", "scale": 2, "num_feat": 8, "num_layers": 3}, ("scale",)),
+    ({"type": "ZSSRNet", "scale": 4, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 4}, ("scale",)),
     ({"type": "SwinIR", "scale": 2, "img_size": 16, "embed_dim": 8, "depths": [2, 1],
       "num_heads": [2, 4], "window_size": 4, "mlp_ratio": 2.0, "upsampler": "pixelshuffle"}, ()),
     ({"type": "HAT", "scale": 4, "embed_dim": 12, "depths": [2, 1], "num_heads": [2, 3],

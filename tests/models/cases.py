@@ -20,6 +20,7 @@ SCALES = {  # the scales each design is tested at
     "HAT": (2, 3),  # and x1, x4 in test_hat.py
     "Swin2SR": (2, 4),  # the pixel-shuffle upsampler (BASE); the others in test_swin2sr.py
     "DAT": (2, 3),  # pixelshuffledirect and x4 in test_dat.py
+    "ZSSRNet": (2, 3, 4),
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"}}
@@ -27,7 +28,7 @@ BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixel
 CHANNEL_KEYS = {"SwinIR": ("in_chans",), "HAT": ("in_chans",), "Swin2SR": ("in_chans",),
                 "DAT": ("in_chans",)}
 # Small variants of the two big models for tests that train or differentiate.
-SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "EDSR": {"num_block": 2, "num_feat": 16},
+SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
          "MSRResNet": {"num_block": 2, "num_feat": 16},
          "RCAN": {"num_group": 2, "num_block": 2, "num_feat": 16, "squeeze_factor": 4},
@@ -62,6 +63,8 @@ def expected_parameters(name: str, c: int, s: int) -> int:
         return conv(c, 64, 5) + conv(64, 32, 3) + conv(32, c * s * s, 3)
     if name == "VDSR":  # 20 layers
         return conv(c, 64, 3) + 18 * conv(64, 64, 3) + conv(64, c, 3)
+    if name == "ZSSRNet":  # 8 layers, 64 features, no biases
+        return 9 * (c * 64 + 6 * 64 * 64 + 64 * c)
     if name == "EDSR":  # baseline: 16 blocks x 2 convs, 64 features; x4 = two x2 stages
         up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
         return conv(c, 64, 3) + 16 * 2 * conv(64, 64, 3) + conv(64, 64, 3) + up + conv(64, c, 3)

@@ -2,7 +2,8 @@
 noise, JPEG) and img_process_util.py (filter2D, USMSharp), on numpy (C, H, W) images in [0, 1].
 One family per module: kernels (Gaussian, generalized, plateau, mixed), sinc (circular low-pass and
 its Bessel J1), filtering (filter2d, usm_sharp), noise (Gaussian, Poisson), jpeg (DiffJPEG and
-Pillow); every public name is importable from here.
+Pillow), kernel_file (a kernel as a .npy file: an image's own, e.g. KernelGAN's estimate); every
+public name is importable from here.
 
 Names, arguments and formulas are BasicSR's. Differences, all deliberate:
 - every random function takes a keyword-only `rng` (a numpy Generator): no global RNG, no `random`;
@@ -16,6 +17,8 @@ Kernels are float64; images keep their dtype (float32 stays float32).
 """
 from ._common import pick, probabilities, value_range
 from .filtering import filter2d, gaussian_kernel1d, usm_sharp
+from .kernel_file import (analytic_kernel, centre_kernel, is_kernel_file, load_kernel,
+                          save_kernel, zeroize_negligible)
 from .jpeg import (JPEG_METHODS, add_diffjpeg_compression, add_jpg_compression,
                    random_add_jpg_compression)
 from .kernels import (KERNEL_TYPES, bivariate_Gaussian, bivariate_generalized_Gaussian,
@@ -34,5 +37,6 @@ __all__ = [
     "usm_sharp", "generate_gaussian_noise", "random_add_gaussian_noise", "generate_poisson_noise",
     "random_add_poisson_noise", "poisson_cdf_table", "JPEG_METHODS", "add_jpg_compression",
     "add_diffjpeg_compression", "random_add_jpg_compression", "pick", "value_range",
-    "probabilities",
+    "probabilities", "analytic_kernel", "centre_kernel", "is_kernel_file", "load_kernel",
+    "save_kernel", "zeroize_negligible",
 ]

@@ -9,6 +9,7 @@ import numpy as np
 
 from ..._check import choice, int_arg, number
 from ._common import _odd_size, pick, probabilities, sequence, value_range
+from .kernel_file import is_kernel_file, load_kernel
 
 __all__ = ["KERNEL_TYPES", "sigma_matrix2", "mesh_grid", "pdf2", "bivariate_Gaussian",
            "bivariate_generalized_Gaussian", "bivariate_plateau", "random_bivariate_Gaussian",
@@ -146,13 +147,17 @@ KERNEL_TYPES = {
 
 def check_kernel_list(owner: str, name: str, kernel_list) -> tuple[str, ...]:
     """Every entry (of a list, tuple or array) a known kernel type (ValueError with a did-you-mean
-    otherwise), as a tuple of str."""
+    otherwise) or a kernel file (.npy, kernel_file.py: e.g. srgrad-zssr's estimate of a camera's
+    kernel; read and checked here), as a tuple of str."""
     items = sequence(kernel_list)
     if not items:
         raise ValueError(f"{owner}: {name} must be a non-empty list of kernel types, got "
                          f"{kernel_list!r}")
     for t in items:
-        choice(owner, name, t, tuple(KERNEL_TYPES))
+        if is_kernel_file(t):
+            load_kernel(t, f"{owner}: {name}: kernel file")
+        else:
+            choice(owner, name, t, tuple(KERNEL_TYPES))
     return tuple(str(t) for t in items)
 
 
@@ -160,7 +165,8 @@ def random_mixed_kernels(kernel_list, kernel_prob, kernel_size=21, sigma_x_range
                          sigma_y_range=(0.6, 5), rotation_range=(-math.pi, math.pi),
                          betag_range=(0.5, 8), betap_range=(0.5, 8), noise_range=None, *,
                          rng, trace: dict | None = None) -> np.ndarray:
-    """A (k, k) kernel of a type drawn from `kernel_list` with `kernel_prob` (which must sum to 1).
+    """A (k, k) kernel of a type drawn from `kernel_list` with `kernel_prob` (which must sum to 1);
+    a kernel file drawn is returned as it is (its own size).
     Plateau kernels never get multiplicative noise (as in BasicSR). `trace`, when given, receives
     the draws: kernel (the type), sigma_x, sigma_y, theta, beta (None for a Gaussian)."""
     owner = "random_mixed_kernels"
@@ -169,6 +175,10 @@ def random_mixed_kernels(kernel_list, kernel_prob, kernel_size=21, sigma_x_range
     kind = pick(rng, kernel_list, probs)
     if trace is not None:
         trace["kernel"] = kind
+    if is_kernel_file(kind):  # used as it is: kernel_size and the ranges do not apply
+        if trace is not None:
+            trace.update(sigma_x=None, sigma_y=None, theta=None, beta=None)
+        return load_kernel(kind, f"{owner}: kernel file")
     sampler, isotropic, beta = KERNEL_TYPES[kind]
     args = (kernel_size, sigma_x_range, sigma_y_range, rotation_range)
     draws = dict(isotropic=isotropic, rng=rng, trace=trace)

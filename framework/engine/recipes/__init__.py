@@ -5,8 +5,9 @@ from ...registry import RECIPES
 from .base import NonFinite, Recipe, config_key, total
 from .gan import GANRecipe
 from .sr import SRRecipe
+from .zssr import ZSSRRecipe
 
-__all__ = ["Recipe", "SRRecipe", "GANRecipe", "NonFinite", "config_key", "total", "recipe_name",
+__all__ = ["Recipe", "SRRecipe", "GANRecipe", "ZSSRRecipe", "NonFinite", "config_key", "total", "recipe_name",
            "DEFAULT"]
 
 DEFAULT = "sr"
@@ -14,7 +15,8 @@ DEFAULT = "sr"
 
 def recipe_name(cfg: dict) -> str:
     """The recipe `cfg` trains with: its `recipe:` when given, else the one registered recipe that
-    claims it (gan: a config with model_d), else sr. ValueError when several claim it."""
+    claims it (gan: a config with model_d; zssr: a ZSSRDataset), else sr. ValueError when several
+    claim it."""
     if cfg.get("recipe"):
         return cfg["recipe"]
     claimed = [name for name in RECIPES.names() if RECIPES.get(name).claims(cfg)]

@@ -17,6 +17,7 @@ a subclass registered in RECIPES (`@RECIPES.register("name")`, the config's `rec
 - `build()`: the networks beyond the generator (`add_network`) and their optimizers
   (`add_optimizer`), in a fixed order (weights are drawn from the run's seed);
 - `step(batch, iteration, dry)`: one optimisation step, each optimizer's through `update()`;
+- `done()`, when the recipe decides its own end (ZSSR's learning-rate policy);
 - TERMS / `columns()`: its loss-term columns.
 Checkpoint state, pretrained weights, the EMA, the data-parallel reduction and the non-finite
 checks are written once, here.
@@ -163,6 +164,11 @@ class Recipe:
         a non-finite value skipped it. Raises NonFinite under train.nonfinite_loss: stop. `dry`
         (precompile's dry run, where kernels return garbage): every branch runs, no checks."""
         raise NotImplementedError
+
+    def done(self) -> bool:
+        """Whether training is over before train.total_iters (a recipe that decides its own end,
+        as ZSSR's learning-rate policy): the loop then saves and stops. Default False."""
+        return False
 
     def dry_step(self, batch: dict) -> None:
         """`step` with every branch taken and no finiteness checks: what precompile records."""

@@ -36,6 +36,52 @@ def test_tiled_equals_untiled_when_overlap_covers_the_receptive_field(name):
     assert np.abs(upscale(model, lq, tile=16, overlap=0) - whole).max() > 1e-3
 
 
+def test_small_tiles_run_as_batches_of_one_shape():
+    """Tiles whose contexts share a shape run together, at most 2 per worker and BATCH_PIXELS
+    pixels a batch; every tile exactly once (issue 28: one small tile per call left a core idle)."""
+    from framework.engine.inference import tile_batches, tile_boxes
+    boxes = tile_boxes(80, 80, 16, 4)  # contexts 20 px at the borders, 24 px inside
+    batches = tile_batches(boxes, workers=2)
+    assert sorted(b for batch in batches for b in batch) == sorted(boxes)
+    assert all(len({(e[1] - e[0], e[3] - e[2]) for _, e in batch}) == 1 for batch in batches)
+    assert sorted(map(len, batches)) == [1, 2, 2, 4, 4, 4, 4, 4]  # 4 corners, 6 + 6 edges, 9 inside
+    big = tile_boxes(700, 700, 300, 16)  # a 332 px context alone is over BATCH_PIXELS
+    assert [len(b) for b in tile_batches(big, workers=2)] == [1] * 9
+
+
+@pytest.mark.parametrize("spec", [SPECS["UpsampleNet"], {"type": "SRVGGNetCompact", "num_feat": 16,
+                                                          "num_conv": 2, "act_type": "prelu"}],
+                         ids=["UpsampleNet-im2col", "SRVGGNetCompact-direct"])
+@pytest.mark.parametrize("tta", [False, True], ids=["plain", "tta"])
+def test_batched_tiles_equal_tiles_run_one_by_one_exactly(spec, tta):
+    """Batched tiles give exactly the output of each tile run alone (what srgrad-infer --tile did
+    before tile_batches, issue 28): a conv does each image's arithmetic in one fixed order whatever
+    the batch, and picks its route (im2col or direct) from shapes, never from the batch."""
+    from framework import nn
+    from framework.engine.inference import model_fn, tile_boxes
+
+    class Recorder(nn.Module):
+        def __init__(self, inner):
+            super().__init__()
+            self.inner, self.batches = inner, []
+
+        def forward(self, x):
+            self.batches.append(x.shape[0])
+            return self.inner(x)
+
+    model = Recorder(tiny_model(spec))
+    lq = np.random.default_rng(1).random((3, 50, 70), dtype=np.float32)
+    tiled = upscale(model, lq, tile=16, overlap=5, self_ensemble=tta)
+    assert max(model.batches) > 1 and sum(model.batches) == 5 * 4 * (8 if tta else 1)
+    alone = model_fn(model.inner, tta)
+    expected = np.empty_like(tiled)
+    for (y0, y1, x0, x1), (ey0, ey1, ex0, ex1) in tile_boxes(50, 70, 16, 5):
+        one = alone(np.ascontiguousarray(lq[None, :, ey0:ey1, ex0:ex1]))[0]
+        expected[:, 2 * y0:2 * y1, 2 * x0:2 * x1] = \
+            one[:, 2 * (y0 - ey0):2 * (y1 - ey0), 2 * (x0 - ex0):2 * (x1 - ex0)]
+    np.testing.assert_array_equal(tiled, expected)
+
+
 def test_tile_arguments_are_checked():
     model = tiny_model(SPECS["FSRCNN"])
     lq = np.zeros((3, 8, 8), np.float32)

@@ -47,6 +47,15 @@ def test_the_eight_transforms_are_the_dihedral_group_and_undo_inverts_them():
     np.testing.assert_array_equal(got[5], x[:, ::-1].transpose(0, 2, 1))
 
 
+def test_a_batch_is_transformed_image_by_image():
+    """Tiles run as batches (N, C, H, W): each transform acts on the last two axes."""
+    x = np.arange(2 * 2 * 3 * 5, dtype=np.float64).reshape(2, 2, 3, 5)
+    for k in range(8):
+        got = dihedral(x, k)
+        np.testing.assert_array_equal(got, np.stack([dihedral(one, k) for one in x]))
+        np.testing.assert_array_equal(undo_dihedral(got, k), x)
+
+
 @pytest.mark.parametrize("hw", [(5, 7), (1, 4), (6, 6)])
 def test_ensemble_is_the_mean_of_the_eight_undone_runs(hw):
     model = fsrcnn64()
