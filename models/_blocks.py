@@ -119,7 +119,7 @@ def drop_rates(model: str, drop_rate, attn_drop_rate, drop_path_rate) -> tuple[f
 
 
 def trunc_normal_linears(model) -> None:
-    """The Swin family's _init_weights (SwinIR, HAT, Swin2SR): every Linear weight ~
+    """The Swin family's _init_weights (SwinIR, HAT, Swin2SR, DAT): every Linear weight ~
     trunc_normal(std 0.02), its bias 0; LayerNorm keeps ones / zeros and convolutions torch's
     default."""
     for m in model.modules():

@@ -25,14 +25,17 @@ SCALES = {  # the scales each design is tested at
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"}}
 # The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
-CHANNEL_KEYS = {"SwinIR": ("in_chans",), "HAT": ("in_chans",), "Swin2SR": ("in_chans",),
-                "DAT": ("in_chans",)}
+# PLKSR has none (RGB only, as the original).
+CHANNEL_KEYS = {"SwinIR": ("in_chans",), "PLKSR": (), "RealPLKSR": ("in_ch", "out_ch"),
+                "HAT": ("in_chans",), "Swin2SR": ("in_chans",), "DAT": ("in_chans",)}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
          "MSRResNet": {"num_block": 2, "num_feat": 16},
          "RCAN": {"num_group": 2, "num_block": 2, "num_feat": 16, "squeeze_factor": 4},
          # one RSTB of two blocks (one shifted) on 8x8 tokens: lr_batch's 6x5 pads to img_size
+         "PLKSR": {"dim": 8, "n_blocks": 2, "kernel_size": 7},
+         "RealPLKSR": {"dim": 8, "n_blocks": 2, "kernel_size": 7, "norm_groups": 2},
          "SwinIR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
                     "mlp_ratio": 2, "drop_path_rate": 0.0},  # 0: deterministic in train()
          "HAT": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,

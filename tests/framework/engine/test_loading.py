@@ -45,7 +45,7 @@ def test_a_tiny_file_asking_for_a_huge_model_is_refused_at_once(tmp_path, ask, w
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
-    assert time.perf_counter() - start < 20  # it built 10^9 layers for minutes before
+    assert time.perf_counter() - start < 120  # a hang guard, not a speed test: it built 10^9 layers for minutes
     assert peak < 64 * 2 ** 20, peak  # num_feat 8000 allocated 2.3 GB before
     msg = str(err.value)
     assert "\n" not in msg and msg.startswith(f"{path} does not fit the model SRVGGNetCompact("), msg
