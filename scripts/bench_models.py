@@ -7,7 +7,8 @@ Run through the harness: `python scripts/benchmark.py --only models --threads 2`
 after the harness's own:
     --models ESPCN FSRCNN     default: the six classic models; `modern` = SRVGGNetCompact, MSRResNet,
                               RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row); `efficient` =
-                              SPAN, PLKSR, RealPLKSR
+                              SPAN, PLKSR, RealPLKSR; `transformers` = issue 30's HAT, Swin2SR, DAT
+                              (minutes per row)
     --infer-size 512          the LR side of the inference image; 0 skips inference
     --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
     --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR, EDSR and SwinIR
@@ -79,11 +80,23 @@ CASES = {
                "use_ea": False}, 24),
     "RealPLKSR": ({"type": "RealPLKSR", "scale": 2, "dim": 24, "n_blocks": 3, "kernel_size": 13,
                    "use_ea": False, "layer_norm": True}, 24),
+    # issue 30's transformers at their CPU-sized configs (configs/hat_cpu_x2.yaml, swin2sr_cpu_x2.yaml,
+    # dat_cpu_x2.yaml)
+    "HAT": ({"type": "HAT", "scale": 2, "img_size": 32, "window_size": 8, "compress_ratio": 24,
+             "squeeze_factor": 24, "depths": [2, 2], "embed_dim": 48, "num_heads": [6, 6],
+             "mlp_ratio": 2}, 32),
+    "Swin2SR": ({"type": "Swin2SR", "scale": 2, "img_size": 32, "window_size": 8, "depths": [2, 2],
+                 "embed_dim": 48, "num_heads": [6, 6], "mlp_ratio": 2,
+                 "upsampler": "pixelshuffledirect"}, 32),
+    "DAT": ({"type": "DAT", "scale": 2, "img_size": 32, "split_size": [8, 16], "depth": [2, 2],
+             "embed_dim": 48, "num_heads": [4, 4], "expansion_factor": 2.0,
+             "upsampler": "pixelshuffledirect"}, 32),
 }
 DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
 MODERN = ["SRVGGNetCompact", "MSRResNet", "RRDBNet", "RCAN", "SwinIR"]  # --models modern
 EFFICIENT = ["SPAN", "PLKSR", "RealPLKSR"]  # --models efficient (issue 30)
-HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR")  # whole-image inference at 1024x1024 output: seconds per run
+TRANSFORMERS = ["HAT", "Swin2SR", "DAT"]  # --models transformers (issue 30's; minutes per row)
+HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR", "HAT", "Swin2SR", "DAT")  # whole-image inference at 1024x1024 output: seconds per run
 # issue 19's targets (issue 6's were step 1.25x, inference 1.25x, memory 1.5x; issue 15's SwinIR
 # step 1.5x and modern inference 1.0x): ahead of torch on every row
 TARGETS = {"step": 1.0, "step UpsampleNet": 0.7, "infer": 0.8, "memory": 1.0}
@@ -93,7 +106,7 @@ FIRST_STEP_WARM_S, FIRST_STEP_COLD_S = 3.0, 60.0
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_models")
     ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS,
-                    choices=list(CASES) + ["modern", "efficient"])
+                    choices=list(CASES) + ["modern", "efficient", "transformers"])
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--infer-repeat", type=int, default=None)
     ap.add_argument("--heavy-repeat", type=int, default=2)
@@ -102,7 +115,7 @@ def _options(rest):
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--apart-rounds", type=int, default=2)
     opts = ap.parse_known_args(rest)[0]
-    groups = {"modern": MODERN, "efficient": EFFICIENT}
+    groups = {"modern": MODERN, "efficient": EFFICIENT, "transformers": TRANSFORMERS}
     opts.models = [m for name in opts.models for m in groups.get(name, [name])]
     return opts
 
@@ -214,7 +227,8 @@ def _conv_gflop(model, lq, training):
     try:
         F.conv2d, F.conv_transpose2d = counting("conv2d"), counting("conv_transpose2d")
         with (sg.enable_grad() if training else sg.no_grad()):
-            model(sg.tensor(lq[:1]))
+            model(sg.tensor(lq[:2]))  # 2: DAT's BatchNorm trains on more than one value; the
+            # count is per image (pixels of one output map)
     finally:
         F.conv2d, F.conv_transpose2d = real["conv2d"], real["conv_transpose2d"]
     return total[0] * lq.shape[0] / 1e9
