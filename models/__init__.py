@@ -15,6 +15,9 @@ from .msrresnet import MSRResNet
 from .rrdbnet import RRDBNet
 from .rcan import RCAN
 from .swinir import SwinIR
+from .hat import HAT
+from .swin2sr import Swin2SR
+from .dat import DAT
 from .span import SPAN
 from .plksr import PLKSR
 from .realplksr import RealPLKSR
@@ -28,5 +31,6 @@ from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 NON_UPSCALING = DISCRIMINATORS + ("KernelGANGenerator", "KernelGANDiscriminator")
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
-           "RRDBNet", "RCAN", "SwinIR", "SPAN", "PLKSR", "RealPLKSR", "RealCUGAN", "SAFMN", "OmniSR",
+           "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
+           "RealCUGAN", "SAFMN", "OmniSR",
            "ZSSRNet"]

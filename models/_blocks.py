@@ -11,7 +11,7 @@ import numpy as np
 import framework.functional as F
 from framework import nn
 from framework.nn.conv import conv_act
-from framework.check import int_arg, is_number
+from framework.check import int_arg, is_number, number
 from framework.nn import init
 
 from framework.detect import NoMatch, indices, need
@@ -130,6 +130,37 @@ def default_init_weights(modules, scale: float = 1.0, bias_fill: float = 0.0, **
                 continue
             if m.bias is not None:
                 init.constant_(m.bias, bias_fill)
+
+
+def drop_rates(model: str, drop_rate, attn_drop_rate, drop_path_rate) -> tuple[float, float, float]:
+    """The Swin family's three dropout keywords (SwinIR, HAT, Swin2SR, DAT), each in [0, 1)."""
+    return tuple(number(model, key, value, 0.0, 1.0, high_open=True) for key, value in (
+        ("drop_rate", drop_rate), ("attn_drop_rate", attn_drop_rate), ("drop_path_rate", drop_path_rate)))
+
+
+def trunc_normal_linears(model) -> None:
+    """The Swin family's _init_weights (SwinIR, HAT, Swin2SR, DAT): every Linear weight ~
+    trunc_normal(std 0.02), its bias 0; LayerNorm keeps ones / zeros and convolutions torch's
+    default."""
+    for m in model.modules():
+        if isinstance(m, nn.Linear):
+            init.trunc_normal_(m.weight, std=0.02)
+            if m.bias is not None:
+                init.zeros_(m.bias)
+
+
+def embed_tokens(model, x, name: str):
+    """The Swin family's token embedding: (N, C, H, W) -> model.patch_embed -> tokens (N, H*W, C),
+    plus model.absolute_pos_embed when model.ape (the padded input must then be img_size), then
+    model.pos_drop."""
+    x_size = (x.shape[2], x.shape[3])
+    x = model.patch_embed(x)
+    if model.ape:
+        if x.shape[1] != model.absolute_pos_embed.shape[1]:
+            raise ValueError(f"{name}: with ape=True the (padded) input must be img_size "
+                             f"{model.patches_resolution}, got {x_size}")
+        x = x + model.absolute_pos_embed
+    return model.pos_drop(x)
 
 
 class PixelShuffleUpsampler(nn.Sequential):

@@ -51,13 +51,15 @@ RCAN_LAYOUTS = (
 
 
 class ChannelAttention(nn.Module):
-    """x * sigmoid(W2 relu(W1 avg(x) + b1) + b2) on (N, F, H, W); W1: F -> F // squeeze_factor."""
+    """x * sigmoid(W2 relu(W1 avg(x) + b1) + b2) on (N, F, H, W); W1: F -> F // squeeze_factor
+    (HAT's may be a float ratio: the width is int(F // squeeze_factor))."""
 
     def __init__(self, num_feat: int, squeeze_factor: int = 16):
         super().__init__()
+        mid = int(num_feat // squeeze_factor)
         self.attention = nn.Sequential(
-            nn.AdaptiveAvgPool2d(1), nn.Conv2d(num_feat, num_feat // squeeze_factor, 1),
-            nn.ReLU(), nn.Conv2d(num_feat // squeeze_factor, num_feat, 1), nn.Sigmoid())
+            nn.AdaptiveAvgPool2d(1), nn.Conv2d(num_feat, mid, 1),
+            nn.ReLU(), nn.Conv2d(mid, num_feat, 1), nn.Sigmoid())
 
     def forward(self, x):
         return x * self.attention(x)

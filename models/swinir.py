@@ -32,7 +32,8 @@ from framework.nn import init
 from framework.nn.module import claim
 from framework.registry import MODELS
 
-from ._blocks import PixelShuffleUpsampler, upsampler_scale
+from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_normal_linears,
+                      upsampler_scale)
 from framework.detect import Assumed, NoMatch, Unknown, count, need
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv")
@@ -44,41 +45,46 @@ _RGB_MEAN = (0.4488, 0.4371, 0.4040)
 # -- blocks ----------------------------------------------------------------------------------------
 class WindowAttention(nn.Module):
     """Multi-head self-attention inside each window with a relative-position bias:
-    (B*nW, N, C) -> same, N = wh * ww tokens; mask (nW, N, N) of 0 / -100 or None."""
+    (B*nW, N, C) -> same, N = wh * ww tokens; mask (nW, N, N) of 0 / -100 or None. `own_index`
+    False: no relative_position_index buffer, the forward takes the index (HAT keeps one for all
+    blocks on the model)."""
 
     def __init__(self, dim: int, window_size: tuple, num_heads: int, qkv_bias: bool = True,
-                 qk_scale=None, attn_drop: float = 0.0, proj_drop: float = 0.0):
+                 qk_scale=None, attn_drop: float = 0.0, proj_drop: float = 0.0,
+                 own_index: bool = True):
         super().__init__()
         self.dim, self.window_size, self.num_heads = dim, tuple(window_size), num_heads
         wh, ww = self.window_size
         self.scale = qk_scale or (dim // num_heads) ** -0.5
         self.relative_position_bias_table = nn.Parameter(
             np.zeros(((2 * wh - 1) * (2 * ww - 1), num_heads), np.float32))
-        self.register_buffer("relative_position_index", relative_position_index(wh, ww))
+        if own_index:
+            self.register_buffer("relative_position_index", relative_position_index(wh, ww))
         self.qkv = nn.Linear(dim, dim * 3, bias=qkv_bias)
         self.attn_drop = nn.Dropout(attn_drop)
         self.proj = nn.Linear(dim, dim)
         self.proj_drop = nn.Dropout(proj_drop)
         init.trunc_normal_(self.relative_position_bias_table, std=0.02)
 
-    def bias(self):
-        """(nH, N, N): the table's rows for each token pair, one gather."""
+    def bias(self, index=None):
+        """(nH, N, N): the table's rows for each token pair (`index` (N, N), default the buffer),
+        one gather."""
         n = self.window_size[0] * self.window_size[1]
-        index = self.relative_position_index.data.reshape(-1)
+        index = (self.relative_position_index if index is None else index).data.reshape(-1)
         table = F.getitem(self.relative_position_bias_table, index)  # (N*N, nH)
         return F.permute(F.reshape(table, (n, n, self.num_heads)), (2, 0, 1))
 
-    def forward(self, x, mask=None):
+    def forward(self, x, mask=None, index=None):
         b_, n, c = x.shape
         heads = self.num_heads
         if not (self.training and self.attn_drop.p > 0):  # one fused pass
-            y = F.window_attention(self.qkv(x), heads, self.scale, self.bias(), mask)
+            y = F.window_attention(self.qkv(x), heads, self.scale, self.bias(index), mask)
             return self.proj_drop(self.proj(y))
         qkv = F.reshape(self.qkv(x), (b_, n, 3, heads, c // heads))
         q, k, v = (F.reshape(t, (b_, heads, n, c // heads))
                    for t in F.split(F.permute(qkv, (2, 0, 3, 1, 4)), 1, 0))
         # softmax((q scale) k^T + bias + mask), the scale, bias and mask inside the softmax's pass
-        attn = F.attention_softmax(q @ F.transpose(k, -2, -1), self.scale, self.bias(), mask)
+        attn = F.attention_softmax(q @ F.transpose(k, -2, -1), self.scale, self.bias(index), mask)
         attn = self.attn_drop(attn)
         x = F.reshape(F.transpose(attn @ v, 1, 2), (b_, n, c))
         return self.proj_drop(self.proj(x))
@@ -274,9 +280,8 @@ class SwinIR(nn.Module):
         qkv_bias = flag(name, "qkv_bias", qkv_bias)
         if qk_scale is not None:
             qk_scale = number(name, "qk_scale", qk_scale, low=0, low_open=True)
-        drop_rate = number(name, "drop_rate", drop_rate, 0.0, 1.0, high_open=True)
-        attn_drop_rate = number(name, "attn_drop_rate", attn_drop_rate, 0.0, 1.0, high_open=True)
-        drop_path_rate = number(name, "drop_path_rate", drop_path_rate, 0.0, 1.0, high_open=True)
+        drop_rate, attn_drop_rate, drop_path_rate = drop_rates(name, drop_rate, attn_drop_rate,
+                                                               drop_path_rate)
         self.ape = flag(name, "ape", ape)
         patch_norm = flag(name, "patch_norm", patch_norm)
         self.img_range = number(name, "img_range", img_range, low=0, low_open=True)
@@ -350,22 +355,12 @@ class SwinIR(nn.Module):
     def _init_weights(self):
         """BasicSR's _init_weights: Linear weights ~ trunc_normal(std 0.02), biases 0; LayerNorm
         ones / zeros (their default); convolutions keep torch's default."""
-        for m in self.modules():
-            if isinstance(m, nn.Linear):
-                init.trunc_normal_(m.weight, std=0.02)
-                if m.bias is not None:
-                    init.zeros_(m.bias)
+        trunc_normal_linears(self)
 
     def forward_features(self, x):
         """(N, embed_dim, H, W) -> same: tokens through every RSTB, then the norm."""
         x_size = (x.shape[2], x.shape[3])
-        x = self.patch_embed(x)
-        if self.ape:
-            if x.shape[1] != self.absolute_pos_embed.shape[1]:
-                raise ValueError(f"SwinIR: with ape=True the (padded) input must be img_size "
-                                 f"{self.patches_resolution}, got {x_size}")
-            x = x + self.absolute_pos_embed
-        x = self.pos_drop(x)
+        x = embed_tokens(self, x, "SwinIR")
         for layer in self.layers:
             x = layer(x, x_size)
         return self.patch_unembed(self.norm(x), x_size)
@@ -422,6 +417,7 @@ class SwinIR(nn.Module):
             if not depth:  # no block: no weight fixes its heads
                 heads.append(given_heads[i] if i < len(given_heads) else 6)
                 continue
+            need(shapes, f"{prefix}.0.attn.relative_position_index")  # HAT keeps it on the model
             rows, nh = need(shapes, f"{prefix}.0.attn.relative_position_bias_table", 2)
             heads.append(nh)
             side = (math.isqrt(rows) + 1) // 2

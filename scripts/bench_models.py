@@ -7,8 +7,9 @@ Run through the harness: `python scripts/benchmark.py --only models --threads 2`
 after the harness's own:
     --models ESPCN FSRCNN     default: the six classic models; `modern` = SRVGGNetCompact, MSRResNet,
                               RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row); `efficient` =
-                              SPAN, PLKSR, RealPLKSR; `spandrel` = RealCUGAN, RealCUGAN-fast,
-                              SAFMN, OmniSR (issue 30)
+                              SPAN, PLKSR, RealPLKSR; `transformers` = issue 30's HAT, Swin2SR, DAT
+                              (minutes per row); `spandrel` = RealCUGAN, RealCUGAN-fast, SAFMN,
+                              OmniSR (issue 30)
     --infer-size 512          the LR side of the inference image; 0 skips inference
     --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
     --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR, EDSR and SwinIR
@@ -80,6 +81,17 @@ CASES = {
                "use_ea": False}, 24),
     "RealPLKSR": ({"type": "RealPLKSR", "scale": 2, "dim": 24, "n_blocks": 3, "kernel_size": 13,
                    "use_ea": False, "layer_norm": True}, 24),
+    # issue 30's transformers at their CPU-sized configs (configs/hat_cpu_x2.yaml, swin2sr_cpu_x2.yaml,
+    # dat_cpu_x2.yaml)
+    "HAT": ({"type": "HAT", "scale": 2, "img_size": 32, "window_size": 8, "compress_ratio": 24,
+             "squeeze_factor": 24, "depths": [2, 2], "embed_dim": 48, "num_heads": [6, 6],
+             "mlp_ratio": 2}, 32),
+    "Swin2SR": ({"type": "Swin2SR", "scale": 2, "img_size": 32, "window_size": 8, "depths": [2, 2],
+                 "embed_dim": 48, "num_heads": [6, 6], "mlp_ratio": 2,
+                 "upsampler": "pixelshuffledirect"}, 32),
+    "DAT": ({"type": "DAT", "scale": 2, "img_size": 32, "split_size": [8, 16], "depth": [2, 2],
+             "embed_dim": 48, "num_heads": [4, 4], "expansion_factor": 2.0,
+             "upsampler": "pixelshuffledirect"}, 32),
     # issue 30's: Real-CUGAN at its published size (up2x, at its 32 px minimum) and the x2 fast of
     # configs/realcugan_cpu_x2.yaml (at its 40 px minimum); SAFMN at its published size
     # (dim 36, 8 blocks), OmniSR at its CPU config
@@ -91,6 +103,8 @@ CASES = {
 DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
 MODERN = ["SRVGGNetCompact", "MSRResNet", "RRDBNet", "RCAN", "SwinIR"]  # --models modern
 EFFICIENT = ["SPAN", "PLKSR", "RealPLKSR"]  # --models efficient (issue 30)
+TRANSFORMERS = ["HAT", "Swin2SR", "DAT"]  # --models transformers (issue 30's; minutes per row)
+HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR", "HAT", "Swin2SR", "DAT")  # whole-image inference at 1024x1024 output: seconds per run
 SPANDREL = ["RealCUGAN", "RealCUGAN-fast", "SAFMN", "OmniSR"]  # --models spandrel (issue 30)
 # whole-image inference at 1024x1024 output: seconds per run
 HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR", "RealCUGAN", "RealCUGAN-fast", "OmniSR")
@@ -103,7 +117,7 @@ FIRST_STEP_WARM_S, FIRST_STEP_COLD_S = 3.0, 60.0
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_models")
     ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS,
-                    choices=list(CASES) + ["modern", "efficient", "spandrel"])
+                    choices=list(CASES) + ["modern", "efficient", "transformers", "spandrel"])
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--infer-repeat", type=int, default=None)
     ap.add_argument("--heavy-repeat", type=int, default=2)
@@ -112,7 +126,7 @@ def _options(rest):
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--apart-rounds", type=int, default=2)
     opts = ap.parse_known_args(rest)[0]
-    groups = {"modern": MODERN, "efficient": EFFICIENT, "spandrel": SPANDREL}
+    groups = {"modern": MODERN, "efficient": EFFICIENT, "transformers": TRANSFORMERS, "spandrel": SPANDREL}
     opts.models = [m for name in opts.models for m in groups.get(name, [name])]
     return opts
 
@@ -224,7 +238,8 @@ def _conv_gflop(model, lq, training):
     try:
         F.conv2d, F.conv_transpose2d = counting("conv2d"), counting("conv_transpose2d")
         with (sg.enable_grad() if training else sg.no_grad()):
-            model(sg.tensor(lq[:1]))
+            model(sg.tensor(lq[:2]))  # 2: DAT's BatchNorm trains on more than one value; the
+            # count is per image (pixels of one output map)
     finally:
         F.conv2d, F.conv_transpose2d = real["conv2d"], real["conv_transpose2d"]
     return total[0] * lq.shape[0] / 1e9

@@ -17,14 +17,18 @@ SCALES = {  # the scales each design is tested at
     # SwinIR: the pixel-shuffle upsampler (BASE); its default-size torch twin takes seconds to build,
     # so two scales here, the rest in test_swinir.py
     "SwinIR": (2, 4),
+    "HAT": (2, 3),  # and x1, x4 in test_hat.py
+    "Swin2SR": (2, 4),  # the pixel-shuffle upsampler (BASE); the others in test_swin2sr.py
+    "DAT": (2, 3),  # pixelshuffledirect and x4 in test_dat.py
     "ZSSRNet": (2, 3, 4),
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
-BASE = {"SwinIR": {"upsampler": "pixelshuffle"},
+BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"},
         "SAFMN": {"dim": 36}}  # SAFMN's dim has no default (the original's); 36: its published x2
 # The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
 # PLKSR and SAFMN have none (RGB only, as the originals); Real-CUGAN: spandrel's keywords.
-CHANNEL_KEYS = {"SwinIR": ("in_chans",), "PLKSR": (), "RealPLKSR": ("in_ch", "out_ch"), "SAFMN": (),
+CHANNEL_KEYS = {"SwinIR": ("in_chans",), "PLKSR": (), "RealPLKSR": ("in_ch", "out_ch"),
+                "HAT": ("in_chans",), "Swin2SR": ("in_chans",), "DAT": ("in_chans",), "SAFMN": (),
                 "RealCUGAN": ("in_channels", "out_channels")}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
@@ -36,7 +40,15 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          "RealPLKSR": {"dim": 8, "n_blocks": 2, "kernel_size": 7, "norm_groups": 2},
          "SAFMN": {"dim": 8, "n_blocks": 1}, "OmniSR": {"num_feat": 8, "window_size": 4},
          "SwinIR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
-                    "mlp_ratio": 2, "drop_path_rate": 0.0}}  # 0: deterministic in train()
+                    "mlp_ratio": 2, "drop_path_rate": 0.0},  # 0: deterministic in train()
+         "HAT": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
+                 "mlp_ratio": 2, "compress_ratio": 3, "squeeze_factor": 4, "drop_path_rate": 0.0},
+         "Swin2SR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
+                     "mlp_ratio": 2, "drop_path_rate": 0.0},
+         # a spatial, a channel and a shifted spatial block; 64 features: a 2-wide position-bias
+         # MLP (at 32, as DAT-light's 60, it is 1 wide and its LayerNorm makes it a constant)
+         "DAT": {"embed_dim": 64, "depth": [3], "num_heads": [2], "split_size": [2, 4], "img_size": 8,
+                 "expansion_factor": 2.0, "drop_path_rate": 0.0}}
 
 
 def conv(cin, cout, k):
@@ -80,6 +92,37 @@ def expected_parameters(name: str, c: int, s: int) -> int:
         block = norm + table + (96 * 288 + 288) + (96 * 96 + 96) + norm + (96 * 384 + 384) + (384 * 96 + 96)
         return (conv(c, 96, 3) + norm + 4 * (6 * block + conv(96, 96, 3)) + norm + conv(96, 96, 3)
                 + conv(96, 64, 3) + up + conv(64, c, 3))
+    if name == "HAT":  # SwinIR's default + a CAB per block (96 -> 32 -> 96, attention 96 -> 3 ->
+        # 96) and an OCAB per group (window 7, neighbourhood 10: a 16^2-row table)
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        norm, mlp, qkv, proj = 2 * 96, (96 * 384 + 384) + (384 * 96 + 96), 96 * 288 + 288, 96 * 96 + 96
+        cab = conv(96, 32, 3) + conv(32, 96, 3) + conv(96, 3, 1) + conv(3, 96, 1)
+        hab = norm + 13 * 13 * 6 + qkv + proj + cab + norm + mlp
+        ocab = 16 * 16 * 6 + norm + qkv + proj + norm + mlp
+        return (conv(c, 96, 3) + norm + 4 * (6 * hab + ocab + conv(96, 96, 3)) + norm
+                + conv(96, 96, 3) + conv(96, 64, 3) + up + conv(64, c, 3))
+    if name == "Swin2SR":  # SwinIR's default with SwinV2 attention: per block a logit scale (6),
+        # q and v biases (2 x 96) instead of a qkv bias and a bias table, the cpb MLP (2 -> 512 ->
+        # 6, no last bias); a 1x1 patch-embedding conv in the model and in each group
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        norm, mlp = 2 * 96, (96 * 384 + 384) + (384 * 96 + 96)
+        attn = 6 + 2 * 96 + (2 * 512 + 512) + 512 * 6 + 96 * 288 + (96 * 96 + 96)
+        block = norm + attn + norm + mlp
+        return (conv(c, 96, 3) + conv(96, 96, 1) + norm + 4 * (6 * block + conv(96, 96, 3)
+                + conv(96, 96, 1)) + norm + conv(96, 96, 3) + conv(96, 64, 3) + up + conv(64, c, 3))
+    if name == "DAT":  # 4 groups x (a spatial + a channel block), 180 features, 2 heads, split
+        # (2, 4), SGFN x4 (720 -> a 360 gate); a spatial half: 90 features, 1 head, a 5-wide
+        # position-bias MLP
+        up = {2: conv(64, 256, 3), 3: conv(64, 576, 3), 4: 2 * conv(64, 256, 3)}[s]
+        norm, qkv, proj = 2 * 180, 180 * 540 + 540, 180 * 180 + 180
+        aim = (180 * 9 + 180 + 2 * 180) + (conv(180, 22, 1) + 2 * 22 + conv(22, 180, 1)) + (
+            conv(180, 11, 1) + 2 * 11 + conv(11, 1, 1))
+        pos = (2 * 5 + 5) + 2 * (2 * 5 + 5 * 5 + 5) + (2 * 5 + 5 * 1 + 1)
+        sgfn = (180 * 720 + 720) + 2 * 360 + (360 * 9 + 360) + (360 * 180 + 180)
+        spatial = norm + qkv + proj + 2 * pos + aim + sgfn + norm
+        channel = norm + 2 + qkv + proj + aim + sgfn + norm
+        return (conv(c, 180, 3) + norm + 4 * (spatial + channel + conv(180, 180, 3)) + norm
+                + conv(180, 180, 3) + conv(180, 64, 3) + up + conv(64, c, 3))
     raise KeyError(name)
 
 

@@ -28,6 +28,12 @@ CLASSIC = ("SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet")
 # axes and the fixed-size export).
 SIZE_DEPENDENT = {"SwinIR": "the window partition and the shifted-window attention mask are "
                             "computed for the input size",
+                  "HAT": "the window partition and the shifted-window attention mask are "
+                         "computed for the input size",
+                  "Swin2SR": "the window partition and the shifted-window attention mask are "
+                             "computed for the input size",
+                  "DAT": "the window partition and the shifted-window attention masks are "
+                         "computed for the input size",
                   "ZSSRNet": "MATLAB imresize is exported as its weight tables (MatMul)",
                   "OmniSR": "the window and grid partitions reshape to counts taken from the input "
                             "size (tests/framework/onnx/test_omnisr.py)",
@@ -44,7 +50,7 @@ def test_every_model_one_dynamic_graph_two_sizes(tmp_path, name):
     scale = SCALES.get(name, (2,))[0]
     model, _ = build(name, scale, 3, small=True)
     path = tmp_path / f"{name}.onnx"
-    if name in SIZE_DEPENDENT:  # tests/framework/onnx/test_swinir.py exports it at fixed sizes
+    if name in SIZE_DEPENDENT:  # tests/framework/onnx/test_<name>.py export them at fixed sizes
         pytest.skip(f"{name}: one graph per input size ({SIZE_DEPENDENT[name]})")
     try:
         report = export(model, image(1, 3, 8, 8), path, dynamic=True)

@@ -1,0 +1,33 @@
+"""Swin2SR's ONNX export: fixed-size exports that ONNX Runtime runs like srgrad for every upsampler
+(the scaled cosine attention, the continuous position bias MLP, the pixelshuffle_aux bicubic
+branch), at img_size and at a size that pads; dynamic axes refused with the reason."""
+from __future__ import annotations
+
+import pytest
+
+from framework.onnx import ExportError, export
+from tests.models.cases import build
+
+from ._util import check, image, require_onnx
+
+require_onnx()
+
+SMALL = {"embed_dim": 8, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
+         "mlp_ratio": 2, "drop_path_rate": 0.0}
+
+
+@pytest.mark.parametrize("upsampler,scale,size", [
+    ("pixelshuffle", 2, (8, 8)), ("pixelshuffle_aux", 2, (7, 9)), ("pixelshuffledirect", 3, (7, 9)),
+    ("nearest+conv", 4, (8, 8)), ("", 1, (7, 9))])
+def test_fixed_size_export_runs_like_srgrad(tmp_path, upsampler, scale, size):
+    model, _ = build("Swin2SR", scale, 3, **SMALL, upsampler=upsampler)
+    h, w = size
+    report, ops = check(model, image(1, 3, h, w), tmp_path, dynamic=False, atol=1e-4)
+    assert report.output_shapes == [[1, 3, h * scale, w * scale]]
+    assert {"MatMul", "Softmax", "Sigmoid", "Exp"} <= set(ops)
+
+
+def test_dynamic_axes_are_refused_with_the_reason(tmp_path):
+    model, _ = build("Swin2SR", 2, 3, **SMALL)
+    with pytest.raises(ExportError, match=r"dynamic axes are impossible: .*Export at a fixed size"):
+        export(model, image(1, 3, 8, 8), tmp_path / "m.onnx", dynamic=True)
