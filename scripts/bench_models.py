@@ -126,7 +126,8 @@ def _options(rest):
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--apart-rounds", type=int, default=2)
     opts = ap.parse_known_args(rest)[0]
-    groups = {"modern": MODERN, "efficient": EFFICIENT, "transformers": TRANSFORMERS, "spandrel": SPANDREL}
+    groups = {"modern": MODERN, "efficient": EFFICIENT, "transformers": TRANSFORMERS,
+              "spandrel": SPANDREL}
     opts.models = [m for name in opts.models for m in groups.get(name, [name])]
     return opts
 
