@@ -21,6 +21,9 @@ from .dat import DAT
 from .span import SPAN
 from .plksr import PLKSR
 from .realplksr import RealPLKSR
+from .realcugan import RealCUGAN
+from .safmn import SAFMN
+from .omnisr import OmniSR
 from .zssr import ZSSRNet
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -29,4 +32,5 @@ NON_UPSCALING = DISCRIMINATORS + ("KernelGANGenerator", "KernelGANDiscriminator"
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
+           "RealCUGAN", "SAFMN", "OmniSR",
            "ZSSRNet"]

@@ -1,11 +1,14 @@
 """Blocks and helpers several architectures share, with BasicSR's names (basicsr/archs/arch_util.py),
 so their state_dict keys match BasicSR's: the pixel-shuffle upsampler, the residual block without BN,
-`make_layer`, `default_init_weights`, the per-channel mean of the mean-shift models and the reading
-of the MeanShift convs that EDSR-PyTorch's and RCAN's own files hold."""
+`make_layer`, `default_init_weights`, the per-channel mean of the mean-shift models, the reading
+of the MeanShift convs that EDSR-PyTorch's and RCAN's own files hold, and spandrel's size
+requirement (the padding its call API applies before a model that needs a minimum size or a
+multiple)."""
 from __future__ import annotations
 
 import numpy as np
 
+import framework.functional as F
 from framework import nn
 from framework.nn.conv import conv_act
 from framework.check import int_arg, is_number, number
@@ -59,6 +62,23 @@ def channel_mean(model: str, rgb_mean, channels: int) -> np.ndarray:
             raise ValueError(f"{model}: rgb_mean has {mean.size} values for {channels} channels "
                              f"(give one value per channel)")
     return mean.astype(np.float32).reshape(1, channels, 1, 1)
+
+
+def pad_to_requirement(x, minimum: int = 0, multiple: int = 1):
+    """spandrel's SizeRequirements(minimum, multiple_of) as its call API meets them: pad (N, C, H, W)
+    at the bottom and right to max(H, minimum) rounded up to `multiple` (W alike), by reflection as
+    far as the image allows (n - 1 pixels), the rest by replication. Undo with F.crop_to. When
+    reflection alone does it, one F.pad_to_multiple (a graph that stays dynamic in ONNX)."""
+    h, w = x.shape[-2:]
+    if min(h, w) >= minimum and all(-n % multiple < n for n in (h, w)):
+        return F.pad_to_multiple(x, multiple) if multiple > 1 else x
+    ph, pw = (-max(n, minimum) % multiple + max(minimum - n, 0) for n in (h, w))
+    rh, rw = min(ph, h - 1), min(pw, w - 1)
+    if rh or rw:
+        x = F.pad(x, (0, rw, 0, rh), "reflect")
+    if ph > rh or pw > rw:
+        x = F.pad(x, (0, pw - rw, 0, ph - rh), "replicate")
+    return x
 
 
 def mean_shift_values(state, spec: dict) -> dict:

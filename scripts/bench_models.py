@@ -8,7 +8,8 @@ after the harness's own:
     --models ESPCN FSRCNN     default: the six classic models; `modern` = SRVGGNetCompact, MSRResNet,
                               RRDBNet, RCAN, SwinIR (SwinIR takes minutes per row); `efficient` =
                               SPAN, PLKSR, RealPLKSR; `transformers` = issue 30's HAT, Swin2SR, DAT
-                              (minutes per row)
+                              (minutes per row); `spandrel` = RealCUGAN, RealCUGAN-fast, SAFMN,
+                              OmniSR (issue 30)
     --infer-size 512          the LR side of the inference image; 0 skips inference
     --infer-repeat N          repeats of the inference timing (default: the harness's --repeat)
     --heavy-repeat 2          at most this many for the inference of SRCNN, VDSR, EDSR and SwinIR
@@ -91,12 +92,22 @@ CASES = {
     "DAT": ({"type": "DAT", "scale": 2, "img_size": 32, "split_size": [8, 16], "depth": [2, 2],
              "embed_dim": 48, "num_heads": [4, 4], "expansion_factor": 2.0,
              "upsampler": "pixelshuffledirect"}, 32),
+    # issue 30's: Real-CUGAN at its published size (up2x, at its 32 px minimum) and the x2 fast of
+    # configs/realcugan_cpu_x2.yaml (at its 40 px minimum); SAFMN at its published size
+    # (dim 36, 8 blocks), OmniSR at its CPU config
+    "RealCUGAN": ({"type": "RealCUGAN", "scale": 2}, 32),
+    "RealCUGAN-fast": ({"type": "RealCUGAN", "scale": 2, "fast": True}, 40),
+    "SAFMN": ({"type": "SAFMN", "scale": 2, "dim": 36, "n_blocks": 8}, 32),
+    "OmniSR": ({"type": "OmniSR", "scale": 2, "num_feat": 32, "res_num": 2, "window_size": 8}, 32),
 }
 DEFAULT_MODELS = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet"]  # SwinIR: on request
 MODERN = ["SRVGGNetCompact", "MSRResNet", "RRDBNet", "RCAN", "SwinIR"]  # --models modern
 EFFICIENT = ["SPAN", "PLKSR", "RealPLKSR"]  # --models efficient (issue 30)
 TRANSFORMERS = ["HAT", "Swin2SR", "DAT"]  # --models transformers (issue 30's; minutes per row)
 HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR", "HAT", "Swin2SR", "DAT")  # whole-image inference at 1024x1024 output: seconds per run
+SPANDREL = ["RealCUGAN", "RealCUGAN-fast", "SAFMN", "OmniSR"]  # --models spandrel (issue 30)
+# whole-image inference at 1024x1024 output: seconds per run
+HEAVY = ("SRCNN", "VDSR", "EDSR", "SwinIR", "RealCUGAN", "RealCUGAN-fast", "OmniSR")
 # issue 19's targets (issue 6's were step 1.25x, inference 1.25x, memory 1.5x; issue 15's SwinIR
 # step 1.5x and modern inference 1.0x): ahead of torch on every row
 TARGETS = {"step": 1.0, "step UpsampleNet": 0.7, "infer": 0.8, "memory": 1.0}
@@ -106,7 +117,7 @@ FIRST_STEP_WARM_S, FIRST_STEP_COLD_S = 3.0, 60.0
 def _options(rest):
     ap = argparse.ArgumentParser(prog="bench_models")
     ap.add_argument("--models", nargs="*", default=DEFAULT_MODELS,
-                    choices=list(CASES) + ["modern", "efficient", "transformers"])
+                    choices=list(CASES) + ["modern", "efficient", "transformers", "spandrel"])
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--infer-repeat", type=int, default=None)
     ap.add_argument("--heavy-repeat", type=int, default=2)
@@ -115,7 +126,8 @@ def _options(rest):
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--apart-rounds", type=int, default=2)
     opts = ap.parse_known_args(rest)[0]
-    groups = {"modern": MODERN, "efficient": EFFICIENT, "transformers": TRANSFORMERS}
+    groups = {"modern": MODERN, "efficient": EFFICIENT, "transformers": TRANSFORMERS,
+              "spandrel": SPANDREL}
     opts.models = [m for name in opts.models for m in groups.get(name, [name])]
     return opts
 

@@ -41,7 +41,8 @@ __all__ = ["translate_options", "BASICSR_SPELLINGS", "is_basicsr_options", "is_t
 
 # BasicSR key (where srgrad spells it differently) -> srgrad's dotted key
 BASICSR_SPELLINGS: dict[str, str] = {
-    "network_g": "model", "upscale": "model.scale", "manual_seed": "seed",
+    "network_g": "model", "upscale": "model.scale", "upscaling_factor": "model.scale",
+    "manual_seed": "seed",
     "total_iter": "train.total_iters", "warmup_iter": "train.scheduler.warmup_iters",
     "optim_g": "train.optimizer", "pixel_opt": "train.loss",
     "batch_size_per_gpu": "train.batch_size", "dataroot_gt": "datasets.*.gt_root",
@@ -250,8 +251,9 @@ def translate_options(options: dict, source: str = "<options>"):
         else:
             t.drop("high_order_degradation", "true is what srgrad's RealESRGANDataset does")
     network = t.section(opts.pop("network_g", None), "network_g")
-    if "upscale" in network:
-        network["scale"] = network.pop("upscale")
+    for key in ("upscale", "upscaling_factor"):  # BasicSR's, SAFMN's
+        if key in network:
+            network["scale"] = network.pop(key)
     cfg["model"] = network
     network_d = t.take(opts, "network_d", "network_d")
     if gan:

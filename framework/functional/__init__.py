@@ -14,9 +14,9 @@ from .jpeg import diff_jpeg
 from .linear import linear, matmul
 from .logistic import binary_cross_entropy_with_logits, mish, silu, softplus
 from .loss import charbonnier_loss, frobenius_loss, l1_loss, mse_loss
-from .normalization import batch_norm, group_norm, layer_norm
+from .normalization import batch_norm, group_norm, layer_norm, layer_norm2d
 from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
-from .pool import adaptive_avg_pool2d, avg_pool2d, max_pool2d
+from .pool import adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool2d
 from .reduce import argmax, argmin, max, mean, min, std, sum, var
 from .resample import interpolate
 from .shape import (cat, chunk, crop_to, expand, flatten, getitem, pad, pad_to_multiple, permute,
@@ -31,7 +31,8 @@ __all__ = [
     "where", "grid_sample", "diff_jpeg", "imresize", "linear", "matmul",
     "binary_cross_entropy_with_logits", "mish", "silu", "softplus", "charbonnier_loss",
     "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "group_norm", "layer_norm",
-    "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d", "avg_pool2d", "max_pool2d", "argmax",
+    "layer_norm2d", "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d", "adaptive_max_pool2d",
+    "avg_pool2d", "max_pool2d", "argmax",
     "argmin", "max", "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand",
     "pad_to_multiple", "chunk", "flatten", "getitem", "pad", "permute", "reshape", "roll", "split",
     "squeeze", "stack", "transpose", "unsqueeze", "log_softmax", "softmax",

@@ -1,5 +1,6 @@
 """Normalisation: batch_norm over (N, C, ...) with PyTorch's running-statistics rule, layer_norm
-over the trailing axes (fused numba kernels: one pass per row each way), and group_norm (rows
+over the trailing axes (fused numba kernels: one pass per row each way), layer_norm2d over the
+channels of (N, C, H, W) (layer_norm of the channels-last view), and group_norm (rows
 (N groups, C / groups x ...) with layer_norm's moments and gradient rule, the per-channel scale and
 shift in the same pass)."""
 from __future__ import annotations
@@ -14,7 +15,7 @@ from ..autograd import Function
 from ._util import data_of
 from .rows import SERIAL_ELEMS, like, row_grad_sums, row_moments
 
-__all__ = ["batch_norm", "layer_norm", "group_norm"]
+__all__ = ["batch_norm", "layer_norm", "layer_norm2d", "group_norm"]
 
 
 class BatchNormFunction(Function):
@@ -205,6 +206,24 @@ def layer_norm(x, normalized_shape, weight=None, bias=None, eps=1e-5):
     eps = number(name, "eps", eps, low=0)
     return LayerNormFunction.apply(x, weight, bias, normalized_shape=shape, eps=eps)
 
+
+def layer_norm2d(x, weight=None, bias=None, eps=1e-6):
+    """LayerNorm over the channels of x (N, C, H, W) at each pixel: (x - mean_c) / sqrt(var_c + eps)
+    (biased variance), times weight (C,) plus bias (C,) (each optional). The "channels_first"
+    LayerNorm of ConvNeXt, SAFMN and OmniSR (their LayerNorm2d; eps default 1e-6, theirs); torch
+    writes it as layer_norm of x.permute(0, 2, 3, 1), which is how it is computed here."""
+    from .shape import permute
+    name = "layer_norm2d"
+    xa = float_array(name, "input", x)
+    if xa.ndim != 4:
+        raise ValueError(f"{name}: expected a 4-D input (N, C, H, W), got shape {xa.shape}")
+    c = xa.shape[1]
+    for arg, t in (("weight", weight), ("bias", bias)):
+        if t is not None and float_array(name, arg, t).shape != (c,):
+            raise ValueError(f"{name}: {arg} must have shape ({c},) for input {xa.shape}, got "
+                             f"{float_array(name, arg, t).shape}")
+    eps = number(name, "eps", eps, low=0)
+    return permute(layer_norm(permute(x, 0, 2, 3, 1), (c,), weight, bias, eps), 0, 3, 1, 2)
 
 
 @kernel(parallel=True)

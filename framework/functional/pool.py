@@ -1,11 +1,13 @@
-"""Pooling: avg_pool2d, max_pool2d, adaptive_avg_pool2d, with torch's output sizes and divisors.
+"""Pooling: avg_pool2d, max_pool2d, adaptive_avg_pool2d, adaptive_max_pool2d, with torch's output
+sizes, windows and divisors.
 
 Both average pools are separable window sums: a window per output row and per output column (start and
 end clipped to the input, computed in numpy from the pool's rules) and a divisor that is a product of
 a row and a column factor. They are resample.py's window tables through its kernels (so area
 interpolation and adaptive pooling are one computation, and the backward is the transposed tables).
-max_pool2d records the argmax (torch's flat h * W + w index) and its backward adds g there; its
-kernels run one (n, c) plane per thread, so every scatter is race-free.
+max_pool2d and adaptive_max_pool2d record the argmax (torch's flat h * W + w index) and their
+backward adds g there (one adjoint kernel); their kernels run one (n, c) plane per thread, so every
+scatter is race-free.
 """
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from .._jit import kernel, launch, prange
 from ..autograd import Function
 from .resample import ResampleFunction, area_windows, window_table
 
-__all__ = ["avg_pool2d", "max_pool2d", "adaptive_avg_pool2d"]
+__all__ = ["avg_pool2d", "max_pool2d", "adaptive_avg_pool2d", "adaptive_max_pool2d"]
 
 # Below this many window reads one thread is faster (_jit.launch; measured in docs/benchmarks.md).
 _SERIAL_WORK = 1 << 18
@@ -30,28 +32,21 @@ def _launch(kern, work, *args):
 # -- kernels -------------------------------------------------------------------------------------------
 
 @kernel(parallel=True)
-def _max_window(x, kh, kw, sh, sw, ph, pw, dh, dw, out, idx):
-    """out = the max of each dilated window (padding never wins), idx = its flat h * W + w; as ATen:
-    the first maximum in row-major window order wins ties, and a NaN wins (and propagates). A window
-    made only of padding gives -inf and index -1 (ATen reports an index past the input)."""
+def _max_windows(x, h_lo, h_hi, dh, w_lo, w_hi, dw, out, idx):
+    """out[n, c, i, j] = the max of x[n, c, h_lo[i]:h_hi[i]:dh, w_lo[j]:w_hi[j]:dw] (each output's
+    window, clipped to the input: padding never wins), idx its flat h * W + w; as ATen: the first
+    maximum in row-major window order wins ties, and a NaN wins (and propagates). An empty window
+    (only padding, possible with dilation) gives -inf and index -1 (ATen: an index past the input)."""
     N, C, H, W = x.shape
     OH, OW = out.shape[2], out.shape[3]
     for t in prange(N * C):
         n, c = t // C, t % C
         for i in range(OH):
-            h0 = i * sh - ph
-            h1 = min(h0 + (kh - 1) * dh + 1, H)
-            while h0 < 0:
-                h0 += dh
             for j in range(OW):
-                w0 = j * sw - pw
-                w1 = min(w0 + (kw - 1) * dw + 1, W)
-                while w0 < 0:
-                    w0 += dw
                 best = -np.inf
-                arg = -1  # a window made only of padding (possible with dilation) has no argmax
-                for h in range(h0, h1, dh):
-                    for w in range(w0, w1, dw):
+                arg = -1
+                for h in range(h_lo[i], h_hi[i], dh):
+                    for w in range(w_lo[j], w_hi[j], dw):
                         v = x[n, c, h, w]
                         if v > best or np.isnan(v) or arg < 0:
                             best = v
@@ -77,6 +72,15 @@ def _max_window_adjoint(g, idx, dx):
 
 # -- Functions ---------------------------------------------------------------------------------------
 
+def _dilated_windows(size, k, s, p, d, out):
+    """Each output's window along one axis as (first, end) input indices of a step-d range: the
+    start i s - p moved past the padding by whole steps, the end clipped to the input."""
+    start = np.arange(out) * s - p
+    end = np.minimum(start + (k - 1) * d + 1, size)
+    first = np.where(start < 0, start % d, start)  # start + ceil(-start / d) d
+    return first, end
+
+
 class MaxPool2dFunction(Function):
     @staticmethod
     def forward(ctx, x, *, kernel, stride, padding, dilation, out_size):
@@ -84,7 +88,10 @@ class MaxPool2dFunction(Function):
         out = np.empty(x.shape[:2] + out_size, x.dtype)
         idx = np.empty(x.shape[:2] + out_size, np.int64)
         ctx.meta = (x.shape, idx, x.size + out.size * kernel[0] * kernel[1])
-        _launch(_max_window, ctx.meta[2], x, *kernel, *stride, *padding, *dilation, out, idx)
+        (h_lo, h_hi), (w_lo, w_hi) = (_dilated_windows(*a) for a in zip(
+            x.shape[2:], kernel, stride, padding, dilation, out_size))
+        _launch(_max_windows, ctx.meta[2], x, h_lo, h_hi, dilation[0], w_lo, w_hi, dilation[1], out,
+                idx)
         return out, idx
 
     @staticmethod
@@ -93,6 +100,23 @@ class MaxPool2dFunction(Function):
         dx = np.zeros(shape, g.dtype)
         _launch(_max_window_adjoint, work, np.ascontiguousarray(g), idx, dx)
         return dx
+
+
+class AdaptiveMaxPool2dFunction(Function):
+    """Max over explicit windows per axis: (lo, hi) bounds for the rows and for the columns."""
+
+    @staticmethod
+    def forward(ctx, x, *, windows):
+        (h_lo, h_hi), (w_lo, w_hi) = windows
+        x = np.ascontiguousarray(x)
+        out = np.empty(x.shape[:2] + (len(h_lo), len(w_lo)), x.dtype)
+        idx = np.empty(out.shape, np.int64)
+        work = x.size + out.size * int((h_hi - h_lo).max()) * int((w_hi - w_lo).max())
+        ctx.meta = (x.shape, idx, work)
+        _launch(_max_windows, work, x, h_lo, h_hi, 1, w_lo, w_hi, 1, out, idx)
+        return out, idx
+
+    backward = MaxPool2dFunction.backward  # dL/dx = g added at each window's argmax
 
 
 # -- sizes, windows, validation --------------------------------------------------------------------
@@ -163,13 +187,8 @@ def avg_pool2d(x, kernel_size, stride=None, padding=0, ceil_mode=False, count_in
     return ResampleFunction.apply(x, tables=tables, call=call)
 
 
-def adaptive_avg_pool2d(x, output_size):
-    """Average pooling to a fixed output size, as torch: x (N, C, H, W) -> (N, C, OH, OW).
-
-    output_size: int or (OH, OW); a None entry keeps that input size. Window i along an axis of size
-    H covers [floor(i H / OH), ceil((i + 1) H / OH))."""
-    name = "adaptive_avg_pool2d"
-    a = _check_input(name, x)
+def _adaptive_sizes(name, a, output_size):
+    """output_size (int or pair, None keeping that input size) as a checked (OH, OW)."""
     sizes = (output_size, output_size) if not isinstance(output_size, (tuple, list)) else output_size
     if len(sizes) != 2:
         raise ValueError(f"{name}: output_size must be an int or a pair, got {output_size!r}")
@@ -177,6 +196,19 @@ def adaptive_avg_pool2d(x, output_size):
     if not all(is_int(s) and s >= 1 for s in sizes):
         raise ValueError(f"{name}: output_size must hold positive ints (or None), got {output_size!r} "
                          f"for input {a.shape}")
+    if a.shape[2] == 0 or a.shape[3] == 0:
+        raise ValueError(f"{name}: input {a.shape} has an empty spatial dimension")
+    return tuple(int(s) for s in sizes)
+
+
+def adaptive_avg_pool2d(x, output_size):
+    """Average pooling to a fixed output size, as torch: x (N, C, H, W) -> (N, C, OH, OW).
+
+    output_size: int or (OH, OW); a None entry keeps that input size. Window i along an axis of size
+    H covers [floor(i H / OH), ceil((i + 1) H / OH))."""
+    name = "adaptive_avg_pool2d"
+    a = _check_input(name, x)
+    sizes = _adaptive_sizes(name, a, output_size)
     tables = []
     for n, m in zip(a.shape[2:], sizes):
         lo, hi = area_windows(n, m)
@@ -198,4 +230,20 @@ def max_pool2d(x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=Fal
                                                             dilation, ceil_mode)
     y, idx = MaxPool2dFunction.apply(x, kernel=kernel, stride=stride, padding=padding, dilation=dilation,
                              out_size=out)
+    return (y, idx) if return_indices else y
+
+
+def adaptive_max_pool2d(x, output_size, return_indices=False):
+    """Max pooling to a fixed output size, as torch: x (N, C, H, W) -> (N, C, OH, OW) (and, with
+    return_indices, each window's argmax as a flat h * W + w index, int64).
+
+    output_size: int or (OH, OW); a None entry keeps that input size. Window i along an axis of size
+    H covers [floor(i H / OH), ceil((i + 1) H / OH)) (adaptive_avg_pool2d's windows; they overlap
+    when H is not a multiple of OH, and OH > H repeats input rows). Ties go to the first maximum in
+    row-major order, a NaN wins; backward routes each gradient to its window's argmax."""
+    name = "adaptive_max_pool2d"
+    a = _check_input(name, x)
+    sizes = _adaptive_sizes(name, a, output_size)
+    windows = tuple(area_windows(n, m) for n, m in zip(a.shape[2:], sizes))
+    y, idx = AdaptiveMaxPool2dFunction.apply(x, windows=windows)
     return (y, idx) if return_indices else y

@@ -147,14 +147,15 @@ class SplitFunction(Function):
 
 
 class PadToMultipleFunction(Function):
-    """Pad the bottom and right of (..., H, W) up to multiples of `multiple`, by reflection (by
-    replication when the image is too small to reflect). One op whatever the size, unlike a Pad
-    whose widths depend on it, so an exported graph keeps dynamic sizes (framework/onnx)."""
+    """Pad the bottom and right of (..., H, W) up to multiples of `multiple`, plus `border` on every
+    side, in one pad, by reflection (by replication when the image is too small to reflect). One op
+    whatever the size, unlike a Pad whose widths depend on it, so an exported graph keeps dynamic
+    sizes (framework/onnx)."""
 
     @staticmethod
-    def forward(ctx, a, *, multiple, mode):
+    def forward(ctx, a, *, multiple, mode, border=0):
         h, w = a.shape[-2:]
-        widths = ((0, -h % multiple), (0, -w % multiple))
+        widths = ((border, border + -h % multiple), (border, border + -w % multiple))
         if mode == "reflect" and (widths[0][1] >= max(h, 1) or widths[1][1] >= max(w, 1)):
             mode = "replicate"
         return Pad.forward(ctx, a, widths=widths, mode=mode, value=0.0)
@@ -421,15 +422,19 @@ def chunk(x, chunks, dim=0):
     return split(x, -(-n // chunks), axis)
 
 
-def pad_to_multiple(x, multiple: int, mode: str = "reflect"):
+def pad_to_multiple(x, multiple: int, mode: str = "reflect", border: int = 0):
     """Pad (..., H, W) at the bottom and right so H and W become multiples of `multiple` (what
     SwinIR's and RRDBNet's inference do): mode "reflect" (falls back to "replicate" for an image
-    smaller than the padding) or "replicate". Undo with crop_to."""
+    smaller than the padding), "replicate" or "constant" (zeros, OmniSR's). `border` (default 0)
+    pads that much more on every side in the same pad, as torch's F.pad(x, (b, b + pw, b, b + ph),
+    mode) with pw, ph the padding to the multiple (Real-CUGAN's input padding; a reflection of the
+    unpadded image, not of the padded one). Undo with crop_to (and a crop of the border)."""
     multiple = int_arg("pad_to_multiple", "multiple", multiple)
-    choice("pad_to_multiple", "mode", mode, ("reflect", "replicate"))
+    border = int_arg("pad_to_multiple", "border", border, 0)
+    choice("pad_to_multiple", "mode", mode, ("reflect", "replicate", "constant"))
     if x.ndim < 2:
         raise ValueError(f"pad_to_multiple: expected (..., H, W), got shape {x.shape}")
-    return PadToMultipleFunction.apply(x, multiple=multiple, mode=mode)
+    return PadToMultipleFunction.apply(x, multiple=multiple, mode=mode, border=border)
 
 
 def crop_to(y, reference, scale: int = 1):

@@ -1,5 +1,5 @@
-"""Normalisation layers: BatchNorm2d (torch's state_dict keys and running-statistics rule), LayerNorm
-and GroupNorm."""
+"""Normalisation layers: BatchNorm2d (torch's state_dict keys and running-statistics rule),
+LayerNorm, LayerNorm2d (over the channels of an image) and GroupNorm."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +11,7 @@ from ..tensor import Tensor
 from ._util import check_4d
 from .module import Module, Parameter
 
-__all__ = ["BatchNorm2d", "LayerNorm", "GroupNorm"]
+__all__ = ["BatchNorm2d", "LayerNorm", "LayerNorm2d", "GroupNorm"]
 
 
 @LAYERS.register()
@@ -106,6 +106,27 @@ class LayerNorm(Module):
     def extra_repr(self):
         return (f"{self.normalized_shape}, eps={self.eps}, elementwise_affine={self.elementwise_affine}, "
                 f"bias={self.bias is not None}")
+
+
+@LAYERS.register()
+class LayerNorm2d(Module):
+    """LayerNorm over the channels of (N, num_channels, H, W) at each pixel (the "channels_first"
+    LayerNorm of ConvNeXt, SAFMN, OmniSR): weight (ones) and bias (zeros) of (num_channels,), eps
+    default 1e-6 (theirs); see F.layer_norm2d."""
+
+    def __init__(self, num_channels: int, eps: float = 1e-6, dtype=np.float32):
+        super().__init__()
+        self.num_channels = int_arg("LayerNorm2d", "num_channels", num_channels)
+        self.eps = number("LayerNorm2d", "eps", eps, low=0)
+        self.weight = Parameter(np.ones(self.num_channels, dtype))
+        self.bias = Parameter(np.zeros(self.num_channels, dtype))
+
+    def forward(self, x):
+        check_4d(f"LayerNorm2d({self.num_channels})", x, self.num_channels)
+        return F.layer_norm2d(x, self.weight, self.bias, self.eps)
+
+    def extra_repr(self):
+        return f"{self.num_channels}, eps={self.eps}"
 
 
 @LAYERS.register()

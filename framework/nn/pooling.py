@@ -1,4 +1,5 @@
-"""Pooling layers: AvgPool2d, MaxPool2d, AdaptiveAvgPool2d over framework.functional's pools."""
+"""Pooling layers: AvgPool2d, MaxPool2d, AdaptiveAvgPool2d, AdaptiveMaxPool2d over
+framework.functional's pools."""
 from __future__ import annotations
 
 from .. import functional as F
@@ -6,7 +7,7 @@ from ..registry import LAYERS
 from ._util import call, check_4d
 from .module import Module
 
-__all__ = ["AvgPool2d", "MaxPool2d", "AdaptiveAvgPool2d"]
+__all__ = ["AvgPool2d", "MaxPool2d", "AdaptiveAvgPool2d", "AdaptiveMaxPool2d"]
 
 
 @LAYERS.register()
@@ -69,6 +70,24 @@ class AdaptiveAvgPool2d(Module):
         name = f"AdaptiveAvgPool2d({self.extra_repr()})"
         check_4d(name, x)
         return call(name, F.adaptive_avg_pool2d, x, self.output_size)
+
+    def extra_repr(self):
+        return f"output_size={self.output_size}"
+
+
+@LAYERS.register()
+class AdaptiveMaxPool2d(Module):
+    """(N, C, H, W) -> (N, C, *output_size): the max of each of output_size adaptive windows (and
+    the flat h * W + w argmax with return_indices=True); see F.adaptive_max_pool2d."""
+
+    def __init__(self, output_size, return_indices=False):
+        super().__init__()
+        self.output_size, self.return_indices = output_size, return_indices
+
+    def forward(self, x):
+        name = f"AdaptiveMaxPool2d({self.extra_repr()})"
+        check_4d(name, x)
+        return call(name, F.adaptive_max_pool2d, x, self.output_size, self.return_indices)
 
     def extra_repr(self):
         return f"output_size={self.output_size}"

@@ -556,7 +556,9 @@ def load_pth_state_dict(path, key: str | None = None, flatten: bool = False):
     has it. `flatten=True` turns nested dicts of tensors into dotted keys (a state_dict is flat).
 
     info: {"format": "zip"|"legacy", "byteorder", "key": the entry used (None: the whole file),
-    "contents": {top-level key: short description} of everything the file held, "prefix_removed"}.
+    "contents": {top-level key: short description} of everything the file held, "prefix_removed",
+    "counters_removed": how many `total_ops` / `total_params` keys (thop's profiling counters, which
+    a state_dict saved after profiling carries: published OmniSR files do) were dropped}.
     Raises CheckpointError naming the file: no dict of tensors, several and no default (naming
     them), non-tensor values, non-str keys.
     """
@@ -608,6 +610,16 @@ def load_pth_state_dict(path, key: str | None = None, flatten: bool = False):
     removed = None
     if state and all(k.startswith(prefix) for k in state):
         state, removed = {k[len(prefix):]: v for k, v in state.items()}, prefix
+    counters = [k for k in state if k.rsplit(".", 1)[-1] in _THOP_COUNTERS]
+    if counters and len(counters) < len(state):
+        state = {k: v for k, v in state.items() if k not in set(counters)}
+    else:
+        counters = []
     info = {"format": meta["format"], "byteorder": meta["byteorder"], "key": chosen,
-            "contents": contents, "prefix_removed": removed}
+            "contents": contents, "prefix_removed": removed, "counters_removed": len(counters)}
     return state, info
+
+
+# thop's profiler registers these buffers on every module it counts; a state_dict saved after a
+# profile carries them (published OmniSR files do), and no model has weights by these names.
+_THOP_COUNTERS = ("total_ops", "total_params")

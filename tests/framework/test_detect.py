@@ -72,6 +72,9 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "RealPLKSR", "scale": 2, "dim": 8, "n_blocks": 1, "kernel_size": 5}, ()),
     ({"type": "RealPLKSR", "scale": 4, "dim": 8, "n_blocks": 2, "kernel_size": 7, "upsampler": "dysample",
       "layer_norm": True, "use_ea": False}, ()),
+    ({"type": "RealCUGAN", "scale": 3, "pro": True}, ()),
+    ({"type": "SAFMN", "dim": 8, "n_blocks": 2, "ffn_scale": 1.5, "scale": 3}, ()),
+    ({"type": "OmniSR", "num_feat": 8, "window_size": 4, "res_num": 2, "scale": 2}, ()),
 ]
 
 

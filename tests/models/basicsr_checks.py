@@ -26,7 +26,8 @@ def inputs(spec: dict, shape, seed: int = 0):
     n, c, h, w = shape
     s = spec["scale"]
     rng = np.random.default_rng(seed)
-    return rng.uniform(0, 1, shape), rng.uniform(0, 1, (n, spec.get("num_out_ch", c), h * s, w * s))
+    out = spec.get("num_out_ch", spec.get("out_channels", c))  # RealCUGAN: spandrel's keyword
+    return rng.uniform(0, 1, shape), rng.uniform(0, 1, (n, out, h * s, w * s))
 
 
 def assert_close(ours, theirs, dtype, what, floor=0.0, tolerance=None):

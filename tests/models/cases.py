@@ -23,11 +23,13 @@ SCALES = {  # the scales each design is tested at
     "ZSSRNet": (2, 3, 4),
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
-BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"}}
+BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"},
+        "SAFMN": {"dim": 36}}  # SAFMN's dim has no default (the original's); 36: its published x2
 # The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
-# PLKSR has none (RGB only, as the original).
+# PLKSR and SAFMN have none (RGB only, as the originals); Real-CUGAN: spandrel's keywords.
 CHANNEL_KEYS = {"SwinIR": ("in_chans",), "PLKSR": (), "RealPLKSR": ("in_ch", "out_ch"),
-                "HAT": ("in_chans",), "Swin2SR": ("in_chans",), "DAT": ("in_chans",)}
+                "HAT": ("in_chans",), "Swin2SR": ("in_chans",), "DAT": ("in_chans",), "SAFMN": (),
+                "RealCUGAN": ("in_channels", "out_channels")}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
@@ -36,6 +38,7 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          # one RSTB of two blocks (one shifted) on 8x8 tokens: lr_batch's 6x5 pads to img_size
          "PLKSR": {"dim": 8, "n_blocks": 2, "kernel_size": 7},
          "RealPLKSR": {"dim": 8, "n_blocks": 2, "kernel_size": 7, "norm_groups": 2},
+         "SAFMN": {"dim": 8, "n_blocks": 1}, "OmniSR": {"num_feat": 8, "window_size": 4},
          "SwinIR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
                     "mlp_ratio": 2, "drop_path_rate": 0.0},  # 0: deterministic in train()
          "HAT": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,

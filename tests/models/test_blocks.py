@@ -1,13 +1,14 @@
-"""models/_blocks.py: BasicSR's make_layer and default_init_weights, and the upsampler's scale read
-back from shapes."""
+"""models/_blocks.py: BasicSR's make_layer and default_init_weights, the upsampler's scale read
+back from shapes, spandrel's size-requirement padding."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
+import framework as sg
 from framework import nn
 from framework.nn import init
-from models._blocks import PixelShuffleUpsampler, default_init_weights, make_layer
+from models._blocks import PixelShuffleUpsampler, default_init_weights, make_layer, pad_to_requirement
 from framework.detect import NoMatch
 
 
@@ -61,3 +62,17 @@ def test_upsampler_scale_is_read_back_from_shapes(scale):
 def test_upsampler_scale_rejects_other_shapes(shapes, match):
     with pytest.raises(NoMatch, match=match):
         PixelShuffleUpsampler.detect_scale(shapes, "up", 4)
+
+
+@pytest.mark.parametrize("hw,minimum,multiple,want", [
+    ((5, 32), 32, 1, (32, 32)), ((40, 42), 40, 4, (40, 44)), ((2, 1), 32, 1, (32, 32)),
+    ((33, 7), 32, 1, (33, 32)), ((3, 9), 0, 8, (8, 16)), ((9, 9), 0, 1, (9, 9))])
+def test_size_requirement_reflects_then_replicates(hw, minimum, multiple, want):
+    """spandrel's pad_tensor: reflection up to n - 1 pixels (bottom, right), the rest replicated."""
+    x = np.arange(hw[0] * hw[1], dtype=np.float64).reshape(1, 1, *hw)
+    y = pad_to_requirement(sg.tensor(x), minimum, multiple).data
+    assert y.shape[2:] == want
+    rh, rw = (min(w - n, n - 1) for w, n in zip(want, hw))
+    ref = np.pad(x, ((0, 0), (0, 0), (0, rh), (0, rw)), mode="reflect")
+    ref = np.pad(ref, ((0, 0), (0, 0), (0, want[0] - hw[0] - rh), (0, want[1] - hw[1] - rw)), mode="edge")
+    np.testing.assert_array_equal(y, ref)

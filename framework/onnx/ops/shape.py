@@ -175,15 +175,21 @@ def _spatial(g, x):
 
 
 @register_converter(S.PadToMultipleFunction)
-def pad_to_multiple(g, call):  # pads (m - H % m) % m at the bottom, the same for W, from Shape
-    m, shape = call.options["multiple"], g.shape(0)
-    if any(-n % m >= max(n, 1) for n in shape[-2:]):
+def pad_to_multiple(g, call):  # pads b + (m - H % m) % m at the bottom, the same for W, from Shape
+    m, shape, mode = call.options["multiple"], g.shape(0), call.options["mode"]
+    b = call.options.get("border", 0)
+    if mode == "reflect" and any(b + -n % m >= max(n, 1) for n in shape[-2:]):
         g.require_static("pad_to_multiple: the traced image is smaller than its padding (replicated "
                          "instead of reflected)")
+        mode = "replicate"
     mm = g.const(np.asarray([m, m], np.int64))
     pad = g.node("Mod", [g.node("Sub", [mm, g.node("Mod", [_spatial(g, g.input(0)), mm])]), mm])
-    pads = g.node("Concat", [g.const(np.zeros(2 * len(shape) - 2, np.int64)), pad], axis=0)
-    return g.node("Pad", [g.input(0), pads], mode="reflect")
+    if b:
+        pad = g.node("Add", [pad, g.const(np.asarray([b, b], np.int64))])
+    lead = np.zeros(len(shape) - 2, np.int64)
+    begins = g.const(np.concatenate([lead, [b, b]]).astype(np.int64))
+    pads = g.node("Concat", [begins, g.const(lead), pad], axis=0)
+    return g.node("Pad", [g.input(0), pads], mode=_PAD_MODES[mode])  # constant: zeros, Pad's default
 
 
 @register_converter(S.CropToFunction)

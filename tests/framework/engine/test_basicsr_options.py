@@ -1044,6 +1044,15 @@ def test_swinir_x4():
     dropped(notes, "datasets.train.meta_info_file")
 
 
+def test_safmn_upscaling_factor_is_the_scale():
+    """SAFMN's option files (sunny2109/SAFMN, BasicSR-based) name the scale upscaling_factor."""
+    def safmn(opts):
+        opts["network_g"] = {"type": "SAFMN", "dim": 36, "n_blocks": 8, "ffn_scale": 2.0,
+                             "upscaling_factor": 2}
+    cfg, _ = translated(safmn)
+    assert cfg["model"] == {"type": "SAFMN", "dim": 36, "n_blocks": 8, "ffn_scale": 2.0, "scale": 2}
+
+
 def test_keys_a_model_type_does_not_read_are_dropped():
     """BasicSR's SRModel builds no discriminator and no degradation: their keys change nothing."""
     def extra(o):

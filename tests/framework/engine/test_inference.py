@@ -129,6 +129,23 @@ def test_infer_16bit_gray_gives_16bit_gray(weights, tmp_path):
     assert values.max() > 255 and np.any(values % 257 != 0)  # real 16-bit values, not 8-bit * 257
 
 
+@pytest.mark.parametrize("spec", [
+    {"type": "SwinIR", "in_chans": 1, "upsampler": "pixelshuffledirect", "img_size": 8, "embed_dim": 8,
+     "depths": [1], "num_heads": [2], "window_size": 4, "mlp_ratio": 1},
+    {"type": "RealCUGAN", "in_channels": 1, "out_channels": 1}])
+def test_a_gray_model_of_any_keyword_naming_gets_a_gray_image(spec, tmp_path):
+    """A 1-channel model whatever its keyword (num_in_ch, SwinIR's in_chans, Real-CUGAN's
+    in_channels): an RGB input goes through it as Y (was: fed as 3 channels, a conv error)."""
+    path = tmp_path / "gray.safetensors"
+    save_weights(path, tiny_model({**spec, "scale": 2}).state_dict(), model={**spec, "scale": 2}, scale=2,
+                 dtype="float32")
+    rgb = np.random.default_rng(0).integers(0, 256, (9, 10, 3), dtype=np.uint8)
+    _save(tmp_path / "in.png", rgb, None)
+    assert infer_main(["--weights", str(path), "--input", str(tmp_path / "in.png"),
+                       "--output", str(tmp_path / "out.png"), "--no-progress"]) == 0
+    assert Image.open(tmp_path / "out.png").size == (20, 18)
+
+
 def test_infer_16bit_rgb_png_stays_16bit_and_jpg_falls_back_to_8(weights, tmp_path):
     from framework.io.image import read_image, write_image
     ramp = np.linspace(0, 1, 3 * 12 * 16).reshape(3, 12, 16)

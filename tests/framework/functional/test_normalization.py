@@ -226,6 +226,45 @@ def test_layer_norm_errors():
         F.layer_norm(sg.Tensor(np.ones((2, 4), np.int64)), 4)
 
 
+# -- layer_norm2d --------------------------------------------------------------------------------
+def _safmn_layer_norm(torch, x, w, b, eps):
+    """SAFMN's / ConvNeXt's channels_first LayerNorm, as they write it in torch."""
+    u = x.mean(1, keepdim=True)
+    s = (x - u).pow(2).mean(1, keepdim=True)
+    return w[:, None, None] * ((x - u) / torch.sqrt(s + eps)) + b[:, None, None]
+
+
+@pytest.mark.parametrize("shape", [(2, 5, 3, 4), (1, 1, 2, 3), (1, 8, 1, 1)])
+def test_layer_norm2d_matches_the_channels_first_layer_norm_and_gradcheck(shape, rng):
+    torch = pytest.importorskip("torch")
+    x, w, b = t64(rng, *shape), t64(rng, shape[1]), t64(rng, shape[1])
+    y = F.layer_norm2d(x, w, b, eps=1e-6)
+    g = rng.standard_normal(shape)
+    y.backward(g)
+    tx, tw, tb = (torch.tensor(t.numpy(), requires_grad=True) for t in (x, w, b))
+    ty = _safmn_layer_norm(torch, tx, tw, tb, 1e-6)
+    ty.backward(torch.tensor(g))
+    for o, t in zip((y, x.grad, w.grad, b.grad), (ty.detach(), tx.grad, tw.grad, tb.grad)):
+        np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-9, atol=1e-11)
+    assert sg.gradcheck(lambda a, c, d: F.layer_norm2d(a, c, d, eps=1e-3), (x, w, b))
+    assert sg.gradcheck(lambda a: F.layer_norm2d(a), (x,))
+
+
+def test_layer_norm2d_by_hand_and_errors():
+    """Pixel (0, 0): channels [1, 3] -> mean 2, var 1; eps 3: (x - 2) / 2 = [-0.5, 0.5]."""
+    x = sg.tensor(np.array([1.0, 3.0]).reshape(1, 2, 1, 1))
+    y = F.layer_norm2d(x, sg.tensor(np.array([2.0, 1.0])), sg.tensor(np.array([0.0, 10.0])), eps=3.0)
+    np.testing.assert_allclose(y.numpy().ravel(), [-1.0, 10.5], rtol=1e-15)
+    with pytest.raises(ValueError, match=r"layer_norm2d: expected a 4-D input \(N, C, H, W\), got "
+                                         r"shape \(2, 3\)"):
+        F.layer_norm2d(sg.tensor(np.ones((2, 3))))
+    with pytest.raises(ValueError, match=r"layer_norm2d: weight must have shape \(2,\) for input "
+                                         r"\(1, 2, 1, 1\), got \(3,\)"):
+        F.layer_norm2d(x, sg.tensor(np.ones(3)))
+    with pytest.raises(ValueError, match="layer_norm2d: eps must be >= 0"):
+        F.layer_norm2d(x, eps=-1.0)
+
+
 # -- group_norm ----------------------------------------------------------------------------------------
 @pytest.mark.parametrize("shape,groups,affine", [((2, 6, 3, 4), 3, True), ((1, 4, 5, 1), 1, True),
                                                  ((3, 4, 2, 2), 4, False), ((2, 2, 1, 1), 2, True),

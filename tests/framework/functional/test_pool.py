@@ -140,9 +140,42 @@ def test_max_pool2d_nan_propagates_like_torch():
     assert np.isnan(y).all() and np.isnan(torch.nn.functional.max_pool2d(torch.tensor(x), 2).numpy()).all()
 
 
+@pytest.mark.parametrize("hw,out", [((5, 7), (3, 4)), ((6, 8), (3, 2)), ((5, 7), (None, 9)),
+                                    ((4, 3), 1), ((1, 5), (2, 3)), ((9, 9), (4, 4))])
+def test_adaptive_max_pool2d_values_indices_and_gradient_match_torch(hw, out, rng):
+    """Overlapping windows (5 -> 3), equal ones (6 -> 3), upsampling (7 -> 9, 1 -> 2: a pixel in two
+    windows gets both gradients), global: values, torch's flat indices and the gradient."""
+    torch = pytest.importorskip("torch")
+    x = t64(rng, 2, 3, *hw)
+    y, idx = F.adaptive_max_pool2d(x, out, return_indices=True)
+    g = rng.standard_normal(y.shape)
+    y.backward(g)
+    tx = torch.tensor(x.numpy(), requires_grad=True)
+    ty, tidx = torch.nn.functional.adaptive_max_pool2d(tx, out, return_indices=True)
+    ty.backward(torch.tensor(g))
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    np.testing.assert_array_equal(idx.numpy(), tidx.numpy())
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-14, atol=1e-15)
+    assert sg.gradcheck(lambda a: F.adaptive_max_pool2d(a, out), (x,))
+
+
+def test_adaptive_max_pool2d_windows_ties_and_nan_by_hand():
+    """5 -> 3: windows [0, 2), [1, 4), [3, 5); ties go to the first maximum; a NaN wins (the last
+    NaN of the window, as ATen's loop); -inf everywhere still names the first pixel."""
+    x = sg.tensor(np.array([4.0, 1.0, 4.0, 2.0, -1.0]).reshape(1, 1, 1, 5), dtype=np.float64)
+    y, idx = F.adaptive_max_pool2d(x, (1, 3), return_indices=True)
+    assert y.numpy().ravel().tolist() == [4, 4, 2] and idx.numpy().ravel().tolist() == [0, 2, 3]
+    nan = sg.tensor(np.array([np.nan, 1.0, np.nan, -np.inf]).reshape(1, 1, 2, 2), dtype=np.float64)
+    y, idx = F.adaptive_max_pool2d(nan, 1, return_indices=True)
+    assert np.isnan(y.numpy()).all() and idx.numpy().ravel().tolist() == [2]
+    inf = sg.tensor(np.full((1, 1, 2, 2), -np.inf), dtype=np.float64)
+    assert F.adaptive_max_pool2d(inf, 1, return_indices=True)[1].numpy().ravel().tolist() == [0]
+
+
 def test_float32_stays_float32(rng):
     x = sg.tensor(rng.standard_normal((2, 3, 6, 5)), requires_grad=True, dtype=np.float32)
-    ys = [F.avg_pool2d(x, 2), F.max_pool2d(x, 2, 1, 1), F.adaptive_avg_pool2d(x, 3)]
+    ys = [F.avg_pool2d(x, 2), F.max_pool2d(x, 2, 1, 1), F.adaptive_avg_pool2d(x, 3),
+          F.adaptive_max_pool2d(x, (4, 2))]
     sum(y.sum() for y in ys).backward()
     assert all(y.dtype == np.float32 for y in ys) and x.grad.dtype == np.float32
     ref = x.numpy().astype(np.float64)[..., :4].reshape(2, 3, 3, 2, 2, 2).mean(axis=(3, 5))
@@ -179,6 +212,12 @@ def _x(*shape, dtype=np.float64):
     (lambda: F.adaptive_avg_pool2d(_x(1, 1, 6, 6), (1, 2, 3)), ValueError,
      r"adaptive_avg_pool2d: output_size must be an int or a pair"),
     (lambda: F.adaptive_avg_pool2d(_x(6, 6), 2), ValueError, r"adaptive_avg_pool2d: expected a 4-D input"),
+    (lambda: F.adaptive_max_pool2d(_x(1, 1, 6, 6), (2, 0)), ValueError,
+     r"adaptive_max_pool2d: output_size must hold positive ints \(or None\), got \(2, 0\)"),
+    (lambda: F.adaptive_max_pool2d(_x(1, 1, 0, 6), 2), ValueError,
+     r"adaptive_max_pool2d: input \(1, 1, 0, 6\) has an empty spatial dimension"),
+    (lambda: F.adaptive_max_pool2d(_x(1, 6, 6, dtype=np.float32), 2), ValueError,
+     r"adaptive_max_pool2d: expected a 4-D input"),
 ])
 def test_errors(call, err, match):
     with pytest.raises(err, match=match):

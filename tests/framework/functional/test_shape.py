@@ -203,6 +203,28 @@ def test_pad_to_multiple_values_and_gradcheck(hw, multiple, rng):
     assert sg.gradcheck(lambda a: F.pad_to_multiple(a, multiple), (x,))
 
 
+@pytest.mark.parametrize("hw,multiple,border,mode", [
+    ((5, 7), 2, 3, "reflect"), ((6, 4), 4, 2, "reflect"), ((5, 6), 2, 1, "replicate"),
+    ((5, 6), 4, 0, "constant")])
+def test_pad_to_multiple_with_a_border_is_torchs_one_pad(hw, multiple, border, mode, rng):
+    """border b: F.pad(x, (b, b + pw, b, b + ph), mode) in one pad (Real-CUGAN's input padding),
+    values and gradient; two pads in a row would reflect the already padded image instead."""
+    torch = pytest.importorskip("torch")
+    x = t64(rng, 1, 2, *hw)
+    y = F.pad_to_multiple(x, multiple, mode=mode, border=border)
+    ph, pw = -hw[0] % multiple, -hw[1] % multiple
+    tx = torch.tensor(x.numpy(), requires_grad=True)
+    ty = torch.nn.functional.pad(tx, (border, border + pw, border, border + ph), mode)
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    g = rng.standard_normal(ty.shape)
+    ty.backward(torch.tensor(g))
+    y.backward(sg.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert sg.gradcheck(lambda a: F.pad_to_multiple(a, multiple, mode=mode, border=border), (x,))
+    with pytest.raises(ValueError, match="pad_to_multiple: border must be an int >= 0, got -1"):
+        F.pad_to_multiple(x, 2, border=-1)
+
+
 def test_crop_to_undoes_the_padding_and_gradcheck(rng):
     x = t64(rng, 1, 2, 5, 7)
     y = t64(rng, 1, 2, 16, 16)
@@ -213,7 +235,7 @@ def test_crop_to_undoes_the_padding_and_gradcheck(rng):
                                          r"\(1, 2, 5, 7\) times scale 4"):
         F.crop_to(y, x, 4)
     with pytest.raises(ValueError, match="pad_to_multiple: mode must be one of 'reflect', "
-                                         "'replicate', got 'circular'"):
+                                         "'replicate', 'constant', got 'circular'"):
         F.pad_to_multiple(x, 2, mode="circular")
 
 

@@ -46,6 +46,7 @@ CASES = [
     ("MaxPool2d", (2,), {}, (1, 2, 4, 5)),
     ("MaxPool2d", (3, 2, 1), {"dilation": 1, "ceil_mode": True}, (2, 2, 5, 6)),
     ("AdaptiveAvgPool2d", ((3, 2),), {}, (1, 2, 7, 5)),
+    ("AdaptiveMaxPool2d", ((3, 2),), {}, (1, 2, 7, 5)),
     ("Identity", (), {}, (1, 2, 3, 3)),
     ("Linear", (5, 3), {}, (2, 4, 5)),
     ("Linear", (1, 2), {"bias": False}, (1,)),
@@ -345,3 +346,17 @@ def test_safetensors_round_trip_with_torch(tmp_path, rng):
         expected = theirs2(torch.tensor(x)).numpy()
     with sg.no_grad():
         np.testing.assert_allclose(ours2(sg.tensor(x)).data, expected, rtol=1e-10, atol=1e-10)
+
+
+def test_layer_norm2d_layer(rng):
+    """Keys weight, bias (ones, zeros), eps 1e-6; the channels-first norm of F.layer_norm2d; the
+    input checked against num_channels."""
+    layer = LAYERS.build({"type": "LayerNorm2d", "num_channels": 3})
+    assert list(layer.state_dict()) == ["weight", "bias"] and layer.eps == 1e-6
+    np.testing.assert_array_equal(layer.weight.data, 1) and np.testing.assert_array_equal(layer.bias.data, 0)
+    x = sg.tensor(rng.standard_normal((2, 3, 4, 5)), dtype=np.float32)
+    mu = x.data.mean(1, keepdims=True)
+    want = (x.data - mu) / np.sqrt(((x.data - mu) ** 2).mean(1, keepdims=True) + 1e-6)
+    np.testing.assert_allclose(layer(x).data, want, rtol=1e-5, atol=1e-5)
+    with pytest.raises(ValueError, match=r"LayerNorm2d\(3\)"):
+        layer(sg.tensor(np.zeros((1, 4, 2, 2), np.float32)))

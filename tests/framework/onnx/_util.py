@@ -1,6 +1,9 @@
-"""Shared by the ONNX tests: a Module around a function, an export + ONNX Runtime run, and the skip
-when onnx/onnxruntime are missing."""
+"""Shared by the ONNX tests: a Module around a function, an export + ONNX Runtime run, srgrad-export
+on a published-layout .pth, and the skip when onnx/onnxruntime are missing."""
 from __future__ import annotations
+
+import contextlib
+import io
 
 import numpy as np
 import pytest
@@ -66,3 +69,18 @@ def check(model, x, tmp_path, others=(), atol=1e-5, **kw):
             assert a.shape == b.shape
             np.testing.assert_allclose(a, b, rtol=0, atol=atol)
     return report, op_types(path)
+
+
+def export_published(model, tmp_path, name, size, wrap=None):
+    """The model's weights as a published-layout `.pth` (torch.save of the bare state_dict, or under
+    `wrap`, e.g. "params"), then `srgrad-export --weights` on it with no --model at LR `size` (H, W).
+    Returns (the .onnx path, srgrad-export's printout, the model srgrad loads from the .pth)."""
+    import torch
+    from framework.engine import load_model
+    from framework.engine.export import main
+    state = {k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()}
+    path, out = tmp_path / f"{name}.pth", tmp_path / f"{name}.onnx"
+    torch.save({wrap: state} if wrap else state, path)
+    with contextlib.redirect_stdout(io.StringIO()) as printed:
+        assert main(["--weights", str(path), "--output", str(out), "--input-size", *map(str, size)]) == 0
+    return out, printed.getvalue(), load_model(path, say=lambda msg: None)[0]

@@ -34,7 +34,15 @@ SIZE_DEPENDENT = {"SwinIR": "the window partition and the shifted-window attenti
                              "computed for the input size",
                   "DAT": "the window partition and the shifted-window attention masks are "
                          "computed for the input size",
-                  "ZSSRNet": "MATLAB imresize is exported as its weight tables (MatMul)"}
+                  "ZSSRNet": "MATLAB imresize is exported as its weight tables (MatMul)",
+                  "OmniSR": "the window and grid partitions reshape to counts taken from the input "
+                            "size (tests/framework/onnx/test_omnisr.py)",
+                  "RealCUGAN": "below 32 pixels (40 fast) spandrel's size requirement pads by a "
+                               "size-dependent replication; dynamic from there "
+                               "(tests/framework/onnx/test_realcugan.py)",
+                  "SAFMN": "traced at 8 pixels its coarsest pooling covers the whole map "
+                           "(GlobalMaxPool); traced from 16 pixels up the graph is dynamic "
+                           "(tests/framework/onnx/test_safmn.py)"}
 
 
 @pytest.mark.parametrize("name", [n for n in MODELS.names() if n not in models.NON_UPSCALING])

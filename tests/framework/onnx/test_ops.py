@@ -181,6 +181,24 @@ def test_adaptive_pool_to_other_size_is_a_fixed_size_table(tmp_path):
         export(model, image(1, 2, 10, 5), tmp_path / "d.onnx", dynamic=True)
 
 
+def test_adaptive_max_pool(tmp_path):
+    """Global -> GlobalMaxPool and equal windows (SAFMN's h // 2^i of a multiple of 8) -> MaxPool,
+    both one graph at any size; overlapping windows (10 -> 4, 5 -> 3) -> a Gather of each window
+    and a ReduceMax per axis, fixed-size."""
+    rep, ops = check(Lambda(lambda m, x: F.adaptive_max_pool2d(x, 1)), image(1, 2, 9, 8), tmp_path,
+                     [image(2, 2, 11, 13, seed=5)])
+    assert ops == ["GlobalMaxPool"] and rep.dynamic
+    def safmn(m, x):  # padded to a multiple of 4, then 1/4 of the size: 4x4 windows at any size
+        x = F.pad_to_multiple(x, 4)
+        return F.adaptive_max_pool2d(x, (x.shape[2] // 4, x.shape[3] // 4))
+    rep, ops = check(Lambda(safmn), image(1, 2, 16, 24), tmp_path, [image(2, 2, 23, 8, seed=5)])
+    assert ops[-1] == "MaxPool" and rep.dynamic
+    model = Lambda(lambda m, x: F.adaptive_max_pool2d(x, (4, 3)))
+    with pytest.warns(UserWarning, match="overlapping windows"):
+        rep, ops = check(model, image(1, 2, 10, 5, lo=-1), tmp_path)
+    assert not rep.dynamic and ops.count("Gather") == 2 and ops.count("ReduceMax") == 2
+
+
 def test_max_pool_indices(tmp_path):
     model = Lambda(lambda m, x: F.max_pool2d(x, 2, return_indices=True))
     with pytest.warns(UserWarning, match="indices"):
@@ -258,6 +276,17 @@ class _Attention(nn.Module):
         attn = F.softmax(q @ F.transpose(k, -2, -1) * 0.5, dim=-1)
         y = self.proj(F.roll(attn @ v, 2, 1))
         return F.log_softmax(y, dim=-1)
+
+
+@pytest.mark.parametrize("mode,border", [("reflect", 3), ("replicate", 0), ("replicate", 2),
+                                         ("constant", 0)])
+def test_pad_to_multiple_keeps_its_mode_and_border(tmp_path, mode, border):
+    """Real-CUGAN's pad: a border on every side plus the multiple at the bottom/right, one node
+    whatever the size; replicate is exported as edge (it was exported as reflect)."""
+    def fn(m, x):
+        return F.pad_to_multiple(x, 2, mode=mode, border=border) * 2.0
+    rep, ops = check(Lambda(fn), image(1, 2, 5, 7), tmp_path, [image(2, 2, 8, 9, seed=1)])
+    assert rep.dynamic and "Pad" in ops
 
 
 def test_layer_norm_linear_softmax_roll_split_dynamic(tmp_path):

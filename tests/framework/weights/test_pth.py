@@ -155,6 +155,12 @@ def test_wrappers(tmp_path, layout, sds):
     assert list(state) == ["weight", "bias"] and info["prefix_removed"] == "module."
     state, info = load({"module.weight": a["weight"], "head.bias": a["bias"]})
     assert list(state) == ["module.weight", "head.bias"] and info["prefix_removed"] is None
+    # thop's profiling counters (total_ops / total_params on every module), dropped and counted
+    counters = {"total_ops": torch.zeros(1, dtype=torch.float64), "head.total_params": torch.zeros(1)}
+    state, info = load({**a, **counters})
+    assert list(state) == ["weight", "bias"] and info["counters_removed"] == 2
+    state, info = load(dict(a))
+    assert info["counters_removed"] == 0
     # nested dicts of tensors only when asked
     nested = {"body": {"conv": dict(a)}, "tail": {"bias": a["bias"]}}
     with pytest.raises(CheckpointError, match="pass flatten=True"):

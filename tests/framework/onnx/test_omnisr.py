@@ -1,0 +1,26 @@
+"""OmniSR's ONNX export: srgrad-export on a published-layout .pth (detected), a fixed-size graph (its
+window partitions reshape to counts taken from the size, and ESA upsamples to the input's size),
+ONNX Runtime within 1e-4 of srgrad; the fused window attention's converter included."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import models  # noqa: F401  registers the architectures
+from framework.nn import init
+from framework.registry import MODELS
+
+from ._util import export_published, image, ort_run, require_onnx, srgrad_run
+
+require_onnx()
+
+
+def test_export_a_published_file(tmp_path):
+    pytest.importorskip("torch")
+    init.manual_seed(0)
+    model = MODELS.build({"type": "OmniSR", "num_feat": 16, "window_size": 4, "scale": 3})
+    out, text, model = export_published(model, tmp_path, "OmniSR_x3", (19, 16))
+    assert "fixed size: Reshape" in text
+    for seed in (0, 1):
+        x = image(1, 3, 19, 16, seed=seed)
+        np.testing.assert_allclose(ort_run(out, x)[0], srgrad_run(model, x)[0], rtol=0, atol=1e-4)

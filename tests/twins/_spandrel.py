@@ -1,0 +1,36 @@
+"""What the twins of spandrel's architectures share: its call API's size requirement (pad the input
+at the bottom and right to a minimum and a multiple, reflecting what the image allows and
+replicating the rest; crop the output back), wrapped around an original network's forward."""
+from __future__ import annotations
+
+from torch.nn import functional as F
+
+
+def pad_tensor(t, minimum, multiple=1):
+    """spandrel's pad_tensor for SizeRequirements(minimum, multiple_of): (padded, did_pad)."""
+    h, w = t.shape[-2:]
+
+    def target(n):
+        n = max(minimum, n)
+        return n if n % multiple == 0 else (n // multiple + 1) * multiple
+
+    pad_w, pad_h = target(w) - w, target(h) - h
+    if not (pad_w or pad_h):
+        return t, False
+    rw, rh = min(pad_w, w - 1), min(pad_h, h - 1)
+    t = F.pad(t, (0, rw, 0, rh), "reflect")
+    return F.pad(t, (0, pad_w - rw, 0, pad_h - rh), "replicate"), True
+
+
+def sized(cls, minimum, multiple, scale):
+    """cls with spandrel's call API around its forward: pad to the size requirement, crop back
+    (to `scale` x the input's size)."""
+    class Sized(cls):
+        def forward(self, x, *args):
+            h, w = x.shape[-2:]
+            x, padded = pad_tensor(x, minimum, multiple)
+            y = super().forward(x, *args)
+            return y[..., : h * scale, : w * scale] if padded else y
+
+    Sized.__name__ = cls.__name__
+    return Sized
