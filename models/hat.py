@@ -42,7 +42,7 @@ from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_nor
                       upsampler_scale)
 from framework.detect import NoMatch, count, need
 from .rcan import ChannelAttention
-from .swinir import Mlp, PatchEmbed, PatchUnEmbed, WindowAttention
+from .swinir import Mlp, PatchEmbed, PatchUnEmbed, WindowAttention, token_stem
 
 _RGB_MEAN = (0.4488, 0.4371, 0.4040)
 _NICE_RATIOS = (0.5, 0, 1, 0.25, 0.75, 0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9)
@@ -292,14 +292,7 @@ class HAT(nn.Module):
             self.window_size, self.window_size))
         self.register_buffer("relative_position_index_OCA", overlap_position_index(
             self.window_size, self.overlap_win_size))
-        self.conv_first = nn.Conv2d(in_chans, embed_dim, 3, padding=1)
-        self.patch_embed = PatchEmbed(embed_dim, patch_norm)
-        self.patch_unembed = PatchUnEmbed()
-        if self.ape:
-            self.absolute_pos_embed = nn.Parameter(
-                np.zeros((1, resolution[0] * resolution[1], embed_dim), np.float32))
-            init.trunc_normal_(self.absolute_pos_embed, std=0.02)
-        self.pos_drop = nn.Dropout(drop_rate)
+        token_stem(self, in_chans, embed_dim, PatchEmbed(embed_dim, patch_norm), resolution, drop_rate)
         rates = np.linspace(0, drop_path_rate, sum(depths)).tolist()
         self.layers = nn.ModuleList()
         for i, depth in enumerate(depths):

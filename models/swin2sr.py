@@ -32,13 +32,13 @@ from framework import nn
 from framework.check import choice, flag, int_arg, int_list, number, pair
 from framework.functional.attention import relative_position_index, shift_mask
 from framework.functional.windows import log_coords_table
-from framework.nn import init
 from framework.registry import MODELS
 
 from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_normal_linears,
                       upsampler_scale)
 from framework.detect import Assumed, NoMatch, Unknown, count, need
-from .swinir import Mlp, PatchUnEmbed, SwinTransformerBlock, UpsampleOneStep, _resi_conv
+from .swinir import (Mlp, PatchUnEmbed, SwinTransformerBlock, UpsampleOneStep, _resi_conv,
+                     token_stem)
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv", "pixelshuffle_aux")
 _NUM_FEAT = 64
@@ -264,14 +264,7 @@ class Swin2SR(nn.Module):
                              f"coordinates table by 0")
         self.mean = (np.float32(_RGB_MEAN) if in_chans == 3 else np.zeros(1, np.float32)).reshape(1, -1, 1, 1)
 
-        self.conv_first = nn.Conv2d(in_chans, embed_dim, 3, padding=1)
-        self.patch_embed = PatchEmbed(embed_dim, patch_norm)
-        self.patch_unembed = PatchUnEmbed()
-        if self.ape:
-            self.absolute_pos_embed = nn.Parameter(
-                np.zeros((1, resolution[0] * resolution[1], embed_dim), np.float32))
-            init.trunc_normal_(self.absolute_pos_embed, std=0.02)
-        self.pos_drop = nn.Dropout(drop_rate)
+        token_stem(self, in_chans, embed_dim, PatchEmbed(embed_dim, patch_norm), resolution, drop_rate)
         rates = np.linspace(0, drop_path_rate, sum(depths)).tolist()
         self.layers = nn.ModuleList()
         for i, depth in enumerate(depths):

@@ -201,6 +201,19 @@ class PatchUnEmbed(nn.Module):
         return F.reshape(F.transpose(x, 1, 2), (x.shape[0], x.shape[2], *x_size))
 
 
+
+def token_stem(model, in_chans: int, embed_dim: int, patch_embed, resolution, drop_rate) -> None:
+    """The SwinIR family's shallow features and tokens, in the original's key order: conv_first,
+    patch_embed (the given module), patch_unembed, absolute_pos_embed (when model.ape) and pos_drop."""
+    model.conv_first = nn.Conv2d(in_chans, embed_dim, 3, padding=1)
+    model.patch_embed = patch_embed
+    model.patch_unembed = PatchUnEmbed()
+    if model.ape:
+        model.absolute_pos_embed = nn.Parameter(
+            np.zeros((1, resolution[0] * resolution[1], embed_dim), np.float32))
+        init.trunc_normal_(model.absolute_pos_embed, std=0.02)
+    model.pos_drop = nn.Dropout(drop_rate)
+
 class RSTB(nn.Module):
     """Residual Swin Transformer block: tokens x -> embed(conv(unembed(blocks(x)))) + x."""
 
@@ -300,14 +313,7 @@ class SwinIR(nn.Module):
         # constants, not buffers (as BasicSR): they stay out of the state_dict
         self.mean = (np.float32(_RGB_MEAN) if in_chans == 3 else np.zeros(1, np.float32)).reshape(1, -1, 1, 1)
 
-        self.conv_first = nn.Conv2d(in_chans, embed_dim, 3, padding=1)
-        self.patch_embed = PatchEmbed(embed_dim, patch_norm)
-        self.patch_unembed = PatchUnEmbed()
-        if self.ape:
-            self.absolute_pos_embed = nn.Parameter(np.zeros((1, resolution[0] * resolution[1], embed_dim),
-                                                            np.float32))
-            init.trunc_normal_(self.absolute_pos_embed, std=0.02)
-        self.pos_drop = nn.Dropout(drop_rate)
+        token_stem(self, in_chans, embed_dim, PatchEmbed(embed_dim, patch_norm), resolution, drop_rate)
         rates = np.linspace(0, drop_path_rate, sum(depths)).tolist()  # stochastic depth decay rule
         self.layers = nn.ModuleList()
         for i, depth in enumerate(depths):
