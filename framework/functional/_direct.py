@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import functools
 
+import numba
 import numpy as np
 
 from .. import _simd
-from .._jit import kernel
+from .._jit import kernel, prange
 from .._simd import vadd, vfma, vleaky, vload, vrelu, vsplat, vstore, vstore_part, wide
 from ._im2col import valid_range
 
@@ -300,11 +301,38 @@ def buffer_elems(tiles, C, OW, kh, kw, dtype):
     return max([_tile_sizes(t, C, OW, kh, kw, dtype)[2] for t in tiles], default=0) + slack
 
 
-def correlate(x, w, features, padding, bias, slope, tiles, elems, run):
+@functools.lru_cache(maxsize=None)
+def _correlate_tiles_kernel(L, NP):
+    """The forward over every tile in one parallel region: a tile is padded into its thread's buffer
+    and computed there (one numba fork/join per call, not a Python thread pool's)."""
+    kern = _correlate_kernel(L, NP)
+
+    @kernel(parallel=True)
+    def correlate_tiles(x, wt, bias, y, tiles, top, left, Wp, cb, slope, act, bufs):
+        """tiles (T, 5): b0, b1, r0, r1 and the plane length S of each tile; bufs (threads, elems):
+        each thread's running totals (MAX_BLOCK L elements), then its tile's planes."""
+        C, A = x.shape[1], MAX_BLOCK * L
+        for k in prange(tiles.shape[0]):
+            b0, b1, r0, r1, S = tiles[k, 0], tiles[k, 1], tiles[k, 2], tiles[k, 3], tiles[k, 4]
+            buf = bufs[numba.get_thread_id()]
+            xf = buf[A:A + (b1 - b0) * C * S].reshape((b1 - b0, C, S))
+            _pad(x, xf, b0, r0 - top, left, Wp)
+            kern(xf, wt, bias, y, b0, r0, r1 - r0, Wp, cb, slope, act, buf[:A])
+
+    return correlate_tiles
+
+
+def _thread_buffers(elems, dtype):
+    """(threads, elems) scratch, every row starting on an ALIGN-byte boundary."""
+    slack = ALIGN // np.dtype(dtype).itemsize
+    return _aligned_empty((numba.get_num_threads(), _blocks(elems, slack) * slack), dtype)
+
+
+def correlate(x, w, features, padding, bias, slope, tiles, elems):
     """conv.py's _correlate for a stride-1, undilated, ungrouped kernel, with the activation fused
     (slope None: none, 0: relu, > 0: leaky relu). x (N, C, H, W), w (O, C, kh, kw) -> (N, O, OH, OW)
-    with features = (OH, OW); tiles (b0, b1, r0, r1) over (images, output rows); `run(tasks, work,
-    elems, dtype)` runs them with a buffer of elems (buffer_elems) per worker."""
+    with features = (OH, OW); tiles (b0, b1, r0, r1) over (images, output rows), run on numba's
+    threads with a buffer of elems (buffer_elems) each."""
     N, C = x.shape[:2]
     O, _, kh, kw = w.shape
     OH, OW = features
@@ -320,25 +348,40 @@ def correlate(x, w, features, padding, bias, slope, tiles, elems, run):
     if bias is not None:
         b[:O] = bias
     y = np.empty((N, O, OH, OW), dt)
-    kern = _correlate_kernel(L, NP)
     act, s = slope is not None, dt.type(0 if slope is None else slope)
     cb = _blocks(C, _blocks(C * kh * kw, BLOCK_TERMS))  # channels per block, the blocks even
-
-    def work(tile, buf):
-        b0, b1, r0, r1 = tile
-        Wp, S, n = _tile_sizes(tile, C, OW, kh, kw, dt)
-        buf = _aligned(buf)
-        xf = buf[MAX_BLOCK * L:n].reshape(b1 - b0, C, S)
-        _pad(x, xf, b0, r0 - padding[0], padding[1], Wp)
-        kern(xf, wt, b, y, b0, r0, r1 - r0, Wp, cb, s, act, buf[:MAX_BLOCK * L])
-
-    run(tiles, work, elems, dt)
+    table = np.array([(*t, _tile_sizes(t, C, OW, kh, kw, dt)[1]) for t in tiles], np.int64).reshape(-1, 5)
+    _correlate_tiles_kernel(L, NP)(x, wt, b, y, table, padding[0], padding[1], OW + kw - 1, cb, s, act,
+                                   _thread_buffers(elems, dt))
     return y
 
 
-def weight_grad(x, g, padding, kernel_size, image_tiles, run, workers):
+@kernel(parallel=True)
+def _weight_grad_layout(x, g, xf, gt, top, left, Wp):
+    """xf: x padded into flat planes (_pad); gt: g channels last (_channels_last), image by image.
+    (A separate region from the kernel's: numba mis-ran the two loops in one parallel function.)"""
+    for b in prange(x.shape[0]):
+        _pad(x, xf[b:b + 1], b, top, left, Wp)
+        _channels_last(g, gt[b:b + 1], b)
+
+
+@functools.lru_cache(maxsize=None)
+def _weight_grad_tasks_kernel(L, NT):
+    """The weight gradient's tasks in one parallel region."""
+    kern = _weight_grad_kernel(L, NT)
+
+    @kernel(parallel=True)
+    def weight_grad_tasks(xf, gf, offsets, Wp, OW, rb, dwt, tasks):
+        """tasks (T, 3): an output-channel block and a run [t0, t1) of whole tap blocks each."""
+        for k in prange(tasks.shape[0]):
+            kern(xf, gf, offsets, Wp, OW, rb, dwt, tasks[k, 0], tasks[k, 1], tasks[k, 2])
+
+    return weight_grad_tasks
+
+
+def weight_grad(x, g, padding, kernel_size, workers):
     """conv.py's _weight_grad for a stride-1, undilated, ungrouped kernel: x (N, C, H, W), g (N, O,
-    OH, OW) -> dW (O, C, kh, kw). image_tiles: (b0, b1) ranges for the layout pass."""
+    OH, OW) -> dW (O, C, kh, kw); workers: the threads the tasks are cut for."""
     N, C = x.shape[:2]
     O, OH, OW = g.shape[1:]
     kh, kw = kernel_size
@@ -348,31 +391,19 @@ def weight_grad(x, g, padding, kernel_size, image_tiles, run, workers):
     Hp, Wp = OH + kh - 1, OW + kw - 1
     xf = np.empty((N, C, Hp * Wp), dt)
     gt = _aligned_empty((N, OH * OW, OB * L), dt)
-
-    def layout(tile, buf):
-        b0, b1 = tile
-        _pad(x, xf[b0:b1], b0, -padding[0], padding[1], Wp)
-        _channels_last(g.reshape(N, O, OH * OW), gt[b0:b1], b0)
-
-    run(image_tiles, layout, 1, dt)
+    _weight_grad_layout(x, g.reshape(N, O, OH * OW), xf, gt, -padding[0], padding[1], Wp)
     K = C * kh * kw
     Kpad = _blocks(K, NT) * NT
     c, i, j = np.unravel_index(np.arange(K), (C, kh, kw))
     offsets = np.zeros(Kpad + MAX_BLOCK, np.int64)  # padded taps read element 0: junk, dropped below
     offsets[:K] = (c * Hp + i) * Wp + j
     dwt = _aligned_empty((OB, Kpad, L), dt)
-    kern = _weight_grad_kernel(L, NT)
-    xf = xf.reshape(N, C * Hp * Wp)
     # tasks: (o-block, a run of whole tap blocks); every sum runs over all pixels in one task
     per = _blocks(Kpad // NT, max(1, 2 * workers // OB)) * NT
-    tasks = [(ob, t0, min(Kpad, t0 + per)) for ob in range(OB) for t0 in range(0, Kpad, per)]
-
-    gf = gt.reshape(N, OH * OW * OB * L)
+    tasks = np.array([(ob, t0, min(Kpad, t0 + per)) for ob in range(OB) for t0 in range(0, Kpad, per)],
+                     np.int64).reshape(-1, 3)
     rb = max(1, round((N * OH * OW) ** 0.5 / OW))  # about sqrt(terms) blocks of sqrt(terms) terms
-
-    def work(task, buf):
-        kern(xf, gf, offsets, Wp, OW, rb, dwt, *task)
-
-    run(tasks, work, 1, dt)
+    _weight_grad_tasks_kernel(L, NT)(xf.reshape(N, C * Hp * Wp), gt.reshape(N, OH * OW * OB * L), offsets,
+                                     Wp, OW, rb, dwt, tasks)
     dw = dwt[:, :K].transpose(0, 2, 1).reshape(OB * L, C, kh, kw)[:O]
     return np.ascontiguousarray(dw)

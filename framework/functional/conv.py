@@ -169,15 +169,12 @@ def _direct_tiles(x_side, geo):
 def _direct_correlate(x, w, geo, bias, slope):
     """_correlate by the direct route, the activation fused (_direct.correlate)."""
     tiles, elems = _direct_tiles((x.shape[0], x.shape[1], x.dtype), geo)
-    return _direct.correlate(x, w, geo.features, geo.padding, bias, slope, tiles, elems, _run)
+    return _direct.correlate(x, w, geo.features, geo.padding, bias, slope, tiles, elems)
 
 
 def _direct_weight_grad(x, y, geo):
     """_weight_grad by the direct route (_direct.weight_grad)."""
-    workers = _workers()
-    step = max(1, -(-x.shape[0] // workers))
-    image_tiles = [(b, min(x.shape[0], b + step)) for b in range(0, x.shape[0], step)]
-    return _direct.weight_grad(x, y, geo.padding, geo.kernel, image_tiles, _run, workers)
+    return _direct.weight_grad(x, y, geo.padding, geo.kernel, _workers())
 
 
 def _correlate(x, w, geo, bias=None, slope=None):

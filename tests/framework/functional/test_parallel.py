@@ -9,7 +9,7 @@ import pytest
 
 import framework as sg
 import framework.functional as F
-from framework.functional import _im2col, _tiles
+from framework.functional import _direct, _im2col, _tiles
 from framework.functional import conv as conv_module
 from framework.functional import pool as pool_module
 from framework.functional import resample as resample_module
@@ -137,6 +137,20 @@ def _record_workers(monkeypatch):
     return seen
 
 
+def _record_direct_tiles(monkeypatch):
+    """Tile counts of the direct route's forwards (_direct.py), which run their tiles in one numba
+    parallel region, not through _tiles.run."""
+    counts = []
+    real = _direct.correlate
+
+    def correlate(x, w, features, padding, bias, slope, tiles, elems):
+        counts.append(len(tiles))
+        return real(x, w, features, padding, bias, slope, tiles, elems)
+
+    monkeypatch.setattr(_direct, "correlate", correlate)
+    return counts
+
+
 def _conv_all(fn, x, w, b, options, g):
     X, W, B = (sg.tensor(a, requires_grad=True) for a in (x, w, b))
     y = fn(X, W, B, **options)
@@ -174,9 +188,10 @@ def test_one_image_conv_on_two_workers_is_exact_every_time(name, x_shape, w_shap
     g = rng.standard_normal(shape).astype(np.float32)
     monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
     assert conv_module._workers() >= 2
-    workers = _record_workers(monkeypatch)
+    workers, direct = _record_workers(monkeypatch), _record_direct_tiles(monkeypatch)
     runs = [_conv_all(fn, x, w, b, options, g) for _ in range(REPEATS)]
-    assert len(workers) >= 2, "the tiles must run on more than one thread"
+    assert len(workers) >= 2 or (direct and min(direct) >= 2 and numba.get_num_threads() >= 2), \
+        "the tiles must run on more than one thread"
     for other in runs[1:]:
         for a, ref in zip(other, runs[0]):
             np.testing.assert_array_equal(a, ref)
