@@ -15,7 +15,7 @@ from .._check import choice, float_array
 from .._jit import kernel, launch, prange
 from ..autograd import Function
 from .logistic import sigmoid_pass
-from .rows import exp32
+from .rows import exp32, vexp
 
 __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
 
@@ -29,16 +29,31 @@ _SERIAL_ELEMS = 1 << 15
 
 _expf = kernel(exp32)  # rows.py's vectorisable float32 exp, as a call (nested inlining trips numba)
 
-# The elementwise kernels here are serial on purpose: they are memory-bound, so two threads gain at
-# most 2x, while a parallel region waits for a descheduled thread on a shared machine
-# (docs/benchmarks.md).
+# The elementwise kernels run in chunks of _CHUNK elements on numba's threads (a training step's
+# activations were 7-15% of it on one thread: docs/benchmarks.md), and on one thread below
+# _SERIAL_ELEMS, where a parallel region costs more than it saves. Each element's value does not
+# depend on the chunks.
+_CHUNK = 1 << 14
+
 
 @kernel
+def _chunks(n):
+    return (n + _CHUNK - 1) // _CHUNK
+
+
+def _run(kern, n, *args):
+    """kern(*args) over n elements: on one thread when small (_jit.launch)."""
+    return launch(kern, n < _SERIAL_ELEMS, *args)
+
+@kernel(parallel=True)
 def _relu_grad_kernel(g, y, gx):
     """gx = g where y > 0 (y = relu(x) > 0 exactly where x > 0), else 0; flat arrays."""
     zero = g.dtype.type(0)
-    for i in range(g.size):
-        gx[i] = g[i] if y[i] > zero else zero
+    for k in prange(_chunks(g.size)):
+        lo = k * _CHUNK
+        gs, ys, gxs = g[lo:lo + _CHUNK], y[lo:lo + _CHUNK], gx[lo:lo + _CHUNK]
+        for i in range(gs.shape[0]):
+            gxs[i] = gs[i] if ys[i] > zero else zero
 
 
 class ReLUFunction(Function):
@@ -53,25 +68,31 @@ class ReLUFunction(Function):
     def backward(ctx, g):  # dL/dx = g [x > 0]
         (y,) = ctx.saved_tensors
         gx = np.empty(y.shape, y.dtype)
-        _relu_grad_kernel(_flat(g.astype(y.dtype, copy=False)), _flat(y), gx.reshape(-1))
+        _run(_relu_grad_kernel, y.size, _flat(g.astype(y.dtype, copy=False)), _flat(y), gx.reshape(-1))
         return gx
 
 
-@kernel
+@kernel(parallel=True)
 def _leaky_relu_kernel(x, slope, y):
     """y = x if x > 0 else slope x on flat arrays (NaN stays NaN)."""
     zero = x.dtype.type(0)
-    for i in range(x.size):
-        v = x[i]
-        y[i] = v if v > zero else v * slope
+    for k in prange(_chunks(x.size)):
+        lo = k * _CHUNK
+        xs, ys = x[lo:lo + _CHUNK], y[lo:lo + _CHUNK]
+        for i in range(xs.shape[0]):
+            v = xs[i]
+            ys[i] = v if v > zero else v * slope
 
 
-@kernel
+@kernel(parallel=True)
 def _leaky_relu_grad_kernel(g, s, slope, gx):
     """gx = g where s > 0, else slope g; s is the input, or the output, which has its sign."""
     zero = s.dtype.type(0)
-    for i in range(g.size):
-        gx[i] = g[i] if s[i] > zero else g[i] * slope
+    for k in prange(_chunks(g.size)):
+        lo = k * _CHUNK
+        gs, ss, gxs = g[lo:lo + _CHUNK], s[lo:lo + _CHUNK], gx[lo:lo + _CHUNK]
+        for i in range(gs.shape[0]):
+            gxs[i] = gs[i] if ss[i] > zero else gs[i] * slope
 
 
 class LeakyReLUFunction(Function):
@@ -82,7 +103,7 @@ class LeakyReLUFunction(Function):
     def forward(ctx, x, *, negative_slope):
         slope = x.dtype.type(negative_slope)
         y = np.empty(x.shape, x.dtype)
-        _leaky_relu_kernel(_flat(x), slope, y.reshape(-1))
+        _run(_leaky_relu_kernel, x.size, _flat(x), slope, y.reshape(-1))
         ctx.save_for_backward(y if negative_slope >= 0 else x)
         ctx.slope = slope
         return y
@@ -91,7 +112,8 @@ class LeakyReLUFunction(Function):
     def backward(ctx, g):  # dL/dx = g (1 if x > 0 else slope)
         (s,) = ctx.saved_tensors
         gx = np.empty(s.shape, s.dtype)
-        _leaky_relu_grad_kernel(_flat(g.astype(s.dtype, copy=False)), _flat(s), ctx.slope, gx.reshape(-1))
+        _run(_leaky_relu_grad_kernel, s.size, _flat(g.astype(s.dtype, copy=False)), _flat(s), ctx.slope,
+             gx.reshape(-1))
         return gx
 
 
@@ -102,7 +124,7 @@ def rectify_(y, slope):
         np.maximum(y, y.dtype.type(0), out=y)  # as relu: NaN stays NaN
     else:
         flat = y.reshape(-1)
-        _leaky_relu_kernel(flat, y.dtype.type(slope), flat)
+        _run(_leaky_relu_kernel, flat.size, flat, y.dtype.type(slope), flat)
     return y
 
 
@@ -110,18 +132,18 @@ def rectify_grad(g, y, slope):
     """dL/d(pre-activation) of rectify_ from its output y (same sign as its input, slope >= 0)."""
     gx = np.empty(y.shape, y.dtype)
     if slope == 0:
-        _relu_grad_kernel(_flat(g.astype(y.dtype, copy=False)), y.reshape(-1), gx.reshape(-1))
+        _run(_relu_grad_kernel, y.size, _flat(g.astype(y.dtype, copy=False)), y.reshape(-1), gx.reshape(-1))
     else:
-        _leaky_relu_grad_kernel(_flat(g.astype(y.dtype, copy=False)), y.reshape(-1), y.dtype.type(slope),
-                                gx.reshape(-1))
+        _run(_leaky_relu_grad_kernel, y.size, _flat(g.astype(y.dtype, copy=False)), y.reshape(-1),
+             y.dtype.type(slope), gx.reshape(-1))
     return gx
 
 
-@kernel
+@kernel(parallel=True)
 def _prelu_kernel(x, w, y):
     """y[a, c, l] = x if x > 0 else w[c] x, for x viewed as (A, C, L) with w (C,)."""
     A, C, L = x.shape
-    for r in range(A * C):
+    for r in prange(A * C):
         a, c = r // C, r % C
         wc, xs, ys = w[c], x[a, c], y[a, c]  # 1-D rows: the select vectorises (_jit.py)
         for i in range(xs.shape[0]):
@@ -129,12 +151,12 @@ def _prelu_kernel(x, w, y):
             ys[i] = wc * v if v <= 0 else v
 
 
-@kernel
+@kernel(parallel=True)
 def _prelu_grad_kernel(g, x, w, gx, gw_rows, need_x):
     """gx = g if x > 0 else w[c] g (when need_x); gw_rows[a, c] = sum_l g min(x, 0) in float64,
     partial sums reduced by the caller."""
     A, C, L = x.shape
-    for r in range(A * C):
+    for r in prange(A * C):
         a, c = r // C, r % C
         wc, xs, gs = w[c], x[a, c], g[a, c]
         if need_x:  # its own loop over 1-D rows: a select that vectorises, unlike the float64 sum
@@ -171,7 +193,7 @@ class PReLUFunction(Function):
         x = np.ascontiguousarray(x)
         rows = _channel_rows(x.shape, w.size)
         y = np.empty(x.shape, x.dtype)
-        _prelu_kernel(x.reshape(rows), w, y.reshape(rows))
+        _run(_prelu_kernel, x.size, x.reshape(rows), w, y.reshape(rows))
         ctx.save_for_backward(x, w)
         return y
 
@@ -183,8 +205,8 @@ class PReLUFunction(Function):
         g = np.ascontiguousarray(g, dtype=x.dtype)
         gx = np.empty(x.shape, x.dtype)
         gw_rows = np.empty(rows[:2], np.float64)
-        _prelu_grad_kernel(g.reshape(rows), x.reshape(rows), w,
-                   gx.reshape(rows), gw_rows, need_x)
+        _run(_prelu_grad_kernel, x.size, g.reshape(rows), x.reshape(rows), w, gx.reshape(rows), gw_rows,
+             need_x)
         gw = gw_rows.sum(axis=0).astype(x.dtype).reshape(w.shape) if need_w else None
         return (gx if need_x else None), gw
 
@@ -208,7 +230,7 @@ class TanhFunction(Function):
     def forward(ctx, x):
         if x.dtype == np.float32:
             out = np.empty(x.shape, np.float32)
-            _tanh32_kernel(_flat(x), out.reshape(-1))
+            _run(_tanh32_kernel, x.size, _flat(x), out.reshape(-1))
         else:
             out = np.tanh(x)
         ctx.save_for_backward(out)
@@ -218,36 +240,42 @@ class TanhFunction(Function):
     def backward(ctx, g):  # dL/dx = g (1 - tanh^2)
         (out,) = ctx.saved_tensors
         gx = np.empty(out.shape, out.dtype)
-        _tanh_grad_kernel(_flat(g.astype(out.dtype, copy=False)),
-                   out.reshape(-1), gx.reshape(-1))
+        _run(_tanh_grad_kernel, out.size, _flat(g.astype(out.dtype, copy=False)), out.reshape(-1),
+             gx.reshape(-1))
         return gx
 
 
-@kernel
+@kernel(parallel=True)
 def _tanh32_kernel(x, y):
     """y = tanh(x) on flat float32 arrays, Cephes' tanhf: an odd polynomial below |x| = 0.625, else
     1 - 2 / (e^2|x| + 1) with the vectorisable exp (|x| clamped at 10, where float32's tanh is 1).
     Both are computed and one selected, so the loop vectorises (faster than np.tanh's float32
     here: docs/benchmarks.md); within 1.5 ulp, as numpy's (tests/framework/functional/test_activation.py)."""
     f = np.float32
-    for i in range(x.size):
-        v = x[i]
-        a = -v if v < f(0.0) else v  # |x| (a NaN stays NaN through every step)
-        a = f(10.0) if a > f(10.0) else a
-        big = f(1.0) - f(2.0) / (_expf(f(2.0) * a) + f(1.0))
-        big = -big if v < f(0.0) else big
-        z = v * v
-        small = ((((f(-5.70498872745e-3) * z + f(2.06390887954e-2)) * z - f(5.37397155531e-2)) * z
-                  + f(1.33314422036e-1)) * z - f(3.33332819422e-1)) * z * v + v
-        small = v if z == f(0.0) else small  # keeps -0.0 (the sum above gives +0.0)
-        y[i] = small if a < f(0.625) else big
+    for k in prange(_chunks(x.size)):
+        lo = k * _CHUNK
+        xs, ys = x[lo:lo + _CHUNK], y[lo:lo + _CHUNK]
+        for i in range(xs.shape[0]):
+            v = xs[i]
+            a = -v if v < f(0.0) else v  # |x| (a NaN stays NaN through every step)
+            a = f(10.0) if a > f(10.0) else a
+            big = f(1.0) - f(2.0) / (vexp(f(2.0) * a) + f(1.0))  # inlined: the loop vectorises
+            big = -big if v < f(0.0) else big
+            z = v * v
+            small = ((((f(-5.70498872745e-3) * z + f(2.06390887954e-2)) * z - f(5.37397155531e-2)) * z
+                      + f(1.33314422036e-1)) * z - f(3.33332819422e-1)) * z * v + v
+            small = v if z == f(0.0) else small  # keeps -0.0 (the sum above gives +0.0)
+            ys[i] = small if a < f(0.625) else big
 
 
-@kernel
+@kernel(parallel=True)
 def _tanh_grad_kernel(g, t, gx):
     """gx = g (1 - t t) on flat arrays, in one pass (numpy made three)."""
-    for i in range(g.size):
-        gx[i] = g[i] * (1 - t[i] * t[i])
+    for k in prange(_chunks(g.size)):
+        lo = k * _CHUNK
+        gs, ts, gxs = g[lo:lo + _CHUNK], t[lo:lo + _CHUNK], gx[lo:lo + _CHUNK]
+        for i in range(gs.shape[0]):
+            gxs[i] = gs[i] * (1 - ts[i] * ts[i])
 
 
 # erfc(z) = t exp(-z^2 + P(t)) with t = 1 / (1 + z / 2), z >= 0: the form of Numerical Recipes'
