@@ -104,7 +104,7 @@ def _column_buffer_row():
     (the one this conv takes), all worker threads together."""
     geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (96, 96), (96, 96))
     workers = conv_module._workers()
-    im2col = 4 * conv_module._column_tiles((16, 64, np.float32), geo)[1] * workers
+    im2col = 4 * conv_module._column_tiles((16, 64, np.float32), geo, 64)[1] * workers
     direct = 4 * conv_module._direct_tiles((16, 64, np.float32), geo)[1] * workers
     full = 16 * 64 * 9 * 96 * 96 * 4
     return Row("conv2d 3x3 64->64 (16,64,96,96): column buffers", 0.0, None,

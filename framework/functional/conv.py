@@ -95,13 +95,22 @@ def _split(n_images, out_rows, row_bytes, workers=1):
     return _tiles.split(n_images, out_rows, row_bytes, COL_BUFFER_BYTES // workers, workers)
 
 
-def _column_tiles(x_side, geo):
+# Below this many multiply-adds an im2col correlation is one tile on the calling thread: a fork/join
+# of the thread pool (70-90 us here) costs more than a second thread saves (RCAN's channel
+# attention: 1x1 convs on 1x1 maps).
+_SERIAL_MACS = 1 << 22
+
+
+def _column_tiles(x_side, geo, o):
     """Tiles over the feature side, elements per column buffer and the column height K, for an image
-    side of shape (N, C, ...) and dtype x_side = (N, C, dtype)."""
+    side of shape (N, C, ...) and dtype x_side = (N, C, dtype) and o channels on the feature side."""
     N, C, dtype = x_side
     OH, OW = geo.features
     K = C * geo.kernel[0] * geo.kernel[1]
     itemsize = np.dtype(dtype).itemsize
+    whole = N * OH * OW * K
+    if 0 < N and whole * o // geo.groups < _SERIAL_MACS and whole * itemsize <= COL_BUFFER_BYTES:
+        return [(0, N, 0, OH)], whole, K
     tiles, nbytes = _split(N, OH, K * OW * itemsize, _workers())
     return tiles, nbytes // itemsize, K
 
@@ -199,7 +208,7 @@ def _correlate_gemm(x, w, geo, bias=None):
     y = np.empty((N, O, OH, OW), x.dtype)
     wm = w.reshape(g, O // g, -1)
     yv = y.reshape(N, g, O // g, OH * OW)
-    tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)
+    tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo, O)
 
     def work(tile, buf):
         b0, b1, r0, r1 = tile
@@ -226,7 +235,7 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
     yv = y.reshape(N, g, O // g, OH * OW)
     x = np.zeros((N, c_out, H, W), y.dtype)
     xv, xp = x.reshape(N, g, c_out // g, H * W), _planes(x)
-    tiles, elems, K = _column_tiles((N, c_out, y.dtype), geo)
+    tiles, elems, K = _column_tiles((N, c_out, y.dtype), geo, O)
 
     def work(task, buf):
         row_lo, row_hi, tiles_ = task
@@ -290,7 +299,7 @@ def _weight_grad(x, y, geo, w_shape):
         return _flip(dwf, g, O)
     OH, OW = geo.features
     yv = y.reshape(N, g, O // g, OH * OW)
-    tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo)
+    tiles, elems, K = _column_tiles((N, x.shape[1], x.dtype), geo, O)
 
     def work(tile, buf):  # dW^T = im2col(X) @ Y^T: BLAS is faster in this orientation
         b0, b1, r0, r1 = tile

@@ -184,12 +184,23 @@ def test_tiny_column_buffer_gives_the_same_results(transpose, x_shape, w_shape, 
 def test_column_buffer_of_a_large_batch_stays_under_the_cap():
     """The issue's case: a 3x3 conv on (16, 64, 96, 96) float32 never builds a column matrix > 512 MB."""
     geo = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (96, 96), (96, 96))
-    tiles, elems, _ = conv_module._column_tiles((16, 64, np.float32), geo)
+    tiles, elems, _ = conv_module._column_tiles((16, 64, np.float32), geo, 64)
     assert 4 * elems * conv_module._workers() <= conv_module.COL_BUFFER_BYTES <= 512 * 2**20
     direct_elems = conv_module._direct_tiles((16, 64, np.float32), geo)[1]
     assert 4 * direct_elems * conv_module._workers() <= conv_module.COL_BUFFER_BYTES
     covered = sorted((b, r) for b0, b1, r0, r1 in tiles for b in range(b0, b1) for r in range(r0, r1))
     assert covered == [(b, r) for b in range(16) for r in range(96)]  # every output row exactly once
+
+
+def test_a_tiny_im2col_conv_is_one_tile_and_a_large_one_is_split():
+    """Below _SERIAL_MACS (RCAN's channel attention: 1x1 on 1x1 maps) one tile, run on the calling
+    thread; the same layer on 24 px maps is cut into tiles for the workers."""
+    tiny = conv_module._Geometry((1, 1), (1, 1), (0, 0), (1, 1), 1, (1, 1), (1, 1))
+    tiles, elems, K = conv_module._column_tiles((16, 32, np.float32), tiny, 4)
+    assert (tiles, elems, K) == ([(0, 16, 0, 1)], 16 * 32, 32)
+    large = conv_module._Geometry((3, 3), (1, 1), (1, 1), (1, 1), 1, (24, 24), (24, 24))
+    assert 16 * 24 * 24 * 9 * 32 * 32 >= conv_module._SERIAL_MACS
+    assert len(conv_module._column_tiles((16, 32, np.float32), large, 32)[0]) >= 2
 
 
 def test_pointwise_and_wide_tiles_split_rows_of_one_image(monkeypatch):

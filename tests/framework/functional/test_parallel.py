@@ -89,7 +89,8 @@ def test_adjoint_tasks_touch_disjoint_elements(x_shape, k, stride, padding, dila
     row_bytes = x_shape[1] * k * k * geo.features[1] * 8
     monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", 2 * rows * row_bytes)  # 2 workers
     monkeypatch.setattr(conv_module, "_workers", lambda: 2)
-    tiles, _, _ = conv_module._column_tiles((x_shape[0], x_shape[1], np.float64), geo)
+    monkeypatch.setattr(conv_module, "_SERIAL_MACS", 0)  # tiles even for these small shapes
+    tiles, _, _ = conv_module._column_tiles((x_shape[0], x_shape[1], np.float64), geo, 3)
     tasks = conv_module._adjoint_tasks(tiles, geo, 2)
     assert len(tasks) >= 2, "the split must give several tasks"
     prints = [_footprint(task, x_shape, geo) for task in tasks]
@@ -187,6 +188,7 @@ def test_one_image_conv_on_two_workers_is_exact_every_time(name, x_shape, w_shap
         shape = fn(sg.tensor(x), sg.tensor(w), sg.tensor(b), **options).shape
     g = rng.standard_normal(shape).astype(np.float32)
     monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
+    monkeypatch.setattr(conv_module, "_SERIAL_MACS", 0)  # these small shapes still split
     assert conv_module._workers() >= 2
     workers, direct = _record_workers(monkeypatch), _record_direct_tiles(monkeypatch)
     runs = [_conv_all(fn, x, w, b, options, g) for _ in range(REPEATS)]
