@@ -5,40 +5,45 @@ from __future__ import annotations
 import numpy as np
 
 from .._check import float_array, int_arg
-from .._jit import kernel
+from .._jit import kernel, launch, prange
 from ..autograd import Function
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
 
 
-@kernel
+# Below this many elements one thread (_jit.launch): a parallel region costs more than it saves.
+_SERIAL_ELEMS = 1 << 15
+
+
+@kernel(parallel=True)
 def _permute(x, out, r, to_space):
     """The one index map of both directions, space[n, c, h r + a, w r + b] = depth[n, c r^2 + a r + b,
     h, w]: to_space copies depth x into space `out`, else space x into depth `out`. One pass (numpy's
-    transposed copy of the 6-D view was slower: docs/benchmarks.md)."""
+    transposed copy of the 6-D view was slower: docs/benchmarks.md), the (n, c) planes on numba's
+    threads."""
     N, C = out.shape[0], (out.shape[1] if to_space else x.shape[1])
     H, W = (x.shape[2], x.shape[3]) if to_space else (out.shape[2], out.shape[3])
-    for n in range(N):
-        for c in range(C):
-            for h in range(H):
-                for a in range(r):  # the r^2 rows of depth that fill the r rows of space at h, in turn
-                    for b in range(r):
-                        k = c * r * r + a * r + b
-                        if to_space:
-                            src, dst = x[n, k, h], out[n, c, h * r + a]
-                            for w in range(W):
-                                dst[w * r + b] = src[w]
-                        else:
-                            src, dst = x[n, c, h * r + a], out[n, k, h]
-                            for w in range(W):
-                                dst[w] = src[w * r + b]
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        for h in range(H):
+            for a in range(r):  # the r^2 rows of depth that fill the r rows of space at h, in turn
+                for b in range(r):
+                    k = c * r * r + a * r + b
+                    if to_space:
+                        src, dst = x[n, k, h], out[n, c, h * r + a]
+                        for w in range(W):
+                            dst[w * r + b] = src[w]
+                    else:
+                        src, dst = x[n, c, h * r + a], out[n, k, h]
+                        for w in range(W):
+                            dst[w] = src[w * r + b]
 
 
 def _shuffle(x, r):
     """(N, C r^2, H, W) -> (N, C, H r, W r): out[n, c, h r + a, w r + b] = x[n, c r^2 + a r + b, h, w]."""
     N, Cr2, H, W = x.shape
     out = np.empty((N, Cr2 // (r * r), H * r, W * r), x.dtype)
-    _permute(np.ascontiguousarray(x), out, r, True)
+    launch(_permute, x.size < _SERIAL_ELEMS, np.ascontiguousarray(x), out, r, True)
     return out
 
 
@@ -46,7 +51,7 @@ def _unshuffle(x, r):
     """(N, C, H r, W r) -> (N, C r^2, H, W), the inverse of _shuffle."""
     N, C, Hr, Wr = x.shape
     out = np.empty((N, C * r * r, Hr // r, Wr // r), x.dtype)
-    _permute(np.ascontiguousarray(x), out, r, False)
+    launch(_permute, x.size < _SERIAL_ELEMS, np.ascontiguousarray(x), out, r, False)
     return out
 
 

@@ -42,3 +42,21 @@ def test_results_come_in_task_order_on_any_worker_count():
     for workers in (1, 2, 3):
         assert _tiles.run(list(range(7)), lambda t, buf: t * t, 4, "float32", workers) == \
             [t * t for t in range(7)]
+
+
+@pytest.mark.parametrize("workers", [2, 3, 4])
+def test_split_gives_each_worker_the_same_share(workers):
+    """Bands of one image: a multiple of the workers, of equal rows (to one); the direct route runs
+    them in a numba parallel region whose static schedule would leave a worker idle otherwise (5
+    bands of 60 rows on 2 workers: one did 180 rows, the other 76). Whole images the same way."""
+    row_bytes = 132_096  # a 64-channel 256 px row of the direct route
+    tiles, nbytes = _tiles.split(1, 256, row_bytes, 8 * 2**20, workers)
+    assert len(tiles) % workers == 0 and len(tiles) >= 5
+    sizes = [r1 - r0 for _, _, r0, r1 in tiles]
+    assert max(sizes) - min(sizes) <= max(sizes) // 2 and sum(sizes) == 256
+    assert nbytes == max(sizes) * row_bytes <= 8 * 2**20
+    covered = [r for _, _, r0, r1 in tiles for r in range(r0, r1)]
+    assert covered == list(range(256))
+    images, _ = _tiles.split(6 * workers, 16, 1000, 2**30, workers)
+    assert len(images) % workers == 0
+    assert [b for b0, b1, _, _ in images for b in range(b0, b1)] == list(range(6 * workers))
