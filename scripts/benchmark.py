@@ -55,7 +55,7 @@ _VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512v
                  "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
 # Environment variables that change the kernels or the threads of one side
 _KNOBS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
-          "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES", "OMP_WAIT_POLICY",
+          "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES", "OMP_WAIT_POLICY", "SRGRAD_MALLOC",
           "OMP_NUM_THREADS")
 
 
@@ -82,7 +82,7 @@ def machine() -> list[str]:
     import numpy as np
     from threadpoolctl import threadpool_info
 
-    from framework import _simd
+    from framework import _simd, malloc
     from framework.functional import _direct
     model, flags = _cpu()
     blas = [f"{i.get('internal_api')} {i.get('version')} core {i.get('architecture')}, "
@@ -94,7 +94,8 @@ def machine() -> list[str]:
              f"numpy BLAS: {'; '.join(blas) or 'none found'}",
              f"numba target CPU: {name} ({'AVX-512' if _simd.has_avx512() else 'no AVX-512'}: "
              f"{_simd.lanes(32)} float32 lanes per register; direct conv blocks of {channels} "
-             f"channels x {pixels} pixels)"]
+             f"channels x {pixels} pixels)",
+             f"srgrad's allocator settings: {malloc.status()}"]
     try:
         import torch
         lines.append(f"torch {torch.__version__}: ATen CPU capability "
