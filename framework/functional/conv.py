@@ -149,13 +149,17 @@ def _flip(w, groups, c):
 # shapes only, never of the batch or the CPU, so that every machine takes the same route.
 _DIRECT_MIN_CHANNELS = 12
 _DIRECT_MIN_TAPS = 32
+# The weight gradient has no GEMM-friendly side for a first layer (3 x 3 x 3 taps against 32-64
+# gradient channels over every pixel of the batch): from 8 taps it takes the direct route, which
+# was 2x faster than im2col's at 16-24 px (docs/benchmarks.md, issue 29's second session).
+_DIRECT_MIN_TAPS_WEIGHT_GRAD = 8
 
 
-def _direct_route(geo, c, o):
-    """Whether the correlation from a side of c channels to one of o (its forward, or its weight
-    gradient) takes the direct route."""
+def _direct_route(geo, c, o, min_taps=_DIRECT_MIN_TAPS):
+    """Whether the correlation from a side of c channels to one of o (its forward, or with
+    min_taps=_DIRECT_MIN_TAPS_WEIGHT_GRAD its weight gradient) takes the direct route."""
     return (geo.stride == (1, 1) and geo.dilation == (1, 1) and geo.groups == 1 and not geo.is_pointwise()
-            and o >= _DIRECT_MIN_CHANNELS and c * geo.kernel[0] * geo.kernel[1] >= _DIRECT_MIN_TAPS)
+            and o >= _DIRECT_MIN_CHANNELS and c * geo.kernel[0] * geo.kernel[1] >= min_taps)
 
 
 def _large_route(geo, c, o):
@@ -291,7 +295,7 @@ def _weight_grad(x, y, geo, w_shape):
     C, (kh, kw) = x.shape[1], geo.kernel
     if _large_route(geo, C, O):
         return _depthwise.weight_grad(x, y, geo, w_shape, _run, _workers())
-    if _direct_route(geo, C, O):
+    if _direct_route(geo, C, O, _DIRECT_MIN_TAPS_WEIGHT_GRAD):
         return _direct_weight_grad(x, y, geo)
     flipped = geo.flipped()
     if flipped is not None and O < C:  # im2col of Y (O kh kw rows): the flipped kernel's gradient

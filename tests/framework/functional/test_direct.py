@@ -79,6 +79,23 @@ def test_input_gradient_and_transposed_conv_take_the_direct_route(rng, monkeypat
         np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-11, atol=1e-11)
 
 
+@pytest.mark.parametrize("w_shape", [(32, 3, 3, 3), (16, 1, 3, 3), (12, 2, 2, 2)])
+def test_a_first_layers_weight_gradient_takes_the_direct_route(w_shape, rng, monkeypatch):
+    """3 x 3 x 3 taps (and down to 8): below the forward's 32 taps, so im2col computes the forward,
+    but the weight gradient is the direct route's; value and gradients against torch in float64."""
+    torch = pytest.importorskip("torch")
+    calls = _spy(monkeypatch)
+    x, w, b = t64(rng, 3, w_shape[1], 7, 9), t64(rng, *w_shape), t64(rng, w_shape[0])
+    y = F.conv2d(x, w, b, padding=1)
+    g = rng.standard_normal(y.shape)
+    y.backward(g)
+    assert calls == {"correlate": 0, "weight_grad": 1}
+    tx, tw, tb = (torch.tensor(t.numpy(), requires_grad=True) for t in (x, w, b))
+    torch.nn.functional.conv2d(tx, tw, tb, padding=1).backward(torch.from_numpy(g))
+    for ours, theirs in ((x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
+        np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-11, atol=1e-11)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("slope", [0.0, 0.25])
 def test_fused_activation_is_the_unfused_one_bit_for_bit(slope, dtype, rng):
