@@ -400,7 +400,7 @@ def weight_grad(x, g, padding, kernel_size, workers):
     dwt = _aligned_empty((OB, Kpad, L), dt)
     # tasks: (o-block, a run of whole tap blocks); every sum runs over all pixels in one task
     per = _blocks(Kpad // NT, max(1, 2 * workers // OB)) * NT
-    tasks = np.array([(ob, t0, min(Kpad, t0 + per)) for ob in range(OB) for t0 in range(0, Kpad, per)],
+    tasks = np.array([(ob, t0, min(Kpad, t0 + per)) for t0 in range(0, Kpad, per) for ob in range(OB)],
                      np.int64).reshape(-1, 3)
     rb = max(1, round((N * OH * OW) ** 0.5 / OW))  # about sqrt(terms) blocks of sqrt(terms) terms
     _weight_grad_tasks_kernel(L, NT)(xf.reshape(N, C * Hp * Wp), gt.reshape(N, OH * OW * OB * L), offsets,
