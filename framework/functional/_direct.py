@@ -340,10 +340,11 @@ def correlate(x, w, features, padding, bias, slope, tiles, elems):
     NP, L = forward_block(dt)
     OB = _blocks(O, NP)
     wt = _aligned_empty((OB, C, kh, kw, NP), dt)  # (o-block, c, i, j, o % NP): a tap's weights together
-    wt[...] = 0
-    for ob in range(OB):
-        n = min(NP, O - ob * NP)
-        wt[ob, ..., :n] = w[ob * NP:ob * NP + n].transpose(1, 2, 3, 0)
+    whole = O // NP * NP  # the whole blocks in one copy, the partial last one (zero-filled) apart
+    wt[:O // NP] = w[:whole].reshape(O // NP, NP, C, kh, kw).transpose(0, 2, 3, 4, 1)
+    if whole < O:
+        wt[-1] = 0
+        wt[-1, ..., :O - whole] = w[whole:].transpose(1, 2, 3, 0)
     b = np.zeros(OB * NP + MAX_BLOCK, dt)  # (a0..a7 read past the last block)
     if bias is not None:
         b[:O] = bias
