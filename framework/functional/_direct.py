@@ -23,6 +23,7 @@ CPU (vfma rounds once, in hardware or in libm).
 from __future__ import annotations
 
 import functools
+import types
 
 import numba
 import numpy as np
@@ -301,25 +302,33 @@ def buffer_elems(tiles, C, OW, kh, kw, dtype):
     return max([_tile_sizes(t, C, OW, kh, kw, dtype)[2] for t in tiles], default=0) + slack
 
 
+def _with_globals(fn, **names):
+    """fn with `names` added to its globals. A driver reaches its (L, NP)-specific tile kernel as a
+    global, not a closure cell: numba freezes a global into the machine code, but hashes a closure's
+    cells into the on-disk cache's key, and a kernel pickles differently in every process (so the
+    precompiled driver never matched the run's)."""
+    return types.FunctionType(fn.__code__, dict(fn.__globals__, **names), fn.__name__, fn.__defaults__,
+                              fn.__closure__)
+
+
 @functools.lru_cache(maxsize=None)
 def _correlate_tiles_kernel(L, NP):
     """The forward over every tile in one parallel region: a tile is padded into its thread's buffer
     and computed there (one numba fork/join per call, not a Python thread pool's)."""
-    kern = _correlate_kernel(L, NP)
 
-    @kernel(parallel=True)
     def correlate_tiles(x, wt, bias, y, tiles, top, left, Wp, cb, slope, act, bufs):
         """tiles (T, 5): b0, b1, r0, r1 and the plane length S of each tile; bufs (threads, elems):
         each thread's running totals (MAX_BLOCK L elements), then its tile's planes."""
         C, A = x.shape[1], MAX_BLOCK * L
+        variant = (L, NP)  # noqa: F841 (closure cells: the cache key tells the variants apart)
         for k in prange(tiles.shape[0]):
             b0, b1, r0, r1, S = tiles[k, 0], tiles[k, 1], tiles[k, 2], tiles[k, 3], tiles[k, 4]
             buf = bufs[numba.get_thread_id()]
             xf = buf[A:A + (b1 - b0) * C * S].reshape((b1 - b0, C, S))
             _pad(x, xf, b0, r0 - top, left, Wp)
-            kern(xf, wt, bias, y, b0, r0, r1 - r0, Wp, cb, slope, act, buf[:A])
+            _tile_kernel(xf, wt, bias, y, b0, r0, r1 - r0, Wp, cb, slope, act, buf[:A])
 
-    return correlate_tiles
+    return kernel(parallel=True)(_with_globals(correlate_tiles, _tile_kernel=_correlate_kernel(L, NP)))
 
 
 def _thread_buffers(elems, dtype):
@@ -369,15 +378,14 @@ def _weight_grad_layout(x, g, xf, gt, top, left, Wp):
 @functools.lru_cache(maxsize=None)
 def _weight_grad_tasks_kernel(L, NT):
     """The weight gradient's tasks in one parallel region."""
-    kern = _weight_grad_kernel(L, NT)
 
-    @kernel(parallel=True)
     def weight_grad_tasks(xf, gf, offsets, Wp, OW, rb, dwt, tasks):
         """tasks (T, 3): an output-channel block and a run [t0, t1) of whole tap blocks each."""
+        variant = (L, NT)  # noqa: F841 (closure cells: the cache key tells the variants apart)
         for k in prange(tasks.shape[0]):
-            kern(xf, gf, offsets, Wp, OW, rb, dwt, tasks[k, 0], tasks[k, 1], tasks[k, 2])
+            _task_kernel(xf, gf, offsets, Wp, OW, rb, dwt, tasks[k, 0], tasks[k, 1], tasks[k, 2])
 
-    return weight_grad_tasks
+    return kernel(parallel=True)(_with_globals(weight_grad_tasks, _task_kernel=_weight_grad_kernel(L, NT)))
 
 
 def weight_grad(x, g, padding, kernel_size, workers):

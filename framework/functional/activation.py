@@ -13,6 +13,7 @@ from numba.extending import overload
 
 from .._check import choice, float_array
 from .._jit import kernel, launch, prange
+from .._simd import wide
 from ..autograd import Function
 from .logistic import sigmoid_pass
 from .rows import exp32, vexp
@@ -253,6 +254,7 @@ def _tanh32_kernel(x, y):
     here: docs/benchmarks.md); within 1.5 ulp, as numpy's (tests/framework/functional/test_activation.py)."""
     f = np.float32
     for k in prange(_chunks(x.size)):
+        wide()
         lo = k * _CHUNK
         xs, ys = x[lo:lo + _CHUNK], y[lo:lo + _CHUNK]
         for i in range(xs.shape[0]):

@@ -129,3 +129,43 @@ def test_no_kernel_lives_outside_framework():
     """models/ is a client of the framework: a model's own op goes into functional/ as a family."""
     root = ROOT / "models"
     assert not [p.name for p in root.rglob("*.py") if b"_jit" in p.read_bytes() or b"numba" in p.read_bytes()]
+
+
+# The direct convolution's parallel drivers (functional/_direct.py) come in variants (registers of
+# 16 or 32 output channels in the weight gradient) with the same argument types: a cached variant
+# must never stand in for another in a later process, and a later process must load, not compile.
+DRIVERS = textwrap.dedent("""
+    import numpy as np
+    import framework as sg
+    import framework.functional as F
+    from framework.functional import _direct
+    rng = np.random.default_rng(0)
+    out = []
+    for o in (16, 40):  # weight-gradient registers of 16 and of 32 channels
+        x = rng.standard_normal((2, 8, 6, 7)).astype(np.float32)
+        w = rng.standard_normal((o, 8, 3, 3)).astype(np.float32)
+        g = rng.standard_normal((2, o, 6, 7)).astype(np.float32)
+        X, W = sg.tensor(x, requires_grad=True), sg.tensor(w, requires_grad=True)
+        F.conv2d(X, W, padding=1).backward(g)
+        ref = np.einsum("bohw,bchw->oc", g.astype(np.float64), x.astype(np.float64))  # centre tap
+        out.append(float(np.abs(W.grad.numpy()[:, :, 1, 1] - ref).max() / np.abs(ref).max()))
+    hits = sum(len(d.stats.cache_hits) for d in (_direct._weight_grad_tasks_kernel(32, 8),
+                                                 _direct._weight_grad_tasks_kernel(16, 8)))
+    print(*out, hits)
+""")
+
+
+def test_the_direct_drivers_variants_stay_apart_in_the_cache(tmp_path):
+    from framework import _simd
+    if not _simd.has_avx512():
+        return  # the two register widths are AVX-512's (AVX2 has one: 16 channels)
+    env = dict(os.environ, NUMBA_CACHE_DIR=str(tmp_path / "cache"))
+    runs = []
+    for _ in range(2):
+        out = subprocess.run([sys.executable, "-c", DRIVERS], env=env, cwd=ROOT, capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr[-2000:]
+        runs.append([float(v) for v in out.stdout.split()])
+    (first16, first40, first_hits), (second16, second40, second_hits) = runs
+    assert max(first16, first40, second16, second40) < 1e-5  # right in both processes
+    assert first_hits == 0 and second_hits == 2  # the second process loaded both variants

@@ -57,6 +57,10 @@ def test_split_gives_each_worker_the_same_share(workers):
     assert nbytes == max(sizes) * row_bytes <= 8 * 2**20
     covered = [r for _, _, r0, r1 in tiles for r in range(r0, r1)]
     assert covered == list(range(256))
+    # one image that fits the cap whole (ESPCN's 3-channel first layer at 512 px) is still cut into
+    # bands, one share per worker
+    small = _tiles.split(1, 512, 3 * 516 * 8, 8 * 2**20, workers)[0]
+    assert len(small) == workers and sum(t[3] - t[2] for t in small) == 512
     images, _ = _tiles.split(6 * workers, 16, 1000, 2**30, workers)
     assert len(images) % workers == 0
     assert [b for b0, b1, _, _ in images for b in range(b0, b1)] == list(range(6 * workers))
