@@ -181,7 +181,11 @@ def _dry_run(cfg: dict) -> list:
 
 
 def _claim(folder: str, disp, sig) -> bool:
-    name = hashlib.sha256(f"{disp.py_func.__module__}.{disp.py_func.__qualname__}{sig}".encode())
+    # a factory's kernels share a qualname and may share a signature (_direct.py's 16- and 32-channel
+    # variants): their closure's constants tell them apart, as in numba's own cache key
+    cells = tuple(c.cell_contents for c in disp.py_func.__closure__ or ()
+                  if isinstance(c.cell_contents, (bool, int, float, str)))
+    name = hashlib.sha256(f"{disp.py_func.__module__}.{disp.py_func.__qualname__}{cells}{sig}".encode())
     try:
         os.close(os.open(os.path.join(folder, name.hexdigest()), os.O_CREAT | os.O_EXCL | os.O_WRONLY))
         return True

@@ -169,3 +169,14 @@ def test_the_dry_run_works_for_every_dataset_and_recipe(dataset, recipe, tiny_tr
     if dataset == "RealESRGANDataset":  # the degradation's blur, noise and sinc, and the USM
         assert {"filtering._correlate", "noise._levels_used", "sinc._j1_flat"} <= names, names
     assert len(items) == len({(id(d), s) for d, s in items})
+
+
+def test_a_factorys_variants_are_claimed_apart(tmp_path):
+    """_direct.py's weight-gradient drivers for 16- and 32-channel registers share a qualname and an
+    argument signature: each is claimed (and so compiled) once, neither stands in for the other."""
+    from framework.functional import _direct
+    a, b = _direct._weight_grad_tasks_kernel(32, 8), _direct._weight_grad_tasks_kernel(16, 8)
+    assert a.py_func.__qualname__ == b.py_func.__qualname__
+    sig = "(same signature)"
+    assert precompile._claim(str(tmp_path), a, sig) and precompile._claim(str(tmp_path), b, sig)
+    assert not precompile._claim(str(tmp_path), a, sig)  # a second claim of the same one is refused
