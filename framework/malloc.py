@@ -12,7 +12,8 @@ frees had raised the threshold.
 and M_TRIM_THRESHOLD to 256 MiB through mallopt: blocks below 32 MiB come from the heap and are
 reused, and the heap keeps up to 256 MiB of freed memory instead of returning it to the system at
 once (the resident size after a step stays near its peak; the peak itself does not grow). The
-environment variable SRGRAD_MALLOC=system leaves glibc's defaults; on other C libraries (musl,
+environment variable SRGRAD_MALLOC=system leaves glibc's defaults (`tuned` or unset applies these;
+any other value is warned about and taken as `tuned`); on other C libraries (musl,
 macOS, Windows) nothing is changed. `status()` says what was done.
 """
 from __future__ import annotations
@@ -21,6 +22,7 @@ import ctypes
 import ctypes.util
 import os
 import platform
+import warnings
 
 MMAP_THRESHOLD = 32 * 2**20
 TRIM_THRESHOLD = 256 * 2**20
@@ -33,7 +35,12 @@ def tune() -> str:
     """Apply the settings above once per process (idempotent); returns status()."""
     if _STATE["status"] != "not tuned yet":
         return _STATE["status"]
-    if os.environ.get("SRGRAD_MALLOC", "").strip().lower() == "system":
+    choice = os.environ.get("SRGRAD_MALLOC", "").strip().lower()
+    if choice not in ("", "tuned", "system"):
+        warnings.warn(f"SRGRAD_MALLOC={os.environ['SRGRAD_MALLOC']!r} is not understood: 'system' keeps "
+                      f"glibc's allocator defaults, 'tuned' (or unset) applies srgrad's; using 'tuned'",
+                      stacklevel=2)
+    if choice == "system":
         _STATE["status"] = "glibc defaults (SRGRAD_MALLOC=system)"
     elif platform.system() != "Linux" or platform.libc_ver()[0] != "glibc":
         _STATE["status"] = f"unchanged (not glibc: {platform.system()} {platform.libc_ver()[0] or 'libc'})"

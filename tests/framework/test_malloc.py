@@ -59,3 +59,11 @@ def test_a_freed_array_is_reused_not_mapped_afresh():
 
 def test_status_says_what_was_done_in_this_process():
     assert malloc.tune() == malloc.status() != "not tuned yet"
+
+
+def test_an_unknown_setting_is_named_in_a_warning(monkeypatch):
+    """A misspelt SRGRAD_MALLOC is not taken silently: the warning names the variable and its choices."""
+    monkeypatch.setitem(malloc._STATE, "status", "not tuned yet")
+    monkeypatch.setenv("SRGRAD_MALLOC", "sytem")
+    with pytest.warns(UserWarning, match=r"SRGRAD_MALLOC='sytem' is not understood: 'system' keeps"):
+        malloc.tune()
