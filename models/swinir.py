@@ -201,7 +201,6 @@ class PatchUnEmbed(nn.Module):
         return F.reshape(F.transpose(x, 1, 2), (x.shape[0], x.shape[2], *x_size))
 
 
-
 def token_stem(model, in_chans: int, embed_dim: int, patch_embed, resolution, drop_rate) -> None:
     """The SwinIR family's shallow features and tokens, in the original's key order: conv_first,
     patch_embed (the given module), patch_unembed, absolute_pos_embed (when model.ape) and pos_drop."""
@@ -213,6 +212,7 @@ def token_stem(model, in_chans: int, embed_dim: int, patch_embed, resolution, dr
             np.zeros((1, resolution[0] * resolution[1], embed_dim), np.float32))
         init.trunc_normal_(model.absolute_pos_embed, std=0.02)
     model.pos_drop = nn.Dropout(drop_rate)
+
 
 class RSTB(nn.Module):
     """Residual Swin Transformer block: tokens x -> embed(conv(unembed(blocks(x)))) + x."""

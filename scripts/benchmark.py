@@ -55,8 +55,8 @@ _VECTOR_FLAGS = ("sse4_2", "avx", "avx2", "fma", "avx512f", "avx512bw", "avx512v
                  "avx512_bf16", "avx512_fp16", "amx_tile", "amx_bf16")
 # Environment variables that change the kernels or the threads of one side
 _KNOBS = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "NUMBA_CPU_NAME", "NUMBA_CPU_FEATURES",
-          "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES", "OMP_WAIT_POLICY", "SRGRAD_MALLOC",
-          "OMP_NUM_THREADS")
+          "ONEDNN_MAX_CPU_ISA", "ATEN_CPU_CAPABILITY", "NPY_DISABLE_CPU_FEATURES", "OMP_WAIT_POLICY",
+          "SRGRAD_MALLOC", "OMP_NUM_THREADS")
 
 
 def _cpu():

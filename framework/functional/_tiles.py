@@ -113,18 +113,19 @@ def run(tasks, work, buffer_elems, dtype, workers):
 def split(n_images, out_rows, row_bytes, cap, workers=1):
     """Split (images, output rows) into tiles whose column matrix fits `cap` bytes: whole images when
     one fits and there are as many images as workers (at most half a worker's share of the batch per
-    tile, for balance), else bands of rows of one image (at least one row). The tile count is a multiple of the workers where the shapes
-    allow (5 bands on 2 workers leave one idle for a fifth of the time). Returns (tiles, bytes per
-    buffer), each tile (b0, b1, r0, r1)."""
+    tile, for balance), else bands of rows of one image (at least one row). The tile count is a
+    multiple of the workers where the shapes allow (5 bands on 2 workers leave one idle for a fifth of
+    the time). Returns (tiles, bytes per buffer), each tile (b0, b1, r0, r1)."""
     image_bytes = out_rows * row_bytes
     if image_bytes <= cap and n_images >= workers:
         step = max(1, min(cap // max(image_bytes, 1), -(-n_images // (2 * workers))))
         step = next((s for s in range(step, 0, -1) if -(-n_images // s) % workers == 0), step)
         tiles = [(b, min(n_images, b + step), 0, out_rows) for b in range(0, n_images, step)]
         return tiles, min(step, n_images) * image_bytes
-    rows = max(1, min(cap // row_bytes, -(-out_rows // workers)))  # fewer images than workers: bands
-    bands = -(-out_rows // rows)
-    rows = max(1, -(-out_rows // (-(-bands // workers) * workers)))  # bands: a multiple of the workers
+    fit = max(1, min(cap // row_bytes, -(-out_rows // workers)))  # rows per band at most
+    bands = -(-out_rows // fit)
+    bands = -(-bands // workers) * workers  # a multiple of the workers
+    rows = max(1, -(-out_rows // bands))
     tiles = [(b, b + 1, r, min(out_rows, r + rows))
              for b in range(n_images) for r in range(0, out_rows, rows)]
     return tiles, min(rows, out_rows) * row_bytes

@@ -16,7 +16,7 @@ from .._jit import kernel, launch, prange
 from .._simd import wide
 from ..autograd import Function
 from .logistic import sigmoid_pass
-from .rows import exp32, vexp
+from .rows import SERIAL_ELEMS, exp32, vexp
 
 __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
 
@@ -25,14 +25,11 @@ def _flat(a):
     return np.ascontiguousarray(a).reshape(-1)
 
 
-# Below this many elements GELU's kernels run on one thread (_jit.launch; softmax's threshold).
-_SERIAL_ELEMS = 1 << 15
-
 _expf = kernel(exp32)  # rows.py's vectorisable float32 exp, as a call (nested inlining trips numba)
 
 # The elementwise kernels run in chunks of _CHUNK elements on numba's threads (a training step's
 # activations were 7-15% of it on one thread: docs/benchmarks.md), and on one thread below
-# _SERIAL_ELEMS, where a parallel region costs more than it saves. Each element's value does not
+# SERIAL_ELEMS (softmax's threshold), where a parallel region costs more than it saves. Each element's value does not
 # depend on the chunks.
 _CHUNK = 1 << 14
 
@@ -44,7 +41,8 @@ def _chunks(n):
 
 def _run(kern, n, *args):
     """kern(*args) over n elements: on one thread when small (_jit.launch)."""
-    return launch(kern, n < _SERIAL_ELEMS, *args)
+    return launch(kern, n < SERIAL_ELEMS, *args)
+
 
 @kernel(parallel=True)
 def _relu_grad_kernel(g, y, gx):
@@ -250,8 +248,8 @@ class TanhFunction(Function):
 def _tanh32_kernel(x, y):
     """y = tanh(x) on flat float32 arrays, Cephes' tanhf: an odd polynomial below |x| = 0.625, else
     1 - 2 / (e^2|x| + 1) with the vectorisable exp (|x| clamped at 10, where float32's tanh is 1).
-    Both are computed and one selected, so the loop vectorises (faster than np.tanh's float32
-    here: docs/benchmarks.md); within 1.5 ulp, as numpy's (tests/framework/functional/test_activation.py)."""
+    Both are computed and one selected, so the loop vectorises (np.tanh's float32 and torch's
+    against it: docs/benchmarks.md); within 1.5 ulp, as numpy's (tests/framework/functional/test_activation.py)."""
     f = np.float32
     for k in prange(_chunks(x.size)):
         wide()
@@ -354,7 +352,7 @@ class GELUExact(Function):
     def forward(ctx, x):
         flat = np.ascontiguousarray(x).reshape(-1)
         y = np.empty_like(flat)
-        launch(_gelu_exact_kernel, flat.size < _SERIAL_ELEMS, flat, y)
+        launch(_gelu_exact_kernel, flat.size < SERIAL_ELEMS, flat, y)
         ctx.save_for_backward(flat)
         return y.reshape(x.shape)
 
@@ -362,7 +360,7 @@ class GELUExact(Function):
     def backward(ctx, g):  # dL/dx = g (Phi(x) + x phi(x))
         (flat,) = ctx.saved_tensors
         gx = np.empty_like(flat)
-        launch(_gelu_exact_grad_kernel, flat.size < _SERIAL_ELEMS,
+        launch(_gelu_exact_grad_kernel, flat.size < SERIAL_ELEMS,
                _flat(g.astype(flat.dtype, copy=False)), flat, gx)
         return gx.reshape(g.shape)
 

@@ -23,8 +23,8 @@ The work is cut into tiles (some whole images, or a band of output rows of one i
 the workers). The direct route runs its tiles in one numba parallel region per call (a fork/join of
 ~2 us); the im2col and depthwise routes run theirs on a pool of Python threads (numba.get_num_threads()
 of them), each with single-threaded BLAS, one fork/join per call (_tiles.py says why), and on the
-calling thread below _SERIAL_MACS. The buffers of all threads together never exceed COL_BUFFER_BYTES. No two
-concurrent tasks write the same element (the adjoint's tasks own disjoint rows: `_adjoint_tasks`), and
+calling thread below _SERIAL_MACS. The buffers of all threads together never exceed COL_BUFFER_BYTES.
+No two concurrent tasks write the same element (the adjoint's tasks own disjoint rows: `_adjoint_tasks`), and
 every element gets its terms in one fixed order, so results do not depend on the thread count or on
 timing; the direct route's do not depend on the CPU either.
 """

@@ -7,12 +7,9 @@ import numpy as np
 from .._check import float_array, int_arg
 from .._jit import kernel, launch, prange
 from ..autograd import Function
+from .rows import SERIAL_ELEMS
 
 __all__ = ["pixel_shuffle", "pixel_unshuffle"]
-
-
-# Below this many elements one thread (_jit.launch): a parallel region costs more than it saves.
-_SERIAL_ELEMS = 1 << 15
 
 
 @kernel(parallel=True)
@@ -43,7 +40,7 @@ def _shuffle(x, r):
     """(N, C r^2, H, W) -> (N, C, H r, W r): out[n, c, h r + a, w r + b] = x[n, c r^2 + a r + b, h, w]."""
     N, Cr2, H, W = x.shape
     out = np.empty((N, Cr2 // (r * r), H * r, W * r), x.dtype)
-    launch(_permute, x.size < _SERIAL_ELEMS, np.ascontiguousarray(x), out, r, True)
+    launch(_permute, x.size < SERIAL_ELEMS, np.ascontiguousarray(x), out, r, True)
     return out
 
 
@@ -51,7 +48,7 @@ def _unshuffle(x, r):
     """(N, C, H r, W r) -> (N, C r^2, H, W), the inverse of _shuffle."""
     N, C, Hr, Wr = x.shape
     out = np.empty((N, C * r * r, Hr // r, Wr // r), x.dtype)
-    launch(_permute, x.size < _SERIAL_ELEMS, np.ascontiguousarray(x), out, r, False)
+    launch(_permute, x.size < SERIAL_ELEMS, np.ascontiguousarray(x), out, r, False)
     return out
 
 
