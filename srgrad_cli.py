@@ -22,7 +22,10 @@ def run(module: str, function: str) -> None:
     """Exit with `module.function()`'s code, the import and the call guarded (module docstring)."""
     try:
         import importlib
-        code = getattr(importlib.import_module(module), function)()
+        command = getattr(importlib.import_module(module), function)
+        from framework import malloc
+        malloc.tune()  # glibc's allocator for a training or inference process (framework/malloc.py)
+        code = command()
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         code = 128 + signal.SIGINT

@@ -10,10 +10,6 @@ optim, data and functional, loaded with it.
 """
 import numpy as _np
 
-from . import malloc as _malloc
-
-_malloc.tune()  # before the first large array: glibc's allocator settings (malloc.py says why)
-
 from .autograd import Context, Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, from_numpy, tensor
 from . import functional

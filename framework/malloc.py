@@ -1,4 +1,4 @@
-"""glibc's allocator, tuned at import so that a training step's arrays are not page-faulted afresh.
+"""glibc's allocator, tuned by the commands so that a training step's arrays are not page-faulted afresh.
 
 numpy takes its arrays from malloc. glibc serves a request above its mmap threshold (128 KiB at
 start, raised by the size of each freed mapping, trimmed back by heap shrinking) with a fresh mmap,
@@ -8,13 +8,18 @@ runs it) those faults were ~20% of a 16-patch step (SRVGGNetCompact: 93-97 ms, 7
 settings below; docs/benchmarks.md). A process that also ran torch hid it, because torch's large
 frees had raised the threshold.
 
-`tune()` (called by `import framework`) sets M_MMAP_THRESHOLD to 32 MiB (glibc's largest on 64-bit)
+`tune()` sets M_MMAP_THRESHOLD to 32 MiB (glibc's largest on 64-bit)
 and M_TRIM_THRESHOLD to 256 MiB through mallopt: blocks below 32 MiB come from the heap and are
 reused, and the heap keeps up to 256 MiB of freed memory instead of returning it to the system at
 once (the resident size after a step stays near its peak; the peak itself does not grow). The
 environment variable SRGRAD_MALLOC=system leaves glibc's defaults (`tuned` or unset applies these;
 any other value is warned about and taken as `tuned`); on other C libraries (musl,
 macOS, Windows) nothing is changed. `status()` says what was done.
+
+Who calls it: every installed command (srgrad_cli.run, before the command's first line) and the
+benchmark scripts that time srgrad. `import framework` changes nothing in the process: a library
+that tunes the C allocator of whoever imports it would be a side effect the importer did not ask
+for; a user's own training script calls `framework.malloc.tune()` first to get the same setting.
 """
 from __future__ import annotations
 

@@ -253,6 +253,8 @@ def child_main(argv):
     print {"peak_mb", "base_mb", "batches_per_s"}."""
     data_dir, kind, batches = pathlib.Path(argv[0]), argv[1], int(argv[2])
     sys.path.insert(0, str(REPO))
+    from framework import malloc
+    malloc.tune()  # as the commands run (srgrad_cli.run)
     from framework.data import BatchLoader, HRImageDataset, PairedImageDataset, Prefetcher
     if kind == "sub":
         ds = PairedImageDataset(data_dir / "sub" / "HR", data_dir / "sub" / "LR_bicubic" /

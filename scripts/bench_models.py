@@ -392,6 +392,8 @@ def child_main(argv):
     """One fresh process: build one model in one framework, run a training step (then --repeat more,
     timed) or one inference (then --repeat more, timed); print {"first_step_s", "step_s", "times_s",
     "peak_mb", "base_mb"} as JSON."""
+    from framework import malloc
+    malloc.tune()  # as the commands run (srgrad_cli.run)
     ap = argparse.ArgumentParser(prog="bench_models --child")
     ap.add_argument("framework", choices=["ours", "torch"])
     ap.add_argument("name", choices=list(CASES))

@@ -117,6 +117,8 @@ def run(args) -> list:
 
 
 def main(argv=None):
+    from framework import malloc
+    malloc.tune()  # as the commands run (srgrad_cli.run)
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)

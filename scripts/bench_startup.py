@@ -32,7 +32,8 @@ _SETS = ["train.total_iters=1", "train.log_every=1", "train.scheduler.T_max=1", 
 
 
 def _train_cmd(run_root):
-    cmd = [sys.executable, "-c", "from framework.engine.cli import train; train()",
+    entry = f"import sys; sys.path.insert(0, {str(REPO)!r}); import srgrad_cli; srgrad_cli.train()"
+    cmd = [sys.executable, "-c", entry,  # as the installed srgrad-train starts (srgrad_cli.run)
            str(REPO / "configs" / "quickstart.yaml"), "--no-progress", "--set", f"run_root={run_root}"]
     for s in _SETS:
         cmd += ["--set", s]

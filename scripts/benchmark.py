@@ -154,6 +154,8 @@ def main(argv=None):
     ap.add_argument("--markdown", default=None, help="also write the tables to this file")
     args, rest = ap.parse_known_args(argv)
     args.rest = rest
+    from framework import malloc
+    malloc.tune()  # as the commands run (srgrad_cli.run)
     os.environ.setdefault("OMP_NUM_THREADS", str(args.threads))
     import numba
     numba.set_num_threads(min(args.threads, numba.config.NUMBA_NUM_THREADS))

@@ -116,6 +116,8 @@ def torch_times(keys, threads):
 
 def main(argv=None) -> int:
     import bench_models as bm
+    from framework import malloc
+    malloc.tune()  # as the commands run (srgrad_cli.run)
     ap = argparse.ArgumentParser(prog="conv_shapes.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("models", nargs="*", metavar="MODEL", help=f"of {', '.join(bm.CASES)}")
     ap.add_argument("--batch", type=int, default=16)

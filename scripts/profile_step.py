@@ -123,6 +123,8 @@ def categories(total: float, times: dict) -> dict:
 
 def main(argv=None) -> int:
     import bench_models as bm
+    from framework import malloc
+    malloc.tune()  # as the commands run (srgrad_cli.run)
     ap = argparse.ArgumentParser(prog="profile_step.py", description=__doc__.split("\n\n")[0])
     ap.add_argument("model", nargs="?", choices=list(bm.CASES))
     ap.add_argument("--summary", nargs="+", choices=list(bm.CASES), metavar="MODEL",

@@ -76,6 +76,8 @@ def run_all(model, info, images, tile, out_dir) -> tuple:
 
 
 def main(argv=None) -> int:
+    from framework import malloc
+    malloc.tune()  # as the commands run (srgrad_cli.run)
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--tiles", nargs="+", default=["none", "64", "128", "256"],
                     help="tile sizes (none: untiled, needed for the ratios)")

@@ -1,5 +1,6 @@
-"""framework/malloc.py: glibc's allocator tuned at import, so that a step's freed arrays are reused
-instead of mapped afresh (each fresh page faults); SRGRAD_MALLOC=system leaves glibc's defaults."""
+"""framework/malloc.py: glibc's allocator tuned by the commands, so that a step's freed arrays are
+reused instead of mapped afresh (each fresh page faults); SRGRAD_MALLOC=system leaves glibc's
+defaults; `import framework` alone changes nothing."""
 from __future__ import annotations
 
 import json
@@ -18,6 +19,7 @@ _PROBE = """
 import json, resource, numpy as np
 import framework
 from framework import malloc
+malloc.tune()
 
 def step():
     arrays = [np.empty(2 << 20, np.float32) for _ in range(6)]
@@ -55,6 +57,33 @@ def test_a_freed_array_is_reused_not_mapped_afresh():
     assert system["status"] == "glibc defaults (SRGRAD_MALLOC=system)"
     assert tuned["faults"] < 500, tuned
     assert system["faults"] > 10 * 2048, system  # at least an array's pages again every step
+
+
+_COMMAND = """
+import json, sys
+sys.path.insert(0, {repo!r})
+import framework
+from framework import malloc
+print(json.dumps({{"after_import": malloc.status()}}))
+sys.modules["probe_command"] = type(sys)("probe_command")
+sys.modules["probe_command"].main = lambda: print(json.dumps({{"in_command": malloc.status()}})) or 0
+import srgrad_cli
+srgrad_cli.run("probe_command", "main")
+"""
+
+
+@glibc
+def test_import_changes_nothing_and_every_command_tunes():
+    """`import framework` leaves the process's allocator alone; srgrad_cli.run (every installed
+    command's entry) tunes it before the command's first line."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if k != "SRGRAD_MALLOC"}
+    out = subprocess.run([sys.executable, "-c", _COMMAND.format(repo=repo)], capture_output=True,
+                         text=True, env=env, check=False)
+    lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert lines[0] == {"after_import": "not tuned yet"}, out
+    assert lines[1]["in_command"].startswith("glibc mmap threshold 32 MiB"), out
+    assert out.returncode == 0, out.stderr
 
 
 def test_status_says_what_was_done_in_this_process():
