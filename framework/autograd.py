@@ -139,7 +139,7 @@ _TENSOR = []
 
 def _tensor_class():
     """framework.tensor.Tensor, imported once (tensor.py imports this module; a per-call import
-    statement is a cost on every op: docs/benchmarks.md, "Per-op overhead")."""
+    statement is a cost on every op: docs/benchmarks-history.md, "Per-op overhead")."""
     if not _TENSOR:
         from .tensor import Tensor
         _TENSOR.append(Tensor)
