@@ -6,15 +6,19 @@ It runs the originals' own files from their published packages, none of which sr
 
     pip download --no-deps --no-binary :all: basicsr==1.4.2 && tar xzf basicsr-1.4.2.tar.gz
     pip download --no-deps lpips==0.1.4 && unzip -q lpips-0.1.4-py3-none-any.whl -d lpips-0.1.4
+    pip download --no-deps DISTS-pytorch==0.1 && unzip -q DISTS_pytorch-0.1-py3-none-any.whl -d dists-0.1
     pip install --target /tmp/refpkgs scipy==1.17.1 opencv-python-headless==5.1.0.95
-    python scripts/reference_metrics.py --basicsr basicsr-1.4.2 --lpips lpips-0.1.4 --extra /tmp/refpkgs
+    python scripts/reference_metrics.py --basicsr basicsr-1.4.2 --lpips lpips-0.1.4 --dists dists-0.1 \
+        --extra /tmp/refpkgs
 
 NIQE: BasicSR's `calculate_niqe` (basicsr/metrics/niqe.py with its niqe_pris_params.npz; its scipy
 and cv2 calls as they are) on the bundled images, crop_border 0 and 4. LPIPS: the lpips package's
 `LPIPS(net=..., version='0.1')` class, whose torchvision backbone is replaced by a stand-in module
 (`torchvision.models.alexnet` / `vgg16` returning torchvision's `features` layout) holding the seeded
 weights of `seeded_state` (no pretrained file can be downloaded where the tests run), and
-`model_path=` a linear-layer file of seeded weights; the same files go to srgrad in the test.
+`model_path=` a linear-layer file of seeded weights; the same files go to srgrad in the test. DISTS:
+the DISTS_pytorch package's DISTS class (DISTS_pt.py), its VGG16 replaced the same way, alpha and
+beta seeded (`seeded_dists`).
 """
 from __future__ import annotations
 
@@ -62,6 +66,21 @@ def pair(size: int = 64):
     return a, np.clip(b + noise, 0, 1).astype(np.float32)
 
 
+def _torch_features(features, state):
+    """torchvision's `features` Sequential for srgrad's layer list, holding `state` (features.<i>.*)."""
+    import torch
+    layers = torch.nn.Sequential()
+    for i, spec in enumerate(features):
+        if spec[0] == "conv":
+            layers.add_module(str(i), torch.nn.Conv2d(*spec[1:4], stride=spec[4], padding=spec[5]))
+        elif spec[0] == "relu":
+            layers.add_module(str(i), torch.nn.ReLU(inplace=True))
+        else:
+            layers.add_module(str(i), torch.nn.MaxPool2d(kernel_size=spec[1], stride=spec[2]))
+    layers.load_state_dict({k.split(".", 1)[1]: torch.from_numpy(v) for k, v in state.items()})
+    return layers
+
+
 def _load(name, path):
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
@@ -99,17 +118,7 @@ def lpips_reference(src: Path) -> dict:
 
     def stand_in(net):
         def build(pretrained=True, **_):
-            layers = torch.nn.Sequential()
-            for i, spec in enumerate(NETS[net]["features"]):
-                if spec[0] == "conv":
-                    layers.add_module(str(i), torch.nn.Conv2d(*spec[1:4], stride=spec[4], padding=spec[5]))
-                elif spec[0] == "relu":
-                    layers.add_module(str(i), torch.nn.ReLU(inplace=True))
-                else:
-                    layers.add_module(str(i), torch.nn.MaxPool2d(kernel_size=spec[1], stride=spec[2]))
-            sd = {k.split(".", 1)[1]: torch.from_numpy(v) for k, v in current["backbone"].items()}
-            layers.load_state_dict(sd)
-            return types.SimpleNamespace(features=layers)
+            return types.SimpleNamespace(features=_torch_features(NETS[net]["features"], current["backbone"]))
         return build
 
     tv = types.ModuleType("torchvision")
@@ -135,10 +144,44 @@ def lpips_reference(src: Path) -> dict:
     return out
 
 
+def seeded_dists(seed: int = 0):
+    """(backbone, alpha-beta) of DISTS: VGG16's seeded_state backbone, alpha and beta ~ 0.1 + 0.01 N."""
+    backbone, _ = seeded_state("vgg", seed)
+    rng = np.random.default_rng(seed + 1)
+    n = 3 + 64 + 128 + 256 + 512 + 512
+    return backbone, {k: (0.1 + 0.01 * rng.standard_normal((1, n, 1, 1))).astype(np.float32)
+                      for k in ("alpha", "beta")}
+
+
+def dists_reference(src: Path) -> dict:
+    import torch
+    sys.path.insert(0, str(ROOT))
+    from framework.nn.lpips import NETS
+    backbone, ab = seeded_dists()
+
+    def vgg16(pretrained=True, **_):
+        return types.SimpleNamespace(features=_torch_features(NETS["vgg"]["features"] + [("pool", 2, 2)],
+                                                              backbone))
+
+    tv = types.ModuleType("torchvision")
+    tv.models, tv.transforms = types.SimpleNamespace(vgg16=vgg16), types.SimpleNamespace()
+    sys.modules["torchvision"] = tv
+    dists = _load("DISTS_pt", src / "DISTS_pytorch" / "DISTS_pt.py")
+    model = dists.DISTS(load_weights=False)
+    with torch.no_grad():
+        model.alpha.copy_(torch.from_numpy(ab["alpha"]))
+        model.beta.copy_(torch.from_numpy(ab["beta"]))
+    a, b = pair()
+    d = model(torch.from_numpy(a[None]), torch.from_numpy(b[None]))
+    same = model(torch.from_numpy(a[None]), torch.from_numpy(a[None]))
+    return {"dists": float(d), "dists|same": float(same)}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--basicsr", type=Path, help="an unpacked BasicSR 1.4.2 source tree")
     ap.add_argument("--lpips", type=Path, help="an unpacked lpips 0.1.4 wheel")
+    ap.add_argument("--dists", type=Path, help="an unpacked DISTS_pytorch 0.1 wheel")
     ap.add_argument("--extra", type=Path, help="a folder with scipy and cv2 (pip install --target)")
     args = ap.parse_args(argv)
     if args.extra:
@@ -148,6 +191,8 @@ def main(argv=None) -> int:
         out["niqe"] = niqe_reference(args.basicsr)
     if args.lpips:
         out["lpips"] = lpips_reference(args.lpips)
+    if args.dists:
+        out["dists"] = dists_reference(args.dists)
     print(json.dumps(out, indent=1))
     return 0
 

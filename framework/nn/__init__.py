@@ -9,6 +9,7 @@ from .jpeg import DiffJPEG
 from .linear import Identity, Linear
 from .loss import CharbonnierLoss, L1Loss, MSELoss
 from .normalization import BatchNorm2d, GroupNorm, LayerNorm, LayerNorm2d
+from .dists import DISTS, DISTSLoss
 from .lpips import LPIPS, LPIPSLoss
 from .perceptual import PerceptualLoss, VGGFeatureExtractor
 from .pixel_shuffle import PixelShuffle, PixelUnshuffle
@@ -22,7 +23,7 @@ __all__ = [
     "LogSoftmax", "Mish", "PReLU", "ReLU", "Sigmoid", "SiLU", "Softmax", "Tanh", "Conv2d",
     "ConvTranspose2d", "Dropout", "Dropout2d", "DropPath", "DiffJPEG", "GANLoss", "Identity",
     "Linear", "CharbonnierLoss", "L1Loss", "MSELoss", "BatchNorm2d", "GroupNorm", "LayerNorm",
-    "LayerNorm2d", "LPIPS", "LPIPSLoss", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle", "PixelUnshuffle",
+    "LayerNorm2d", "DISTS", "DISTSLoss", "LPIPS", "LPIPSLoss", "PerceptualLoss", "VGGFeatureExtractor", "PixelShuffle", "PixelUnshuffle",
     "AdaptiveAvgPool2d", "AdaptiveMaxPool2d",
     "AvgPool2d", "MaxPool2d", "Upsample", "clip_grad_norm_", "clip_grad_value_", "init", "utils",
 ]

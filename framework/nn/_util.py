@@ -1,5 +1,8 @@
-"""What the thin layers share: the input-shape check and the error prefix naming the layer."""
+"""What the thin layers share: the input-shape check, the error prefix naming the layer, and where a
+frozen network's weight file is found."""
 from __future__ import annotations
+
+import os
 
 
 def check_4d(layer: str, x, channels=None):
@@ -17,3 +20,15 @@ def call(layer: str, fn, *args):
         return fn(*args)
     except ValueError as e:
         raise ValueError(f"{layer}: {e}") from None
+
+
+def weight_file(owner: str, given, env: str, url: str, keyword: str, kind: str) -> str:
+    """The path of a pretrained file: the keyword's value `given`, else the environment variable
+    `env`; else a FileNotFoundError naming where to download it (`url`) and how to point srgrad at it."""
+    path = given if given is not None else os.environ.get(env)
+    if path and os.path.isfile(path):
+        return os.fspath(path)
+    where = (f"{keyword}={os.fspath(path)!r} is not a file" if given is not None else
+             f"{env}={path!r} is not a file" if path else f"no {kind} file given")
+    raise FileNotFoundError(f"{owner}: {where}. Download {url}, then point srgrad at it: "
+                            f"`{keyword}: /path/to/{url.rsplit('/', 1)[1]}`, or {env}=/path/to/it")

@@ -20,14 +20,13 @@ each file. Version 0.0 (the paper's first arXiv version, with a normalisation bu
 """
 from __future__ import annotations
 
-import os
 from collections import OrderedDict
 
 import numpy as np
 
 from .. import functional as F
 from .._check import choice, flag, number
-from ..autograd import no_grad
+from ._util import weight_file
 from ..registry import LOSSES
 from ..tensor import Tensor
 from ..weights import load_weights
@@ -73,19 +72,12 @@ _SHIFT, _SCALE = (-0.030, -0.088, -0.188), (0.458, 0.448, 0.450)
 
 
 def _path(owner: str, net: str, given, kind: str) -> str:
-    """The file of `kind` ("backbone" or "weights"): the keyword, else its environment variable;
-    else a FileNotFoundError naming where to download it and how to point srgrad at it."""
+    """The backbone or linear-layer ("weights") file of `net` (module docstring)."""
     env = f"SRGRAD_LPIPS_{net.upper().replace('16', '')}_{'BACKBONE' if kind == 'backbone' else 'WEIGHTS'}"
-    path = given if given is not None else os.environ.get(env)
-    if path and os.path.isfile(path):
-        return os.fspath(path)
     spec = NETS[net]
     url = _TORCHVISION + spec["backbone"] if kind == "backbone" else _LPIPS + spec["lin"]
     keyword = "backbone_weights" if kind == "backbone" else "weights"
-    where = (f"{keyword}={os.fspath(path)!r} is not a file" if given is not None else
-             f"{env}={path!r} is not a file" if path else f"no {kind} file given")
-    raise FileNotFoundError(f"{owner}: {where}. Download {url}, then point srgrad at it: "
-                            f"`{keyword}: /path/to/{url.rsplit('/', 1)[1]}`, or {env}=/path/to/it")
+    return weight_file(owner, given, env, url, keyword, kind)
 
 
 def _layer(spec):
@@ -220,9 +212,3 @@ class LPIPSLoss(Module):
         d = F.mean(d) if self.reduction == "mean" else F.sum(d)
         return d * self.loss_weight
 
-
-def lpips_distance(model: LPIPS, a: np.ndarray, b: np.ndarray) -> float:
-    """LPIPS of two (3, H, W) float32 images in [0, 1], no graph."""
-    with no_grad():
-        d = model(Tensor(a[None]), Tensor(b[None]), normalize=True)
-    return float(d.data.reshape(-1)[0])
