@@ -26,7 +26,7 @@ from ..registry import LOSSES
 from ..tensor import Tensor
 from ..weights import load_weights
 from ._util import weight_file
-from .lpips import NETS, _copy, _layer
+from .lpips import NETS, _copy, _layer, copy_checked
 from .module import Module, Parameter, Sequential
 
 __all__ = ["DISTS", "DISTSLoss"]
@@ -82,7 +82,7 @@ class DISTS(Module):
         path = _path(owner, weights, "weights")  # the small file first: its errors come at once
         state, _ = load_weights(path)
         for name in ("alpha", "beta"):
-            _copy_one(getattr(self, name), state, name, path, owner)
+            copy_checked(getattr(self, name), state, name, path, owner)
         backbone = _path(owner, backbone_weights, "backbone")
         state, _ = load_weights(backbone)
         for s in range(1, 6):
@@ -122,17 +122,6 @@ class DISTS(Module):
 def spec_channels(features, i: int) -> int:
     """The channels entering features[i]: the output of the last convolution before it."""
     return next(spec[2] for spec in reversed(features[:i]) if spec[0] == "conv")
-
-
-def _copy_one(param, state, key, path, owner):
-    if key not in state:
-        raise ValueError(f"{owner}: {path} has no {key!r}: not the DISTS package's weights.pt?")
-    value = np.asarray(state[key])
-    if value.shape != param.shape:
-        raise ValueError(f"{owner}: {path}: {key} has shape {value.shape}, needs {param.shape}")
-    if not np.all(np.isfinite(value)):
-        raise ValueError(f"{owner}: {path}: {key} holds non-finite values")
-    np.copyto(param.data, value, casting="unsafe")
 
 
 @LOSSES.register()

@@ -112,15 +112,20 @@ class _Backbone(Module):
 def _copy(module: Module, state: dict, source, path: str, owner: str) -> None:
     """Copy state[source(key)] into each parameter of `module` (every key present, shapes equal)."""
     for key, tensor in module.named_parameters():
-        src = source(key)
-        if src not in state:
-            raise ValueError(f"{owner}: {path} has no {src!r} (for {key})")
-        value = np.asarray(state[src])
-        if value.shape != tensor.shape:
-            raise ValueError(f"{owner}: {path}: {src} has shape {value.shape}, {key} needs {tensor.shape}")
-        if not np.all(np.isfinite(value)):
-            raise ValueError(f"{owner}: {path}: {src} holds non-finite values")
-        np.copyto(tensor.data, value, casting="unsafe")
+        copy_checked(tensor, state, source(key), path, owner)
+
+
+def copy_checked(tensor, state: dict, src: str, path: str, owner: str) -> None:
+    """tensor.data = state[src]: present, of the tensor's shape, finite; else a ValueError naming
+    the file and the entry."""
+    if src not in state:
+        raise ValueError(f"{owner}: {path} has no {src!r}")
+    value = np.asarray(state[src])
+    if value.shape != tensor.shape:
+        raise ValueError(f"{owner}: {path}: {src} has shape {value.shape}, needs {tensor.shape}")
+    if not np.all(np.isfinite(value)):
+        raise ValueError(f"{owner}: {path}: {src} holds non-finite values")
+    np.copyto(tensor.data, value, casting="unsafe")
 
 
 class LPIPS(Module):
