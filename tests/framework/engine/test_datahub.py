@@ -1,0 +1,153 @@
+"""framework/engine/datahub.py: data sets by name through a loopback server with tiny stand-in
+archives: fetched, checked, extracted once; hostile archives refused; offline and unknown-hash
+entries say what to do."""
+from __future__ import annotations
+
+import hashlib
+import http.server
+import io
+import tarfile
+import zipfile
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from framework.engine import datahub
+from framework.engine.datahub import Archive, ArchiveError, SETS
+from framework.io.download import DownloadError
+from tests.conftest import loopback_server, refused_url
+
+
+def _png(seed: int, size=(24, 20)) -> bytes:
+    arr = np.random.default_rng(seed).integers(0, 256, (*size, 3), dtype=np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+def _tar(members: dict, links=()) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, data in members.items():
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            tar.addfile(info, io.BytesIO(data))
+        for name, target in links:
+            info = tarfile.TarInfo(name)
+            info.type, info.linkname = tarfile.SYMTYPE, target
+            tar.addfile(info)
+    return buf.getvalue()
+
+
+BENCHMARK = _tar({f"benchmark/{s}/HR/{n}.png": _png(i) for i, (s, n) in
+                  enumerate([("Set5", "baby"), ("Set5", "bird"), ("Set14", "lenna")])})
+
+
+class _Files(http.server.BaseHTTPRequestHandler):
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.server.requests.append(self.path)
+        body = self.server.files.get(self.path)
+        if body is None:
+            self.send_error(404)
+            return
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+@pytest.fixture
+def server(monkeypatch, tmp_path):
+    monkeypatch.setenv("SRGRAD_HOME", str(tmp_path / "home"))
+    with loopback_server(_Files, monkeypatch, requests=[], files={}) as httpd:
+        yield httpd
+
+
+def _serve(server, monkeypatch, name, body, path="/benchmark.tar", file="benchmark.tar"):
+    server.files[path] = body
+    archive = Archive(file, server.url + path, hashlib.sha256(body).hexdigest(), len(body))
+    monkeypatch.setitem(SETS, name, SETS[name]._replace(archives=(archive,)))
+
+
+def test_fetch_checks_extracts_once_and_names_folders(server, monkeypatch):
+    for name in ("Set5", "Set14"):
+        _serve(server, monkeypatch, name, BENCHMARK)
+    said = []
+    key, root = datahub.fetch("set5", progress=False, say=said.append)
+    assert key == "Set5" and root == datahub.data_dir()
+    hr = datahub.folder_of("Set5")
+    assert sorted(p.name for p in hr.iterdir()) == ["baby.png", "bird.png"]
+    assert (hr / "baby.png").read_bytes() == _png(0)
+    # Set14 lives in the same archive: nothing downloaded again
+    datahub.fetch("Set14", progress=False, say=said.append)
+    assert server.requests == ["/benchmark.tar"]
+    assert [p.name for p in datahub.folder_of("Set14").iterdir()] == ["lenna.png"]
+    assert not list(root.glob("*.extracting-*"))
+    with pytest.raises(ValueError, match=r"Set5 has no 'hr_valid' folder \(srgrad knows: hr, lr_x2"):
+        datahub.folder_of("Set5", "hr_valid")
+
+
+def test_a_wrong_hash_installs_nothing(server, monkeypatch):
+    _serve(server, monkeypatch, "Set5", BENCHMARK)
+    entry = SETS["Set5"]
+    monkeypatch.setitem(SETS, "Set5", entry._replace(archives=(entry.archives[0]._replace(sha256="0" * 64),)))
+    with pytest.raises(DownloadError, match="sha256"):
+        datahub.fetch("Set5", progress=False, say=lambda m: None)
+    assert not (datahub.data_dir() / "benchmark").exists()
+    assert not (datahub.data_dir() / "archives" / "benchmark.tar").exists()
+
+
+@pytest.mark.parametrize("case", ["parent", "absolute", "symlink", "zip_symlink", "too_big"])
+def test_hostile_archives_are_refused_and_leave_nothing(server, monkeypatch, tmp_path, case):
+    if case == "parent":
+        body, match = _tar({"benchmark/../../evil.txt": b"x"}), "would be written outside the folder"
+    elif case == "absolute":
+        body, match = _tar({"/tmp/evil.txt": b"x"}), "would be written outside the folder"
+    elif case == "symlink":
+        body, match = _tar({"a.txt": b"x"}, links=[("benchmark/link", "/etc/passwd")]), "is a link or device"
+    elif case == "zip_symlink":
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w") as z:
+            info = zipfile.ZipInfo("benchmark/link")
+            info.external_attr = (0o120777 << 16)
+            z.writestr(info, "/etc/passwd")
+        body, match = buf.getvalue(), "is a link or device"
+    else:
+        monkeypatch.setattr(datahub, "MAX_MEMBERS", 2)
+        body, match = _tar({f"f{i}": b"x" for i in range(3)}), "more than srgrad extracts"
+    _serve(server, monkeypatch, "Set5", body)
+    with pytest.raises(ArchiveError, match=match):
+        datahub.fetch("Set5", progress=False, say=lambda m: None)
+    root = datahub.data_dir()
+    assert sorted(p.name for p in root.iterdir()) == ["archives"]  # no folder, no temporary one
+    assert not (tmp_path / "evil.txt").exists()
+
+
+def test_offline_unknown_hash_and_by_hand(server, monkeypatch):
+    entry = SETS["Set5"]
+    archive = entry.archives[0]._replace(url=refused_url("/benchmark.tar"))
+    monkeypatch.setitem(SETS, "Set5", entry._replace(archives=(archive,)))
+    with pytest.raises(DownloadError, match=r"cannot reach http://127.0.0.1:\d+/benchmark.tar.*offline\?"):
+        datahub.fetch("Set5", progress=False, say=lambda m: None)
+    with pytest.raises(DownloadError, match=r"Flickr2K: srgrad knows no sha256 for Flickr2K.tar.*--sha256 HEX"):
+        datahub.fetch("Flickr2K", progress=False, say=lambda m: None)
+    with pytest.raises(DownloadError, match=r"Manga109: Manga109.zip is shared only through "
+                       r"http://www.manga109.org/en/download.html.*save it as .*archives/Manga109.zip"):
+        datahub.fetch("Manga109", progress=False, say=lambda m: None)
+    # put there by hand: used, with a note that srgrad could not check it
+    zpath = datahub.data_dir() / "archives" / "Manga109.zip"
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        z.writestr("Manga109/Manga109/AisazuNihaIrarenai.png", _png(3))
+    zpath.write_bytes(buf.getvalue())
+    said = []
+    datahub.fetch("Manga109", progress=False, say=said.append)
+    assert any("put there by hand" in m for m in said)
+    assert [p.name for p in datahub.folder_of("Manga109").iterdir()] == ["AisazuNihaIrarenai.png"]
+    with pytest.raises(ValueError, match=r"'Set6' is not a data set srgrad knows \(known: Set5, Set14, B100"):
+        datahub.get("Set6")
+    assert datahub.get("BSD100")[0] == "B100"
