@@ -72,7 +72,7 @@ def convert():
 
 
 def prepare():
-    run("framework.data.prepare", "main")
+    run("framework.engine.prepare", "main")
 
 
 def degrade():

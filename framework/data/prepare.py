@@ -172,7 +172,9 @@ def _parser():
                 "OUT_DIR/LR_bicubic/X<s>/<stem>_sNNN.png (the LR named as its HR, BasicSR's "
                 "layout: filename_tmpl '{name}', the default). Resumable: existing outputs are "
                 "skipped.")
-    p.add_argument("--input", required=True, metavar="HR_DIR", help="folder of HR images")
+    p.add_argument("--input", required=True, metavar="HR_DIR", help="folder of HR images (or, "
+                   "through srgrad-prepare, --dataset NAME [--sha256 HEX]: a data set srgrad "
+                   "fetches by name, engine/datahub.py)")
     p.add_argument("--output", required=True, metavar="OUT_DIR", help="writes OUT_DIR/HR and "
                    "OUT_DIR/LR_bicubic/X<s> (must not be HR_DIR or inside it)")
     p.add_argument("--crop-size", type=int, default=480, help="sub-image side (default 480)")

@@ -7,6 +7,9 @@ BasicSR's `basicsr/test.py -opt` does. Two ways to name the data:
         datasets.val); the weights from --weights, else the file's (BasicSR's pretrain_network_g)
     srgrad-eval --weights W --input HR [--lq LR]     one set: HR images, LR made with imresize
         (as in training validation) or read from --lq
+    srgrad-eval --weights W --benchmark Set5 B100    the standard sets by name (engine/datahub.py:
+        fetched and checked on first use), LR made with imresize from the mod-cropped HR, and a
+        summary table (PSNR/SSIM-Y of the model and bicubic per set) also written as Markdown
 
 The SR images go to <results_root>/<name>/visualization/<set>/<image>_<suffix>.png (BasicSR's
 layout; results_root `results`, suffix the config's val.suffix or its name; one set: name and suffix
@@ -51,6 +54,12 @@ def eval_main(argv=None) -> int:
     add_arguments(p)  # -n NAME, --sha256, -dn, --list-models (engine/hub.py)
     model_args(p, weights=False)
     p.add_argument("--input", help="one set: an HR image or a folder of HR images")
+    p.add_argument("--benchmark", nargs="+", metavar="SET", help="the standard test sets by name "
+                   "(Set5 Set14 B100 Urban100 Manga109, DIV2K: its valid HR; engine/datahub.py "
+                   "downloads and checks them on first use, into $SRGRAD_HOME/datasets): PSNR/SSIM "
+                   "on Y with crop_border = scale, LR made with MATLAB imresize from the mod-cropped "
+                   "HR, a summary table next to bicubic, written beside metrics.csv as "
+                   "benchmark.md")
     p.add_argument("--lq", help="with --input: a folder of the matching LR images (paired "
                    "evaluation); default: made from the HR images with imresize")
     p.add_argument("--lq-template", default="{name}", help="with --lq: LR file name (without "
@@ -148,6 +157,48 @@ def _from_input(args):
                 overlap=args.tile_overlap, tta=args.tta)
 
 
+def _from_benchmark(args):
+    """_Job of `srgrad-eval --benchmark SET ...`: each set fetched (engine/datahub.py) and read as
+    HR images, LR made with imresize; named after the weights (or -n NAME)."""
+    from . import datahub
+    if not args.weights and not args.model_name:
+        raise OutputError("--weights or -n NAME is required with --benchmark")
+    if args.lq or args.csv:
+        raise OutputError("--lq and --csv go with --input; --benchmark writes metrics.csv and "
+                          "benchmark.md in the results folder")
+    sets = []
+    for name in args.benchmark:
+        key, _ = datahub.fetch(name, progress=not args.no_progress)
+        role = "hr_valid" if key == "DIV2K" else "hr"
+        sets.append((key, {"type": "HRImageDataset", "root": str(datahub.folder_of(key, role))}))
+    stem = Path(args.weights).stem if args.weights else args.model_name
+    return _Job(name=stem, sets=sets, model=None, weights=args.weights, key=args.key,
+                metrics=list(args.metrics or EVAL_METRICS), y=not args.rgb, crop=args.crop_border,
+                baseline="imresize", suffix=stem, save=not args.no_save,
+                results_root=args.results or "results", tile=args.tile, overlap=args.tile_overlap,
+                tta=args.tta)
+
+
+def benchmark_table(rows, job, scale) -> str:
+    """The papers' table as Markdown: one row for the model and one for bicubic, a column of
+    "PSNR / SSIM" per set (each set's mean rows)."""
+    from .validation import column
+    means = {r["set"]: r for r in rows if r["image"] == "mean"}
+    first, second = (job.metrics + [None])[:2]
+    head = "| method | " + " | ".join(means) + " |"
+    lines = [f"x{scale}, {'Y' if job.y else 'RGB'}, crop_border={job.crop}, "
+             f"{' / '.join(m for m in (first, second) if m)}"
+             f"{' (self-ensemble x8)' if job.tta else ''}", "", head,
+             "|---|" + "---:|" * len(means)]
+    for label, prefix in ((job.name, ""), ("bicubic", "bicubic_")):
+        cells = []
+        for r in means.values():
+            values = [f"{r[prefix + column(m, job.y)]:.{2 if m == 'psnr' else 4}f}" for m in (first, second) if m]
+            cells.append(" / ".join(values))
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def _one_set_data(args, scale, in_ch):
     from ..data import HRImageDataset, PairedImageDataset
     color = "y" if in_ch == 1 else "rgb"
@@ -232,11 +283,16 @@ def _evaluate(args) -> int:
     from ..io.atomic import clean_partial_writes
     from ..io.config import ConfigError
     from .inference import model_in_channels
-    if args.options is None and args.input is None:
-        raise OutputError("give CONFIG (a test config or option file) or --input HR (one set)")
-    job = _from_file(args) if args.options else _from_input(args)
+    if args.options is None and args.input is None and not args.benchmark:
+        raise OutputError("give CONFIG (a test config or option file), --input HR (one set) or "
+                          "--benchmark SET ...")
+    if args.benchmark and (args.options or args.input):
+        raise OutputError("--benchmark names the sets: give it without CONFIG or --input")
+    job = (_from_benchmark(args) if args.benchmark else _from_file(args) if args.options
+           else _from_input(args))
+    multi = bool(args.options or args.benchmark)
     args.weights = job.weights
-    csv_path = None if args.options else _csv_path(args)
+    csv_path = None if multi else _csv_path(args)
     if args.csv:  # before any work: the files a folder of HR images holds, the weights
         check_output(csv_path, "--csv", _listed_inputs(args), args.overwrite)
     model, info = load_model_from_args(args, job.model)
@@ -244,8 +300,9 @@ def _evaluate(args) -> int:
     scale, in_ch = info["scale"], model_in_channels(info)
     if job.crop is None:
         job.crop = scale
-    if args.options:
-        datasets = [(name, _build(spec, scale, f"{args.options}: datasets ({name})"))
+    if multi:
+        where = args.options or "--benchmark"
+        datasets = [(name, _build(spec, scale, f"{where}: datasets ({name})"))
                     for name, spec in job.sets]
     else:
         try:
@@ -253,9 +310,9 @@ def _evaluate(args) -> int:
         except (ValueError, OSError) as exc:
             raise ConfigError(f"--input: {exc}") from None
     inputs = [(w, p) for w, p in _inputs(job, datasets) + [("--config file", args.config)] if p]
-    folder = _results_folder(job, args.overwrite) if job.save or args.options else None
+    folder = _results_folder(job, args.overwrite) if job.save or multi else None
     images = _plan_images(folder, job, datasets, inputs, args.overwrite) if job.save else {}
-    if args.options:
+    if multi:
         csv_path = check_output(folder / "metrics.csv", "the metrics file", inputs, args.overwrite)
     for paths in images.values():
         if paths:
@@ -264,12 +321,19 @@ def _evaluate(args) -> int:
     rows = []
     for set_name, data in datasets:
         rows += _score_set(job, model, scale, in_ch, set_name, data, images.get(set_name),
-                           not args.no_progress, multi=args.options is not None)
+                           not args.no_progress, multi=multi)
     if images:
         print(f"SR images: {folder / 'visualization'}")
     if rows:
         _write_csv(csv_path, rows, job.tta)
         print(f"written: {csv_path}")
+    if args.benchmark and rows:
+        from ..io.atomic import write_atomic
+        table = benchmark_table(rows, job, scale)
+        print(table)
+        md = check_output(folder / "benchmark.md", "the benchmark table", inputs, args.overwrite)
+        write_atomic(md, (table + "\n").encode())
+        print(f"written: {md}")
     return 0
 
 

@@ -151,3 +151,59 @@ def test_offline_unknown_hash_and_by_hand(server, monkeypatch):
     with pytest.raises(ValueError, match=r"'Set6' is not a data set srgrad knows \(known: Set5, Set14, B100"):
         datahub.get("Set6")
     assert datahub.get("BSD100")[0] == "B100"
+
+
+def test_eval_benchmark_table_equals_one_set_evaluations(server, monkeypatch, tmp_path, capsys):
+    """srgrad-eval --benchmark Set5 Set14: the sets fetched by name, each scored as --input on its HR
+    folder would be, and the summary table (model and bicubic rows) written as benchmark.md."""
+    from framework.engine.cli import eval_main
+    from framework.engine.zoo import load_zoo
+    from framework.nn import init
+    from framework.registry import MODELS
+    from framework.weights import write_pth
+    load_zoo()
+    for name in ("Set5", "Set14"):
+        _serve(server, monkeypatch, name, BENCHMARK)
+    init.manual_seed(0)
+    write_pth(tmp_path / "edsr.pth", {"params": MODELS.build({"type": "EDSR", "num_feat": 4, "num_block": 1,
+                                                               "scale": 2}).state_dict()})
+    monkeypatch.chdir(tmp_path)
+    assert eval_main(["--weights", "edsr.pth", "--benchmark", "Set5", "set14", "--no-progress",
+                      "--no-save"]) == 0
+    table = (tmp_path / "results" / "edsr" / "benchmark.md").read_text()
+    lines = table.splitlines()
+    assert lines[0] == "x2, Y, crop_border=2, psnr / ssim" and lines[2] == "| method | Set5 | Set14 |"
+    ours = dict(zip(["Set5", "Set14"], lines[4].split("|")[2:4]))
+    assert lines[4].startswith("| edsr |") and lines[5].startswith("| bicubic |")
+    for name in ("Set5", "Set14"):  # the same numbers as an evaluation of the HR folder
+        capsys.readouterr()
+        assert eval_main(["--weights", "edsr.pth", "--input", str(datahub.folder_of(name)),
+                          "--no-progress", "--no-save", "--csv", f"{name}.csv"]) == 0
+        import csv
+        rows = list(csv.DictReader(open(tmp_path / f"{name}.csv")))
+        mean = next(r for r in rows if r["image"] == "mean")
+        psnr_text, ssim_text = ours[name].split("/")
+        assert float(psnr_text) == pytest.approx(float(mean["psnr_y"]), abs=0.0051)
+        assert float(ssim_text) == pytest.approx(float(mean["ssim_y"]), abs=0.000051)
+    assert eval_main(["--weights", "edsr.pth", "--benchmark", "Set5", "--input", "x"]) == 2
+
+
+def test_prepare_a_dataset_by_name(server, monkeypatch, tmp_path):
+    """srgrad-prepare --dataset DIV2K fetches the train HR archive and cuts it as --input would."""
+    from framework.engine.prepare import main
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as z:
+        for i in (1, 2):
+            z.writestr(f"DIV2K_train_HR/{i:04d}.png", _png(10 + i, (40, 36)))
+    _serve(server, monkeypatch, "DIV2K", buf.getvalue(), "/DIV2K_train_HR.zip", "DIV2K_train_HR.zip")
+    common = ["--crop-size", "16", "--step", "16", "--scales", "2", "--workers", "1", "--no-progress"]
+    assert main(["--dataset", "div2k", "--output", str(tmp_path / "by_name"), *common]) == 0
+    assert main(["--input", str(datahub.folder_of("DIV2K")), "--output", str(tmp_path / "by_folder"),
+                 *common]) == 0
+    names = sorted(p.name for p in (tmp_path / "by_name" / "HR").iterdir())
+    assert len(names) == 8 and names == sorted(p.name for p in (tmp_path / "by_folder" / "HR").iterdir())
+    for sub in ("HR", "LR_bicubic/X2"):
+        for n in names:
+            assert (tmp_path / "by_name" / sub / n).read_bytes() == (tmp_path / "by_folder" / sub / n).read_bytes()
+    assert main(["--dataset", "Set6", "--output", str(tmp_path / "x")]) == 2
+    assert main(["--dataset", "div2k", "--input", "y", "--output", str(tmp_path / "x")]) == 2
