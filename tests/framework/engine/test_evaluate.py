@@ -202,7 +202,7 @@ def test_one_set_saves_its_images_too(data, capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["CONFIG", "--input", "x"], "give either CONFIG (its sets) or --input (one set), not both"),
-    ([], "give CONFIG (a test config or option file) or --input HR (one set)"),
+    ([], "give CONFIG (a test config or option file), --input HR (one set) or --benchmark SET"),
     (["--input", "x"], "--weights or -n NAME is required with --input"),
 ])
 def test_bad_combinations_are_one_line_errors(data, capsys, argv, message):
