@@ -193,6 +193,6 @@ def _check_buffers(model, state: dict, source: str, where: str) -> None:
             first = _index(arr, int(np.argmax(differ.ravel())))
             _refuse(source, where, f"tensor {k} is an index table (an integer buffer "
                     f"{type(model).__name__} computes from its spec) and differs from the model's: "
-                    f"{int(np.count_nonzero(differ))} of {own.size} entries, first at index {first} "
-                    f"(file {arr[first]:g}, model {own[first]}): refused (a damaged file, or "
-                    f"weights of other settings)")
+                    f"{int(np.count_nonzero(differ))} of {own.size} entries, first at index "
+                    f"{first} (file {arr[first]:g}, model {own[first]}): refused (a damaged "
+                    f"file, or weights of other settings)")

@@ -126,8 +126,8 @@ def _read_npy(path: str, what: str) -> np.ndarray:
             reason = " ".join(str(exc).split())[:200]
             raise ValueError(f"{what} {path}: unreadable .npy header ({reason})") from None
         if dtype.kind != "f":
-            raise ValueError(f"{what} {path}: holds {dtype} values; a kernel is real floating-point "
-                             f"(save it as float64)")
+            raise ValueError(f"{what} {path}: holds {dtype} values; a kernel is real "
+                             f"floating-point (save it as float64)")
         if len(shape) != 2 or min(shape) < 1:
             raise ValueError(f"{what} {path}: the kernel must be a 2-D array (kh, kw), the file "
                              f"holds shape {shape}")
