@@ -36,8 +36,11 @@ def _wait(predicate, timeout: float) -> bool:
     return predicate()
 
 
-@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGKILL])
-def test_the_compile_children_end_with_their_parent(make_tiny_config, tmp_path, signum):
+def test_the_compile_children_end_with_their_parent(make_tiny_config, tmp_path):
+    """SIGTERM kills srgrad-train there as kill -9 does (its trainer does not handle signals yet:
+    exit -15, no clean-up of its own), so this is the kill -9 case too (same ~8 s; checked by
+    hand with SIGKILL: the children and the folder were gone 1.5 s after the parent)."""
+    signum = signal.SIGTERM
     tmp = tmp_path / "tmp"  # TMPDIR: the children's claims folder and their dry runs go here
     tmp.mkdir()
     proc = start_train([make_tiny_config(iters=1)], SRGRAD_PRECOMPILE="1", TMPDIR=tmp,
