@@ -18,8 +18,8 @@ What a server (or a planted file) cannot make it do:
   body that goes past it is cut and its partial deleted;
 - take for ever: the whole transfer must end within `deadline` seconds (default
   $SRGRAD_DOWNLOAD_DEADLINE, else DEADLINE, one hour), checked between reads, each of which waits
-  at most `timeout` (a 1-byte-every-2-s trickle never trips a per-read timeout); the partial is
-  kept, to resume;
+  at most `timeout` (a 1-byte-every-2-s trickle never trips a per-read timeout), and the request
+  with its headers is given up at the deadline too; the partial is kept, to resume;
 - leave http(s): the URL and every redirect must be http or https (ftp://, file://, data: refused).
 A folder on the way that is a file or a dangling link is named: the download needs a folder.
 """
@@ -30,6 +30,7 @@ import hashlib
 import os
 import re
 import stat
+import threading
 import time
 import urllib.error
 import urllib.parse
@@ -178,6 +179,28 @@ def _open(url: str, start: int, timeout: float):
         raise DownloadError(f"{url}: HTTP {exc.code} {exc.reason}") from None
 
 
+def _open_by(url: str, start: int, timeout: float, end: float, deadline: float):
+    """_open, given up at `end` (time.monotonic()): a server that trickles its status line and
+    headers never trips the per-read timeout. It runs in a daemon thread, left to its own end
+    (the server's, or the per-read timeout) when abandoned."""
+    out = {}
+
+    def work():
+        try:
+            out["response"] = _open(url, start, timeout)
+        except BaseException as exc:  # handed to the caller
+            out["error"] = exc
+    worker = threading.Thread(target=work, daemon=True, name="srgrad-download-open")
+    worker.start()
+    worker.join(max(0.0, end - time.monotonic()))
+    if worker.is_alive():
+        raise DownloadError(f"{url}: the server did not answer within {deadline:g} s "
+                            f"(SRGRAD_DOWNLOAD_DEADLINE sets the limit)")
+    if "error" in out:
+        raise out["error"]
+    return out["response"]
+
+
 def _receive(response, fh, have: int, url: str, partial: Path, progress: bool, desc: str,
              max_bytes: int, end: float, deadline: float) -> None:
     """Append the response's body to fh (from `have` bytes: restart at 0 if the server sent the
@@ -290,7 +313,7 @@ def _fetch_into(fh, url, dest, partial, expected, progress, timeout, say, max_by
     if have and say is not None:
         say(f"resuming {partial} from {have} bytes")
     try:
-        response = _open(url, have, timeout)
+        response = _open_by(url, have, timeout, end, deadline)
     except DownloadError as exc:
         raise DownloadError(f"{exc}; {_by_hand(url, dest)}") from None
     except (urllib.error.URLError, OSError, HTTPException) as exc:

@@ -45,6 +45,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 pass
             self.close_connection = True
             return
+        if self.path == "/slow-headers":  # a header a byte at a time: for ever, to a client
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nX-Slow: ")
+            try:
+                for _ in range(100):
+                    self.wfile.write(b"x")
+                    time.sleep(0.05)
+            except OSError:
+                pass
+            self.close_connection = True
+            return
         if self.path == "/page":
             body = b"<html>are you sure?</html>"
             self.send_response(200)
@@ -249,6 +259,16 @@ def test_a_trickle_ends_at_the_deadline_and_keeps_its_bytes(server, tmp_path):
         download(server.url + "/trickle", dest, SHA, progress=False, timeout=1, deadline=0.4)
     assert time.monotonic() - start < 2
     assert 0 < (tmp_path / "model.pth.partial").stat().st_size < 100
+
+
+def test_a_server_that_trickles_its_headers_ends_at_the_deadline(server, tmp_path):
+    start = time.monotonic()
+    with pytest.raises(DownloadError, match=r"/slow-headers: the server did not answer within "
+                                            r"0.3 s \(SRGRAD_DOWNLOAD_DEADLINE"):
+        download(server.url + "/slow-headers", tmp_path / "m.pth", SHA, progress=False,
+                 timeout=1, deadline=0.3)
+    assert time.monotonic() - start < 1.5
+    assert os.listdir(tmp_path) == []  # no byte arrived: no partial
 
 
 @pytest.mark.parametrize("target", ["ftp://127.0.0.1/model.pth", "file:///etc/hostname"])
