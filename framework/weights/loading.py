@@ -151,13 +151,18 @@ def _refuse(source: str, where: str, msg: str):
     raise CheckpointError(f"{where + ': ' if where else ''}{source}: {msg}")
 
 
+def _array(value) -> np.ndarray:
+    """A state_dict value (an array, or a Tensor holding one) as a numpy array."""
+    return np.asarray(value if isinstance(value, np.ndarray) else getattr(value, "data", value))
+
+
 def _index(arr: np.ndarray, flat: int) -> tuple:
     return tuple(int(i) for i in np.unravel_index(flat, arr.shape))
 
 
 def _check_finite(state: dict, source: str, where: str) -> None:
     for k, v in state.items():
-        arr = np.asarray(v.data if hasattr(v, "data") and not isinstance(v, np.ndarray) else v)
+        arr = _array(v)
         if arr.dtype.kind in "biu" or arr.size == 0:
             continue
         try:
@@ -179,7 +184,7 @@ def _check_buffers(model, state: dict, source: str, where: str) -> None:
         own = b.data
         if k not in state or own.dtype.kind not in "iu":
             continue
-        arr = np.asarray(state[k])
+        arr = _array(state[k])
         if arr.shape != own.shape:
             continue  # named by the shape check
         if own.ndim == 0:
