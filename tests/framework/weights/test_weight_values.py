@@ -154,3 +154,21 @@ def test_good_weights_still_load_and_counters_are_checked(tmp_path):
     with pytest.raises(CheckpointError, match=rf"tensor {counter} is a counter and holds -1"):
         load_into(MODELS.build(bn), path)
     assert load_weights(path)[0][counter] == -1  # reading alone is not refused
+
+
+def test_basicsr_pretrain_network_g_refuses_nan_weights(tmp_path, capsys, monkeypatch):
+    """BasicSR's option file: path.pretrain_network_g (translated to train.pretrained)."""
+    from tests.framework.engine.test_train_basicsr_options import _options
+    monkeypatch.chdir(tmp_path)
+    state = MODELS.build({"type": "MSRResNet", "num_in_ch": 3, "num_out_ch": 3, "num_feat": 4,
+                          "num_block": 1, "scale": 2}).state_dict()
+    state["conv_last.bias"] = np.array([0, np.inf, 0], np.float32)
+    weights = tmp_path / "net_g.pth"
+    write_pth(weights, {"params": state})
+    options = _options(tmp_path)
+    options.write_text(options.read_text().replace("pretrain_network_g: ~",
+                                                   f"pretrain_network_g: {weights}"))
+    assert train_main([str(options), "--no-progress"]) == 2
+    assert f"train.pretrained: {weights}: tensor conv_last.bias holds 1 non-finite value (NaN or " \
+           f"inf) of 3, at index (1,)" in _one_line(capsys)
+    assert not (tmp_path / "runs").exists()
