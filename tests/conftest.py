@@ -116,7 +116,8 @@ def loopback_server(handler, monkeypatch, **attrs):
     for key, value in attrs.items():
         setattr(httpd, key, value)
     httpd.url = f"http://127.0.0.1:{httpd.server_address[1]}"
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
+    # (a short poll: shutdown() waits up to one interval, 0.5 s by default, per test)
+    thread = threading.Thread(target=httpd.serve_forever, args=(0.05,), daemon=True)
     thread.start()
     try:
         yield httpd

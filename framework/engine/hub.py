@@ -23,7 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..io.download import DownloadError, check_sha256, download, sha256_of
+from ..io.download import DownloadError, check_sha256, download, make_folder, sha256_of
 
 __all__ = ["Published", "PUBLISHED", "get", "cache_dir", "fetch", "denoise_blend", "listing",
            "DENOISE_DEFAULT", "add_arguments", "weights_from_args"]
@@ -219,6 +219,7 @@ def fetch(name: str, sha256: str | None = None, progress: bool = True, say=None)
         raise DownloadError(f"-n {key}: srgrad knows no sha256 for {entry.file}, so it does not "
                             f"download it unchecked: pass --sha256 HEX (the hash you trust), or "
                             f"download {entry.url} yourself and pass --weights FILE")
+    make_folder(path.parent, "the model cache (SRGRAD_HOME moves it)")
     say(f"downloading {key} from {entry.url} into {path}")
     return download(entry.url, path, expected, progress=progress, say=say)
 

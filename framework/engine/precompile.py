@@ -14,6 +14,13 @@ a run's first step (docs/benchmarks.md, "Start-up"). Here:
    at a time (an O_EXCL file per signature), parallel kernels (the slowest to compile) first;
 3. the run then loads each kernel from the cache on its first call.
 
+The children end with their parent: a parent that dies (SIGTERM before its trainer handles
+signals, kill -9, a crash) sends them SIGTERM (Linux: prctl's PR_SET_PDEATHSIG; elsewhere, and for
+a parent already gone when a child starts, a thread that watches the child's parent PID), on
+which a child stops and removes the claims folder (its dry run works inside it), so neither a
+compiler nor a temporary folder outlives the run. The parent's own `cancel()` kills them and
+removes the folder.
+
 A marker per (kernel sources, the config's model/recipe/data/loss sections) skips all of it next
 time. Nothing here can change a result: the cache holds the same machine code the run would
 compile, and a failure only costs time (the run compiles whatever is missing itself, as before;
@@ -28,9 +35,12 @@ import argparse
 import hashlib
 import json
 import os
+import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import warnings
 from pathlib import Path
@@ -100,9 +110,11 @@ class Pending:
         self.jobs, self.say, self.marker = jobs or default_jobs(), say, marker
         self.t0 = time.perf_counter()
         say(f"compiling this run's kernels on {self.jobs} processes (once per machine and config)")
-        self.claims = tempfile.TemporaryDirectory(prefix="srgrad-precompile-")
+        # (ignore_cleanup_errors: a child stopping on its own may be removing it too)
+        self.claims = tempfile.TemporaryDirectory(prefix="srgrad-precompile-",
+                                                  ignore_cleanup_errors=True)
         cmd = [sys.executable, "-m", "framework.engine.precompile", "--child", self.claims.name,
-               str(config)]
+               "--parent", str(os.getpid()), str(config)]
         for o in overrides:
             cmd += ["--set", o]
         self.children = [subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
@@ -141,16 +153,17 @@ class Pending:
 
 
 # -- the child ------------------------------------------------------------------------------------
-def _dry_run(cfg: dict) -> list:
+def _dry_run(cfg: dict, folder: str | None = None) -> list:
     """[(kernel, signature)] that cfg's first batch, its recipe's dry step and a single-image
-    forward call, deduplicated, parallel kernels first."""
+    forward call, deduplicated, parallel kernels first. The dry run's run folder goes into a
+    temporary folder inside `folder` (default: the system's)."""
     import numpy as np
 
     from ..autograd import no_grad
     from ..tensor import Tensor
     from .trainer import Trainer
 
-    with tempfile.TemporaryDirectory(prefix="srgrad-dry-run-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="srgrad-dry-run-", dir=folder) as tmp:
         trainer = Trainer(cfg, run_dir=Path(tmp) / "run", progress=False)
         recipe = trainer.recipe
         # (the pool threads' numpy ignores errstate, which is per thread: silence the warnings too)
@@ -193,22 +206,58 @@ def _claim(folder: str, disp, sig) -> bool:
         return False
 
 
+class _Stopped(BaseException):
+    """SIGTERM in a child (its parent died, or stopped it): unwind, then remove the claims."""
+
+
+def _on_sigterm(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the kernel and the watch may both send
+    raise _Stopped
+
+
+_PR_SET_PDEATHSIG = 1  # linux/prctl.h
+
+
+def _end_with_parent(parent: int) -> None:
+    """SIGTERM to this process when `parent` is no longer its parent: at once through the kernel
+    on Linux, else (and for a parent that died before this ran) from a thread watching getppid."""
+    if sys.platform.startswith("linux"):
+        try:
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM))
+        except (OSError, AttributeError):
+            pass
+
+    def watch():
+        while os.getppid() == parent:
+            time.sleep(0.2)
+        os.kill(os.getpid(), signal.SIGTERM)
+    threading.Thread(target=watch, daemon=True, name="parent-watch").start()
+
+
 def child_main(argv) -> int:
     ap = argparse.ArgumentParser(prog="precompile --child")
     ap.add_argument("claims")
     ap.add_argument("config")
     ap.add_argument("--set", dest="overrides", action="append", default=[])
+    ap.add_argument("--parent", type=int, default=None)
     a = ap.parse_args(argv)
+    signal.signal(signal.SIGTERM, _on_sigterm)  # before the watch, which may fire at once
+    if a.parent is not None:
+        _end_with_parent(a.parent)
     warnings.simplefilter("ignore")
     t0 = time.perf_counter()
     try:
         from .schema import load_config
-        items = _dry_run(load_config(a.config, a.overrides))
+        items = _dry_run(load_config(a.config, a.overrides), a.claims)
         compiled = 0
         for disp, sig in items:
             if _claim(a.claims, disp, sig):
                 disp.compile(sig)
                 compiled += 1
+    except _Stopped:  # nobody waits for this work: leave nothing behind
+        shutil.rmtree(a.claims, ignore_errors=True)
+        return 128 + signal.SIGTERM
     except Exception as exc:  # reported to the parent, which goes on without precompiling
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
         return 1

@@ -7,6 +7,14 @@ without running code) goes in strictly (every key and shape; the error names eac
 what the file holds) or, with strict=False, what fits. A file in another published layout of the
 model (the original ESRGAN repository's `model.N` keys, EDSR-PyTorch's, ...: the `layouts` beside
 the model's detect rule, framework/detect.py) is mapped to the model's keys first.
+
+Values are checked before anything is copied (`check_values`), so that no command runs a model
+whose output cannot be right (NaN weights made black images; a NaN index table an IndexError):
+every floating-point tensor must be finite; an integer buffer of the model is either a counter
+(0-d, BatchNorm's num_batches_tracked: a whole number >= 0) or an index table the model computes
+from its spec (relative_position_index and the like), which the file must hold exactly, value for
+value (a table that differs points the attention at other bias rows: wrong output, or reads out of
+range). The model's own table is freshly built, so this compares the file with the spec's truth.
 """
 from __future__ import annotations
 
@@ -14,12 +22,14 @@ import inspect
 import os
 import sys
 
+import numpy as np
+
 from ..detect import NoMatch, _same, check, describe, identify
 from ..registry import MODELS
 from .checkpoint import check_state_matches, load_weights
 from .errors import CheckpointError
 
-__all__ = ["load_into"]
+__all__ = ["load_into", "check_values"]
 
 
 def read(path, key=None, where: str = ""):
@@ -91,6 +101,7 @@ def load_into(model, path, key: str | None = None, *, strict: bool = True, spec:
         state, info = read(source, key, where)
     info = dict(info or {})
     say = say or (lambda msg: print(msg, file=sys.stderr))
+    _check_finite(state, source, where)  # in the file's own keys, before any mapping
     state, match = _to_model_keys(model, state, spec, source, where)
     if match is not None:
         info["layout"] = match.layout.name
@@ -101,10 +112,12 @@ def load_into(model, path, key: str | None = None, *, strict: bool = True, spec:
             raise CheckpointError(f"{where + ': ' if where else ''}{exc}{_what_it_holds(state, spec)}"
                                   + (f" (or set {where}.strict: false to load only the matching "
                                      f"weights)" if where else "")) from None
+        _check_buffers(model, state, source, where)
         model.load_state_dict(state)
         return info
     own = model.state_dict()
     fits = {k: v for k, v in state.items() if k in own and tuple(v.shape) == own[k].shape}
+    _check_buffers(model, fits, source, where)
     skipped = ([f"{k} (not in the file)" for k in own if k not in state]
                + [f"{k} (not in the model)" for k in state if k not in own]
                + [f"{k} (file {tuple(v.shape)} vs model {own[k].shape})"
@@ -123,3 +136,68 @@ def _what_it_holds(state, spec) -> str:
     except (ValueError, TypeError):
         return ""
     return f". The file holds {describe(found)}: set model: to that"
+
+
+# -- the values -----------------------------------------------------------------------------------
+def check_values(model, state: dict, source: str, where: str = "") -> None:
+    """Raise CheckpointError naming the first tensor of `state` (in `model`'s keys) whose values
+    cannot be right: a non-finite value, or an integer buffer of the model that is not what the
+    model computes (module docstring)."""
+    _check_finite(state, source, where)
+    _check_buffers(model, state, source, where)
+
+
+def _refuse(source: str, where: str, msg: str):
+    raise CheckpointError(f"{where + ': ' if where else ''}{source}: {msg}")
+
+
+def _array(value) -> np.ndarray:
+    """A state_dict value (an array, or a Tensor holding one) as a numpy array."""
+    return np.asarray(value if isinstance(value, np.ndarray) else getattr(value, "data", value))
+
+
+def _index(arr: np.ndarray, flat: int) -> tuple:
+    return tuple(int(i) for i in np.unravel_index(flat, arr.shape))
+
+
+def _check_finite(state: dict, source: str, where: str) -> None:
+    for k, v in state.items():
+        arr = _array(v)
+        if arr.dtype.kind in "biu" or arr.size == 0:
+            continue
+        try:
+            ok = np.isfinite(arr)
+        except TypeError:  # a numpy extension type (bfloat16): through float32
+            ok = np.isfinite(arr.astype(np.float32))
+        if ok.all():
+            continue
+        bad = arr.size - int(np.count_nonzero(ok))
+        _refuse(source, where, f"tensor {k} holds {bad} non-finite value{'s' * (bad > 1)} (NaN or "
+                f"inf) of {arr.size}, at index {_index(arr, int(np.argmin(ok.ravel())))}: refused "
+                f"(weights of a training that diverged, or a damaged file)")
+
+
+def _check_buffers(model, state: dict, source: str, where: str) -> None:
+    """The integer buffers of `model` that `state` gives: counters whole and >= 0, index tables
+    equal to the model's own."""
+    for k, b in model.named_buffers():
+        own = b.data
+        if k not in state or own.dtype.kind not in "iu":
+            continue
+        arr = _array(state[k])
+        if arr.shape != own.shape:
+            continue  # named by the shape check
+        if own.ndim == 0:
+            value = arr[()].item()
+            if not (value == np.floor(value) and value >= 0):
+                _refuse(source, where, f"tensor {k} is a counter and holds {value!r}: refused (a "
+                        f"damaged file)")
+            continue
+        differ = arr != own
+        if differ.any():
+            first = _index(arr, int(np.argmax(differ.ravel())))
+            _refuse(source, where, f"tensor {k} is an index table (an integer buffer "
+                    f"{type(model).__name__} computes from its spec) and differs from the model's: "
+                    f"{int(np.count_nonzero(differ))} of {own.size} entries, first at index "
+                    f"{first} (file {arr[first]:g}, model {own[first]}): refused (a damaged "
+                    f"file, or weights of other settings)")

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import io
 import os
+import stat
 from functools import lru_cache
 
 import numpy as np
@@ -83,29 +84,71 @@ def save_kernel(path, kernel) -> np.ndarray:
 
 
 def load_kernel(path, what: str = "kernel file") -> np.ndarray:
-    """The kernel in .npy file `path` (no pickles), checked and normalised to sum 1; a ValueError
-    naming `what` and the file otherwise. Cached by (path, modification time, size)."""
+    """The kernel in .npy file `path` (no pickles), checked and normalised to sum 1; a one-line
+    ValueError naming `what` and the file otherwise. Cached by (path, modification time, size).
+    The file is read header first (`_read_npy`): nothing the header does not allow is read."""
     path = os.fspath(path)
     try:
         st = os.stat(path)
     except OSError as exc:
         raise ValueError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
+    if not stat.S_ISREG(st.st_mode):  # a FIFO would block open(), a device never ends
+        raise ValueError(f"{what} {path}: not a regular file")
     return _load(os.path.abspath(path), st.st_mtime_ns, st.st_size, what).copy()
+
+
+def _read_npy(path: str, what: str) -> np.ndarray:
+    """The array of a regular .npy file, checked in this order before its data is read: the magic
+    and header (versions 1.0 and 2.0, numpy's own parser, at most 10,000 bytes), a real
+    floating-point dtype, a 2-D shape of at most MAX_KERNEL x MAX_KERNEL, and a file size equal to
+    the header plus that data (a truncated copy or trailing bytes are refused)."""
+    fmt = np.lib.format
+    try:  # O_NONBLOCK: a FIFO swapped in after load_kernel's stat must not block either
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    except OSError as exc:
+        raise ValueError(f"{what} {path}: cannot read it ({exc.strerror or exc})") from None
+    with os.fdopen(fd, "rb") as fh:
+        size = os.fstat(fd).st_size
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ValueError(f"{what} {path}: not a regular file")
+        if size == 0:
+            raise ValueError(f"{what} {path}: empty file: not a .npy array file")
+        if fh.read(6) != fmt.MAGIC_PREFIX:
+            raise ValueError(f"{what} {path}: not a .npy array file (no .npy magic)")
+        fh.seek(0)
+        try:
+            version = fmt.read_magic(fh)
+            reader = {(1, 0): fmt.read_array_header_1_0, (2, 0): fmt.read_array_header_2_0}
+            if version not in reader:
+                raise ValueError(f".npy format version {version[0]}.{version[1]}")
+            shape, fortran, dtype = reader[version](fh)
+        except Exception as exc:  # EOF, SyntaxError, tokenize's TokenError, ...: a hostile header
+            reason = " ".join(str(exc).split())[:200]
+            raise ValueError(f"{what} {path}: unreadable .npy header ({reason})") from None
+        if dtype.kind != "f":
+            raise ValueError(f"{what} {path}: holds {dtype} values; a kernel is real "
+                             f"floating-point (save it as float64)")
+        if len(shape) != 2 or min(shape) < 1:
+            raise ValueError(f"{what} {path}: the kernel must be a 2-D array (kh, kw), the file "
+                             f"holds shape {shape}")
+        if max(shape) > MAX_KERNEL:
+            raise ValueError(f"{what} {path}: a {shape[0]}x{shape[1]} kernel is larger than "
+                             f"{MAX_KERNEL}x{MAX_KERNEL}: is it an image?")
+        start = fh.tell()
+        want = start + shape[0] * shape[1] * dtype.itemsize
+        if size != want:
+            raise ValueError(f"{what} {path}: the file has {size} bytes, its header says {want} "
+                             f"({'truncated' if size < want else 'trailing data'}: not a whole "
+                             f".npy file)")
+        data = fh.read(want - start)
+    return np.frombuffer(data, dtype).reshape(shape, order="F" if fortran else "C")
 
 
 @lru_cache(maxsize=32)
 def _load(path, mtime, size, what):
-    try:
-        arr = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{what} {path}: not a .npy array file ({exc})") from None
-    if not isinstance(arr, np.ndarray):
-        raise ValueError(f"{what} {path}: holds several arrays; expected one 2-D kernel")
+    arr = _read_npy(path, what)
     try:
         k = check_kernel(arr, "", "the kernel")
     except ValueError as exc:
         raise ValueError(f"{what} {path}: {str(exc).lstrip(': ')}") from None
-    if max(k.shape) > MAX_KERNEL:
-        raise ValueError(f"{what} {path}: a {k.shape[0]}x{k.shape[1]} kernel is larger than "
-                         f"{MAX_KERNEL}x{MAX_KERNEL}: is it an image?")
     return k / k.sum()

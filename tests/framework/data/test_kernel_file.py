@@ -1,6 +1,8 @@
 """Kernel files (framework/data/degradations/kernel_file.py): the saved form (odd, centred, sum 1),
 KernelGAN's x4 composition and its post-processing, the refusals, and a kernel file as an entry of
 RealESRGANDataset's kernel_list."""
+import os
+
 import numpy as np
 import pytest
 
@@ -82,3 +84,94 @@ def test_kernel_file_in_a_kernel_list(tmp_path, rng):
     assert trace["kernel"] == path and trace["sigma_x"] is None
     with pytest.raises(ValueError, match="kernel_list: kernel file .*missing.npy"):
         D.check_kernel_list("o", "kernel_list", [str(tmp_path / "missing.npy")])
+
+
+# -- hostile .npy files: refused from the header, before any data is read (issue 37 point 8) -----
+def _npy_header(shape, descr="<f8") -> bytes:
+    """A version 1.0 .npy header for `shape` and dtype `descr`, padded as numpy pads it."""
+    import io
+    buf = io.BytesIO()
+    np.lib.format.write_array_header_1_0(buf, {"descr": descr, "fortran_order": False,
+                                               "shape": shape})
+    return buf.getvalue()
+
+
+def _refused(path, match):
+    with pytest.raises(ValueError, match=match) as info:
+        D.load_kernel(path, "--kernel file")
+    msg = str(info.value)
+    assert msg.startswith(f"--kernel file {path}: ") and "\n" not in msg, msg
+
+
+def test_a_huge_header_is_refused_before_reading(tmp_path):
+    small = tmp_path / "claims.npy"  # 200 bytes claiming 50000x50000 float64 (20 GB)
+    small.write_bytes(_npy_header((50000, 50000)).ljust(200, b"\0"))
+    _refused(small, r"a 50000x50000 kernel is larger than 255x255")
+    sparse = tmp_path / "sparse.npy"  # the whole 20 GB, as a sparse file
+    with open(sparse, "wb") as fh:
+        fh.write(_npy_header((50000, 50000)))
+        fh.truncate(len(_npy_header((50000, 50000))) + 50000 * 50000 * 8)
+    _refused(sparse, r"a 50000x50000 kernel is larger than 255x255")
+
+
+def _garbled(text: bytes) -> bytes:
+    """A version 1.0 .npy header (magic, length) around `text`, padded to 64 bytes."""
+    body = text.ljust(64 - 10 - 1) + b"\n"
+    return b"\x93NUMPY\x01\x00" + len(body).to_bytes(2, "little") + body
+
+
+@pytest.mark.parametrize("content,match", [
+    (b"", r"empty file: not a \.npy array file"),
+    (_garbled(b"{'descr': '<f8, 'fortran_order': False, 'shape': (3, 3)}"),
+     r"unreadable \.npy header"),  # an unterminated string: a TokenError inside numpy
+    (_garbled(b"{'descr': '<f8', 'fortran_order': False, 'shape': (3, -3)}"),
+     r"must be a 2-D array \(kh, kw\), the file holds shape \(3, -3\)"),
+    (_garbled(b"\xff\xfe)]" * 8), r"unreadable \.npy header"),
+    (b"\x93NUMPY\x01\x00\x40\x00{'descr': '<f8'", r"unreadable \.npy header"),  # cut short
+    (b"PK\x03\x04 a zip", r"not a \.npy array file"),
+])
+def test_an_empty_or_garbled_file_is_one_line(tmp_path, content, match):
+    path = tmp_path / "bad.npy"
+    path.write_bytes(content)
+    _refused(path, match)
+
+
+def test_complex_and_non_float_kernels_are_refused(tmp_path):
+    path = tmp_path / "k.npy"
+    np.save(path, np.full((3, 3), 1 + 1j))
+    _refused(path, r"complex128 values.*real floating-point")
+    np.save(path, np.ones((3, 3), np.int64))
+    _refused(path, r"int64 values.*real floating-point")
+    np.save(path, np.ones((3, 3), np.float32) / 9)  # float32 is fine
+    np.testing.assert_allclose(D.load_kernel(path), np.full((3, 3), 1 / 9), rtol=1e-7)
+
+
+def test_the_file_size_must_match_the_header(tmp_path):
+    path = tmp_path / "k.npy"
+    np.save(path, np.ones((5, 5)))
+    whole = path.read_bytes()
+    path.write_bytes(whole[:-8])  # a truncated copy
+    _refused(path, rf"{len(whole) - 8} bytes, its header says {len(whole)} \(truncated")
+    path.write_bytes(whole + b"junk")
+    _refused(path, rf"{len(whole) + 4} bytes, its header says {len(whole)}")
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
+def test_a_fifo_is_refused_without_blocking(tmp_path):
+    import threading
+    fifo = tmp_path / "k.npy"
+    os.mkfifo(fifo)
+    out = {}
+
+    def load():
+        try:
+            D.load_kernel(fifo, "--kernel file")
+        except ValueError as exc:
+            out["error"] = str(exc)
+    reader = threading.Thread(target=load, daemon=True)
+    reader.start()
+    reader.join(5)
+    if reader.is_alive():  # blocked in open(): release it, then fail
+        os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+        pytest.fail("load_kernel blocked on a FIFO")
+    assert out["error"] == f"--kernel file {fifo}: not a regular file"

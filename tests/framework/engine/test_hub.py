@@ -4,6 +4,7 @@ Real-ESRGAN's -dn blend. Never the real network."""
 import hashlib
 import http.server
 import inspect
+import os
 import re
 
 import numpy as np
@@ -155,6 +156,22 @@ def test_offline_says_where_the_file_goes(monkeypatch, tmp_path):
     with pytest.raises(DownloadError, match=rf"offline\? download {url} by hand and save it as "
                                             rf"{tmp_path}/models/tiny.pth"):
         hub.fetch("tiny", progress=False)
+    assert os.listdir(tmp_path / "models") == []  # no empty tiny.pth.partial (issue 42 point 4)
+
+
+@pytest.mark.parametrize("kind", ["file", "dangling link"])
+def test_a_cache_that_is_not_a_folder_is_named(server, monkeypatch, tmp_path, kind):
+    _publish(monkeypatch, server, "tiny", b"x" * 10)
+    home = tmp_path / "home"
+    home.mkdir()
+    if kind == "file":
+        (home / "models").write_bytes(b"")
+    else:
+        (home / "models").symlink_to(tmp_path / "gone")
+    with pytest.raises(DownloadError, match=rf"^{home / 'models'} is a {kind}: the model cache "
+                                            rf"\(SRGRAD_HOME moves it\) needs a folder there"):
+        hub.fetch("tiny", progress=False)
+    assert server.paths == []
 
 
 # -- -dn: Real-ESRGAN's deep network interpolation -----------------------------------------------
