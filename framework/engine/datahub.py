@@ -94,7 +94,8 @@ SETS: dict[str, DataSet] = {
     "Manga109": DataSet(
         (Archive("Manga109.zip", None, None),), {"hr": "Manga109/Manga109"},
         "http://www.manga109.org/en/download.html",
-        "109 manga volumes (Matsui et al. 2017): shared on request for academic use"),
+        "109 manga volumes (Matsui et al. 2017), one image each: shared on request for academic "
+        "use; save a zip of the 109 PNG images in a folder Manga109/ as archives/Manga109.zip"),
     "DIV2K": DataSet(
         tuple(_div2k(f) for f in _DIV2K_ZIPS),
         {"hr": "DIV2K_train_HR/DIV2K_train_HR", "hr_valid": "DIV2K_valid_HR/DIV2K_valid_HR",
