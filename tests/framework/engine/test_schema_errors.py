@@ -136,7 +136,7 @@ def test_unknown_keyword_in_every_type_block(tmp_path, base, block, key, hint):
     ("val.tile", 4, "val.tile: must be >= 8, got 4"),
     ("val.tile_overlap", -1, "val.tile_overlap: must be >= 0, got -1"),
     ("val.crop_border", -1, "val.crop_border: must be >= 0, got -1"),
-    ("val.metrics", ["psnr", "lpips"], "val.metrics: unknown entries ['lpips']"),
+    ("val.metrics", ["psnr", "fid"], "val.metrics: unknown entries ['fid']"),
     ("val.baseline", "nearest", "val.baseline: 'nearest' is not one of"),
     ("model.scale", 3, "model.scale: 3 disagrees with the top-level scale 2"),
     ("datasets.train.scale", 4, "datasets.train.scale: 4 disagrees with the top-level scale 2"),
