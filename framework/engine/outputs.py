@@ -2,7 +2,12 @@
 folders, symlinks and case-insensitive file systems: the same file is the same inode), never over
 any existing file without --overwrite, an output extension that can be written, a folder that can be
 written to. `plan_outputs` for srgrad-infer's images, `check_output` for a command's one file
-(srgrad-eval's CSV, srgrad-export's model)."""
+(srgrad-eval's CSV, srgrad-export's model, srgrad-convert's file).
+
+One rule for every output path of every command: `refuse_input` compares it with the inputs as
+spelled (normalised lexically) AND where the write lands (`landing`: resolved through the part
+that exists), so `nosuch/../x.png` is x.png before `nosuch` exists; an existing output is found
+the same way (`exists`)."""
 from __future__ import annotations
 
 import os
@@ -12,7 +17,8 @@ from pathlib import Path
 
 from ..io.image import WRITE_EXTENSIONS, has_alpha
 
-__all__ = ["OutputError", "plan_outputs", "output_name", "check_output"]
+__all__ = ["OutputError", "plan_outputs", "output_name", "check_output", "landing", "exists",
+           "is_input", "refuse_input"]
 
 
 class OutputError(ValueError):
@@ -37,6 +43,54 @@ def _same_file(a: Path, b: Path) -> bool:
         return False
 
 
+def landing(path) -> Path:
+    """Where a write to `path` lands, known before anything is made: the deepest part that exists
+    resolved by os.path.realpath (links, then `..`, as the kernel follows them), the rest
+    normalised (the folders still to be made will be real ones: `nosuch/..` is where `nosuch`
+    is); the last name is kept as it is (an atomic write replaces a link there, not its target)."""
+    full = os.path.join(os.getcwd(), os.fspath(path))
+    head, name = os.path.split(full)
+    if name in ("", ".", ".."):  # a folder's spelling
+        head, name = full, ""
+    rest = []
+    while not os.path.exists(head) and head != os.path.dirname(head):
+        head, part = os.path.split(head)
+        rest.append(part)
+    return Path(os.path.normpath(os.path.join(os.path.realpath(head), *reversed(rest), name)))
+
+
+def exists(path) -> bool:
+    """Whether something (a file, folder or link) is where a write to `path` lands, or at `path`
+    as spelled."""
+    return any(os.path.lexists(p) for p in (landing(path), path))
+
+
+def _spellings(path) -> list:
+    """`path` as spelled, normalised lexically, and where it lands."""
+    return [Path(path), Path(os.path.normpath(os.path.join(os.getcwd(), os.fspath(path)))),
+            landing(path)]
+
+
+def is_input(path, src) -> bool:
+    """Whether writing `path` could replace `src` (a file or folder): the rule of refuse_input."""
+    outs = _spellings(path)
+    theirs = {os.path.normcase(os.path.normpath(os.path.join(os.getcwd(), os.fspath(src)))),
+              os.path.normcase(os.path.realpath(src))}
+    return bool({os.path.normcase(p) for p in outs[1:]} & theirs) or \
+        any(_same_file(p, Path(src)) for p in outs)
+
+
+def refuse_input(path, inputs, flag: str = "", advice: str = "choose another name") -> None:
+    """OutputError when writing `path` could replace one of `inputs`, (what, input path) pairs (a
+    None path is skipped): the same file through any spelling of either (lexically normalised,
+    resolved through the existing part, links followed: `samefile`, so case-insensitive file
+    systems too). flag: the option that named the output, and advice, for the message."""
+    for what, src in inputs:
+        if src is not None and is_input(path, src):
+            raise OutputError(f"refusing to write {flag + ' ' if flag else ''}{path}: it is the "
+                              f"{what} {src} (the same file); {advice}")
+
+
 def _check_folder(folder: Path, what: str) -> None:
     """The folder exists or can be made, and a file can be created in it (tried, not guessed:
     os.access says yes to root on a read-only mount)."""
@@ -59,13 +113,10 @@ def check_output(path, flag: str, inputs, overwrite: bool) -> Path:
     with or without `overwrite`. An existing file is replaced only with `overwrite`; a folder
     never; the output's folder must be writable. flag: the option that named it, for messages."""
     path = Path(path)
-    for what, src in inputs:
-        if src is not None and _same_file(path, Path(src)):
-            raise OutputError(f"refusing to write {flag} {path}: it is the {what} {src} (the same "
-                              f"file); choose another name")
-    if path.is_dir():
+    refuse_input(path, inputs, flag)
+    if path.is_dir() or landing(path).is_dir():
         raise OutputError(f"{flag} {path} is a folder; give a file name")
-    if (path.exists() or path.is_symlink()) and not overwrite:
+    if exists(path) and not overwrite:
         raise OutputError(f"{flag} {path} exists; pass --overwrite to replace it")
     _check_folder(path.parent if str(path.parent) else Path("."), f"the folder of {flag}")
     return path
@@ -92,14 +143,12 @@ def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str,
     # folder to make, as Real-ESRGAN's -o)
     named = folder_mode or output.is_dir() or (not output.suffix and not output.exists())
     if named:
-        _check_folder(output, "--output")
         for src in inputs:
             pairs.append((src, output / output_name(src, suffix, ext, scale)))
     else:
         if output.suffix.lower() not in WRITE_EXTENSIONS:
             raise OutputError(f"--output {output}: extension {output.suffix or '(none)'!r} is not "
                               f"one srgrad writes ({', '.join(WRITE_EXTENSIONS)})")
-        _check_folder(output.parent if str(output.parent) else Path("."), "the folder of --output")
         pairs.append((inputs[0], output))
     todo, skipped, seen = [], [], {}
     for src, dst in pairs:
@@ -113,19 +162,22 @@ def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str,
         if dst.suffix.lower() not in WRITE_EXTENSIONS:
             raise OutputError(f"{src}: its output {dst} has extension {dst.suffix!r}, which srgrad "
                               f"cannot write; pass --ext png (or jpg, webp, tif)")
-        clash = next((i for i in inputs if _same_file(dst, i)), None)
-        if clash is not None:
-            raise OutputError(f"refusing to write {dst}: it is the input {clash} (same file); "
-                              f"choose another --output or --suffix")
-        key = os.path.normcase(os.path.abspath(dst)).casefold()
+        refuse_input(dst, [("input", i) for i in inputs],
+                     advice="choose another --output or --suffix")
+        key = os.path.normcase(landing(dst)).casefold()
         if key in seen:
             raise OutputError(f"{src} and {seen[key]} would both be written to {dst}; pass --suffix "
                               f"or --ext to tell them apart")
         seen[key] = src
-        if dst.exists() and not overwrite:
+        if exists(dst) and not overwrite:
             if not folder_mode:
                 raise OutputError(f"--output {dst} exists; pass --overwrite to replace it")
             skipped.append((src, dst))
             continue
         todo.append((src, dst))
+    # made only once nothing is refused (a folder is made as spelled: the writes use that name)
+    if named:
+        _check_folder(output, "--output")
+    else:
+        _check_folder(output.parent if str(output.parent) else Path("."), "the folder of --output")
     return todo, skipped

@@ -51,7 +51,7 @@ def test_same_folder_without_a_suffix_is_refused_before_any_work(weights, tmp_pa
     for extra in ([], ["--overwrite"]):
         assert infer(weights, "--input", src, "--output", src, "--suffix", "", *extra) == 2
         err = capsys.readouterr().err
-        assert f"refusing to write {src / 'a.png'}: it is the input {src / 'a.png'} (same file)" \
+        assert f"refusing to write {src / 'a.png'}: it is the input {src / 'a.png'} (the same file)" \
             in err, err
     assert {p: p.read_bytes() for p in (a, b)} == before and sorted(os.listdir(src)) == \
         ["a.png", "b.png"]
