@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 from .cli import run_guarded
-from .outputs import OutputError, _check_folder, exists, is_input, refuse_input
+from .outputs import Inputs, OutputError, _check_folder, exists, is_input, refuse_input
 
 __all__ = ["main"]
 
@@ -124,8 +124,9 @@ def _plan(out: Path, names: list[str], usm: bool, inputs: list[Path], folder, ov
             for k, name in enumerate(names)]
     table = out / CSV_NAME
     every = [table] + [path for files in plan for path in files.values()]
+    read = Inputs(("input", i) for i in inputs)
     for dst in every:
-        refuse_input(dst, [("input", i) for i in inputs])
+        refuse_input(dst, read)
     existing = [dst for dst in every if exists(dst)]
     if existing and not overwrite:
         more = f" (and {len(existing) - 1} more of this run's outputs)" if len(existing) > 1 else ""

@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 
 from .cli import load_model_from_args, model_args, run_guarded, tta_arg
-from .outputs import OutputError, _check_folder, check_output, exists, landing, refuse_input
+from .outputs import (Inputs, OutputError, _check_folder, check_output, exists, landing,
+                      refuse_input)
 
 __all__ = ["eval_main", "EVAL_METRICS"]
 
@@ -210,7 +211,7 @@ def _results_folder(job, overwrite: bool) -> Path:
 def _plan_images(folder: Path, job, datasets, inputs, overwrite) -> dict:
     """{set name: [image path per item]}, checked: never an input, never an existing file
     without --overwrite (the folder is new unless --overwrite)."""
-    plan = {}
+    plan, inputs = {}, Inputs(inputs)
     for set_name, data in datasets:
         out = folder / "visualization" / set_name
         paths = [out / f"{Path(n).stem}_{job.suffix}.png" for n in data.names]

@@ -15,10 +15,11 @@ import sys
 import uuid
 from pathlib import Path
 
+from .._check import name_problem
 from ..io.image import WRITE_EXTENSIONS, has_alpha
 
 __all__ = ["OutputError", "plan_outputs", "output_name", "check_output", "landing", "exists",
-           "is_input", "refuse_input"]
+           "Inputs", "is_input", "refuse_input", "name_arg"]
 
 
 class OutputError(ValueError):
@@ -34,6 +35,16 @@ def output_name(src: Path, suffix: str, ext: str, scale: int) -> str:
         suffix = "_" + suffix
     extension = src.suffix if ext == "auto" else "." + ext
     return f"{src.stem}{suffix}{extension}"
+
+
+def name_arg(text: str) -> str:
+    """argparse's type of an option whose value srgrad makes a file or folder of (-n NAME): one
+    path component (framework._check.name_problem)."""
+    import argparse
+    problem = name_problem(text)
+    if problem:
+        raise argparse.ArgumentTypeError(problem)
+    return text
 
 
 def _same_file(a: Path, b: Path) -> bool:
@@ -65,30 +76,58 @@ def exists(path) -> bool:
     return any(os.path.lexists(p) for p in (landing(path), path))
 
 
-def _spellings(path) -> list:
-    """`path` as spelled, normalised lexically, and where it lands."""
-    return [Path(path), Path(os.path.normpath(os.path.join(os.getcwd(), os.fspath(path)))),
-            landing(path)]
+def _lexical(path) -> str:
+    return os.path.normpath(os.path.join(os.getcwd(), os.fspath(path)))
+
+
+class Inputs:
+    """What a command reads, (what, path) pairs (a None path is skipped), indexed once by name
+    (normalised as spelled, and resolved) and by file identity (device, inode)."""
+
+    def __init__(self, pairs):
+        self.names, self.ids = {}, {}
+        for what, src in pairs:
+            if src is None:
+                continue
+            for name in (_lexical(src), os.path.realpath(src)):
+                self.names.setdefault(os.path.normcase(name), (what, src))
+            try:
+                st = os.stat(src)
+            except OSError:
+                continue
+            self.ids.setdefault((st.st_dev, st.st_ino), (what, src))
+
+    def find(self, path):
+        """The (what, input) that writing `path` could replace, or None: the same name, as spelled
+        (normalised) or where the write lands, or the same file through any link (identity, so
+        case-insensitive file systems too)."""
+        spellings = (_lexical(path), os.fspath(landing(path)))
+        for name in spellings:
+            if os.path.normcase(name) in self.names:
+                return self.names[os.path.normcase(name)]
+        for name in (os.fspath(path), *spellings):
+            try:
+                st = os.stat(name)
+            except OSError:
+                continue
+            if (st.st_dev, st.st_ino) in self.ids:
+                return self.ids[(st.st_dev, st.st_ino)]
+        return None
 
 
 def is_input(path, src) -> bool:
     """Whether writing `path` could replace `src` (a file or folder): the rule of refuse_input."""
-    outs = _spellings(path)
-    theirs = {os.path.normcase(os.path.normpath(os.path.join(os.getcwd(), os.fspath(src)))),
-              os.path.normcase(os.path.realpath(src))}
-    return bool({os.path.normcase(p) for p in outs[1:]} & theirs) or \
-        any(_same_file(p, Path(src)) for p in outs)
+    return Inputs([("", src)]).find(path) is not None
 
 
 def refuse_input(path, inputs, flag: str = "", advice: str = "choose another name") -> None:
-    """OutputError when writing `path` could replace one of `inputs`, (what, input path) pairs (a
-    None path is skipped): the same file through any spelling of either (lexically normalised,
-    resolved through the existing part, links followed: `samefile`, so case-insensitive file
-    systems too). flag: the option that named the output, and advice, for the message."""
-    for what, src in inputs:
-        if src is not None and is_input(path, src):
-            raise OutputError(f"refusing to write {flag + ' ' if flag else ''}{path}: it is the "
-                              f"{what} {src} (the same file); {advice}")
+    """OutputError when writing `path` could replace one of `inputs` (an Inputs, or (what, input
+    path) pairs), by Inputs.find's rule. flag: the option that named the output, and advice, for
+    the message."""
+    clash = (inputs if isinstance(inputs, Inputs) else Inputs(inputs)).find(path)
+    if clash is not None:
+        raise OutputError(f"refusing to write {flag + ' ' if flag else ''}{path}: it is the "
+                          f"{clash[0]} {clash[1]} (the same file); {advice}")
 
 
 def _check_folder(folder: Path, what: str) -> None:
@@ -135,6 +174,13 @@ def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str,
     (JPEG) becomes .png, said through `say` (default: stderr), as Real-ESRGAN writes RGBA as PNG."""
     say = say or (lambda msg: print(msg, file=sys.stderr))
     output = Path(output)
+    problem = name_problem(suffix, part=True)
+    try:
+        problem = problem or name_problem(output_name(Path("x.png"), suffix, ext, scale), True)
+    except (KeyError, IndexError, ValueError) as exc:  # str.format's: {x}, {0}, "{"
+        problem = f"{suffix!r} is not a name with {{scale}} in it ({type(exc).__name__}: {exc})"
+    if problem:
+        raise OutputError(f"--suffix: {problem}")
     if ext != "auto" and "." + ext not in WRITE_EXTENSIONS:
         raise OutputError(f"--ext {ext}: cannot write that format (choose from auto, "
                           f"{', '.join(e[1:] for e in WRITE_EXTENSIONS)})")
@@ -151,6 +197,7 @@ def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str,
                               f"one srgrad writes ({', '.join(WRITE_EXTENSIONS)})")
         pairs.append((inputs[0], output))
     todo, skipped, seen = [], [], {}
+    read = Inputs(("input", i) for i in inputs)
     for src, dst in pairs:
         if dst.suffix.lower() in (".jpg", ".jpeg") and has_alpha(src):
             if not named:
@@ -162,8 +209,7 @@ def plan_outputs(inputs: list, output, folder_mode: bool, suffix: str, ext: str,
         if dst.suffix.lower() not in WRITE_EXTENSIONS:
             raise OutputError(f"{src}: its output {dst} has extension {dst.suffix!r}, which srgrad "
                               f"cannot write; pass --ext png (or jpg, webp, tif)")
-        refuse_input(dst, [("input", i) for i in inputs],
-                     advice="choose another --output or --suffix")
+        refuse_input(dst, read, advice="choose another --output or --suffix")
         key = os.path.normcase(landing(dst)).casefold()
         if key in seen:
             raise OutputError(f"{src} and {seen[key]} would both be written to {dst}; pass --suffix "

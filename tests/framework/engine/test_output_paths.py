@@ -35,7 +35,8 @@ def here(tmp_path, monkeypatch):
 
 
 def _unchanged(root):
-    return {p: p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file() and not p.is_symlink()}
+    return {p: p.read_bytes() for p in sorted(root.rglob("*"))
+            if p.is_file() and not p.is_symlink()}
 
 
 def test_landing_resolves_through_the_existing_part(here):
