@@ -56,10 +56,11 @@ TINY = {
             "  scheduler_d: {type: MultiStepLR, milestones: [2], gamma: 0.5}\n"
             "  losses: {pixel: {type: L1Loss}, gan: {type: GANLoss, gan_type: vanilla}}\n"
             "  ema_decay: 0.9\n"),
-    # a 32 px image; the policy tests every 2 iterations and may cut the rate at every 3rd
+    # a 32 px image; the policy records the error every step and, with change ratio 0, cuts the
+    # rate at its check after step 6 from the records of steps 3-6 (two before the stop, two after)
     "zssr": ("recipe: zssr\n",
-             "  zssr: {run_test_every: 2, learning_rate_policy_check_every: 3, min_iters: 1,\n"
-             "         learning_rate_slope_range: 8}\n"),
+             "  zssr: {run_test_every: 1, learning_rate_policy_check_every: 3, min_iters: 1,\n"
+             "         learning_rate_slope_range: 4, learning_rate_change_ratio: 0.0}\n"),
     USER: (f"recipe: {USER}\n", ""),
 }
 ITERS, STOP_AFTER = 6, 3  # checkpoints every 2 iterations; the signal arrives during step 3
@@ -149,7 +150,8 @@ def test_every_recipe_resumes_bit_identical(recipe, tiny_data, tmp_path, user_mo
         else:
             assert value == got[key], key
     if recipe == "zssr":  # the policy's records came through the checkpoint
-        assert resumed.recipe.policy.steps == [0, 2, 4]
+        assert resumed.recipe.policy.steps == list(range(ITERS))
+        assert resumed.recipe.policy.changes == [0, 5] and resumed.recipe.lr == 1e-3
     if recipe == USER:
         assert resumed.recipe.count == ITERS
     assert _losses(tmp_path / "whole") == _losses(tmp_path / "cut")
