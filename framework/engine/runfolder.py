@@ -36,7 +36,8 @@ def adoption_problem(path):
     if not path.exists():
         return None
     if not path.is_dir():
-        return f"run folder {path} is a file, not a folder: choose another name with --set name=..."
+        return (f"run folder {path} is a file, not a folder: choose another name with --set "
+                f"name=NEW_NAME")
     marker = path / MARKER
     if marker.is_file() and not marker.is_symlink():
         return None
