@@ -117,10 +117,13 @@ def read_safetensors(path):
     return arrays, header.get("__metadata__") or {}
 
 
-def file_format(path, limit: int = 1 << 20):
+def file_format(path, limit: int = 100_000_000):
     """The `format` srgrad's metadata gives a safetensors file (CHECKPOINT_FORMAT, WEIGHTS_FORMAT),
-    read from its header alone (at most `limit` bytes of it), or None: not srgrad's (another
-    program's safetensors file, a plain state_dict), unreadable, or no safetensors file at all."""
+    read from its header alone (at most `limit` bytes, safetensors' own bound), or None: not
+    srgrad's (another program's safetensors file, a plain state_dict), unreadable, not a regular
+    file (a FIFO would block), or no safetensors file at all."""
+    if not os.path.isfile(path):
+        return None
     try:
         with open(path, "rb") as fh:
             n = int.from_bytes(fh.read(8), "little")
