@@ -9,12 +9,13 @@ from __future__ import annotations
 import difflib
 import math
 import numbers
+import os
 import reprlib
 
 import numpy as np
 
 __all__ = ["ArgumentTypeError", "is_int", "is_number", "int_arg", "pair", "int_pair", "int_list", "number", "flag", "choice",
-           "float_array", "did_you_mean", "show", "clip_message"]
+           "float_array", "did_you_mean", "show", "clip_message", "name_problem"]
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 160
@@ -170,3 +171,24 @@ def float_array(owner: str, name: str, x) -> np.ndarray:
     if arr.dtype not in (np.float32, np.float64):
         raise ArgumentTypeError(f"{_prefix(owner)}{name} must be float32 or float64, got dtype {arr.dtype}")
     return arr
+
+
+_SEPARATORS = ("/", "\\")  # both, on every system: a name must mean the same folder everywhere
+
+
+def name_problem(value, part: bool = False):
+    """Why `value` cannot be a name srgrad makes a file or folder of (a run, a results folder, a
+    test set, a model's -n name), or None: it must be exactly one path component, not empty, not
+    '.' or '..', without a path separator ('/' or '\\'), NUL or (on Windows) a drive, so it never
+    points outside its parent folder. part: it is joined with other text into one name (a
+    suffix): only separators, NUL and a drive are refused."""
+    if not isinstance(value, str):
+        return f"expected a str, got {type(value).__name__} {show(value)}"
+    if not part and value in ("", ".", ".."):
+        return f"{show(value)} is not a name (it must name one folder or file)"
+    if any(s in value for s in _SEPARATORS) or "\0" in value or os.path.splitdrive(value)[0]:
+        if part:
+            return f"{show(value)} would make a path of a file name: no '/', '\\' or drive in it"
+        return (f"{show(value)} is a path, not a name: it must name one folder or file, without "
+                f"'/', '\\' or a drive")
+    return None

@@ -202,7 +202,8 @@ def _same(a: Path, b_stat) -> bool:
 def _within(path: Path, folder_stat) -> bool:
     """Whether `path` (existing or not) is the folder or inside it, by file identity: symlinks
     and `..` are followed, so two spellings of one folder are the same."""
-    resolved = path.resolve()
+    from ..engine.outputs import landing
+    resolved = landing(path)
     return any(_same(p, folder_stat) for p in (resolved, *resolved.parents))
 
 

@@ -100,6 +100,7 @@ def _train(args, comm) -> int:
     from ..io.config import ConfigError
     from .preflight import check_pretrained, check_training_files
     from .schema import load_config
+    from .runfolder import adoption_problem
     from .runlog import RunLockedError
     from .trainer import Trainer, TrainingError, TrainingInterrupted
 
@@ -119,6 +120,10 @@ def _train(args, comm) -> int:
         if comm.rank == 0:
             _say_notes(notes)
         _check_tensorboard(cfg, config)
+        if comm.rank == 0:  # a folder of the user's is refused before anything starts
+            problem = adoption_problem(run_dir or Path(cfg["run_root"]) / cfg["name"])
+            if problem:
+                return error(problem)
         check_training_files(cfg, config)  # e.g. a perceptual loss's VGG weights
         if not _resumes(cfg, run_dir, resume):  # a resumed run has its own weights
             check_pretrained(cfg, config)

@@ -19,21 +19,13 @@ untranslatable ones are an error, the result is validated.
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from .cli import load_model_from_args, model_args, run_guarded
-from .outputs import OutputError
+from .outputs import OutputError, check_output
 
 __all__ = ["main"]
-
-
-def _check_output(src: Path, out: Path, overwrite: bool) -> None:
-    if out.exists() and src.exists() and os.path.samefile(src, out):
-        raise OutputError(f"refusing to write {out}: it is the input {src} (same file)")
-    if out.exists() and not overwrite:
-        raise OutputError(f"{out} exists; pass --overwrite to replace it")
 
 
 def _weights(args) -> int:
@@ -44,7 +36,7 @@ def _weights(args) -> int:
     ext = out.suffix.lower()
     if ext not in (".safetensors", ".pth", ".pt"):
         raise OutputError(f"{out}: the output must end in .safetensors, .pth or .pt")
-    _check_output(src, out, args.overwrite)
+    check_output(out, "OUT", [("input", src)], args.overwrite)
     model, info = load_model_from_args(args)  # strict: the weights fit the model they belong to
     groups = {}
     if args.key is None and not args.plain:  # both the weights and their EMA, when the file has both
@@ -83,7 +75,7 @@ def _options(args) -> int:
     src, out = Path(args.input), Path(args.output)
     if out.suffix.lower() not in (".yaml", ".yml"):
         raise OutputError(f"{out}: the output must end in .yaml or .yml")
-    _check_output(src, out, args.overwrite)
+    check_output(out, "--output", [("input", src)], args.overwrite)
     cfg, notes, kind = translate_any(read_yaml(src), str(src))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)

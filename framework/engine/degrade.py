@@ -32,7 +32,7 @@ import tempfile
 from pathlib import Path
 
 from .cli import run_guarded
-from .outputs import OutputError, _check_folder, _same_file
+from .outputs import Inputs, OutputError, _check_folder, exists, is_input, refuse_input
 
 __all__ = ["main"]
 
@@ -115,7 +115,7 @@ def _size(text):
 def _plan(out: Path, names: list[str], usm: bool, inputs: list[Path], folder, overwrite: bool):
     """[{kind: path}] per sample and the CSV path, checked: OUT is not the input folder, can be
     written, and no output is an input or (without overwrite) an existing file."""
-    if folder is not None and _same_file(out, folder):
+    if folder is not None and is_input(out, folder):
         raise OutputError(f"--output {out} is the --input folder: choose another folder (the "
                           f"samples would mix with the HR images)")
     _check_folder(out, "--output")
@@ -124,11 +124,10 @@ def _plan(out: Path, names: list[str], usm: bool, inputs: list[Path], folder, ov
             for k, name in enumerate(names)]
     table = out / CSV_NAME
     every = [table] + [path for files in plan for path in files.values()]
+    read = Inputs(("input", i) for i in inputs)
     for dst in every:
-        clash = next((i for i in inputs if _same_file(dst, i)), None)
-        if clash is not None:
-            raise OutputError(f"refusing to write {dst}: it is the input {clash} (same file)")
-    existing = [dst for dst in every if dst.exists()]
+        refuse_input(dst, read)
+    existing = [dst for dst in every if exists(dst)]
     if existing and not overwrite:
         more = f" (and {len(existing) - 1} more of this run's outputs)" if len(existing) > 1 else ""
         raise OutputError(f"--output: {existing[0]} exists{more}; pass --overwrite to replace it")

@@ -29,7 +29,8 @@ from pathlib import Path
 import numpy as np
 
 from .cli import load_model_from_args, model_args, run_guarded, tta_arg
-from .outputs import OutputError, _check_folder, _same_file, check_output
+from .outputs import (Inputs, OutputError, _check_folder, check_output, exists, landing,
+                      refuse_input)
 
 __all__ = ["eval_main", "EVAL_METRICS"]
 
@@ -252,7 +253,7 @@ def _results_folder(job, overwrite: bool) -> Path:
     """<results_root>/<name>, or the first free <name>_2, _3, ... unless `overwrite`."""
     root = Path(job.results_root)
     folder, n = root / job.name, 1
-    while folder.exists() and not overwrite and any(folder.iterdir()):
+    while exists(folder) and not overwrite and any(landing(folder).iterdir()):
         n += 1
         folder = root / f"{job.name}_{n}"
     return folder
@@ -261,7 +262,7 @@ def _results_folder(job, overwrite: bool) -> Path:
 def _plan_images(folder: Path, job, datasets, inputs, overwrite) -> dict:
     """{set name: [image path per item]}, checked: never an input, never an existing file
     without --overwrite (the folder is new unless --overwrite)."""
-    plan = {}
+    plan, inputs = {}, Inputs(inputs)
     for set_name, data in datasets:
         out = folder / "visualization" / set_name
         paths = [out / f"{Path(n).stem}_{job.suffix}.png" for n in data.names]
@@ -269,10 +270,8 @@ def _plan_images(folder: Path, job, datasets, inputs, overwrite) -> dict:
             raise OutputError(f"{set_name}: two images share a name once their extensions are "
                               f"dropped ({out}); rename one")
         for dst in paths:
-            clash = next((src for _, src in inputs if _same_file(dst, Path(src))), None)
-            if clash is not None:
-                raise OutputError(f"refusing to write {dst}: it is the input {clash} (same file)")
-            if dst.exists() and not overwrite:
+            refuse_input(dst, inputs)
+            if exists(dst) and not overwrite:
                 raise OutputError(f"{dst} exists; pass --overwrite to replace it")
         plan[set_name] = paths
     return plan

@@ -11,7 +11,9 @@ REQUIRED = object()  # the default of a key the config must give
 
 
 class Field:
-    """A leaf key: `kind` is int, float, bool, str or "str_list"; `minimum` is inclusive unless
+    """A leaf key: `kind` is int, float, bool, str, "str_list", "name" (a string srgrad makes a
+    file or folder of: one path component, framework._check.name_problem) or "name_part" (a
+    string joined into one: no separator); `minimum` is inclusive unless
     `exclusive`; `choices` (a tuple, or a Registry whose names are the choices) restricts the value;
     `nullable` allows null."""
 

@@ -267,7 +267,9 @@ class _ListModels(argparse.Action):
 
 def add_arguments(p) -> None:
     """-n/--model_name, --sha256, -dn/--denoise_strength and --list-models."""
+    from .outputs import name_arg  # a file name in the cache and in srgrad-eval's outputs
     p.add_argument("-n", "--model-name", "--model_name", dest="model_name", metavar="NAME",
+                   type=name_arg,
                    help="a published model by name, as Real-ESRGAN's -n (e.g. RealESRGAN_x4plus, "
                    "realesr-general-x4v3, 001_classicalSR_DF2K_s64w8_SwinIR-M_x4; --list-models "
                    "lists them): downloaded on first use into $SRGRAD_HOME/models (default "

@@ -2,21 +2,61 @@
 atomically, found, pruned and read back, the newest loadable one first), the weights files
 (net_latest, net_best) and metrics.csv. Rank 0 alone writes. What goes into a checkpoint is the Trainer's and
 its recipe's; the files' format is framework/weights/checkpoint.py's.
+
+A run trains only in a folder srgrad made (`adoption_problem`): one that does not exist yet or is
+empty (it is then marked with MARKER, written atomically), one that holds MARKER, or one an srgrad
+from before the marker made (config.yaml beside checkpoints/iter_*.safetensors in srgrad's
+checkpoint format: marked when it is resumed). Any other folder holds the user's files, which
+config.yaml, metrics.csv and the checkpoints would replace: refused.
 """
 from __future__ import annotations
 
+import json
+import os
 import signal
 from pathlib import Path
 
 from .. import weights as ckpt
-from ..io.atomic import write_atomic
+from ..io.atomic import is_temp_name, write_atomic
 from ..io.config import dump_config
 from .runlog import MetricsLog, RunLock
 
 __all__ = ["RunFolder", "TrainingError", "TrainingInterrupted", "find_latest_checkpoint",
-           "CKPT_GLOB"]
+           "CKPT_GLOB", "MARKER", "adoption_problem"]
 
 CKPT_GLOB = "iter_*.safetensors"
+MARKER = ".srgrad-run"  # in every run folder srgrad-train made or adopted
+_OWN = (".lock", MARKER)  # srgrad's files in a folder it has not marked yet (a run starting)
+
+
+def adoption_problem(path):
+    """Why srgrad-train may not make `path` its run folder (a one-line message), or None: see the
+    module docstring. srgrad's lock file, marker and partial files count as nothing."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    if not path.is_dir():
+        return (f"run folder {path} is a file, not a folder: choose another name with --set "
+                f"name=NEW_NAME")
+    marker = path / MARKER
+    if marker.is_file() and not marker.is_symlink():
+        return None
+    foreign = sorted(n for n in os.listdir(path) if n not in _OWN and not is_temp_name(n))
+    if not foreign or _made_before_the_marker(path):
+        return None
+    shown = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if len(foreign) > 3 else "")
+    return (f"run folder {path} holds files srgrad did not make ({shown}): refusing to train "
+            f"there (config.yaml, metrics.csv and checkpoints would replace files of those names); "
+            f"choose another name with --set name=NEW_NAME, or empty the folder")
+
+
+def _made_before_the_marker(path: Path) -> bool:
+    """config.yaml beside a checkpoint in srgrad's format: a run folder of an srgrad before the
+    marker (its checkpoints' headers are read, not the whole files)."""
+    if not (path / "config.yaml").is_file():
+        return False
+    return any(ckpt.file_format(f) == ckpt.CHECKPOINT_FORMAT
+               for f in sorted((path / "checkpoints").glob(CKPT_GLOB), reverse=True))
 
 
 class TrainingError(RuntimeError):
@@ -51,11 +91,19 @@ class RunFolder:
         self.log = None  # metrics.csv, from `start`
 
     def open(self) -> None:
-        """Create the folder; the writer takes its lock (RunLockedError when another process
-        holds it)."""
+        """Create the folder; the writer checks it may (TrainingError: a folder of the user's),
+        takes its lock (RunLockedError when another process holds it) and marks it as a run
+        folder (MARKER)."""
+        problem = adoption_problem(self.path) if self.write else None
+        if problem:
+            raise TrainingError(problem)
         self.path.mkdir(parents=True, exist_ok=True)
         if self.write:
             self.lock.acquire()
+            marker = self.path / MARKER
+            if not marker.is_file() or marker.is_symlink():
+                write_atomic(marker, json.dumps({"made_by": "srgrad-train",
+                                                 "format": "srgrad.run/1"}).encode() + b"\n")
 
     def close(self) -> None:
         self.lock.release()

@@ -19,7 +19,7 @@ import json
 import numbers
 import os
 
-from .._check import did_you_mean
+from .._check import did_you_mean, name_problem
 from ..io.config import ConfigError, apply_override, import_modules, parse_yaml, read_yaml, show
 from ..registry import (BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OPTIMIZERS, RECIPES,
                         SCHEDULERS)
@@ -35,7 +35,7 @@ __all__ = ["SCHEMA", "Field", "Block", "load_config", "parse_config", "validate"
 # The keys every recipe shares; each registered recipe adds its own (framework/engine/recipes:
 # a GAN's model_d, train.losses.gan, train.optimizer_d, ...), merged in by full_schema().
 _BASE = {
-    "name": Field(str),
+    "name": Field("name"),  # the run folder, run_root/<name>: one folder name
     "scale": Field(int, minimum=1),
     "seed": Field(int, 0, minimum=0),
     "dtype": Field(str, "float32", choices=("float32", "float64")),
@@ -311,6 +311,8 @@ def _block(block, spec, path, source, errors):
 def _kind_name(kind):
     if kind == "str_list":
         return "a list of strings"
+    if kind in ("name", "name_part"):
+        return "a name"
     return f"{'an' if kind is int else 'a'} {kind.__name__}"
 
 
@@ -327,6 +329,11 @@ def _field(value, spec, path, source, errors):
         if bad:
             errors.append(f"{where}: unknown entries {bad}; choose from {list(allowed)}")
         return list(value)
+    if kind in ("name", "name_part"):  # a file or folder name srgrad makes: one path component
+        problem = name_problem(value, part=kind == "name_part")
+        if problem:
+            errors.append(f"{where}: {problem}")
+        return value
     ok = {
         int: isinstance(value, numbers.Integral) and not isinstance(value, bool),
         float: isinstance(value, numbers.Real) and not isinstance(value, bool),

@@ -28,7 +28,7 @@ import copy
 import os
 from dataclasses import dataclass, field
 
-from .._check import show
+from .._check import name_problem, show
 from ..io.config import ConfigError, import_modules, read_yaml
 from ..registry import DATASETS, LAYERS, MODELS
 from .schema import SCHEMA, Block, Field, load_config, resolve_section, validate
@@ -38,10 +38,11 @@ __all__ = ["TEST_SCHEMA", "EvalPlan", "read_plan", "validate_test_config"]
 
 # the val section of a training config without its cadence, plus BasicSR's suffix of saved images
 _VAL = {k: v for k, v in SCHEMA["val"].items() if k != "every"}
-_VAL["suffix"] = Field(str, None, nullable=True)  # null: the config's name, as BasicSR
+# <image>_<suffix>.png: part of one file name; null: the config's name, as BasicSR
+_VAL["suffix"] = Field("name_part", None, nullable=True)
 
 TEST_SCHEMA = {
-    "name": Field(str),
+    "name": Field("name"),  # the results folder, results_root/<name>: one folder name
     "scale": Field(int, minimum=1),
     "dtype": Field(str, "float32", choices=("float32", "float64")),
     "imports": Field("str_list", []),
@@ -103,8 +104,9 @@ def _sets(datasets, scale, source, errors) -> dict:
             continue
         block = copy.deepcopy(block)
         name = block.pop("name", str(key))
-        if not isinstance(name, str) or not name or "/" in name or name in (".", ".."):
-            errors.append(f"{where}.name: expected a folder name, got {show(name)}")
+        problem = name_problem(name)
+        if problem:
+            errors.append(f"{where}.name: {problem}")
             continue
         if name in names:
             errors.append(f"{where}.name: {name!r} is also the name of datasets.{names[name]} "

@@ -18,7 +18,8 @@ import secrets
 import socket
 import stat
 
-__all__ = ["atomic_open", "write_atomic", "install", "clean_partial_writes", "TEMP_SUFFIX"]
+__all__ = ["atomic_open", "write_atomic", "install", "clean_partial_writes", "is_temp_name",
+           "TEMP_SUFFIX"]
 
 TEMP_SUFFIX = ".srgrad.tmp"
 _HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
@@ -26,6 +27,11 @@ _TEMP = re.compile(r"\.(?P<name>.*)\.(?P<host>[0-9a-f]{8})-(?P<pid>[0-9]+)-[0-9a
                    + re.escape(TEMP_SUFFIX), re.S)
 _NAME_KEPT = 100  # characters of the target's name kept in the temporary name (NAME_MAX is 255)
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def is_temp_name(name: str) -> bool:
+    """Whether `name` is one of this writer's temporary names (a write under way or killed)."""
+    return _TEMP.fullmatch(name) is not None
 
 
 def _temp_path(path: str) -> str:

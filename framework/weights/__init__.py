@@ -8,8 +8,9 @@
 - loading.py: `load_into`, the one path from a weights file into a built model (strict, or what
   fits; another repository's key layout of the model mapped first).
 """
-from .checkpoint import (WEIGHT_GROUPS, check_state_matches, is_pytorch_file, load_checkpoint,
-                         load_weights, read_safetensors, save_checkpoint, save_weights)
+from .checkpoint import (CHECKPOINT_FORMAT, WEIGHT_GROUPS, check_state_matches, file_format,
+                         is_pytorch_file, load_checkpoint, load_weights, read_safetensors,
+                         save_checkpoint, save_weights)
 from .errors import CheckpointError
 from .loading import load_into
 from .pth import load_pth_state_dict, read_pth
@@ -18,4 +19,5 @@ from .serialization import load, save
 
 __all__ = ["CheckpointError", "save_checkpoint", "load_checkpoint", "save_weights", "load_weights",
            "load_into", "read_safetensors", "check_state_matches", "is_pytorch_file",
-           "WEIGHT_GROUPS", "read_pth", "load_pth_state_dict", "write_pth", "save", "load"]
+           "file_format", "CHECKPOINT_FORMAT", "WEIGHT_GROUPS", "read_pth", "load_pth_state_dict",
+           "write_pth", "save", "load"]

@@ -21,7 +21,7 @@ from .errors import CheckpointError
 from .pth import load_pth_state_dict
 
 __all__ = ["save_checkpoint", "load_checkpoint", "save_weights", "load_weights",
-           "read_safetensors", "check_state_matches", "is_pytorch_file",
+           "read_safetensors", "check_state_matches", "is_pytorch_file", "file_format",
            "WEIGHT_GROUPS", "CHECKPOINT_FORMAT", "WEIGHTS_FORMAT"]
 
 CHECKPOINT_FORMAT = "srgrad.checkpoint/1"
@@ -117,6 +117,25 @@ def read_safetensors(path):
     return arrays, header.get("__metadata__") or {}
 
 
+def file_format(path, limit: int = 100_000_000):
+    """The `format` srgrad's metadata gives a safetensors file (CHECKPOINT_FORMAT, WEIGHTS_FORMAT),
+    read from its header alone (at most `limit` bytes, safetensors' own bound), or None: not
+    srgrad's (another program's safetensors file, a plain state_dict), unreadable, not a regular
+    file (a FIFO would block), or no safetensors file at all."""
+    if not os.path.isfile(path):
+        return None
+    try:
+        with open(path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            if not 2 <= n <= limit:
+                return None
+            meta = json.loads(fh.read(n)).get("__metadata__") or {}
+    except (OSError, ValueError, RecursionError, AttributeError):
+        return None
+    fmt = meta.get("format") if isinstance(meta, dict) else None
+    return fmt if fmt in (CHECKPOINT_FORMAT, WEIGHTS_FORMAT) else None
+
+
 def _info(meta: dict, source: str) -> dict:
     try:
         return json.loads(meta.get("srgrad", "{}"))
@@ -201,7 +220,8 @@ def load_weights(path, key: str | None = None):
     """(state_dict, info) from any weights file srgrad takes:
     - srgrad's weights files and training checkpoints (safetensors): the weights, or with key=
       "params_ema" (the default when the file has one, as Real-ESRGAN's inference) their EMA;
-    - a plain safetensors file (e.g. `safetensors.torch.save_file` of a torch state_dict);
+    - a plain safetensors file (e.g. `safetensors.torch.save_file` of a torch state_dict): any
+      file without srgrad's metadata `format`, whatever its keys;
     - a PyTorch `.pth`/`.pt` (zip or legacy torch.save), read without torch and without running
       code (framework.weights.pth): BasicSR's params/params_ema, state_dict, model wrappers and DDP's
       `module.` prefix are unwrapped; key= picks the entry.
@@ -213,8 +233,9 @@ def load_weights(path, key: str | None = None):
         return state, {"key": pinfo["key"], "pth": pinfo}
     arrays, meta = read_safetensors(source)
     info = _info(meta, source)
-    if meta.get("format") in (CHECKPOINT_FORMAT, WEIGHTS_FORMAT) or \
-            any(k.startswith("model.") for k in arrays):
+    # srgrad's files say so in their metadata; any other file is a plain state_dict, whatever its
+    # keys (the original ESRGAN layout's are `model.0.weight`, ...: not srgrad's `model.` group)
+    if meta.get("format") in (CHECKPOINT_FORMAT, WEIGHTS_FORMAT):
         groups = {name: prefix for name, prefix in WEIGHT_GROUPS.items()
                   if any(k.startswith(prefix) for k in arrays)}
         if key is None:

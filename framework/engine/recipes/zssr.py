@@ -171,8 +171,8 @@ class ZSSRRecipe(Recipe):
             raise CheckpointError(f"{path} holds no lr_policy state (not a checkpoint of a ZSSR "
                                   f"run?)")
 
-    def load_state(self, state: dict) -> None:
-        super().load_state(state)
+    def load_state(self, state: dict, path) -> None:
+        super().load_state(state, path)
         self.policy.load_state_dict(state["lr_policy"])
 
     # -- the config -----------------------------------------------------------------------------

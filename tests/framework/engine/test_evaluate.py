@@ -233,3 +233,29 @@ def test_convert_writes_a_test_config_that_srgrad_eval_runs(data, capsys):
                                          "lq_root": f"{data}/mine"}
     assert eval_main([str(out), "--results", str(data / "r"), "--no-progress"]) == 0
     assert (data / "r" / "EDSR_tiny_x2" / "metrics.csv").is_file()
+
+
+@pytest.mark.parametrize("old,new,key", [
+    ("name: EDSR_tiny_x2", "name: ../../../x", "name"),
+    ("name: EDSR_tiny_x2", "name: ABS", "name"),  # an absolute path (in tmp_path)
+    ("name: EDSR_tiny_x2", "name: ..", "name"),
+    ("name: EDSR_tiny_x2", "name: a/b", "name"),
+    ("  suffix: ~", "  suffix: x/../../../../../../../y", "val.suffix"),
+    ("  suffix: ~", "  suffix: ABS", "val.suffix"),
+    ("    name: Set5", "    name: ../up", "datasets.test_1.name"),
+    ("    name: Set5", "    name: a\\\\b", "datasets.test_1.name"),
+])
+def test_names_that_become_paths_are_one_folder_name(data, capsys, old, new, key):
+    """Issue 37: a test option file's name and val.suffix wrote wherever they pointed (7 levels
+    above the results folder, or at the file-system root); each is one path component, refused in
+    one line naming the key before anything is written."""
+    options = data / "opt.yml"
+    new = new.replace("ABS", str(data / "abs"))
+    options.write_text(basicsr_test_file(data).replace(old, new, 1))
+    before = sorted(p for p in data.parent.rglob("*"))
+    assert eval_main([str(options), "--results", str(data / "results"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert f": {key}: " in err and ("is not a name" in err or "is a path, not" in err
+                                         or "would make a path" in err), err
+    assert err.count("\n") <= 3 and "Traceback" not in err
+    assert sorted(p for p in data.parent.rglob("*")) == before

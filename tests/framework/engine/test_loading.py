@@ -160,3 +160,33 @@ def test_a_published_layout_converts_and_fine_tunes(tmp_path, capsys):
     with pytest.raises(CheckpointError, match=r"train.pretrained: .*2x_old.pth does not fit the "
                                               r"model RRDBNet: as the original ESRGAN"):
         load_into(wrong, src, spec={**spec, "num_feat": 16}, where="train.pretrained")
+
+
+def test_an_original_esrgan_layout_safetensors_file_runs_as_its_pth(tmp_path, capsys):
+    """Issue 37: a `.safetensors` of the original ESRGAN layout (keys `model.0.weight`,
+    `model.1.sub.0.RDB1.conv1.0.weight`, ...) written by safetensors' own writer was taken for
+    srgrad's format (its `model.` prefix stripped) and refused. A file without srgrad's metadata is
+    a plain state_dict: detected and run, equal to the same weights as `.pth`."""
+    torch = pytest.importorskip("torch")
+    from PIL import Image
+    from safetensors.torch import save_file
+    from tests.models.published import save_pth
+    from tests.twins.esrgan import ESRGANSequential
+    torch.manual_seed(0)
+    twin = ESRGANSequential(nf=8, nb=1, gc=4, stages=1)
+    save_file(twin.state_dict(), str(tmp_path / "2x_old.safetensors"))
+    save_pth(twin, tmp_path / "2x_old.pth", "zip")
+    state, info = load_weights(tmp_path / "2x_old.safetensors")
+    assert "model.1.sub.0.RDB1.conv1.0.weight" in state and info.get("model") is None
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (6, 5, 3), np.uint8)).save(
+        tmp_path / "x.png")
+    outputs = []
+    for ext in ("safetensors", "pth"):
+        out = tmp_path / f"sr_{ext}.png"
+        assert infer_main(["--weights", str(tmp_path / f"2x_old.{ext}"), "--input",
+                           str(tmp_path / "x.png"), "--output", str(out), "--no-progress"]) == 0
+        assert "detected RRDBNet(" in capsys.readouterr().err
+        outputs.append(out.read_bytes())
+    assert outputs[0] == outputs[1]
+    sr = np.asarray(Image.open(tmp_path / "sr_pth.png"))
+    assert sr.shape == (12, 10, 3) and sr.std() > 0

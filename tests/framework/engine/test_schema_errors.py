@@ -70,7 +70,7 @@ def wrong_values(spec):
         return ["fast", True, {"a": 1}]
     if kind is bool:
         return [3, "maybe", 0.5]
-    if kind is str:
+    if kind in (str, "name", "name_part"):
         return [5, 1.5, ["a"], True]
     return ["psnr", [1, 2], {"a": "b"}]  # str_list
 
