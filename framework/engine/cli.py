@@ -98,7 +98,7 @@ def _train(args, comm) -> int:
     from . import distributed
     from ..weights import CheckpointError
     from ..io.config import ConfigError
-    from .preflight import check_pretrained, check_training_files
+    from .preflight import check_pretrained, check_training_files, fetch_cached_files
     from .schema import load_config
     from .runfolder import adoption_problem
     from .runlog import RunLockedError
@@ -124,6 +124,9 @@ def _train(args, comm) -> int:
             problem = adoption_problem(run_dir or Path(cfg["run_root"]) / cfg["name"])
             if problem:
                 return error(problem)
+        if comm.rank == 0:  # LPIPS / DISTS files into the model cache, once for every rank
+            fetch_cached_files(cfg, progress=not args.no_progress)
+        comm.barrier()
         check_training_files(cfg, config)  # e.g. a perceptual loss's VGG weights
         if not _resumes(cfg, run_dir, resume):  # a resumed run has its own weights
             check_pretrained(cfg, config)

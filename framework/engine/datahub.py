@@ -28,7 +28,7 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from ..io.download import DownloadError, check_sha256, download, sha256_of
+from ..io.download import DownloadError, check_sha256, download, sha256_of, srgrad_home
 
 __all__ = ["Archive", "DataSet", "SETS", "get", "data_dir", "fetch", "folder_of", "listing",
            "ArchiveError"]
@@ -128,11 +128,7 @@ def get(name: str) -> tuple[str, DataSet]:
 
 def data_dir() -> Path:
     """$SRGRAD_HOME/datasets, else $XDG_CACHE_HOME/srgrad/datasets (~/.cache/srgrad/datasets)."""
-    home = os.environ.get("SRGRAD_HOME")
-    if home:
-        return Path(home).expanduser() / "datasets"
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return Path(cache).expanduser() / "srgrad" / "datasets"
+    return srgrad_home("datasets")
 
 
 def _archive_file(key: str, archive: Archive, sha256, progress, say) -> Path:

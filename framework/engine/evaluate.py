@@ -296,6 +296,9 @@ def _evaluate(args) -> int:
         check_output(csv_path, "--csv", _listed_inputs(args), args.overwrite)
     model, info = load_model_from_args(args, job.model)
     _check_metrics(job.metrics)
+    from ..registry import METRICS
+    from .hub import fetch_for  # the pretrained files of lpips, dists, ... (before any work)
+    fetch_for([(METRICS.get(m), {}) for m in job.metrics], progress=not args.no_progress)
     scale, in_ch = info["scale"], model_in_channels(info)
     if job.crop is None:
         job.crop = scale

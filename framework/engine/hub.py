@@ -16,16 +16,16 @@ The cache: `$SRGRAD_HOME/models` when SRGRAD_HOME is set, else `$XDG_CACHE_HOME/
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 
-from ..io.download import DownloadError, check_sha256, download, make_folder, sha256_of
+from ..io.download import DownloadError, check_sha256, download, make_folder, sha256_of, srgrad_home
 
 __all__ = ["Published", "PUBLISHED", "get", "cache_dir", "fetch", "denoise_blend", "listing",
+           "AUXILIARY", "fetch_auxiliary", "fetch_for",
            "DENOISE_DEFAULT", "add_arguments", "weights_from_args"]
 
 
@@ -182,11 +182,7 @@ def get(name: str) -> tuple[str, Published]:
 
 def cache_dir() -> Path:
     """$SRGRAD_HOME/models, else $XDG_CACHE_HOME/srgrad/models (default ~/.cache/srgrad/models)."""
-    home = os.environ.get("SRGRAD_HOME")
-    if home:
-        return Path(home).expanduser() / "models"
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
-    return Path(cache).expanduser() / "srgrad" / "models"
+    return srgrad_home("models")
 
 
 def fetch(name: str, sha256: str | None = None, progress: bool = True, say=None) -> Path:
@@ -222,6 +218,56 @@ def fetch(name: str, sha256: str | None = None, progress: bool = True, say=None)
     make_folder(path.parent, "the model cache (SRGRAD_HOME moves it)")
     say(f"downloading {key} from {entry.url} into {path}")
     return download(entry.url, path, expected, progress=progress, say=say)
+
+
+# The pretrained files srgrad's perceptual metrics and losses read (framework/nn/lpips.py, dists.py),
+# by their name in the cache: (official URL, sha256). torchvision's hashes start with the 8 hex digits
+# of their file names (as torch.hub checks them); the full ones from projects that pin these files;
+# lpips's and DISTS's from their PyPI wheels (lpips 0.1.4, DISTS-pytorch 0.1), which ship them.
+_LPIPS_RAW = "https://github.com/richzhang/PerceptualSimilarity/raw/master/lpips/weights/v0.1/"
+AUXILIARY = {
+    "alexnet-owt-7be5be79.pth": ("https://download.pytorch.org/models/alexnet-owt-7be5be79.pth",
+                                 "7be5be791159472b1fbf3c69796f7cb30dca7ad8466c2df70058c37116cdee02"),
+    "vgg16-397923af.pth": ("https://download.pytorch.org/models/vgg16-397923af.pth",
+                           "397923af8e79cdbb6a7127f12361acd7a2f83e06b05044ddf496e83de57a5bf0"),
+    "lpips_v0.1_alex.pth": (_LPIPS_RAW + "alex.pth",
+                            "df73285e35b22355a2df87cdb6b70b343713b667eddbda73e1977e0c860835c0"),
+    "lpips_v0.1_vgg.pth": (_LPIPS_RAW + "vgg.pth",
+                           "a78928a0af1e5f0fcb1f3b9e8f8c3a2a5a3de244d830ad5c1feddc79b8432868"),
+    "DISTS_weights.pt": ("https://github.com/dingkeyan93/DISTS/raw/master/DISTS_pytorch/weights.pt",
+                         "f5e65c96230b7f6ca995691647d482237e4cab8a50c5c4a5784f219ef0748218"),
+}
+
+
+def fetch_auxiliary(files, progress: bool = True, say=None) -> list[Path]:
+    """Each named file of AUXILIARY in the model cache, checked (a cached one too) or downloaded;
+    offline, the error names the URL and where to save the file by hand."""
+    say = say or (lambda msg: print(msg, file=sys.stderr))
+    out = []
+    for name in dict.fromkeys(files):
+        url, expected = AUXILIARY[name]
+        path = cache_dir() / name
+        if path.is_file():
+            got = sha256_of(path)
+            if got != expected:
+                raise DownloadError(f"{path}: its sha256 is {got}, expected {expected}; delete it "
+                                    f"to download {url} again")
+        else:
+            make_folder(path.parent, "the model cache (SRGRAD_HOME moves it)")
+            say(f"downloading {url} into {path}")
+            download(url, path, expected, progress=progress, say=say)
+        out.append(path)
+    return out
+
+
+def fetch_for(classes_and_specs, progress: bool = True, say=None) -> list[Path]:
+    """The cached files that metrics or losses need: `classes_and_specs` is [(metric function or
+    loss class, its spec dict)], each declaring `weight_files` (a tuple, or a function of the spec)."""
+    files = []
+    for owner, spec in classes_and_specs:
+        declared = getattr(owner, "weight_files", ())
+        files += list(declared(spec) if callable(declared) else declared)
+    return fetch_auxiliary(files, progress, say) if files else []
 
 
 def denoise_blend(state: dict, partner: dict, strength: float) -> dict:

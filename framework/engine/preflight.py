@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..io.config import ConfigError
 from ..registry import LOSSES, MODELS
 
-__all__ = ["check_training_files", "check_pretrained"]
+__all__ = ["check_training_files", "check_pretrained", "fetch_cached_files"]
 
 
 def _loss_blocks(cfg: dict):
@@ -41,6 +41,18 @@ def check_training_files(cfg: dict, source) -> None:
             errors.append(f"{source}: {key}: {exc}")
     if errors:
         raise ConfigError("\n".join(errors))
+
+
+def fetch_cached_files(cfg: dict, progress: bool = True) -> None:
+    """The pretrained files the run's losses and validation metrics read from srgrad's model cache
+    (LPIPS's and DISTS's networks: engine/hub.py's AUXILIARY), downloaded and checked now rather
+    than failing at the first step or validation."""
+    from ..registry import METRICS
+    from .hub import fetch_for
+    owners = [(LOSSES.get(block["type"]), {k: v for k, v in block.items() if k != "type"})
+              for _, block in _loss_blocks(cfg)]
+    owners += [(METRICS.get(m), {}) for m in (cfg.get("val") or {}).get("metrics") or ()]
+    fetch_for(owners, progress=progress)
 
 
 # the config key each network of a recipe is built from (Recipe.PRETRAINED names the networks)

@@ -24,8 +24,14 @@ class ValidationStopped(Exception):
 
 def column(metric: str, y_channel: bool) -> str:
     """metrics.csv's column of a metric: `psnr_y` on the Y channel, `psnr_rgb` on RGB (the
-    baseline's: `bicubic_` + that)."""
-    return f"{metric}_{'y' if y_channel else 'rgb'}"
+    baseline's: `bicubic_` + that). A metric measured on one kind only says so (`channels = "rgb"`
+    on the function: LPIPS and DISTS take colour, `"y"`: NIQE), whatever y_channel is."""
+    from ..registry import METRICS
+    try:
+        fixed = getattr(METRICS.get(metric), "channels", None)
+    except KeyError:
+        fixed = None
+    return f"{metric}_{fixed or ('y' if y_channel else 'rgb')}"
 
 
 def main_metric(metrics) -> str:

@@ -40,7 +40,7 @@ from pathlib import Path
 
 from .atomic import install
 
-__all__ = ["DownloadError", "download", "sha256_of", "check_sha256", "make_folder", "MAX_BYTES",
+__all__ = ["DownloadError", "download", "sha256_of", "check_sha256", "make_folder", "srgrad_home", "MAX_BYTES",
            "DEADLINE"]
 
 CHUNK = 1 << 20
@@ -114,6 +114,16 @@ def _not_plain(st) -> str:
     if st.st_nlink > 1:
         return f"has {st.st_nlink} hard links (another name shares its data)"
     return ""
+
+
+def srgrad_home(sub: str) -> Path:
+    """srgrad's cache folder `sub` ("models", "datasets"): $SRGRAD_HOME/<sub> when SRGRAD_HOME is
+    set, else $XDG_CACHE_HOME/srgrad/<sub> (default ~/.cache/srgrad/<sub>)."""
+    home = os.environ.get("SRGRAD_HOME")
+    if home:
+        return Path(home).expanduser() / sub
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join("~", ".cache")
+    return Path(cache).expanduser() / "srgrad" / sub
 
 
 def make_folder(folder, what: str = "the download") -> None:

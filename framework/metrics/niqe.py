@@ -155,3 +155,4 @@ def niqe(sr, hr=None, crop_border: int = 0, y_channel: bool = True) -> float:
 
 niqe.higher_is_better = False
 niqe.no_reference = True
+niqe.channels = "y"  # metrics.csv: niqe_y, whatever --rgb

@@ -47,7 +47,12 @@ def _images(sr, hr, crop_border: int, metric: str):
 
 
 def _distance(sr, hr, crop_border: int, metric: str, kind: str) -> float:
+    from ..nn.lpips import NETS
     a, b = _images(sr, hr, crop_border, metric)
+    side = NETS["vgg" if kind == "dists" else kind]["min_side"]
+    if min(a.shape[2:]) < side:
+        raise ValueError(f"{metric}: the image must be at least {side}x{side} after the border crop "
+                         f"(the network's pools), got {a.shape[2]}x{a.shape[3]}")
     net = _network(kind)
     with no_grad():
         d = net(a, b) if kind == "dists" else net(a, b, normalize=True)
@@ -73,3 +78,8 @@ def dists(sr, hr, crop_border: int = 0, y_channel: bool = True) -> float:
 
 
 lpips.higher_is_better = lpips_vgg.higher_is_better = dists.higher_is_better = False
+lpips.channels = lpips_vgg.channels = dists.channels = "rgb"  # metrics.csv: lpips_rgb, whatever --rgb
+# the files each needs in srgrad's model cache (engine/hub.py's AUXILIARY: the commands fetch them)
+lpips.weight_files = ("alexnet-owt-7be5be79.pth", "lpips_v0.1_alex.pth")
+lpips_vgg.weight_files = ("vgg16-397923af.pth", "lpips_v0.1_vgg.pth")
+dists.weight_files = ("vgg16-397923af.pth", "DISTS_weights.pt")

@@ -22,13 +22,20 @@ def call(layer: str, fn, *args):
         raise ValueError(f"{layer}: {e}") from None
 
 
-def weight_file(owner: str, given, env: str, url: str, keyword: str, kind: str) -> str:
+def weight_file(owner: str, given, env: str, url: str, keyword: str, kind: str, cached: str) -> str:
     """The path of a pretrained file: the keyword's value `given`, else the environment variable
-    `env`; else a FileNotFoundError naming where to download it (`url`) and how to point srgrad at it."""
+    `env`, else `cached` in srgrad's model cache ($SRGRAD_HOME/models: where the commands download
+    it, engine/hub.py's AUXILIARY); else a FileNotFoundError naming where to download it (`url`)
+    and how to point srgrad at it."""
+    from ..io.download import srgrad_home
     path = given if given is not None else os.environ.get(env)
+    if path is None and (srgrad_home("models") / cached).is_file():
+        path = os.fspath(srgrad_home("models") / cached)
     if path and os.path.isfile(path):
         return os.fspath(path)
     where = (f"{keyword}={os.fspath(path)!r} is not a file" if given is not None else
              f"{env}={path!r} is not a file" if path else f"no {kind} file given")
     raise FileNotFoundError(f"{owner}: {where}. Download {url}, then point srgrad at it: "
-                            f"`{keyword}: /path/to/{url.rsplit('/', 1)[1]}`, or {env}=/path/to/it")
+                            f"`{keyword}: /path/to/{url.rsplit('/', 1)[1]}`, or {env}=/path/to/it, "
+                            f"or save it as {srgrad_home('models') / cached} (srgrad-eval --metrics "
+                            f"and srgrad-train download it there)")

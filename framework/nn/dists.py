@@ -29,7 +29,7 @@ from ._util import weight_file
 from .lpips import NETS, _copy, _layer, copy_checked
 from .module import Module, Parameter, Sequential
 
-__all__ = ["DISTS", "DISTSLoss"]
+__all__ = ["DISTS", "DISTSLoss", "FILES"]
 
 _BACKBONE = "https://download.pytorch.org/models/vgg16-397923af.pth"
 _ALPHA_BETA = "https://github.com/dingkeyan93/DISTS/raw/master/DISTS_pytorch/weights.pt"
@@ -38,11 +38,15 @@ _CHANNELS = [3, 64, 128, 256, 512, 512]
 _MEAN, _STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
+FILES = ("vgg16-397923af.pth", "DISTS_weights.pt")  # their names in srgrad's model cache
+
+
 def _path(owner: str, given, kind: str) -> str:
     """The backbone or alpha-beta ("weights") file (module docstring)."""
     if kind == "backbone":
-        return weight_file(owner, given, "SRGRAD_DISTS_BACKBONE", _BACKBONE, "backbone_weights", kind)
-    return weight_file(owner, given, "SRGRAD_DISTS_WEIGHTS", _ALPHA_BETA, "weights", kind)
+        return weight_file(owner, given, "SRGRAD_DISTS_BACKBONE", _BACKBONE, "backbone_weights", kind,
+                           FILES[0])
+    return weight_file(owner, given, "SRGRAD_DISTS_WEIGHTS", _ALPHA_BETA, "weights", kind, FILES[1])
 
 
 class L2Pool(Module):
@@ -134,6 +138,11 @@ class DISTSLoss(Module):
         self.loss_weight = number("DISTSLoss", "loss_weight", loss_weight)
         self.reduction = choice("DISTSLoss", "reduction", reduction, ("mean", "sum"))
         self.dists = DISTS(weights=weights, backbone_weights=backbone_weights)
+
+    @staticmethod
+    def weight_files(kwargs: dict) -> tuple:
+        """The files srgrad's model cache must hold unless the spec names them (engine/hub.py)."""
+        return tuple(f for f, key in zip(FILES, ("backbone_weights", "weights")) if kwargs.get(key) is None)
 
     @classmethod
     def check_files(cls, kwargs: dict) -> None:

@@ -36,7 +36,7 @@ from .dropout import Dropout
 from .module import Module, Sequential
 from .pooling import MaxPool2d
 
-__all__ = ["LPIPS", "LPIPSLoss", "NETS"]
+__all__ = ["LPIPS", "LPIPSLoss", "NETS", "weight_files"]
 
 
 def _vgg_features(cfg):
@@ -59,11 +59,13 @@ NETS = {
                            ("conv", 192, 384, 3, 1, 1), ("relu",), ("conv", 384, 256, 3, 1, 1), ("relu",),
                            ("conv", 256, 256, 3, 1, 1), ("relu",)],
                  slices=[(0, 2), (2, 5), (5, 8), (8, 10), (10, 12)], channels=[64, 192, 384, 256, 256],
-                 backbone="alexnet-owt-7be5be79.pth", lin="alex.pth"),
+                 backbone="alexnet-owt-7be5be79.pth", lin="alex.pth", cached="lpips_v0.1_alex.pth",
+                 min_side=31),  # the second max pool's output is empty below 31 px
     "vgg": dict(features=_vgg_features([64, 64, "M", 128, 128, "M", 256, 256, 256, "M", 512, 512, 512, "M",
                                         512, 512, 512]),
                 slices=[(0, 4), (4, 9), (9, 16), (16, 23), (23, 30)], channels=[64, 128, 256, 512, 512],
-                backbone="vgg16-397923af.pth", lin="vgg.pth"),
+                backbone="vgg16-397923af.pth", lin="vgg.pth", cached="lpips_v0.1_vgg.pth",
+                min_side=16),  # four 2x2 pools before relu5_3
 }
 NETS["vgg16"] = NETS["vgg"]
 _TORCHVISION = "https://download.pytorch.org/models/"
@@ -77,7 +79,12 @@ def _path(owner: str, net: str, given, kind: str) -> str:
     spec = NETS[net]
     url = _TORCHVISION + spec["backbone"] if kind == "backbone" else _LPIPS + spec["lin"]
     keyword = "backbone_weights" if kind == "backbone" else "weights"
-    return weight_file(owner, given, env, url, keyword, kind)
+    return weight_file(owner, given, env, url, keyword, kind, weight_files(net)[kind == "weights"])
+
+
+def weight_files(net: str) -> tuple[str, str]:
+    """(backbone, linear layers): the names of `net`'s two files in srgrad's model cache."""
+    return NETS[net]["backbone"], NETS[net]["cached"]
 
 
 def _layer(spec):
@@ -203,6 +210,13 @@ class LPIPSLoss(Module):
         self.loss_weight = number("LPIPSLoss", "loss_weight", loss_weight)
         self.reduction = choice("LPIPSLoss", "reduction", reduction, ("mean", "sum"))
         self.lpips = LPIPS(net=net, weights=weights, backbone_weights=backbone_weights)
+
+    @staticmethod
+    def weight_files(kwargs: dict) -> tuple:
+        """The files srgrad's model cache must hold unless the spec names them (engine/hub.py)."""
+        net = kwargs.get("net", "vgg")
+        return tuple(f for f, key in zip(weight_files(net), ("backbone_weights", "weights"))
+                     if kwargs.get(key) is None)
 
     @classmethod
     def check_files(cls, kwargs: dict) -> None:

@@ -207,3 +207,52 @@ def test_prepare_a_dataset_by_name(server, monkeypatch, tmp_path):
             assert (tmp_path / "by_name" / sub / n).read_bytes() == (tmp_path / "by_folder" / sub / n).read_bytes()
     assert main(["--dataset", "Set6", "--output", str(tmp_path / "x")]) == 2
     assert main(["--dataset", "div2k", "--input", "y", "--output", str(tmp_path / "x")]) == 2
+
+
+def test_lpips_files_come_through_the_registry(server, monkeypatch, tmp_path, capsys):
+    """srgrad-eval --metrics lpips: the two files LPIPS reads are fetched into the model cache
+    (checked by sha256), once; a file whose hash differs is refused naming both hashes."""
+    import csv
+    import sys
+    from pathlib import Path
+
+    from framework.engine import hub
+    from framework.engine.cli import eval_main
+    from framework.engine.zoo import load_zoo
+    from framework.metrics.perceptual import _network
+    from framework.nn import init
+    from framework.registry import MODELS
+    from framework.weights import write_pth
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "scripts"))
+    import reference_metrics
+    load_zoo()
+    backbone, lin = reference_metrics.seeded_state("alex")
+    for name, state in (("alexnet-owt-7be5be79.pth", backbone), ("lpips_v0.1_alex.pth", lin)):
+        write_pth(tmp_path / name, state)
+        body = (tmp_path / name).read_bytes()
+        server.files["/" + name] = body
+        monkeypatch.setitem(hub.AUXILIARY, name, (server.url + "/" + name, hashlib.sha256(body).hexdigest()))
+    monkeypatch.delenv("SRGRAD_LPIPS_ALEX_BACKBONE", raising=False)
+    monkeypatch.delenv("SRGRAD_LPIPS_ALEX_WEIGHTS", raising=False)
+    _network.cache_clear()
+    init.manual_seed(0)
+    write_pth(tmp_path / "edsr.pth", {"params": MODELS.build({"type": "EDSR", "num_feat": 4, "num_block": 1,
+                                                               "scale": 2}).state_dict()})
+    (tmp_path / "hr").mkdir()
+    (tmp_path / "hr" / "a.png").write_bytes(_png(5, (40, 36)))
+    monkeypatch.chdir(tmp_path)
+    argv = ["--weights", "edsr.pth", "--input", "hr", "--metrics", "psnr", "lpips", "--no-save",
+            "--no-progress"]
+    assert eval_main(argv + ["--csv", "one.csv"]) == 0
+    assert sorted(server.requests) == ["/alexnet-owt-7be5be79.pth", "/lpips_v0.1_alex.pth"]
+    assert (hub.cache_dir() / "lpips_v0.1_alex.pth").read_bytes() == (tmp_path / "lpips_v0.1_alex.pth").read_bytes()
+    row = next(r for r in csv.DictReader(open("one.csv")) if r["image"] != "mean")
+    assert 0 < float(row["lpips_rgb"]) < 1 and "bicubic_lpips_rgb" in row and "psnr_y" in row
+    assert eval_main(argv + ["--csv", "two.csv"]) == 0
+    assert len(server.requests) == 2  # cached: not fetched again
+    (hub.cache_dir() / "lpips_v0.1_alex.pth").write_bytes(b"not the file")
+    _network.cache_clear()
+    capsys.readouterr()
+    assert eval_main(argv + ["--csv", "three.csv"]) == 1
+    assert "lpips_v0.1_alex.pth: its sha256 is" in capsys.readouterr().err
+    _network.cache_clear()

@@ -103,4 +103,6 @@ def test_lpips_metric_reads_the_environment(tmp_path, monkeypatch):
     # the pair is already 8-bit: the metric's quantisation keeps it
     assert lpips_metric(a, b) == pytest.approx(LPIPS_VALUES["alex"], rel=1e-4)
     assert not higher_is_better("lpips")
+    with pytest.raises(ValueError, match=r"lpips: the image must be at least 31x31 after the border crop"):
+        lpips_metric(a[:, :30], b[:, :30])
     _network.cache_clear()
