@@ -20,7 +20,8 @@ spandrel's ImageModelDescriptor states them for the models it loads, and more:
     parameters     the trainable values (sum of p.size over model.parameters()), in closed form
     pad_minimum    the side below which the model pads its input internally (Real-CUGAN: 32)
     activation     an upper bound on the values of the largest array one forward creates (an op's
-                   output), per pixel of the input as the model pads it (to a multiple of
+                   output; an op on a weight alone, as a spectral norm, makes one no larger than
+                   that weight, which `parameters` counts), per pixel of the input as the model pads it (to a multiple of
                    `pads_to`, at least `pad_minimum`; batch 1): `largest_activation(h, w)`, the
                    memory budget's figure
     channel_keys   the keywords that set in_channels and out_channels (what an error asks to

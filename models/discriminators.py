@@ -130,14 +130,15 @@ class UNetDiscriminatorSN(nn.Module):
     def card(spec: dict) -> Card:
         """conv0, three stride-2 convs, three convs after 2x upsamplings, conv7..conv9 (the
         spectral norm's weight_orig is the parameter; u and v are buffers): a logit per pixel.
-        With skip_connection the sides are multiples of 8."""
+        Three stride-2 convs need sides of at least 8; with skip_connection multiples of 8
+        (without, the output is the input's size rounded down to a multiple of 8)."""
         c, f = spec["num_in_ch"], spec["num_feat"]
         inner = [(f, 2 * f, 4), (2 * f, 4 * f, 4), (4 * f, 8 * f, 4), (8 * f, 4 * f, 3),
                  (4 * f, 2 * f, 3), (2 * f, f, 3), (f, f, 3), (f, f, 3)]
         params = conv(c, f) + sum(conv(a, b, k, bias=False) for a, b, k in inner) + conv(f, 1)
         multiple = 8 if spec["skip_connection"] else 1
-        return Card("discriminator", c, 1, 1, params, max(f, c), SizeRequirements(multiple, multiple),
-                    channel_keys=("num_in_ch",))
+        return Card("discriminator", c, 1, 1, params, max(f, c), SizeRequirements(8, multiple),
+                    channel_keys=("num_in_ch",), out_size=lambda h, w: (h // 8 * 8, w // 8 * 8))
 
     def forward(self, x):
         if self.skip_connection and x.ndim == 4 and (x.shape[2] % 8 or x.shape[3] % 8):
