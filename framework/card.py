@@ -47,7 +47,7 @@ from ._check import show
 from .registry import MODELS
 
 __all__ = ["Card", "SizeRequirements", "card", "image_card", "has_card", "full_spec", "preflight",
-           "SpecTooLarge", "conv", "linear", "norm", "ROLES", "memory_bytes"]
+           "SpecTooLarge", "short_count", "conv", "linear", "norm", "ROLES", "memory_bytes"]
 
 ROLES = ("SR", "restoration", "discriminator", "kernel estimator")
 
@@ -118,7 +118,7 @@ class Card:
         """One line for reports: role, scale, channels, parameters, size."""
         what = f"{self.role} x{self.scale}" if self.role in ("SR", "restoration") else self.role
         return (f"{what}, {self.in_channels} -> {self.out_channels} channels, "
-                f"{_count(self.parameters)} parameters, input {self.size}")
+                f"{short_count(self.parameters)} parameters, input {self.size}")
 
 
 BASICSR_CHANNELS = ("num_in_ch", "num_out_ch")
@@ -132,7 +132,8 @@ def image_card(scale, in_channels: int, out_channels: int, parameters: int, acti
                 int(parameters), int(activation), channel_keys=tuple(channel_keys), **kw)
 
 
-def _count(n: int) -> str:
+def short_count(n: int) -> str:
+    """16700000 -> '16.7M' (reports)."""
     for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
         if n >= div:
             return f"{n / div:.3g}{unit}"

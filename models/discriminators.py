@@ -18,7 +18,7 @@ from framework.check import choice, flag, int_arg
 from framework.registry import MODELS
 from framework.card import Card, SizeRequirements, conv, linear, norm
 
-__all__ = ["VGGStyleDiscriminator", "UNetDiscriminatorSN", "DISCRIMINATORS"]
+__all__ = ["VGGStyleDiscriminator", "UNetDiscriminatorSN"]
 
 
 def _lrelu(x):
@@ -158,5 +158,3 @@ class UNetDiscriminatorSN(nn.Module):
         out = _lrelu(self.conv8(out))
         return self.conv9(out)
 
-
-DISCRIMINATORS = ("VGGStyleDiscriminator", "UNetDiscriminatorSN")

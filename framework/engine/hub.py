@@ -23,6 +23,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from ..card import card, has_card, short_count
 from ..io.download import DownloadError, check_sha256, download, sha256_of
 
 __all__ = ["Published", "PUBLISHED", "get", "cache_dir", "fetch", "denoise_blend", "listing",
@@ -246,6 +247,8 @@ def listing() -> str:
     for key, entry in PUBLISHED.items():
         spec = entry.spec
         model = f"{spec['type']} x{spec['scale']}"
+        if has_card(spec["type"]):  # its size, from its card
+            model += f" ({short_count(card(spec).parameters)})"
         sha = entry.sha256[:16] + "..." if entry.sha256 else "unknown"
         cached = "yes" if (folder / entry.file).is_file() else \
             ("no" if entry.url else "by hand")

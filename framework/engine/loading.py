@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 
+from ..card import card, has_card
 from ..detect import DetectError, NoMatch, _same, budget, check, describe, identify, shapes_of
 from ..nn.module import BudgetError, parameter_budget
 from ..registry import MODELS
@@ -195,7 +196,8 @@ def _detect(state, source: str, known: dict, say):
             msg += "\npass --model TYPE --scale S (and --model-arg k=v) or --config CONFIG"
         raise CheckpointError(f"{source} carries no model spec and {msg}") from None
     how = f" (in {match.layout.name})" if match.layout is not None else ""
-    say(f"detected {describe(match.spec)} from the keys and shapes of {source}{how}")
+    facts = f": {card(match.spec).summary()}" if has_card(match.spec["type"]) else ""
+    say(f"detected {describe(match.spec)} from the keys and shapes of {source}{how}{facts}")
     for note in match.notes:
         say(f"assumed {note} ({_flag(note.split('=', 1)[0], 'VALUE')} changes it)")
     return match
