@@ -189,6 +189,10 @@ def card(spec: dict) -> Card:
     return MODELS.get(spec["type"]).card(full_spec(spec))
 
 
+# what a card raises for keywords its model's constructor refuses (wrong types, zero widths...)
+_INVALID = (KeyError, ValueError, TypeError, ArithmeticError, LookupError, AttributeError)
+
+
 class SpecTooLarge(ValueError):
     """A spec whose weights or activations cannot fit in memory, refused before building it."""
 
@@ -205,25 +209,30 @@ def _gib(n: float) -> str:
     return f"{n / 2 ** 30:.3g} GiB"
 
 
+# A model trains with its weights, their gradients and Adam's two moments: four float32 copies.
+COPIES = 4
+
+
 def _needs(c: Card) -> tuple[int, int]:
-    """(bytes of the float32 weights, bytes of the largest float32 activation of the smallest
-    input the model runs)."""
+    """(bytes of the float32 weights times COPIES, bytes of the largest float32 activation of the
+    smallest input the model runs)."""
     side = max(c.size.minimum, c.size.multiple_of)
-    return 4 * c.parameters, 4 * c.largest_activation(side, side)
+    return 4 * COPIES * c.parameters, 4 * c.largest_activation(side, side)
 
 
 def preflight(spec: dict, limit: int | None = None, memory: int | None = None) -> Card | None:
     """Refuse a spec too large to build, before anything is allocated: SpecTooLarge (one line,
     naming the keyword that makes it so) when its card's parameters exceed `limit` values (a
-    weights file's budget) or its float32 weights, or the largest activation of its smallest
-    input, exceed `memory` bytes (default: the machine's). The Card when it fits; None when the
+    weights file's budget), or when its float32 weights in training (COPIES of them: weights,
+    gradients, Adam's moments) or the largest activation of its smallest input exceed `memory`
+    bytes (default: the machine's physical memory). The Card when it fits; None when the
     model has no card or its keywords are not valid (its constructor then says why)."""
+    memory = memory_bytes() if memory is None else memory
     try:
         c = card(spec)
-    except (KeyError, ValueError, TypeError, ArithmeticError, LookupError, AttributeError):
+        why = _too_large(c, limit, memory)
+    except _INVALID:  # keywords the constructor refuses (it says why)
         return None
-    memory = memory_bytes() if memory is None else memory
-    why = _too_large(c, limit, memory)
     if why is None:
         return c
     name = spec["type"]
@@ -237,8 +246,8 @@ def _too_large(c: Card, limit, memory) -> str | None:
     if limit is not None and c.parameters > limit:
         return f"{c.parameters:.4g} parameters, more than the {limit:.4g} values its weights allow"
     if memory and weights > memory:
-        return (f"{c.parameters:.4g} parameters need {_gib(weights)} as float32, more than this "
-                f"machine's {_gib(memory)} of memory")
+        return (f"{c.parameters:.4g} parameters need {_gib(weights)} to train as float32 (weights, "
+                f"gradients, Adam's moments), more than this machine's {_gib(memory)} of memory")
     if memory and act > memory:
         return (f"its largest activation ({c.activation:.4g} values per input pixel) needs "
                 f"{_gib(act)} even for its smallest input, more than this machine's "
@@ -247,17 +256,24 @@ def _too_large(c: Card, limit, memory) -> str | None:
 
 
 def _culprit(spec: dict, limit, memory) -> str:
-    """The given keywords which, each put back to its default, bring the spec within bounds, as
-    `key=value` (the one to change)."""
-    defaults = {k: v for k, v in full_spec({"type": spec["type"]}).items()}
+    """The given keywords which, each put back to its default (a required number: to a small
+    one), bring the spec within bounds, as `key=value` (the ones to change)."""
+    defaults = full_spec({"type": spec["type"]})
     found = []
     for key, value in spec.items():
-        if key == "type" or key not in defaults or defaults[key] == value:
+        if key == "type" or isinstance(value, bool) or defaults.get(key, None) == value:
             continue
-        try:
-            c = card({**spec, key: defaults[key]})
-        except (KeyError, ValueError, TypeError, ArithmeticError, LookupError, AttributeError):
-            continue
-        if _too_large(c, limit, memory) is None:
-            found.append(f"{key}={show(value)}")
+        tries = [defaults[key]] if key in defaults else \
+            [1, 4, 16, 64] if isinstance(value, (int, float)) else []
+        for small in tries:
+            try:
+                fits = _too_large(card({**spec, key: small}), limit, memory) is None
+            except _INVALID:
+                continue
+            if fits:
+                found.append(f"{key}={show(value)}")
+                break
     return ", ".join(found)
+
+
+MODELS.preflight = preflight  # every MODELS.build refuses a spec too large for this machine first

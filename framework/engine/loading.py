@@ -17,7 +17,7 @@ import sys
 
 import numpy as np
 
-from ..card import card, has_card
+from ..card import SpecTooLarge, card, has_card, preflight
 from ..detect import DetectError, NoMatch, _same, budget, check, describe, identify, shapes_of
 from ..nn.module import BudgetError, parameter_budget
 from ..registry import MODELS
@@ -34,11 +34,13 @@ def build_model(spec: dict, scale: int | None = None, limit: int | None = None):
     if scale is not None:
         spec.setdefault("scale", scale)
     try:
+        if limit is not None:  # the card's count, before anything is allocated
+            preflight(spec, limit)
         if limit is None:
             return MODELS.build(spec)
         with parameter_budget(limit, f"the model {describe(spec)}"):
             return MODELS.build(spec)
-    except BudgetError as exc:
+    except (BudgetError, SpecTooLarge) as exc:
         raise CheckpointError(str(exc)) from None
     except KeyError as exc:  # an unregistered model or layer (e.g. EDSR's block: spec)
         raise ValueError(f"{exc.args[0]} (a custom model or layer? pass --config with its "

@@ -20,7 +20,7 @@ import os
 
 from .._check import did_you_mean
 from ..io.config import ConfigError, apply_override, import_modules, parse_yaml, read_yaml, show
-from ..card import card
+from ..card import SpecTooLarge, card, preflight
 from ..registry import (BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OPTIMIZERS, RECIPES,
                         SCHEDULERS)
 from .fields import REQUIRED as _REQUIRED
@@ -353,6 +353,7 @@ def _cross_checks(cfg, source, errors):
             errors.append(f"{_where(source, path + '.scale')}: {show(block['scale'])} disagrees with "
                           f"the top-level scale {scale}")
     _check_channels(cfg, source, errors)
+    _check_size(cfg, source, errors)
     _check_dataset_protocol(cfg, source, errors)
     _check_training(cfg, source, errors)
     lr = cfg["train"]["optimizer"].get("lr")
@@ -423,6 +424,17 @@ def _check_dataset_protocol(cfg, source, errors):
                 f"resumes exactly); a torch-style __getitem__ returning (lq, gt) is not enough. "
                 f"Add to the class: def get(self, index, rng=None): lq, gt = self[index]; return "
                 f"{{'lq': lq, 'gt': gt, 'name': str(index)}} (and draw any randomness from rng)")
+
+
+def _check_size(cfg, source, errors):
+    """A model too large for this machine (its card's parameters or largest activation) is a
+    config error, before the run starts or anything is allocated (framework/card.py preflight)."""
+    for key in ("model", "model_d"):
+        if isinstance(cfg.get(key), dict) and "type" in cfg[key]:
+            try:
+                preflight({"scale": cfg["scale"], **cfg[key]} if key == "model" else cfg[key])
+            except SpecTooLarge as exc:
+                errors.append(f"{_where(source, key)}: {exc}")
 
 
 def _check_channels(cfg, source, errors):
