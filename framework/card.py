@@ -13,23 +13,23 @@ spandrel's ImageModelDescriptor states them for the models it loads, and more:
     scale          output pixels per input pixel along each side (an int; KernelGAN's generator:
                    a Fraction, 1/2)
     size           SizeRequirements (spandrel's): the input the forward accepts (minimum side,
-                   multiple of, square); `pads_to` the multiple the model pads its input to
-                   internally (a window, SAFMN's 8): tiles of that multiple waste nothing
+                   multiple of, square; srgrad's maximum)
+    pads_to        the multiple the model pads its input to inside (a window, SAFMN's 8): a tile
+                   of that multiple wastes nothing; pad_minimum the side below which it pads
+                   (Real-CUGAN: 32)
     fixed_onnx     None when one ONNX graph serves every input size (export --dynamic), else why
                    the graph holds for the traced size only
     parameters     the trainable values (sum of p.size over model.parameters()), in closed form
-    pad_minimum    the side below which the model pads its input internally (Real-CUGAN: 32)
-    activation     an upper bound on the values of the largest array one forward creates (an op's
-                   output; an op on a weight alone, as a spectral norm, makes one no larger than
-                   that weight, which `parameters` counts), per pixel of the input as the model pads it (to a multiple of
-                   `pads_to`, at least `pad_minimum`; batch 1): `largest_activation(h, w)`, the
-                   memory budget's figure
+    activation     an upper bound on the values of the largest array a forward creates (an op's
+                   output; an op on a weight alone, a spectral norm, makes one no larger than that
+                   weight, which `parameters` counts) per pixel of the input as the model pads it
+                   (batch 1): `largest_activation(h, w)`, the memory budget's figure
     channel_keys   the keywords that set in_channels and out_channels (what an error asks to
                    change; () for a model fixed to RGB)
     out_size       (h, w) -> the output's (H, W), or () for one value per image; None: (h s, w s)
 
-Who reads it: inference and tiling (channels, scale), srgrad-eval and -export (the channels of the
-test input), the config schema (`color: y` needs a 1-channel model), detection's report, the hub,
+Who reads it: inference (the channels a model is fed), srgrad-eval and -export (the channels of
+the test input), the config schema (`color: y` needs a 1-channel model), detection's report, the hub,
 `preflight` (a spec whose parameters or activations cannot fit in memory is refused in one line,
 naming the keyword, before anything is allocated) and the tests (tests/models/test_cards.py checks
 every model's card against the built model).

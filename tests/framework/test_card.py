@@ -127,3 +127,17 @@ def test_srgrad_export_refuses_an_oversized_model_arg_in_one_line(machine, tmp_p
                  "--model-arg", "dim=1000000", "--model-arg", "n_blocks=1"]) == 1
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "dim=1000000" in err and "refused before building" in err
+
+
+def test_the_check_before_building_leaves_the_init_stream_alone(monkeypatch):
+    """EDSR's card builds one instance of a custom `block` to count it: on a scratch generator,
+    so MODELS.build gives the weights it gave without the check."""
+    import numpy as np
+    from framework.nn import init
+    spec = {"type": "EDSR", "scale": 2, "num_feat": 8, "num_block": 1, "block": {"type": "PReLU"}}
+    init.manual_seed(0)
+    checked = MODELS.build(spec)
+    monkeypatch.setattr(MODELS, "preflight", None)
+    init.manual_seed(0)
+    plain = MODELS.build(spec)
+    assert all(np.array_equal(a.data, b.data) for a, b in zip(checked.parameters(), plain.parameters()))

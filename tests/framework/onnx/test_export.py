@@ -25,7 +25,6 @@ from ._util import Lambda, check, image, op_types, ort_run, require_onnx, srgrad
 
 require_onnx()
 
-CLASSIC = ("SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet")
 # One small spec per image model (its card's role SR or restoration: not the discriminators and
 # KernelGAN's networks); a card's fixed_onnx marks a graph that holds for one input size (their
 # own tests, tests/framework/onnx/test_<name>.py, check the refusal of dynamic axes and the
@@ -46,12 +45,7 @@ def test_every_model_one_dynamic_graph_two_sizes(tmp_path, name):
     model = MODELS.build(spec)
     scale = card(spec).scale
     path = tmp_path / f"{name}.onnx"
-    try:
-        report = export(model, image(1, 3, 8, 8), path, dynamic=True)
-    except ConversionError as exc:
-        if name in CLASSIC or "no ONNX converter" not in str(exc):
-            raise
-        pytest.skip(f"{name}: {exc}")
+    report = export(model, image(1, 3, 8, 8), path, dynamic=True)  # every op has a converter
     assert report.dynamic and report.input_shape == ["batch", 3, "height", "width"]
     for x in (image(1, 3, 7, 9, seed=1), image(2, 3, 12, 5, seed=2)):
         got, want = ort_run(path, x)[0], srgrad_run(model, x)[0]
