@@ -9,7 +9,7 @@ in another repository's key layout lists them as `layouts` (a tuple of `Layout`:
 the model's own keys, BasicSR's, plus the keywords that layout's structure implies); the rule then
 also runs on the mapped keys. This module only tries the rules, then confirms every candidate by
 building it (a scratch RNG, so the caller's init stream is untouched, and within a parameter budget
-of the file's size) and comparing its state_dict with the (mapped) checkpoint's: the same key set
+of the file's size, which the model's card counts before anything is allocated: framework/card.py) and comparing its state_dict with the (mapped) checkpoint's: the same key set
 and every shape. A new model adds a `detect` staticmethod (and `layouts`) and nothing here.
 
     from framework.detect import detect, identify

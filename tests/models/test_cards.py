@@ -27,8 +27,9 @@ def _id(spec):
 
 
 def test_every_registered_model_has_a_card_and_card_cases():
-    """A new model cannot skip the card test: it needs a card and a case."""
-    names = MODELS.names()
+    """A new model of models/ cannot skip the card test: it needs a card and a case (models
+    another test registers for itself are not srgrad's)."""
+    names = [n for n in MODELS.names() if MODELS.get(n).__module__.startswith("models.")]
     assert [n for n in names if not has_card(n)] == []
     assert sorted({spec["type"] for spec in CASES}) == names
 
