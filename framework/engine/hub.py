@@ -23,7 +23,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..card import card, has_card, short_count
 from ..io.download import DownloadError, check_sha256, download, sha256_of
 
 __all__ = ["Published", "PUBLISHED", "get", "cache_dir", "fetch", "denoise_blend", "listing",
@@ -241,7 +240,8 @@ def denoise_blend(state: dict, partner: dict, strength: float) -> dict:
 
 
 def listing() -> str:
-    """The registry as srgrad-infer --list-models prints it."""
+    """The registry as srgrad-infer --list-models prints it (each model's size from its card)."""
+    from ..card import card, has_card, short_count
     folder = cache_dir()
     rows = [("name", "model", "sha256", "cached"), ("", "", "", "")]
     for key, entry in PUBLISHED.items():
