@@ -28,6 +28,7 @@ from .random import manual_seed
 from .weights import load, save
 from .threads import get_num_threads, set_num_threads
 from . import nn, optim, data
+from . import card  # models' cards; MODELS.build checks a spec's size with them first
 
 __version__ = "0.1.0"
 

@@ -9,7 +9,7 @@ in another repository's key layout lists them as `layouts` (a tuple of `Layout`:
 the model's own keys, BasicSR's, plus the keywords that layout's structure implies); the rule then
 also runs on the mapped keys. This module only tries the rules, then confirms every candidate by
 building it (a scratch RNG, so the caller's init stream is untouched, and within a parameter budget
-of the file's size) and comparing its state_dict with the (mapped) checkpoint's: the same key set
+of the file's size, which the model's card counts before anything is allocated: framework/card.py) and comparing its state_dict with the (mapped) checkpoint's: the same key set
 and every shape. A new model adds a `detect` staticmethod (and `layouts`) and nothing here.
 
     from framework.detect import detect, identify
@@ -41,6 +41,7 @@ import re
 from dataclasses import dataclass, field
 
 from ._check import show
+from .card import SpecTooLarge, preflight
 from .nn.module import BudgetError, parameter_budget
 from .random import fork_rng
 from .registry import MODELS
@@ -302,8 +303,9 @@ def _try(name: str, cls, shapes: dict, known: dict, layout: Layout | None, state
         # building draws init weights: not from the caller's stream; a model much bigger than the
         # file cannot fit it, so it is refused before its memory is touched
         with fork_rng(), parameter_budget(budget(shapes), describe(spec)):
+            preflight(probe, budget(shapes))  # the card's count, before anything is allocated
             model = MODELS.build(probe)
-    except BudgetError as err:
+    except (BudgetError, SpecTooLarge) as err:
         raise NoMatch(str(err)) from None
     except (ValueError, TypeError) as err:
         raise NoMatch(f"{describe(spec)} does not build: {err}") from None

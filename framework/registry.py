@@ -20,6 +20,10 @@ class Registry:
     def __init__(self, kind: str):
         self.kind = kind
         self._items: dict[str, object] = {}
+        # callable(spec) run by build() before the constructor, raising to refuse the spec (MODELS:
+        # framework/card.py's preflight, which refuses a model too large to fit in memory before
+        # any of it is allocated)
+        self.preflight = None
 
     def register(self, name: str | None = None, obj=None):
         if obj is not None or (name is not None and not isinstance(name, str)):
@@ -55,7 +59,10 @@ class Registry:
         if not isinstance(spec, dict) or "type" not in spec:
             raise ValueError(f"{self.kind} spec must be a mapping with a 'type' key, got {show(spec)}")
         kwargs = {k: v for k, v in spec.items() if k != "type"}
-        return self.get(spec["type"])(**{**extra, **kwargs})
+        target = self.get(spec["type"])
+        if self.preflight is not None:
+            self.preflight({"type": spec["type"], **extra, **kwargs})
+        return target(**{**extra, **kwargs})
 
     def check(self, spec, *, injected=(), shared=(), nested=None) -> list[tuple[str, str]]:
         """Problems with `spec` as (dotted key below the spec, message) pairs; [] when it is fine.

@@ -2,8 +2,9 @@
 rule that recognises its checkpoints (run by framework/detect.py). The GAN discriminators
 (models/discriminators.py) register in MODELS too, as BasicSR's ARCH_REGISTRY holds both, and so do
 KernelGAN's two networks (models/kernelgan.py: a kernel estimator's downscaler and its discriminator);
-`__all__` lists the generators (the models that upscale and that detect() knows), `DISCRIMINATORS`
-the names of the GAN discriminators, `NON_UPSCALING` every registered name that is not an upscaler."""
+`__all__` lists the generators (the models that upscale and that detect() knows). Each model's
+facts (channels, scale, role, size requirements, parameters) are its card (framework/card.py:
+`card(spec)`, the staticmethod beside its detect rule), not lists of names here."""
 from .srcnn import SRCNN
 from .fsrcnn import FSRCNN
 from .espcn import ESPCN
@@ -25,10 +26,8 @@ from .realcugan import RealCUGAN
 from .safmn import SAFMN
 from .omnisr import OmniSR
 from .zssr import ZSSRNet
-from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
+from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
-
-NON_UPSCALING = DISCRIMINATORS + ("KernelGANGenerator", "KernelGANDiscriminator")
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",

@@ -14,6 +14,7 @@ from framework.nn.conv import conv_act
 from framework.check import int_arg, is_number, number
 from framework.nn import init
 
+from framework.card import conv
 from framework.detect import NoMatch, indices, need
 
 
@@ -176,6 +177,13 @@ class PixelShuffleUpsampler(nn.Sequential):
             for _ in range(scale.bit_length() - 1):
                 layers += [nn.Conv2d(num_feat, 4 * num_feat, 3, padding=1), nn.PixelShuffle(2)]
         super().__init__(*layers)
+
+    @staticmethod
+    def parameters(scale: int, num_feat: int) -> int:
+        """Its parameters (for the models' cards): one 9F conv at x3, one 4F conv per x2 stage."""
+        if scale == 3:
+            return conv(num_feat, 9 * num_feat)
+        return (scale.bit_length() - 1) * conv(num_feat, 4 * num_feat)
 
     @staticmethod
     def detect_scale(shapes: dict, prefix: str, num_feat: int) -> int:

@@ -36,10 +36,11 @@ from framework.detect import Assumed, NoMatch, count, need
 from framework.functional.attention import relative_position_index, shift_mask
 from framework.nn.module import claim
 from framework.registry import MODELS
+from framework.card import conv, linear, norm
 
 from ._blocks import PixelShuffleUpsampler, drop_rates, trunc_normal_linears, upsampler_scale
 from .swin2sr import _l2_normalize
-from .swinir import UpsampleOneStep, _resi_conv
+from .swinir import UpsampleOneStep, _resi_conv, reconstruction, resi_parameters, swin_card
 
 _NUM_FEAT = 64
 _RGB_MEAN = (0.4488, 0.4371, 0.4040)
@@ -512,3 +513,30 @@ class DAT(nn.Module):
                                      f"(split_size {self.split_size}){hint}; build the model with "
                                      f"the file's split_size (and img_size)")
         return super().load_state_dict(state_dict, strict)
+
+    @staticmethod
+    def card(spec: dict):
+        """conv_first, the token norm, residual groups of DATBs (spatial blocks: qkv, proj, two
+        dynamic position-bias MLPs of embed_dim // 32 features; channel blocks: qkv, proj, the
+        temperatures; both: the interactions (a depthwise conv and two small convs with batch
+        norms), the SGFN, two norms) with their conv, the reconstruction. The attention pads to
+        the split windows inside; the channel attention's (heads, d, d) map does not grow with
+        the image."""
+        c, heads, (hs, ws) = spec["embed_dim"], list(spec["num_heads"]), spec["split_size"]
+        hidden = int(c * spec["expansion_factor"])
+        pd, g = c // 32, hidden // 2
+        pos = linear(2, pd) + 2 * (norm(pd) + linear(pd, pd)) + norm(pd)
+        inter = (conv(c, c, 3, groups=c) + norm(c) + conv(c, c // 8, 1) + norm(c // 8)
+                 + conv(c // 8, c, 1) + conv(c, c // 16, 1) + norm(c // 16) + conv(c // 16, 1, 1))
+        common = 2 * norm(c) + linear(c, 3 * c, spec["qkv_bias"]) + linear(c, c) + inter + (
+            linear(c, hidden) + norm(g) + conv(g, g, 3, groups=g) + linear(g, c))
+        resi = resi_parameters(c, spec["resi_connection"])
+        params = conv(spec["in_chans"], c) + 2 * norm(c) + resi
+        for d, h in zip(spec["depth"], heads):
+            spatial = common + 2 * (pos + linear(pd, h // 2))
+            params += (d + 1) // 2 * spatial + d // 2 * (common + h) + resi
+        up, up_act = reconstruction(spec)
+        multiple = math.lcm(hs, ws)
+        act = max([h // 2 * hs * ws for h in heads] + [3 * c, hidden, up_act,
+                   -(-c * c // (min(heads) * multiple * multiple))])
+        return swin_card(spec, params + up, act, multiple)

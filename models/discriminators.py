@@ -16,8 +16,9 @@ import framework.functional as F
 from framework import nn
 from framework.check import choice, flag, int_arg
 from framework.registry import MODELS
+from framework.card import Card, SizeRequirements, conv, linear, norm
 
-__all__ = ["VGGStyleDiscriminator", "UNetDiscriminatorSN", "DISCRIMINATORS"]
+__all__ = ["VGGStyleDiscriminator", "UNetDiscriminatorSN"]
 
 
 def _lrelu(x):
@@ -61,6 +62,19 @@ class VGGStyleDiscriminator(nn.Module):
             setattr(self, f"bn{i}_1", nn.BatchNorm2d(cout, affine=True))
         self.linear1 = nn.Linear(num_feat * 8 * 4 * 4, 100)
         self.linear2 = nn.Linear(100, 1)
+
+    @staticmethod
+    def card(spec: dict) -> Card:
+        """Strided convs with batch norm (no biases after the first) down to 4x4, two linears:
+        one logit per image of exactly input_size x input_size."""
+        c, f, s = spec["num_in_ch"], spec["num_feat"], spec["input_size"]
+        feats = [f, 2 * f, 4 * f, 8 * f, 8 * f] + ([8 * f] if s == 256 else [])
+        params = conv(c, f) + conv(f, f, 4, bias=False) + norm(f) + sum(
+            conv(a, b, bias=False) + conv(b, b, 4, bias=False) + 2 * norm(b)
+            for a, b in zip(feats, feats[1:])) + linear(8 * f * 16, 100) + linear(100, 1)
+        return Card("discriminator", c, 1, 1, params, max(f, c),
+                    SizeRequirements(s, s, True, s), channel_keys=("num_in_ch",),
+                    out_size=lambda h, w: ())
 
     def forward(self, x):
         s = self.input_size
@@ -112,6 +126,20 @@ class UNetDiscriminatorSN(nn.Module):
         self.conv8 = sn(nn.Conv2d(f, f, 3, 1, 1, bias=False))
         self.conv9 = nn.Conv2d(f, 1, 3, 1, 1)
 
+    @staticmethod
+    def card(spec: dict) -> Card:
+        """conv0, three stride-2 convs, three convs after 2x upsamplings, conv7..conv9 (the
+        spectral norm's weight_orig is the parameter; u and v are buffers): a logit per pixel.
+        Three stride-2 convs need sides of at least 8; with skip_connection multiples of 8
+        (without, the output is the input's size rounded down to a multiple of 8)."""
+        c, f = spec["num_in_ch"], spec["num_feat"]
+        inner = [(f, 2 * f, 4), (2 * f, 4 * f, 4), (4 * f, 8 * f, 4), (8 * f, 4 * f, 3),
+                 (4 * f, 2 * f, 3), (2 * f, f, 3), (f, f, 3), (f, f, 3)]
+        params = conv(c, f) + sum(conv(a, b, k, bias=False) for a, b, k in inner) + conv(f, 1)
+        multiple = 8 if spec["skip_connection"] else 1
+        return Card("discriminator", c, 1, 1, params, max(f, c), SizeRequirements(8, multiple),
+                    channel_keys=("num_in_ch",), out_size=lambda h, w: (h // 8 * 8, w // 8 * 8))
+
     def forward(self, x):
         if self.skip_connection and x.ndim == 4 and (x.shape[2] % 8 or x.shape[3] % 8):
             raise ValueError(f"UNetDiscriminatorSN: with skip_connection the input height and width "
@@ -130,5 +158,3 @@ class UNetDiscriminatorSN(nn.Module):
         out = _lrelu(self.conv8(out))
         return self.conv9(out)
 
-
-DISCRIMINATORS = ("VGGStyleDiscriminator", "UNetDiscriminatorSN")

@@ -12,6 +12,8 @@ from framework import nn
 from framework.check import int_arg, number
 from framework.detect import Assumed, Layout, count, need
 from framework.registry import LAYERS, MODELS
+from framework.card import conv, image_card
+from framework.random import fork_rng
 
 from ._blocks import (PixelShuffleUpsampler, ResidualBlockNoBN, channel_mean, mean_shift_values,
                       upsampler_scale)
@@ -114,3 +116,17 @@ class EDSR(nn.Module):
                 "num_feat": feat, "num_block": count(shapes, "body", ".conv1.weight"),
                 "res_scale": res_scale,
                 "scale": PixelShuffleUpsampler.detect_scale(shapes, "upsample", feat)}
+
+    @staticmethod
+    def card(spec: dict):
+        """conv_first, num_block residual blocks (two convs each, plus a custom `block`'s
+        parameters: one instance of it, a user's layer, is built to count them), conv_after_body, the
+        pixel-shuffle upsampler, conv_last at the HR size."""
+        s, cin, cout, f, n = (spec[k] for k in ("scale", "num_in_ch", "num_out_ch", "num_feat",
+                                                "num_block"))
+        with fork_rng():  # a scratch generator: the caller's init stream stays as it was
+            extra = EDSR._build_extra(spec["block"])
+        per_block = 2 * conv(f, f) + (extra.num_parameters() if extra is not None else 0)
+        params = (conv(cin, f) + n * per_block + conv(f, f) + PixelShuffleUpsampler.parameters(s, f)
+                  + conv(f, cout))
+        return image_card(s, cin, cout, params, max(f, cin, cout) * s * s)

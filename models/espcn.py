@@ -8,6 +8,7 @@ from __future__ import annotations
 from framework import nn
 from framework.check import int_arg, int_list
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from framework.detect import need, split_shuffle
 
@@ -49,3 +50,10 @@ class ESPCN(nn.Module):
         num_out_ch, scale = split_shuffle(last, cin, known, "ESPCN")
         return {"scale": scale, "num_in_ch": cin, "num_out_ch": num_out_ch,
                 "num_feat": [f1, need(shapes, "first_part.2.weight", 4)[0]]}
+
+    @staticmethod
+    def card(spec: dict):
+        """Three convs at the LR size, the last to num_out_ch scale^2 channels."""
+        s, cin, cout, (f1, f2) = spec["scale"], spec["num_in_ch"], spec["num_out_ch"], spec["num_feat"]
+        return image_card(s, cin, cout, conv(cin, f1, 5) + conv(f1, f2, 3) + conv(f2, cout * s * s, 3),
+                          max(f1, f2, cin, cout * s * s))

@@ -8,6 +8,7 @@ from __future__ import annotations
 from framework import nn
 from framework.check import int_arg
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from framework.detect import NoMatch, Unknown, indices, need
 
@@ -57,3 +58,11 @@ class FSRCNN(nn.Module):
         return {"scale": Unknown(1, "the transposed conv's stride has no weight"), "num_in_ch": cin,
                 "num_out_ch": need(shapes, "last_part.weight", 4)[1], "d": d,
                 "s": need(shapes, "mid_part.0.weight", 4)[0], "m": len(mid) - 2}
+
+    @staticmethod
+    def card(spec: dict):
+        """Convs and PReLUs (one slope per channel) at the LR size, a 9x9 transposed conv."""
+        s, cin, cout, d, sh, m = (spec[k] for k in ("scale", "num_in_ch", "num_out_ch", "d", "s", "m"))
+        params = (conv(cin, d, 5) + d + conv(d, sh, 1) + sh + m * (conv(sh, sh, 3) + sh)
+                  + conv(sh, d, 1) + d + conv(d, cout, 9))
+        return image_card(s, cin, cout, params, max(d, cin, cout * s * s))

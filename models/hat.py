@@ -37,12 +37,13 @@ from framework.functional.attention import relative_position_index, shift_mask
 from framework.functional.windows import overlap_position_index, overlap_windows
 from framework.nn import init
 from framework.registry import MODELS
+from framework.card import conv, linear, norm
 
 from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_normal_linears,
                       upsampler_scale)
 from framework.detect import NoMatch, count, need
 from .rcan import ChannelAttention
-from .swinir import Mlp, PatchEmbed, PatchUnEmbed, WindowAttention, token_stem
+from .swinir import Mlp, PatchEmbed, PatchUnEmbed, WindowAttention, swin_card, swin_parts, token_stem
 
 _RGB_MEAN = (0.4488, 0.4371, 0.4040)
 _NICE_RATIOS = (0.5, 0, 1, 0.25, 0.75, 0.1, 0.2, 0.3, 0.4, 0.6, 0.7, 0.8, 0.9)
@@ -393,3 +394,27 @@ class HAT(nn.Module):
                 "patch_norm": "patch_embed.norm.weight" in shapes, "scale": scale,
                 "resi_connection": "1conv" if "conv_after_body.weight" in shapes else "identity",
                 "num_feat": num_feat}
+
+    @staticmethod
+    def card(spec: dict):
+        """conv_first, RHAGs (HABs: two norms, the window's bias table, qkv, proj, a CAB, the MLP;
+        an OCAB with its (w + o - 1)^2-row table; the group's conv), the reconstruction. The
+        largest arrays: the OCAB's attention, heads x o^2 per pixel (o the neighbourhood), or its
+        unfolded keys and values."""
+        c, heads, w, s = spec["embed_dim"], list(spec["num_heads"]), spec["window_size"], spec["scale"]
+        o = w + int(spec["overlap_ratio"] * w)
+        hidden, f = int(c * spec["mlp_ratio"]), spec["num_feat"]
+        mid, sq = int(c // spec["compress_ratio"]), int(c // spec["squeeze_factor"])
+        qkv = linear(c, 3 * c, spec["qkv_bias"]) + linear(c, c)
+        mlp = linear(c, hidden) + linear(hidden, c)
+        cab = conv(c, mid) + conv(mid, c) + conv(c, sq, 1) + conv(sq, c, 1)
+        ocab = [(w + o - 1) ** 2 * h + 2 * norm(c) + qkv + mlp for h in heads]
+
+        def block(i):
+            return 2 * norm(c) + (2 * w - 1) ** 2 * heads[i] + qkv + cab + mlp
+        groups = sum(ocab[i] for i, d in enumerate(spec["depths"]))
+        up = (conv(c, f) + (PixelShuffleUpsampler.parameters(s, f) if s > 1 else 0)
+              + conv(f, spec["in_chans"]))
+        act = max([h * o * o for h in heads] + [-(-3 * c * o * o // (w * w)), 3 * c, hidden,
+                                                max(f, spec["in_chans"]) * s * s])
+        return swin_card(spec, swin_parts(spec, block) + groups + up, act, w)

@@ -21,6 +21,8 @@ Registered in MODELS (as BasicSR registers discriminators); they do not upscale,
 """
 from __future__ import annotations
 
+from fractions import Fraction
+
 import numpy as np
 
 import framework.functional as F
@@ -28,6 +30,7 @@ from framework import nn
 from framework.check import int_arg, int_list, number
 from framework.nn import init
 from framework.registry import MODELS
+from framework.card import Card, SizeRequirements, conv, norm
 
 __all__ = ["KernelGANGenerator", "KernelGANDiscriminator"]
 
@@ -63,6 +66,22 @@ class KernelGANGenerator(nn.Module):
         self.final_layer = nn.Conv2d(chan, 1, struct[-1], stride=self.stride, bias=False)
         for p in self.parameters():
             init.xavier_normal_(p, 0.1)
+
+    @staticmethod
+    def card(spec: dict) -> Card:
+        """Convolutions without biases 1 -> G_chan -> ... -> 1, run on each plane alone (so any
+        channel count; the card says 1): the output keeps the valid positions of one k x k
+        correlation, subsampled by the stride. Its kernel is computed on a (2k - 1)^2 delta with
+        G_chan channels whatever the input size: per pixel of an input of at least k x k, at most
+        G_chan (2k - 1)^2 / k^2 values."""
+        struct, chan = list(spec["G_structure"]), spec["G_chan"]
+        stride = round(1 / spec["scale_factor"])
+        k = sum(struct) - len(struct) + 1
+        params = conv(1, chan, struct[0], bias=False) + sum(
+            conv(chan, chan, n, bias=False) for n in struct[1:-1]) + conv(chan, 1, struct[-1], bias=False)
+        return Card("kernel estimator", 1, 1, Fraction(1, stride), params,
+                    -(-chan * (2 * k - 1) ** 2 // (k * k)) + 1, SizeRequirements(k),
+                    out_size=lambda h, w: ((h - k) // stride + 1, (w - k) // stride + 1))
 
     def layers(self):
         return [self.first_layer, *self.feature_block, self.final_layer]
@@ -120,6 +139,17 @@ class KernelGANDiscriminator(nn.Module):
                 init.normal_(m.weight, 1.0, 0.02)
                 init.zeros_(m.bias)
         self.forward_shave = size - 1
+
+    @staticmethod
+    def card(spec: dict) -> Card:
+        """A D_kernel_size conv, D_n_layers - 2 blocks of a 1x1 conv and a BatchNorm, a 1x1 conv to
+        one channel (spectral norm: weight_orig is the parameter): one value per valid patch."""
+        c, chan, size, depth = (spec[k] for k in ("num_in_ch", "D_chan", "D_kernel_size",
+                                                 "D_n_layers"))
+        params = conv(c, chan, size) + (depth - 2) * (conv(chan, chan, 1) + norm(chan)) + conv(chan, 1, 1)
+        return Card("discriminator", c, 1, 1, params, max(chan, c), SizeRequirements(size),
+                    channel_keys=("num_in_ch",),
+                    out_size=lambda h, w: (h - size + 1, w - size + 1))
 
     def forward(self, x):
         return self.final_layer(self.feature_block(self.first_layer(x)))

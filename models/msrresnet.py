@@ -10,6 +10,7 @@ import framework.functional as F
 from framework import nn
 from framework.check import int_arg
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from ._blocks import ResidualBlockNoBN, default_init_weights, make_layer, supported_scale
 from framework.detect import NoMatch, count, need
@@ -78,3 +79,13 @@ class MSRResNet(nn.Module):
             raise NoMatch(f"upconv1 has {up} output channels, not {4 * feat} or {9 * feat}")
         return {"num_in_ch": num_in_ch, "num_out_ch": need(shapes, "conv_last.weight", 4)[0],
                 "num_feat": feat, "num_block": count(shapes, "body", ".conv1.weight"), "scale": scale}
+
+    @staticmethod
+    def card(spec: dict):
+        """conv_first, num_block residual blocks, the upsampling convs, conv_hr and conv_last at
+        the HR size."""
+        s, cin, cout, f, n = (spec[k] for k in ("scale", "num_in_ch", "num_out_ch", "num_feat",
+                                                "num_block"))
+        up = 2 * conv(f, 4 * f) if s == 4 else conv(f, f * s * s)
+        return image_card(s, cin, cout, conv(cin, f) + 2 * n * conv(f, f) + up + conv(f, f)
+                          + conv(f, cout), max(f, cin, cout) * s * s)

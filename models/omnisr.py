@@ -26,6 +26,7 @@ from framework.check import flag, int_arg
 from framework.functional.attention import relative_position_index
 from framework.nn import init
 from framework.registry import MODELS
+from framework.card import conv, image_card, linear, norm
 
 from ._blocks import pad_to_requirement
 from framework.detect import NoMatch, count, need, split_shuffle
@@ -323,3 +324,30 @@ class OmniSR(nn.Module):
         return {"num_in_ch": num_in_ch, "num_out_ch": num_out_ch, "num_feat": feat,
                 "block_num": block_num, "pe": table is not None, "window_size": window,
                 "res_num": res_num, "scale": scale, "bias": "input.bias" in shapes}
+
+    @staticmethod
+    def card(spec: dict):
+        """input, res_num OSAGs (OSA blocks: an MBConv, window and grid attention, two channel
+        attentions, four gated feed-forwards; a 1x1 conv; ESA), output, up. The input is padded
+        to at least 16 pixels and a multiple of the window; the attention matrices, 4 heads x w^2
+        per pixel, are the largest arrays. The window and grid partitions reshape to counts
+        taken from the input size: one ONNX graph per size."""
+        s, cin, cout, d, w = (spec[k] for k in ("scale", "num_in_ch", "num_out_ch", "num_feat",
+                                                "window_size"))
+        b = spec["bias"]
+        mbconv = (conv(d, d, 1) + conv(d, d, 3, groups=d) + linear(d, int(d * 0.25), False)
+                  + linear(int(d * 0.25), d, False) + conv(d, d, 1))
+        attention = norm(d) + linear(d, 3 * d, False) + linear(d, d, False) + (
+            (2 * w - 1) ** 2 * _HEADS if spec["pe"] else 0)
+        ffn = norm(d) + conv(d, 2 * d, 1, False) + conv(2 * d, 2 * d, 3, False, 2 * d) + conv(d, d, 1, False)
+        channel = (norm(d) + _HEADS + conv(d, 3 * d, 1, False) + conv(3 * d, 3 * d, 3, False, 3 * d)
+                   + conv(d, d, 1, False))
+        f = max(d // 4, 16)
+        esa = conv(d, f, 1) + conv(f, f, 1) + 2 * conv(f, f, 3) + conv(f, d, 1)
+        osag = spec["block_num"] * (mbconv + 2 * attention + 4 * ffn + 2 * channel) + conv(d, d, 1, b) + esa
+        params = (spec["res_num"] * osag + conv(cin, d, 3, b) + conv(d, d, 3, b)
+                  + conv(d, cout * s * s, 3, b))
+        return image_card(s, cin, cout, params, max(_HEADS * w * w, 6 * d, cin, cout * s * s),
+                          pads_to=w, pad_minimum=_MINIMUM,
+                          fixed_onnx="the window and grid partitions reshape to counts taken from "
+                                     "the input size")

@@ -28,6 +28,7 @@ from framework.check import choice, flag, int_arg, int_list, number
 from framework.nn import init
 from framework.detect import NoMatch, Unknown, indices, need
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 
 _CCM = {"CCM": (3, 1), "ICCM": (1, 3), "DCCM": (3, 3)}  # kernel sizes of the two convolutions
@@ -270,3 +271,26 @@ class PLKSR(nn.Module):
             raise NoMatch("no large kernel at feats.1.lk (conv, convs.0 or mn_conv)")
         spec["split_ratio"] = read_split_ratio(pdim, dim)
         return spec
+
+    @staticmethod
+    def card(spec: dict):
+        """feats.0, n_blocks PLKBlocks (mixer dim -> 2 dim -> dim, the large kernel on
+        int(dim split_ratio) channels, EA's 3x3, refine's 1x1), the last conv to 3 scale^2. RGB
+        only (no channel keyword)."""
+        s, d, k = spec["scale"], spec["dim"], spec["kernel_size"]
+        p = int(d * spec["split_ratio"])
+        a, b = _CCM[spec["ccm_type"]]
+        if spec["lk_type"] == "PLK":
+            lk = conv(p, p, k)
+        elif spec["lk_type"] == "SparsePLK":
+            sizes = list(spec["sparse_kernels"])
+            lk = sum(conv(p, p, n) for n in sizes)
+            if spec["use_max_kernel"]:
+                lk += conv(p, p, max([k] + [(n - 1) * r + 1 for n, r in
+                                            zip(sizes, spec["sparse_dilations"])]))
+        else:
+            lk = conv(p, p, (k, k // 3)) + conv(p, p, (k // 3, k)) + conv(p, p, k // 3)
+        block = conv(d, 2 * d, a) + conv(2 * d, d, b) + lk + conv(d, d, 1) + (
+            conv(d, d) if spec["use_ea"] else 0)
+        params = conv(3, d) + spec["n_blocks"] * block + conv(d, 3 * s * s)
+        return image_card(s, 3, 3, params, max(2 * d, 3 * s * s), channel_keys=())

@@ -15,6 +15,7 @@ from framework import nn
 from framework.check import flag, int_arg, number
 from framework.detect import Layout, NoMatch, count, need
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from ._blocks import (PixelShuffleUpsampler, channel_mean, make_layer, mean_shift_values,
                       upsampler_scale)
@@ -202,3 +203,16 @@ class RCAN(nn.Module):
         else:
             found.update(num_in_ch=first_in, scale=up)
         return found
+
+    @staticmethod
+    def card(spec: dict):
+        """conv_first, num_group groups of num_block RCABs (two convs and the attention's two 1x1
+        convs) and a conv, conv_after_body, the upsampler (x scale * unshuffle), conv_last."""
+        s, cin, cout, f, g, n, q = (spec[k] for k in (
+            "scale", "num_in_ch", "num_out_ch", "num_feat", "num_group", "num_block",
+            "squeeze_factor"))
+        u = 4 // s if spec["unshuffle_mod"] else 1
+        rcab = 2 * conv(f, f) + conv(f, f // q, 1) + conv(f // q, f, 1)
+        params = (conv(cin * u * u, f) + g * (n * rcab + conv(f, f)) + conv(f, f)
+                  + PixelShuffleUpsampler.parameters(s * u, f) + conv(f, cout))
+        return image_card(s, cin, cout, params, max(f, cin, cout) * s * s, pads_to=u)

@@ -22,6 +22,7 @@ from framework import nn
 from framework.check import flag, int_arg, number
 from framework.nn.conv import run_fused
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from ._blocks import pad_to_requirement
 from framework.detect import NoMatch, need
@@ -242,3 +243,38 @@ class RealCUGAN(nn.Module):
                           f"x3's 5")
         return {"in_channels": first, "out_channels": need(shapes, "unet2.conv_bottom.weight", 4)[0],
                 "scale": 3 if bottom[2] == 5 else 2, "pro": pro, "fast": False}
+
+    @staticmethod
+    def card(spec: dict):
+        """Two U-Nets (and conv_final for x4 and fast), counted layer by layer. Any input runs: it
+        is padded to at least 32 pixels (40 fast) and a multiple, plus a reflected border (18,
+        14, 19 pixels; 38 fast): the largest array, 64 features at twice (x3: three times) the
+        padded size, is bounded at the smallest such input. Its ONNX graph holds for one size
+        below 32 pixels (the padding by replication is size-dependent)."""
+        s, cin, cout, fast = spec["scale"], spec["in_channels"], spec["out_channels"], spec["fast"]
+
+        def unet_conv(a, mid, b, se):
+            return conv(a, mid) + conv(mid, b) + (conv(b, b // 8, 1) + conv(b // 8, b, 1) if se else 0)
+
+        def unet1(a, b, k):
+            return (unet_conv(a, 32, 64, False) + conv(64, 64, 2) + unet_conv(64, 128, 64, True)
+                    + conv(64, 64, 2) + conv(64, 64) + conv(64, b, k))
+
+        def unet2(a, b):
+            return (unet_conv(a, 32, 64, False) + conv(64, 64, 2) + unet_conv(64, 64, 128, True)
+                    + conv(128, 128, 2) + unet_conv(128, 256, 128, True) + conv(128, 128, 2)
+                    + unet_conv(128, 64, 64, True) + conv(64, 64, 2) + conv(64, 64) + conv(64, b))
+        if fast or s == 4:
+            params = unet1(cin * (4 if fast else 1), 64, 4) + unet2(64, 64) + conv(64, 4 * cout)
+        else:
+            params = unet1(cin, cout, 5 if s == 3 else 4) + unet2(cin, cout)
+        minimum = _FAST_MINIMUM if fast else _MINIMUM
+        multiple = 4 if fast else _MULTIPLE[s]
+        border = 38 if fast else _BORDER[s]
+        grow = 3 if s == 3 else 2
+        side = minimum + multiple + 2 * border  # the padded side of the smallest input, at most
+        act = -(-64 * grow * grow * side * side // (minimum * minimum))
+        return image_card(s, cin, cout, params, max(act, 4 * cout * s * s), pads_to=multiple,
+                          pad_minimum=minimum, channel_keys=("in_channels", "out_channels"),
+                          fixed_onnx="below 32 pixels (40 fast) spandrel's size requirement pads "
+                                     "by a size-dependent replication; dynamic from there")

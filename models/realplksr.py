@@ -23,6 +23,7 @@ from framework.check import choice, flag, int_arg, number
 from framework.nn import init
 from framework.detect import NoMatch, Unknown, indices, need
 from framework.registry import MODELS
+from framework.card import conv, image_card, norm
 
 from .plksr import EA, PLKConv2d, channel_mixer, check_odd_kernel, partial_channels, read_split_ratio, \
     repeat_channels, trunc_normal
@@ -187,3 +188,22 @@ class RealPLKSR(nn.Module):
             spec["norm_groups"] = Unknown(1, f"dim {dim} is not a multiple of the usual 4 GroupNorm "
                                              f"groups, and the weights do not tell", None)
         return spec
+
+    @staticmethod
+    def card(spec: dict):
+        """feats.0, n_blocks blocks (the DCCM mixer, the large kernel on int(dim split_ratio)
+        channels, EA, refine, a GroupNorm or a LayerNorm), the last conv to in_ch scale^2, and
+        DySample's convs when it upsamples with it (its groups sample in_ch s^2 features at the
+        HR size)."""
+        s, c, d, k = spec["scale"], spec["in_ch"], spec["dim"], spec["kernel_size"]
+        p = int(d * spec["split_ratio"])
+        block = (conv(d, 2 * d) + conv(2 * d, d) + conv(p, p, k) + conv(d, d, 1) + norm(d)
+                 + (conv(d, d) if spec["use_ea"] else 0))
+        params = conv(c, d) + spec["n_blocks"] * block + conv(d, c * s * s)
+        act = max(2 * d, c * s * s)
+        if spec["upsampler"] == "dysample":
+            groups, feats = (c if s % 2 else 4), c * s * s
+            params += (conv(feats, c, 1) if s != 1 else 0) + conv(feats, 2 * groups * s * s, 1) \
+                + conv(feats, 2 * groups * s * s, 1, bias=False)
+            act = max(act, feats * s * s, 2 * groups * s * s)
+        return image_card(s, c, spec["out_ch"], params, act, channel_keys=("in_ch", "out_ch"))

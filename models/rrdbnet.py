@@ -17,6 +17,7 @@ from framework import nn
 from framework.nn.conv import conv_act
 from framework.check import choice, flag, int_arg
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from ._blocks import default_init_weights, make_layer
 from framework.detect import Layout, NoMatch, count, indices, need
@@ -218,3 +219,20 @@ class RRDBNet(nn.Module):
         if num_block and "body.0.rdb1.conv1x1.weight" in shapes:
             found["plus"] = True
         return found
+
+    @staticmethod
+    def card(spec: dict):
+        """conv_first (on the unshuffled input), num_block RRDBs (three dense blocks of five convs),
+        conv_body, a conv per x2 stage, conv_hr and conv_last at the HR size. With an unshuffle u
+        the input is padded to a multiple of u."""
+        s, cin, cout, f, n, g = (spec[k] for k in ("scale", "num_in_ch", "num_out_ch", "num_feat",
+                                                   "num_block", "num_grow_ch"))
+        u = _UNSHUFFLE.get(s, 1) if spec["shuffle_factor"] is None else spec["shuffle_factor"]
+        stages = (s * u).bit_length() - 1
+        rdb = (sum(conv(f + i * g, g) for i in range(4)) + conv(f + 4 * g, f)
+               + (conv(f, g, 1, bias=False) if spec["plus"] else 0))
+        params = conv(cin * u * u, f) + 3 * n * rdb + conv(f, f) + stages * conv(f, f) + \
+            conv(f, f) + conv(f, cout)
+        # the dense block's concatenation at 1/u of the size, the HR features
+        act = max(-(-(f + 4 * g) // (u * u)), max(f, cin, cout) * s * s)
+        return image_card(s, cin, cout, params, act, pads_to=u)

@@ -19,6 +19,7 @@ import framework.functional as F
 from framework import nn
 from framework.check import int_arg, number
 from framework.registry import MODELS
+from framework.card import conv, image_card, norm
 
 from ._blocks import pad_to_requirement
 from framework.detect import NoMatch, count, need
@@ -139,3 +140,19 @@ class SAFMN(nn.Module):
         if 3 * scale * scale != out:
             raise NoMatch(f"to_img.0 has {out} outputs: not 3 * scale^2")
         return {"dim": dim, "n_blocks": n_blocks, "ffn_scale": ffn_scale, "scale": scale}
+
+    @staticmethod
+    def card(spec: dict):
+        """to_feat, n_blocks AttBlocks (two LayerNorms, SAFM's 4 depthwise 3x3 and its 1x1 aggr,
+        CCM's 3x3 to int(dim ffn_scale) and 1x1 back), to_img. RGB only; the input is padded to
+        a multiple of 8. Traced at 8 pixels its coarsest pooling covers the whole map (a
+        GlobalMaxPool): its ONNX graph is dynamic only when traced from 16 pixels up."""
+        s, d, n = spec["scale"], spec["dim"], spec["n_blocks"]
+        hidden, chunk = int(d * spec["ffn_scale"]), d // _LEVELS
+        block = (2 * norm(d) + _LEVELS * conv(chunk, chunk, 3, groups=chunk) + conv(d, d, 1)
+                 + conv(d, hidden) + conv(hidden, d, 1))
+        return image_card(s, 3, 3, conv(3, d) + n * block + conv(d, 3 * s * s),
+                          max(d, hidden, 3 * s * s), pads_to=_MULTIPLE, channel_keys=(),
+                          fixed_onnx="traced at 8 pixels its coarsest pooling covers the whole "
+                                     "map (GlobalMaxPool); traced from 16 pixels up the graph is "
+                                     "dynamic")

@@ -25,6 +25,7 @@ from framework import nn
 from framework.check import flag, int_arg, number
 from framework.detect import NoMatch, need, split_shuffle
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from ._blocks import channel_mean
 
@@ -182,3 +183,18 @@ class SPAN(nn.Module):
         return {"num_in_ch": num_in_ch, "num_out_ch": num_out_ch, "feature_channels": feat,
                 "num_blocks": blocks, "scale": scale, "norm": "no_norm" not in shapes,
                 "deploy": deploy}
+
+    @staticmethod
+    def card(spec: dict):
+        """conv_1, 3 Conv3XC per block, conv_cat (1x1 on 4 features), conv_2, the upsampler's conv.
+        A Conv3XC holds its branches and eval_conv (its fused 3x3, a parameter too), or eval_conv
+        alone when deploy. The largest array in eval(): the 4-feature concatenation or the
+        upsampler's conv (train() adds the branches' 2F features on the 1-padded input)."""
+        s, cin, cout, f, n = (spec[k] for k in ("scale", "num_in_ch", "num_out_ch",
+                                                "feature_channels", "num_blocks"))
+
+        def c3xc(a, b):
+            branches = conv(a, b, 1) + conv(a, 2 * a, 1) + conv(2 * a, 2 * b, 3) + conv(2 * b, b, 1)
+            return conv(a, b, 3) + (0 if spec["deploy"] else branches)
+        params = c3xc(cin, f) + 3 * n * c3xc(f, f) + conv(4 * f, f, 1) + c3xc(f, f) + conv(f, cout * s * s)
+        return image_card(s, cin, cout, params, max(4 * f, cin, cout * s * s))

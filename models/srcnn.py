@@ -8,6 +8,7 @@ from framework import nn
 from framework.nn.conv import conv_act
 from framework.check import int_arg, int_list
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from framework.detect import Assumed, Unknown, need
 
@@ -58,3 +59,12 @@ class SRCNN(nn.Module):
                 "num_out_ch": cout, "num_feat": [f1, f2], "kernel_size": [k1, k2, k3],
                 "upsample": Assumed(True, "srgrad's SRCNN upsamples inside the model (the paper "
                                           "feeds a pre-upsampled image: upsample=false)")}
+
+    @staticmethod
+    def card(spec: dict):
+        """Three convolutions, at the HR size when it upsamples (then s^2 pixels per input pixel)."""
+        s = spec["scale"] if spec["upsample"] else 1
+        cin, cout, (f1, f2), (k1, k2, k3) = (spec["num_in_ch"], spec["num_out_ch"],
+                                             spec["num_feat"], spec["kernel_size"])
+        return image_card(s, cin, cout, conv(cin, f1, k1) + conv(f1, f2, k2) + conv(f2, cout, k3),
+                          max(f1, f2, cin, cout) * s * s)

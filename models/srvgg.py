@@ -9,6 +9,7 @@ import framework.functional as F
 from framework import nn
 from framework.check import choice, int_arg
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from ._blocks import default_init_weights
 from framework.detect import NoMatch, Unknown, indices, need, split_shuffle
@@ -100,3 +101,13 @@ class SRVGGNetCompact(nn.Module):
                                                 ("relu", "leakyrelu")))
         return {"num_in_ch": num_in_ch, "num_out_ch": num_out_ch, "num_feat": feat,
                 "num_conv": n - 2, "scale": scale, "act_type": act}
+
+    @staticmethod
+    def card(spec: dict):
+        """num_conv + 2 convs at the LR size (a PReLU slope per feature after all but the last),
+        the last to num_out_ch scale^2 channels."""
+        s, cin, cout, f, n = (spec[k] for k in ("scale", "num_in_ch", "num_out_ch", "num_feat",
+                                                "num_conv"))
+        slopes = (n + 1) * f if spec["act_type"] == "prelu" else 0
+        return image_card(s, cin, cout, conv(cin, f) + n * conv(f, f) + conv(f, cout * s * s) + slopes,
+                          max(f, cin, cout * s * s))

@@ -33,12 +33,13 @@ from framework.check import choice, flag, int_arg, int_list, number, pair
 from framework.functional.attention import relative_position_index, shift_mask
 from framework.functional.windows import log_coords_table
 from framework.registry import MODELS
+from framework.card import conv, linear, norm
 
 from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_normal_linears,
                       upsampler_scale)
 from framework.detect import Assumed, NoMatch, Unknown, count, need
 from .swinir import (Mlp, PatchUnEmbed, SwinTransformerBlock, UpsampleOneStep, _resi_conv,
-                     token_stem)
+                     reconstruction, swin_card, swin_parts, swin_window, token_stem)
 
 _UPSAMPLERS = ("", "pixelshuffle", "pixelshuffledirect", "nearest+conv", "pixelshuffle_aux")
 _NUM_FEAT = 64
@@ -438,3 +439,25 @@ class Swin2SR(nn.Module):
         else:
             found["img_range"] = Assumed(1.0, "Swin2SR's files with window 8", quiet=True)
         return found
+
+    @staticmethod
+    def card(spec: dict):
+        """conv_first, the patch embedding's 1x1 conv, RSTBs of SwinV2 blocks (two norms, the
+        logit scales, q and v biases, the 2 -> 512 -> heads position MLP, qkv, proj, the MLP),
+        each with its conv and 1x1 embedding, the reconstruction. Inputs are padded to
+        window_size; the attention matrices (heads x window^2 per pixel) and the position MLP's
+        512 features per table row are the largest arrays but for the upsampler's."""
+        c, heads, ws = spec["embed_dim"], list(spec["num_heads"]), spec["window_size"]
+        w = swin_window(tuple(spec["img_size"]) if not isinstance(spec["img_size"], int)
+                        else (spec["img_size"],) * 2, ws)
+        hidden = int(c * spec["mlp_ratio"])
+
+        def block(i):
+            return (2 * norm(c) + heads[i] + (2 * c if spec["qkv_bias"] else 0) + linear(2, 512)
+                    + linear(512, heads[i], False) + linear(c, 3 * c, False) + linear(c, c)
+                    + linear(c, hidden) + linear(hidden, c))
+        up, up_act = reconstruction(spec)
+        embed = conv(c, c, 1) * (1 + len(spec["depths"]))
+        act = max([h * w * w for h in heads] + [-(-512 * (2 * w - 1) ** 2 // (ws * ws)), 3 * c,
+                                                hidden, up_act, c * spec["scale"] ** 2])
+        return swin_card(spec, swin_parts(spec, block) + embed + up, act, ws)

@@ -31,6 +31,7 @@ from framework.check import choice, flag, int_arg, int_list, number, pair
 from framework.nn import init
 from framework.nn.module import claim
 from framework.registry import MODELS
+from framework.card import conv, image_card, linear, norm
 
 from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_normal_linears,
                       upsampler_scale)
@@ -238,6 +239,62 @@ class UpsampleOneStep(nn.Sequential):
 
 
 # -- the model -------------------------------------------------------------------------------------
+def swin_window(resolution, window_size: int) -> int:
+    """The window the blocks use: the token grid's side when it is no larger (BasicSR's rule)."""
+    return min(resolution) if min(resolution) <= window_size else window_size
+
+
+def swin_parts(spec: dict, block) -> int:
+    """The parameters the SwinIR family's models share: conv_first, the patch embedding's norm,
+    the absolute position embedding, every group's blocks (`block(i)`: a block of group i) and
+    closing conv, the norm and conv_after_body."""
+    c = spec["embed_dim"]
+    res = _resolution(spec)
+    resi = resi_parameters(c, spec["resi_connection"])
+    return (conv(spec["in_chans"], c) + (norm(c) if spec["patch_norm"] else 0)
+            + (res[0] * res[1] * c if spec["ape"] else 0) + norm(c) + resi
+            + sum(d * block(i) + resi for i, d in enumerate(spec["depths"])))
+
+
+def _resolution(spec: dict) -> tuple:
+    img, patch = spec["img_size"], spec.get("patch_size", 1)
+    img = (img, img) if isinstance(img, int) else tuple(img)
+    patch = (patch, patch) if isinstance(patch, int) else tuple(patch)
+    return img[0] // patch[0], img[1] // patch[1]
+
+
+def resi_parameters(dim: int, kind: str) -> int:
+    """_resi_conv's parameters ('identity': none)."""
+    q = dim // 4
+    return {"1conv": conv(dim, dim), "3conv": conv(dim, q) + conv(q, q, 1) + conv(q, dim),
+            "identity": 0}[kind]
+
+
+def reconstruction(spec: dict, aux: bool = False) -> tuple[int, int]:
+    """(parameters, largest activation per input pixel) of the SwinIR family's reconstruction
+    (upsampler) for `spec`: "pixelshuffle" (and Swin2SR's "_aux"), "pixelshuffledirect",
+    "nearest+conv", "" (x1)."""
+    s, c, out, f = spec["scale"], spec["embed_dim"], spec["in_chans"], _NUM_FEAT
+    kind = spec["upsampler"]
+    if kind in ("pixelshuffle", "pixelshuffle_aux"):
+        extra = conv(out, f) + conv(f, out) + conv(3, f) if kind == "pixelshuffle_aux" else 0
+        return conv(c, f) + PixelShuffleUpsampler.parameters(s, f) + conv(f, out) + extra, f * s * s
+    if kind == "pixelshuffledirect":
+        return conv(c, out * s * s), out * s * s
+    if kind == "nearest+conv":
+        return conv(c, f) + ((s.bit_length() - 1) + 1) * conv(f, f) + conv(f, out), f * s * s
+    return conv(c, out), c
+
+
+def swin_card(spec: dict, params: int, act: int, pads_to: int):
+    """The SwinIR family's Card: in_chans in and out, reflect-padded to the window inside, one
+    ONNX graph per input size."""
+    return image_card(spec["scale"], spec["in_chans"], spec["in_chans"], params, act,
+                      pads_to=pads_to, channel_keys=("in_chans",),
+                      fixed_onnx="the window partition and the shifted-window attention mask are computed for the input size")
+
+
+
 @MODELS.register()
 class SwinIR(nn.Module):
     """SwinIR: (N, in_chans, h, w) in [0, 1] -> (N, in_chans, h*scale, w*scale), any h, w.
@@ -484,3 +541,20 @@ class SwinIR(nn.Module):
                 "mlp_ratio": mlp_ratio, "qkv_bias": qkv_bias, "ape": "absolute_pos_embed" in shapes,
                 "patch_norm": "patch_embed.norm.weight" in shapes, "scale": scale,
                 "upsampler": upsampler, "resi_connection": resi, "img_range": img_range}
+
+    @staticmethod
+    def card(spec: dict):
+        """conv_first, RSTBs of Swin blocks (two norms, the bias table of the block's window,
+        qkv, proj, the MLP) and their convs, the reconstruction (swin_parts, reconstruction).
+        The attention matrices, heads x window^2 per pixel, are the largest arrays but for the
+        upsampler's."""
+        c, heads = spec["embed_dim"], list(spec["num_heads"])
+        w = swin_window(_resolution(spec), spec["window_size"])
+        hidden = int(c * spec["mlp_ratio"])
+
+        def block(i):
+            return (2 * norm(c) + (2 * w - 1) ** 2 * heads[i] + linear(c, 3 * c, spec["qkv_bias"])
+                    + linear(c, c) + linear(c, hidden) + linear(hidden, c))
+        up, up_act = reconstruction(spec)
+        act = max([h * w * w for h in heads] + [3 * c, hidden, up_act, c * spec["scale"] ** 2])
+        return swin_card(spec, swin_parts(spec, block) + up, act, w)

@@ -9,6 +9,7 @@ from framework.nn.conv import run_fused
 from framework.functional.resample import MODES
 from framework.check import int_arg
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from framework.detect import Assumed, NoMatch, Unknown, indices, need
 
@@ -92,3 +93,11 @@ class UpsampleNet(nn.Module):
                 "mode": Assumed("bicubic", "the default; the resampling has no weights"),
                 "residual": False if cin != cout else
                 Assumed(True, "the default; the skip has no weights")}
+
+    @staticmethod
+    def card(spec: dict):
+        """num_conv convs at the LR size, the features resampled, num_refine convs at the HR size."""
+        s, cin, cout, f = spec["scale"], spec["num_in_ch"], spec["num_out_ch"], spec["num_feat"]
+        params = (conv(cin, f) + (spec["num_conv"] - 1) * conv(f, f)
+                  + (spec["num_refine"] - 1) * conv(f, f) + conv(f, cout))
+        return image_card(s, cin, cout, params, max(f, cin, cout) * s * s)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from framework import nn
 from framework.nn.conv import run_fused
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from framework.detect import NoMatch, Unknown, indices, need
 
@@ -51,3 +52,10 @@ class VDSR(nn.Module):
         return {"scale": Unknown(1, "the bicubic upsampling has no weights"), "num_in_ch": cin,
                 "num_out_ch": need(shapes, f"body.{convs[-1]}.weight", 4)[0], "num_feat": feat,
                 "num_layers": len(convs)}
+
+    @staticmethod
+    def card(spec: dict):
+        """num_layers convs, all at the HR size (s^2 pixels per input pixel)."""
+        s, c, f, n = spec["scale"], spec["num_in_ch"], spec["num_feat"], spec["num_layers"]
+        return image_card(s, c, spec["num_out_ch"],
+                          conv(c, f) + (n - 2) * conv(f, f) + conv(f, c), max(f, c) * s * s)

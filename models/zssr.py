@@ -14,6 +14,7 @@ from framework.check import number
 from framework.nn import init
 from framework.nn.conv import run_fused
 from framework.registry import MODELS
+from framework.card import conv, image_card
 
 from framework.detect import NoMatch, Unknown, indices, need
 
@@ -65,3 +66,14 @@ class ZSSRNet(nn.Module):
         return {"scale": Unknown(2, "the bicubic interpolation has no weights"), "num_in_ch": cin,
                 "num_out_ch": need(shapes, f"body.{convs[-1]}.weight", 4)[0], "num_feat": feat,
                 "num_layers": len(convs)}
+
+    @staticmethod
+    def card(spec: dict):
+        """num_layers convs without biases, all at the HR size. Its ONNX graph holds for one size:
+        the bicubic imresize is exported as its weight tables."""
+        s, c, f, n = spec["scale"], spec["num_in_ch"], spec["num_feat"], spec["num_layers"]
+        return image_card(s, c, spec["num_out_ch"],
+                          conv(c, f, bias=False) + (n - 2) * conv(f, f, bias=False)
+                          + conv(f, c, bias=False), max(f, c) * s * s,
+                          fixed_onnx="MATLAB imresize is exported as its weight tables (MatMul) "
+                                     "for the traced size")

@@ -287,12 +287,15 @@ def denoise_blend(state: dict, partner: dict, strength: float) -> dict:
 
 
 def listing() -> str:
-    """The registry as srgrad-infer --list-models prints it."""
+    """The registry as srgrad-infer --list-models prints it (each model's size from its card)."""
+    from ..card import card, has_card, short_count
     folder = cache_dir()
     rows = [("name", "model", "sha256", "cached"), ("", "", "", "")]
     for key, entry in PUBLISHED.items():
         spec = entry.spec
         model = f"{spec['type']} x{spec['scale']}"
+        if has_card(spec["type"]):  # its size, from its card
+            model += f" ({short_count(card(spec).parameters)})"
         sha = entry.sha256[:16] + "..." if entry.sha256 else "unknown"
         cached = "yes" if (folder / entry.file).is_file() else \
             ("no" if entry.url else "by hand")

@@ -21,6 +21,7 @@ import numpy as np
 from .. import functional as F
 from .._check import choice, number, pair
 from ..autograd import no_grad
+from ..card import card, has_card
 from ..functional.resample import _NEAREST_LARGE, MODES, Table, axis_table, resample
 from ..registry import BASELINES
 from ..tensor import Tensor
@@ -31,15 +32,14 @@ __all__ = ["upscale", "bicubic", "upscale_file", "model_in_channels", "outscale_
            "resize_quantised", "OUTSCALE_MODES", "ALPHA_UPSAMPLERS"]
 
 
-# The input-channel keyword of each naming: BasicSR's, SwinIR's, Real-CUGAN's (spandrel's).
-_IN_CHANNEL_KEYS = ("num_in_ch", "in_chans", "in_channels")
-
-
 def model_in_channels(info: dict) -> int:
-    """Channels the model expects (its num_in_ch, in_chans or in_channels; 3 by default as in every
-    bundled model)."""
-    spec = info.get("model", {})
-    return int(next((spec[k] for k in _IN_CHANNEL_KEYS if k in spec), 3))
+    """Channels the model takes: its card's in_channels (framework/card.py), computed from the
+    spec in info["model"]. A model without a card (a user's) is fed RGB, srgrad's convention:
+    give it a card(spec) to say otherwise."""
+    spec = info.get("model") or {}
+    if not has_card(spec.get("type")):
+        return 3
+    return card({"scale": info.get("scale"), **spec} if info.get("scale") else spec).in_channels
 
 
 def _model_dtype(model):

@@ -17,6 +17,7 @@ import sys
 
 import numpy as np
 
+from ..card import SpecTooLarge, card, has_card, preflight
 from ..detect import DetectError, NoMatch, _same, budget, check, describe, identify, shapes_of
 from ..nn.module import BudgetError, parameter_budget
 from ..registry import MODELS
@@ -33,11 +34,13 @@ def build_model(spec: dict, scale: int | None = None, limit: int | None = None):
     if scale is not None:
         spec.setdefault("scale", scale)
     try:
+        if limit is not None:  # the card's count, before anything is allocated
+            preflight(spec, limit)
         if limit is None:
             return MODELS.build(spec)
         with parameter_budget(limit, f"the model {describe(spec)}"):
             return MODELS.build(spec)
-    except BudgetError as exc:
+    except (BudgetError, SpecTooLarge) as exc:
         raise CheckpointError(str(exc)) from None
     except KeyError as exc:  # an unregistered model or layer (e.g. EDSR's block: spec)
         raise ValueError(f"{exc.args[0]} (a custom model or layer? pass --config with its "
@@ -195,7 +198,8 @@ def _detect(state, source: str, known: dict, say):
             msg += "\npass --model TYPE --scale S (and --model-arg k=v) or --config CONFIG"
         raise CheckpointError(f"{source} carries no model spec and {msg}") from None
     how = f" (in {match.layout.name})" if match.layout is not None else ""
-    say(f"detected {describe(match.spec)} from the keys and shapes of {source}{how}")
+    facts = f": {card(match.spec).summary()}" if has_card(match.spec["type"]) else ""
+    say(f"detected {describe(match.spec)} from the keys and shapes of {source}{how}{facts}")
     for note in match.notes:
         say(f"assumed {note} ({_flag(note.split('=', 1)[0], 'VALUE')} changes it)")
     return match

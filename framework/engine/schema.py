@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import copy
 import hashlib
-import inspect
 import json
 import numbers
 import os
 
 from .._check import did_you_mean, name_problem
 from ..io.config import ConfigError, apply_override, import_modules, parse_yaml, read_yaml, show
+from ..card import SpecTooLarge, card, preflight
 from ..registry import (BASELINES, DATASETS, LAYERS, LOSSES, METRICS, MODELS, OPTIMIZERS, RECIPES,
                         SCHEDULERS)
 from .fields import REQUIRED as _REQUIRED
@@ -360,6 +360,7 @@ def _cross_checks(cfg, source, errors):
             errors.append(f"{_where(source, path + '.scale')}: {show(block['scale'])} disagrees with "
                           f"the top-level scale {scale}")
     _check_channels(cfg, source, errors)
+    _check_size(cfg, source, errors)
     _check_dataset_protocol(cfg, source, errors)
     _check_training(cfg, source, errors)
     lr = cfg["train"]["optimizer"].get("lr")
@@ -432,24 +433,41 @@ def _check_dataset_protocol(cfg, source, errors):
                 f"{{'lq': lq, 'gt': gt, 'name': str(index)}} (and draw any randomness from rng)")
 
 
+def _check_size(cfg, source, errors):
+    """A model too large for this machine (its card's parameters or largest activation) is a
+    config error, before the run starts or anything is allocated (framework/card.py preflight)."""
+    for key in ("model", "model_d"):
+        if isinstance(cfg.get(key), dict) and "type" in cfg[key]:
+            try:
+                preflight({"scale": cfg["scale"], **cfg[key]} if key == "model" else cfg[key])
+            except SpecTooLarge as exc:
+                errors.append(f"{_where(source, key)}: {exc}")
+
+
 def _check_channels(cfg, source, errors):
-    """Y-channel data (`color: y`) needs a 1-channel model and RGB data a 3-channel one; caught
-    here rather than as a shape error deep inside the first convolution."""
-    params = inspect.signature(MODELS.get(cfg["model"]["type"])).parameters
-    if "num_in_ch" not in params:
+    """Y-channel data (`color: y`) needs a 1-channel model and RGB data a 3-channel one, as the
+    model's card says (framework/card.py: whatever its channel keyword); caught here rather than
+    as a shape error deep inside the first convolution. A model without a card, or whose
+    keywords are wrong (reported by the model check), is not judged here."""
+    spec = {"scale": cfg["scale"], **cfg["model"]}
+    try:
+        c = card(spec)
+    except (KeyError, ValueError, TypeError, ArithmeticError, LookupError, AttributeError):
         return
-    default = params["num_in_ch"].default
-    in_ch = cfg["model"].get("num_in_ch", None if default is inspect.Parameter.empty else default)
     for name in ("train", "val"):
         block = cfg["datasets"][name]
-        if block is None or not isinstance(in_ch, int):
+        if block is None:
             continue
         color = block.get("color", "rgb")
         needed = {"y": 1, "rgb": 3}.get(color)
-        if needed is not None and needed != in_ch:
-            errors.append(f"{_where(source, f'datasets.{name}.color')}: {show(color)} data has "
-                          f"{needed} channel(s) but the model takes num_in_ch={in_ch} (set "
-                          f"model.num_in_ch and model.num_out_ch to {needed})")
+        if needed is None or needed == c.in_channels:
+            continue
+        keys = c.channel_keys
+        takes = f"{keys[0]}={c.in_channels}" if keys else f"{c.in_channels}"
+        fix = (f"set {' and '.join('model.' + k for k in keys)} to {needed}" if keys else
+               f"{cfg['model']['type']} has no channel keyword: it takes RGB only")
+        errors.append(f"{_where(source, f'datasets.{name}.color')}: {show(color)} data has "
+                      f"{needed} channel(s) but the model takes {takes} ({fix})")
 
 
 def config_hash(cfg: dict) -> str:

@@ -6,6 +6,7 @@ import numpy as np
 
 import framework as sg
 import models  # noqa: F401  registers every architecture
+from framework.card import card
 from framework.nn import init
 from framework.registry import MODELS
 
@@ -25,11 +26,6 @@ SCALES = {  # the scales each design is tested at
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"},
         "SAFMN": {"dim": 36}}  # SAFMN's dim has no default (the original's); 36: its published x2
-# The channel keywords of designs without num_in_ch / num_out_ch (SwinIR: in_chans, both ways).
-# PLKSR and SAFMN have none (RGB only, as the originals); Real-CUGAN: spandrel's keywords.
-CHANNEL_KEYS = {"SwinIR": ("in_chans",), "PLKSR": (), "RealPLKSR": ("in_ch", "out_ch"),
-                "HAT": ("in_chans",), "Swin2SR": ("in_chans",), "DAT": ("in_chans",), "SAFMN": (),
-                "RealCUGAN": ("in_channels", "out_channels")}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
@@ -126,11 +122,18 @@ def expected_parameters(name: str, c: int, s: int) -> int:
     raise KeyError(name)
 
 
+def spec_of(name: str, scale: int, channels: int = 3, small: bool = False, **kw) -> dict:
+    """The spec of a design at `scale` on `channels` channels, set through the keywords its card
+    names (channel_keys; a model fixed to RGB has none)."""
+    spec = {"type": name, "scale": scale, **BASE.get(name, {}), **(SMALL.get(name, {}) if small else {}),
+            **kw}
+    keys = card(spec).channel_keys
+    return {**spec, **{k: channels for k in keys if k not in kw}}
+
+
 def build(name: str, scale: int, channels: int = 3, seed: int = 0, small: bool = False, **kw):
     """MODELS.build with a fixed seed (construction is reproducible under init.manual_seed)."""
-    keys = CHANNEL_KEYS.get(name, ("num_in_ch", "num_out_ch"))
-    spec = {"type": name, "scale": scale, **{k: channels for k in keys}, **BASE.get(name, {}),
-            **(SMALL.get(name, {}) if small else {}), **kw}
+    spec = spec_of(name, scale, channels, small, **kw)
     init.manual_seed(seed)
     return MODELS.build(spec), spec
 
@@ -138,3 +141,51 @@ def build(name: str, scale: int, channels: int = 3, seed: int = 0, small: bool =
 def lr_batch(channels: int, h: int = 6, w: int = 5, n: int = 1, dtype=np.float32, seed: int = 0):
     """An LR batch in [0, 1]; odd, non-square sizes so a swapped H/W shows."""
     return sg.tensor(np.random.default_rng(seed).uniform(0, 1, (n, channels, h, w)), dtype=dtype)
+
+
+# Each registered model's cases for the card test (tests/models/test_cards.py): every design of
+# SCALES at each scale on 1 and 3 channels (small where SMALL has it), plus these variants (each
+# upsampler, layout and keyword that changes the wiring), all small.
+VARIANTS = {
+    "RRDBNet": [dict(scale=s, num_feat=8, num_block=1, num_grow_ch=4, **kw) for s, kw in (
+        (4, {}), (2, {}), (1, {}), (2, {"shuffle_factor": 1, "plus": True}))],
+    "RCAN": [dict(scale=1, unshuffle_mod=True, num_feat=8, num_group=1, num_block=1, squeeze_factor=4)],
+    "EDSR": [dict(scale=2, num_feat=8, num_block=1, block={"type": "ReLU"})],
+    "SPAN": [dict(scale=s, feature_channels=8, num_blocks=1, **kw) for s, kw in (
+        (2, {}), (3, {"deploy": True, "norm": False}))],
+    "PLKSR": [dict({"scale": 2, "dim": 8, "n_blocks": 1, "kernel_size": 7}, **kw) for kw in (
+        {}, {"lk_type": "SparsePLK", "use_max_kernel": True, "ccm_type": "ICCM"},
+        {"lk_type": "RectSparsePLK", "ccm_type": "DCCM", "use_ea": False, "kernel_size": 9})],
+    "RealPLKSR": [dict(scale=s, dim=8, n_blocks=1, kernel_size=7, norm_groups=2, **kw) for s, kw in (
+        (2, {}), (3, {"upsampler": "dysample", "layer_norm": True}), (2, {"upsampler": "dysample"}))],
+    "RealCUGAN": [dict(scale=s, **kw) for s, kw in ((2, {}), (3, {}), (4, {"pro": True}),
+                                                     (2, {"fast": True}))],
+    "SAFMN": [dict(scale=s, dim=8, n_blocks=1, ffn_scale=1.5) for s in (2, 1)],
+    "OmniSR": [dict(scale=s, num_feat=8, window_size=4, **kw) for s, kw in (
+        (2, {}), (3, {"pe": False, "bias": False}))],
+    "SwinIR": [dict(SMALL["SwinIR"], scale=s, upsampler=u) for s, u in (
+        (3, "pixelshuffledirect"), (4, "nearest+conv"), (1, ""))],
+    "HAT": [dict(SMALL["HAT"], scale=1, resi_connection="identity")],
+    "Swin2SR": [dict(SMALL["Swin2SR"], scale=s, upsampler=u) for s, u in (
+        (2, "pixelshuffle_aux"), (3, "pixelshuffledirect"), (4, "nearest+conv"), (1, ""))],
+    "DAT": [dict(SMALL["DAT"], scale=3, upsampler="pixelshuffledirect", resi_connection="3conv")],
+    "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
+    "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
+    "KernelGANGenerator": [dict(G_chan=8), dict(G_structure=[5, 3, 1], G_chan=4, scale_factor=0.25)],
+    "KernelGANDiscriminator": [dict(D_chan=8), dict(D_chan=4, D_kernel_size=5, D_n_layers=3,
+                                                    num_in_ch=1)],
+}
+
+
+def card_cases() -> list[dict]:
+    """Every spec of the card test, for every registered model."""
+    out = []
+    for name in MODELS.names():
+        if not MODELS.get(name).__module__.startswith("models."):
+            continue  # a model a test registered for itself
+        if name in SCALES or name in SMALL:
+            for s in SCALES.get(name, (2,)):
+                for c in ((1, 3) if card(spec_of(name, s)).channel_keys else (3,)):
+                    out.append(spec_of(name, s, c, small=name in SMALL))
+        out += [{"type": name, **BASE.get(name, {}), **v} for v in VARIANTS.get(name, ())]
+    return out

@@ -12,7 +12,7 @@ import pytest
 import framework as sg
 import framework.functional as F
 from framework.optim import Adam
-from models import DISCRIMINATORS
+from framework.card import card
 
 from . import basicsr_checks as checks
 from .cases import conv
@@ -35,9 +35,10 @@ def one_torch_thread(torch):
         torch.set_num_threads(before)
 
 
-def test_both_are_registered_models():
+def test_both_are_registered_models_whose_card_says_discriminator():
     from framework.registry import MODELS
-    assert set(DISCRIMINATORS) <= set(MODELS.names())
+    assert {"VGGStyleDiscriminator", "UNetDiscriminatorSN"} <= set(MODELS.names())
+    assert card(VGG).role == card(UNET).role == "discriminator"
 
 
 @pytest.mark.parametrize("spec", [VGG, {**VGG, "input_size": 256}, UNET,

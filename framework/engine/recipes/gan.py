@@ -24,6 +24,7 @@ import inspect
 
 import numpy as np
 
+from ...card import card
 from ...data.degradations import usm_sharp
 from ...registry import LOSSES, MODELS, OPTIMIZERS, RECIPES, SCHEDULERS
 from ..fields import Block, Field, check_pretrained, pretrained_section
@@ -153,7 +154,31 @@ class GANRecipe(Recipe):
         elif t["losses"]["gan"] is None:
             errors.append(f"{where('model_d')}: a discriminator needs train.losses.gan (e.g. "
                           f"{{type: GANLoss, gan_type: vanilla, loss_weight: 0.1}})")
+        if cfg["model_d"] is not None:
+            errors += _discriminator_fits(cfg, where)
         if t["optimizer_d"] is None:
             errors.append(f"{where('train.optimizer_d')}: missing: model_d is trained by its own "
                           f"optimizer (e.g. {{type: Adam, lr: 1e-4, betas: [0.9, 0.99]}})")
         return errors + check_pretrained(t, "pretrained_d", where)
+
+
+def _discriminator_fits(cfg: dict, where) -> list[str]:
+    """model_d judges what the generator makes: its card's channels are the generator's output
+    channels, and the training crops (datasets.train.gt_size) meet its size requirements (a
+    VGG-style discriminator takes exactly its input_size, the U-Net multiples of 8). Caught here,
+    not as a shape error at the first step; specs the model checks refuse are left to them."""
+    try:
+        gen = card({**cfg["model"], "scale": cfg["scale"]})
+        disc = card(cfg["model_d"])
+    except (KeyError, ValueError, TypeError, ArithmeticError, LookupError, AttributeError):
+        return []
+    errors, name = [], cfg["model_d"]["type"]
+    if disc.in_channels != gen.out_channels:
+        keys = " and ".join(f"model_d.{k}" for k in disc.channel_keys) or "its channels"
+        errors.append(f"{where('model_d')}: {name} takes {disc.in_channels} channel(s) but the "
+                      f"generator makes {gen.out_channels} (set {keys} to {gen.out_channels})")
+    size = (cfg["datasets"]["train"] or {}).get("gt_size")
+    if isinstance(size, int) and not disc.size.check(size, size):
+        errors.append(f"{where('model_d')}: {name} takes inputs of {disc.size}, but the training "
+                      f"crops are datasets.train.gt_size {size}")
+    return errors

@@ -46,6 +46,20 @@ def test_static_fp16_and_model_args(tmp_path, weights, capsys):
     assert ort_run(out, image(1, 1, 6, 5))[0].shape == (1, 1, 18, 15)
 
 
+def test_a_gray_model_of_another_keyword_exports_with_one_channel(tmp_path):
+    """RealPLKSR in_ch=1: the example input has the card's channels (was: 3, a conv error)."""
+    spec = {"type": "RealPLKSR", "in_ch": 1, "out_ch": 1, "dim": 8, "n_blocks": 1,
+            "kernel_size": 5, "scale": 2}
+    model, _ = build("RealPLKSR", 2, 1, dim=8, n_blocks=1, kernel_size=5)
+    path = tmp_path / "g.safetensors"
+    save_weights(path, model.state_dict(), model=spec, scale=2, dtype="float32")
+    out = tmp_path / "g.onnx"
+    assert main(["--weights", str(path), "--output", str(out), "--input-size", "8", "8"]) == 0
+    x = image(1, 1, 8, 8)
+    model.eval()
+    np.testing.assert_allclose(ort_run(out, x)[0], srgrad_run(model, x)[0], rtol=0, atol=1e-4)
+
+
 def test_refusals(tmp_path, weights, capsys):
     path, _ = weights
     out = tmp_path / "m.onnx"

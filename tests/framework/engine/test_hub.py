@@ -240,8 +240,8 @@ def test_list_models_prints_the_registry_without_other_arguments(capsys, monkeyp
     assert done.value.code == 0
     out = capsys.readouterr().out
     rows = {line.split()[0]: line.split() for line in out.splitlines()[2:] if line.strip()}
-    assert rows["RealESRGAN_x4plus"] == ["RealESRGAN_x4plus", "RRDBNet", "x4", "4fa0d38905f75ac0...",
-                                         "yes"]
+    assert rows["RealESRGAN_x4plus"] == ["RealESRGAN_x4plus", "RRDBNet", "x4", "(16.7M)",
+                                         "4fa0d38905f75ac0...", "yes"]  # its size: its card's
     assert rows["realesr-general-x4v3"][-1] == "no"
     assert rows["RCAN_BIX4-official"][-3:] == ["unknown", "by", "hand"]
     assert f"cache folder: {tmp_path / 'models'} (SRGRAD_HOME moves it)" in out

@@ -132,10 +132,12 @@ def test_infer_16bit_gray_gives_16bit_gray(weights, tmp_path):
 @pytest.mark.parametrize("spec", [
     {"type": "SwinIR", "in_chans": 1, "upsampler": "pixelshuffledirect", "img_size": 8, "embed_dim": 8,
      "depths": [1], "num_heads": [2], "window_size": 4, "mlp_ratio": 1},
-    {"type": "RealCUGAN", "in_channels": 1, "out_channels": 1}])
+    {"type": "RealCUGAN", "in_channels": 1, "out_channels": 1},
+    {"type": "RealPLKSR", "in_ch": 1, "out_ch": 1, "dim": 8, "n_blocks": 1, "kernel_size": 5}])
 def test_a_gray_model_of_any_keyword_naming_gets_a_gray_image(spec, tmp_path):
     """A 1-channel model whatever its keyword (num_in_ch, SwinIR's in_chans, Real-CUGAN's
-    in_channels): an RGB input goes through it as Y (was: fed as 3 channels, a conv error)."""
+    in_channels, RealPLKSR's in_ch; the model's card says): an RGB input goes through it as Y
+    (was: fed as 3 channels, a conv error), by srgrad-infer and srgrad-eval."""
     path = tmp_path / "gray.safetensors"
     save_weights(path, tiny_model({**spec, "scale": 2}).state_dict(), model={**spec, "scale": 2}, scale=2,
                  dtype="float32")
@@ -144,6 +146,12 @@ def test_a_gray_model_of_any_keyword_naming_gets_a_gray_image(spec, tmp_path):
     assert infer_main(["--weights", str(path), "--input", str(tmp_path / "in.png"),
                        "--output", str(tmp_path / "out.png"), "--no-progress"]) == 0
     assert Image.open(tmp_path / "out.png").size == (20, 18)
+    hr = tmp_path / "hr"
+    hr.mkdir()
+    _save(hr / "a.png", np.random.default_rng(1).integers(0, 256, (30, 32, 3), dtype=np.uint8), None)
+    assert eval_main(["--no-save", "--weights", str(path), "--input", str(hr), "--no-progress",
+                      "--csv", str(tmp_path / "eval.csv")]) == 0
+    assert "mean" in (tmp_path / "eval.csv").read_text()
 
 
 def test_infer_16bit_rgb_png_stays_16bit_and_jpg_falls_back_to_8(weights, tmp_path):

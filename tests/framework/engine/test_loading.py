@@ -145,7 +145,8 @@ def test_a_published_layout_converts_and_fine_tunes(tmp_path, capsys):
     src = save_pth(twin, tmp_path / "2x_old.pth", "legacy")
     out = tmp_path / "2x.safetensors"
     assert convert_main(["weights", str(src), str(out)]) == 0
-    assert "detected RRDBNet(" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "detected RRDBNet(" in err and ": SR x2, 3 -> 3 channels, " in err  # and its card
     state, info = load_weights(out)
     spec = info["model"]
     assert spec["shuffle_factor"] == 1 and spec["scale"] == 2

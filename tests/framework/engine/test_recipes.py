@@ -57,6 +57,25 @@ def test_keys_of_another_recipe_are_errors_naming_it(config, lines, overrides, m
     assert f"{path}: {message}" in str(exc.value), str(exc.value)
 
 
+@pytest.mark.parametrize("model_d, message", [
+    ("{type: UNetDiscriminatorSN, num_in_ch: 1, num_feat: 4}",
+     "model_d: UNetDiscriminatorSN takes 1 channel(s) but the generator makes 3 (set "
+     "model_d.num_in_ch to 3)"),
+    ("{type: VGGStyleDiscriminator, num_in_ch: 3, num_feat: 4}",
+     "model_d: VGGStyleDiscriminator takes inputs of exactly 128 px, square, but the training "
+     "crops are datasets.train.gt_size 16"),
+])
+def test_a_discriminator_that_cannot_judge_the_generator_is_a_config_error(config, model_d,
+                                                                            message):
+    """The discriminator's card against the generator's and the crops (before: a shape error at
+    the first step)."""
+    path = config(f"model_d: {model_d}")
+    with pytest.raises(ConfigError) as exc:
+        load_config(path, ["train.optimizer_d={type: Adam, lr: 1.0e-3}",
+                           f"train.losses={{gan: {GAN}}}"])
+    assert f"{path}: {message}" in str(exc.value), str(exc.value)
+
+
 def test_a_gan_checkpoint_holds_what_it_always_held(config, tmp_path):
     """The keys of the safetensors checkpoint are those the GANTrainer wrote (old checkpoints load:
     checked by resuming files written before the recipes)."""

@@ -80,6 +80,31 @@ def test_wrong_type_or_range_names_the_key(tmp_path, line, match):
         load_text(tmp_path, BASE.replace("  batch_size: 2", line))
 
 
+@pytest.mark.parametrize("model, match", [
+    ("{type: SwinIR, upsampler: pixelshuffle, embed_dim: 8, depths: [2], num_heads: [2], "
+     "window_size: 4, img_size: 8}",
+     r"'y' data has 1 channel\(s\) but the model takes in_chans=3 \(set model.in_chans to 1\)"),
+    ("{type: RealPLKSR, dim: 8, n_blocks: 1}",
+     r"takes in_ch=3 \(set model.in_ch and model.out_ch to 1\)"),
+    ("{type: RealCUGAN}", r"takes in_channels=3 \(set model.in_channels and model.out_channels"),
+    ("{type: PLKSR, dim: 8, n_blocks: 1}", r"takes 3 \(PLKSR has no channel keyword: it takes RGB"),
+])
+def test_y_data_needs_a_one_channel_model_whatever_its_keyword(tmp_path, model, match):
+    """The model's card says its channels (before: only num_in_ch was read, so SwinIR and
+    RealPLKSR on Y data were accepted and failed inside their first convolution)."""
+    text = BASE.replace("{type: ESPCN, num_feat: [8, 4]}", model).replace(
+        "gt_size: 32}", "gt_size: 32, color: y}")
+    with pytest.raises(ConfigError, match=r"datasets.train.color: .*" + match):
+        load_text(tmp_path, text)
+
+
+def test_y_data_with_a_one_channel_model_of_another_keyword_is_accepted(tmp_path):
+    text = BASE.replace("{type: ESPCN, num_feat: [8, 4]}",
+                        "{type: RealPLKSR, dim: 8, n_blocks: 1, in_ch: 1, out_ch: 1}").replace(
+        "gt_size: 32}", "gt_size: 32, color: y}").replace("root: data/val}", "root: data/val, color: y}")
+    assert load_text(tmp_path, text)["model"]["in_ch"] == 1
+
+
 @pytest.mark.parametrize("old, new, match", [
     ("lr: 2e-4", "lr: -1e-3", r"train.optimizer: Adam: lr must be >= 0, got -0.001"),
     ("lr: 2e-4", "lr: '2e-4'", r"train.optimizer.lr: expected float .*got str '2e-4'"),

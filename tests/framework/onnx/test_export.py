@@ -9,7 +9,7 @@ import warnings
 import numpy as np
 import pytest
 
-import models
+import models  # noqa: F401  registers the architectures
 
 import framework as sg
 import framework.functional as F
@@ -17,47 +17,35 @@ from framework import autograd, nn
 from framework.onnx import (ConversionError, ExportError, export, register_converter,
                             converter_for)
 from framework.registry import MODELS
-from tests.models.cases import SCALES, build
+from framework.card import card
+from framework.nn import init
+from tests.models.cases import build, card_cases
 
 from ._util import Lambda, check, image, op_types, ort_run, require_onnx, srgrad_run
 
 require_onnx()
 
-CLASSIC = ("SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet")
-# Models whose graph holds for one input size only (their own tests check the refusal of dynamic
-# axes and the fixed-size export).
-SIZE_DEPENDENT = {"SwinIR": "the window partition and the shifted-window attention mask are "
-                            "computed for the input size",
-                  "HAT": "the window partition and the shifted-window attention mask are "
-                         "computed for the input size",
-                  "Swin2SR": "the window partition and the shifted-window attention mask are "
-                             "computed for the input size",
-                  "DAT": "the window partition and the shifted-window attention masks are "
-                         "computed for the input size",
-                  "ZSSRNet": "MATLAB imresize is exported as its weight tables (MatMul)",
-                  "OmniSR": "the window and grid partitions reshape to counts taken from the input "
-                            "size (tests/framework/onnx/test_omnisr.py)",
-                  "RealCUGAN": "below 32 pixels (40 fast) spandrel's size requirement pads by a "
-                               "size-dependent replication; dynamic from there "
-                               "(tests/framework/onnx/test_realcugan.py)",
-                  "SAFMN": "traced at 8 pixels its coarsest pooling covers the whole map "
-                           "(GlobalMaxPool); traced from 16 pixels up the graph is dynamic "
-                           "(tests/framework/onnx/test_safmn.py)"}
+# One small spec per image model (its card's role SR or restoration: not the discriminators and
+# KernelGAN's networks); a card's fixed_onnx marks a graph that holds for one input size (their
+# own tests, tests/framework/onnx/test_<name>.py, check the refusal of dynamic axes and the
+# fixed-size export).
+IMAGE_MODELS = {}
+for _spec in card_cases():
+    if card(_spec).role in ("SR", "restoration") and card(_spec).in_channels == 3:
+        IMAGE_MODELS.setdefault(_spec["type"], _spec)
 
 
-@pytest.mark.parametrize("name", [n for n in MODELS.names() if n not in models.NON_UPSCALING])
+@pytest.mark.parametrize("name", sorted(IMAGE_MODELS))
 def test_every_model_one_dynamic_graph_two_sizes(tmp_path, name):
-    scale = SCALES.get(name, (2,))[0]
-    model, _ = build(name, scale, 3, small=True)
+    spec = IMAGE_MODELS[name]
+    fixed = card(spec).fixed_onnx
+    if fixed:  # tests/framework/onnx/test_<name>.py export them at fixed sizes
+        pytest.skip(f"{name}: one graph per input size ({fixed})")
+    init.manual_seed(0)
+    model = MODELS.build(spec)
+    scale = card(spec).scale
     path = tmp_path / f"{name}.onnx"
-    if name in SIZE_DEPENDENT:  # tests/framework/onnx/test_<name>.py export them at fixed sizes
-        pytest.skip(f"{name}: one graph per input size ({SIZE_DEPENDENT[name]})")
-    try:
-        report = export(model, image(1, 3, 8, 8), path, dynamic=True)
-    except ConversionError as exc:
-        if name in CLASSIC or "no ONNX converter" not in str(exc):
-            raise
-        pytest.skip(f"{name}: {exc}")
+    report = export(model, image(1, 3, 8, 8), path, dynamic=True)  # every op has a converter
     assert report.dynamic and report.input_shape == ["batch", 3, "height", "width"]
     for x in (image(1, 3, 7, 9, seed=1), image(2, 3, 12, 5, seed=2)):
         got, want = ort_run(path, x)[0], srgrad_run(model, x)[0]

@@ -64,6 +64,9 @@ ACTIVATIONS = [
     ("gelu_tanh", lambda m, x: F.gelu(x, approximate="tanh"), None),
     ("silu", lambda m, x: F.silu(x), ["Sigmoid", "Mul"]),
     ("mish", lambda m, x: F.mish(x), ["Mish"]),
+    ("softplus", lambda m, x: F.softplus(x), ["Softplus", "Greater", "Where"]),
+    ("softplus_beta", lambda m, x: F.softplus(x, beta=2, threshold=1.5),  # both branches
+     ["Mul", "Softplus", "Div", "Greater", "Where"]),
     ("group_norm", lambda m, x: F.group_norm(x, 3, m.w, m.w),
      ["Reshape", "InstanceNormalization", "Shape", "Reshape", "Reshape", "Mul", "Reshape", "Add"]),
     ("group_norm_1", lambda m, x: F.group_norm(x, 1), ["Reshape", "InstanceNormalization", "Shape",
