@@ -37,6 +37,7 @@ import string
 from ..io.config import ConfigError
 
 __all__ = ["translate_options", "BASICSR_SPELLINGS", "is_basicsr_options", "is_test_options",
+           "options_kind",
            "Translation", "dataset_block", "val_section"]
 
 # BasicSR key (where srgrad spells it differently) -> srgrad's dotted key
@@ -211,14 +212,17 @@ _SRGRAD_TRAIN = ("total_iters", "optimizer", "batch_size", "loss", "losses")
 
 
 def is_basicsr_options(data) -> bool:
-    """Whether parsed YAML is a BasicSR / Real-ESRGAN option file rather than an srgrad config: it
-    has `network_g` or `model_type` and none of srgrad's own keys (model, seed, run_root, ...,
-    train.total_iters, train.optimizer, ...)."""
+    """Whether parsed YAML is a BasicSR / Real-ESRGAN / traiNNer-redux option file rather than an
+    srgrad config: it has `network_g` or `model_type` and none of srgrad's own keys (model, seed,
+    run_root, ..., train.total_iters, train.optimizer, ...)."""
     if not isinstance(data, dict) or not any(key in data for key in _MARKERS):
         return False
     train = data.get("train") if isinstance(data.get("train"), dict) else {}
+    # a list of losses is traiNNer-redux's spelling (redux_options.is_redux_options) as well as
+    # srgrad's: with network_g and no other srgrad key, the file is traiNNer-redux's
+    srgrad_train = [k for k in _SRGRAD_TRAIN if not (k == "losses" and isinstance(train.get(k), list))]
     return not any(key in data for key in _SRGRAD_TOP) and \
-        not any(key in train for key in _SRGRAD_TRAIN)
+        not any(key in train for key in srgrad_train)
 
 
 def is_test_options(data) -> bool:
@@ -229,14 +233,24 @@ def is_test_options(data) -> bool:
         not (isinstance(datasets, dict) and "train" in datasets)
 
 
+def options_kind(data) -> str:
+    """"traiNNer-redux" or "BasicSR": whose option file parsed YAML is (for messages)."""
+    from .redux_options import is_redux_options
+    return "traiNNer-redux" if is_redux_options(data) else "BasicSR"
+
+
 def translate_options(options: dict, source: str = "<options>"):
-    """(srgrad config dict, notes) from a BasicSR option dict (as yaml.safe_load gives it).
+    """(srgrad config dict, notes) from a BasicSR option dict (as yaml.safe_load gives it); a
+    traiNNer-redux file (redux_options.is_redux_options) goes to redux_options.translate_redux.
 
     Pure: `options` is not modified and nothing is read. The config still needs
     framework.engine.schema.validate (model, loss and optimizer types and their keywords are checked
     there). Raises ConfigError listing every key that cannot be translated, with its dotted path and
     why.
     """
+    from .redux_options import is_redux_options, translate_redux
+    if is_redux_options(options):
+        return translate_redux(options, source)
     t, opts = Translation.begin(options, source)
     cfg: dict = {}
     for key, target in (("name", "name"), ("scale", "scale"), ("manual_seed", "seed")):
@@ -347,6 +361,8 @@ def dataset_block(t, opts, prefix, train, real):
 
 
 def _io_backend(t, opts, prefix):
+    if "io_backend" not in opts:  # BasicSR's files always give it; traiNNer-redux's may not
+        return
     backend = t.section(opts.pop("io_backend", None), f"{prefix}io_backend")
     if backend.get("type", "disk") == "disk":
         t.drop(f"{prefix}io_backend", "srgrad reads image files from disk")
@@ -689,8 +705,9 @@ def _logger(t, opts, cfg):
     t.unknown(opts, "logger.")
 
 
-def _path(t, opts, train_cfg, gan):
-    """Pretrained weights of the generator (g) and, in a GAN run, the discriminator (d)."""
+def _path(t, opts, train_cfg, gan, ema_note=True):
+    """Pretrained weights of the generator (g) and, in a GAN run, the discriminator (d);
+    `ema_note`: say where BasicSR's EMA copy starts (traiNNer-redux's starts as srgrad's)."""
     t.common(opts, "path", "path.")
     for net, target in (("g", "pretrained"), ("d", "pretrained_d")):
         keys = (f"pretrain_network_{net}", f"param_key_{net}", f"strict_load_{net}")
@@ -711,7 +728,8 @@ def _path(t, opts, train_cfg, gan):
                                  "strict": bool(strict)}
             t.paths.append((f"train.{target}.path", weights))
     pretrained = train_cfg.get("pretrained")
-    if train_cfg.get("ema_decay", 0) > 0 and pretrained and pretrained["key"] != "params_ema":
+    if ema_note and train_cfg.get("ema_decay", 0) > 0 and pretrained and \
+            pretrained["key"] != "params_ema":
         t.notes.append(f"train.ema_decay: BasicSR starts its EMA copy from the pretrained file's "
                        f"params_ema, srgrad from the weights it loads (train.pretrained.key: "
                        f"{pretrained['key']})")

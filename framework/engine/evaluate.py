@@ -117,7 +117,7 @@ def _from_file(args):
         raise OutputError("give either CONFIG (its sets) or --input (one set), not both; --lq "
                           "and --csv go with --input")
     plan = read_plan(args.options)
-    if plan.kind.startswith("BasicSR"):
+    if plan.kind.endswith("option file"):
         print(f"{args.options} is a {plan.kind}: translated as srgrad-convert options does "
               f"({len(plan.notes)} note(s))", file=sys.stderr)
     for note in plan.notes:

@@ -170,14 +170,17 @@ def load_config(path, overrides=(), do_imports: bool = True, notes: list | None 
     `notes` when it is given (its first note says that the file was translated)."""
     source = os.fspath(path)
     cfg = read_yaml(source)
-    from .basicsr_options import is_basicsr_options, is_test_options, translate_options
+    from .basicsr_options import is_basicsr_options, is_test_options, options_kind, translate_options
     if is_test_options(cfg):
-        raise ConfigError(f"{source} is a BasicSR test option file (for basicsr/test.py): evaluate "
+        kind = options_kind(cfg)
+        raise ConfigError(f"{source} is a {kind} test option file"
+                          f"{' (for basicsr/test.py)' if kind == 'BasicSR' else ''}: evaluate "
                           f"with srgrad-eval {source}")
     if is_basicsr_options(cfg):
+        kind = options_kind(cfg)
         cfg, said = translate_options(cfg, source)
         if notes is not None:
-            notes.append(f"{source} is a BasicSR option file: translated as srgrad-convert options "
+            notes.append(f"{source} is a {kind} option file: translated as srgrad-convert options "
                          f"does ({len(said)} note(s) below; srgrad-convert options {source} -o "
                          f"X.yaml writes the translation to edit)")
             notes.extend(said)
