@@ -74,8 +74,28 @@ def test_ctrl_c_keeps_the_network_so_far(monkeypatch):
                                     progress=False)
     # the size asked for: the x4 stage applies the network as it is, untrained
     assert interrupted and sr.shape == (1, 128, 128)
-    assert said[0].startswith("x2: interrupted after 3 iterations")
-    assert said[2] == "x4: not trained (interrupted before): the network as it is"
+    assert said[0] == f"x2: training, at most 50 iterations (a line every {Z.LOG_EVERY})"
+    assert said[1].startswith("x2: interrupted after 3 iterations")
+    assert said[4] == "x4: not trained (interrupted before): the network as it is"
+
+
+def test_without_a_bar_each_phase_and_every_log_every_iterations_print_a_line(monkeypatch):
+    """--no-progress (progress=False): a line when a stage starts, every LOG_EVERY iterations
+    and before the final pass, as srgrad-train's log lines (before: only the stage summaries)."""
+    monkeypatch.setattr(Z, "LOG_EVERY", 2)
+    said = []
+    Z.zssr_result(read_image(GRAVEL)[0][:, :24, :24], 2, iters=5, crop_size=16, bp_iters=1,
+                  say=said.append, progress=False)
+    assert said[0] == "x2: training, at most 5 iterations (a line every 2)"
+    assert [m.split(",")[0] for m in said[1:3]] == ["x2: iteration 2/5", "x2: iteration 4/5"]
+    assert all(" loss " in m and " lr 1e-03" in m for m in said[1:3]), said
+    assert said[3].startswith("x2: trained 5 iterations")
+    assert said[4] == "x2: the final pass (1 back-projections)"
+    assert said[5].startswith("x2: output 48x48") and len(said) == 6
+    said.clear()
+    Z.zssr_result(read_image(GRAVEL)[0][:, :24, :24], 2, iters=5, crop_size=16, bp_iters=1,
+                  say=said.append, progress=True)
+    assert [m.split(":")[1].split()[0] for m in said] == ["trained", "output"]  # the bar's job
 
 
 # -- the command ----------------------------------------------------------------------------------
