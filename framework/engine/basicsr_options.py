@@ -37,7 +37,7 @@ import string
 from ..io.config import ConfigError
 
 __all__ = ["translate_options", "BASICSR_SPELLINGS", "is_basicsr_options", "is_test_options",
-           "options_kind",
+           "options_kind", "PathsNote",
            "Translation", "dataset_block", "val_section"]
 
 # BasicSR key (where srgrad spells it differently) -> srgrad's dotted key
@@ -118,6 +118,30 @@ _VGG_NOTE = ("srgrad's PerceptualLoss reads torchvision's VGG19 weights (vgg19-d
              "it starts)")
 
 
+class PathsNote(str):
+    """The note listing the paths a translation used as written; `paths`: [(srgrad key, value)].
+    `overridden(overrides)` says it again for the `--set KEY=VALUE` assignments that replace some
+    of them (a path set on the command line is not one "used as written")."""
+
+    def __new__(cls, paths):
+        note = super().__new__(cls, "paths used as written (relative to the current folder, edit "
+                                    "them to your data): " + ", ".join(f"{k}={v}" for k, v in paths))
+        note.paths = list(paths)
+        return note
+
+    def overridden(self, overrides) -> str | None:
+        """The note with the keys `overrides` sets left out (and named as --set's), or None when
+        --set gives every path."""
+        given = {a.partition("=")[0].strip(): a.partition("=")[2].strip() for a in overrides}
+        kept = [(k, v) for k, v in self.paths if k not in given]
+        if len(kept) == len(self.paths):
+            return str(self)
+        if not kept:
+            return None
+        return (f"{PathsNote(kept)} (--set gives "
+                f"{', '.join(k for k, _ in self.paths if k in given)})")
+
+
 class Translation:
     """One translation's state: the source's name, its notes, errors (refused keys) and the
     paths it used as written; helpers that drop, refuse and take keys (shared with
@@ -190,8 +214,7 @@ class Translation:
             raise ConfigError(f"{self.source}: cannot translate these BasicSR options:\n  " +
                               "\n  ".join(self.errors))
         if self.paths:
-            self.notes.append("paths used as written (relative to the current folder, edit them "
-                              "to your data): " + ", ".join(f"{k}={v}" for k, v in self.paths))
+            self.notes.append(PathsNote(self.paths))
         return self.notes
 
     def integer(self, value, path):

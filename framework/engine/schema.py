@@ -179,6 +179,9 @@ def load_config(path, overrides=(), do_imports: bool = True, notes: list | None 
     if is_basicsr_options(cfg):
         kind = options_kind(cfg)
         cfg, said = translate_options(cfg, source)
+        from .basicsr_options import PathsNote
+        said = [n.overridden(overrides) if isinstance(n, PathsNote) else n for n in said]
+        said = [n for n in said if n is not None]
         if notes is not None:
             notes.append(f"{source} is a {kind} option file: translated as srgrad-convert options "
                          f"does ({len(said)} note(s) below; srgrad-convert options {source} -o "

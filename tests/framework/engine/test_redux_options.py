@@ -220,3 +220,26 @@ def test_a_basicsr_file_is_not_taken_for_a_redux_one():
               "train": {"losses": [{"type": "L1Loss"}]}}
     assert not is_basicsr_options(srgrad) and not is_redux_options(srgrad)
     assert is_redux_options({"network_g": {"type": "RRDBNet"}, "use_amp": False})
+
+
+def test_the_paths_note_leaves_out_what_set_gives(folders, tmp_path):
+    """The translation's "paths used as written" names only the paths the file gave and --set
+    did not replace (before: the file's values, whatever --set said)."""
+    path = tmp_path / "SPAN_fidelity.yml"
+    path.write_text(dump(_options(folders, "SPAN", "fidelity")))
+    hr = str(folders / "hr")
+
+    def paths_note(overrides):
+        notes = []
+        cfg = load_config(path, overrides, notes=notes)
+        return cfg, [n for n in notes if n.startswith("paths used as written")]
+
+    _, said = paths_note([])
+    assert said == [f"paths used as written (relative to the current folder, edit them to your "
+                    f"data): datasets.train.gt_root={hr}, datasets.train.lq_root={folders / 'lr'}"]
+    cfg, said = paths_note([f"datasets.train.lq_root={hr}"])
+    assert cfg["datasets"]["train"]["lq_root"] == hr
+    assert said == [f"paths used as written (relative to the current folder, edit them to your "
+                    f"data): datasets.train.gt_root={hr} (--set gives datasets.train.lq_root)"]
+    _, said = paths_note([f"datasets.train.lq_root={hr}", f"datasets.train.gt_root={hr}"])
+    assert said == []
