@@ -243,3 +243,25 @@ def test_the_paths_note_leaves_out_what_set_gives(folders, tmp_path):
                     f"data): datasets.train.gt_root={hr} (--set gives datasets.train.lq_root)"]
     _, said = paths_note([f"datasets.train.lq_root={hr}", f"datasets.train.gt_root={hr}"])
     assert said == []
+
+
+def test_srgrad_eval_runs_a_test_template_directly(folders, tmp_path, capsys):
+    """srgrad-eval on traiNNer-redux's test template: its preset built, the weights read (no param
+    key: the file's own), the LR images upscaled into <results>/<name>/ (metrics_enabled: false)."""
+    from framework.engine.cli import eval_main
+    from framework.nn import init
+    from framework.registry import MODELS
+    from framework.weights import write_pth
+    init.manual_seed(0)
+    model = MODELS.build({"type": PRESETS["span"][0], **PRESETS["span"][1], "scale": 4})
+    write_pth(tmp_path / "net_g.pth", {"params": model.state_dict()})
+    path = tmp_path / "SPAN.yml"
+    path.write_text(dump(eval_template("SPAN", str(folders / "lr"), str(tmp_path / "net_g.pth"))))
+    assert eval_main([str(path), "--results", str(tmp_path / "results"), "--no-progress"]) == 0
+    out, err = capsys.readouterr()
+    assert f"{path} is a traiNNer-redux test option file: translated" in out + err
+    assert "note: use_amp: dropped, fp16 autocast is a CUDA feature" in err
+    folder = tmp_path / "results" / "x4_SPAN" / "visualization" / "val"
+    assert sorted(p.name for p in folder.iterdir()) == ["astronaut_x4_SPAN.png",
+                                                        "brick_x4_SPAN.png"]
+    assert Image.open(folder / "brick_x4_SPAN.png").size == (64, 64)
