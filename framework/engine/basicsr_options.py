@@ -149,7 +149,7 @@ class Translation:
 
     def __init__(self, source):
         self.source, self.notes, self.errors, self.paths = source, [], [], []
-        self.model_type = "SRModel"
+        self.model_type, self.who = "SRModel", "BasicSR"  # who: whose file, in the notes
 
     @classmethod
     def begin(cls, options, source):
@@ -204,14 +204,14 @@ class Translation:
 
     def unknown(self, opts, prefix):
         for key in opts:
-            self.refuse(f"{prefix}{key}", "not a BasicSR option srgrad knows how to translate")
+            self.refuse(f"{prefix}{key}", f"not a {self.who} option srgrad knows how to translate")
 
     def finish(self, opts) -> list:
         """`opts`' keys left untranslated refused; ConfigError listing every refused key; else
         the notes (with the paths used as written)."""
         self.unknown(opts, "")
         if self.errors:
-            raise ConfigError(f"{self.source}: cannot translate these BasicSR options:\n  " +
+            raise ConfigError(f"{self.source}: cannot translate these {self.who} options:\n  " +
                               "\n  ".join(self.errors))
         if self.paths:
             self.notes.append(PathsNote(self.paths))
@@ -557,18 +557,7 @@ def _train(t, opts, gan):
     optim = t.section(opts.pop("optim_g", None), "train.optim_g")
     if optim:
         out["optimizer"] = optim  # Adam/AdamW/SGD keep their torch keywords
-    scheduler = _scheduler(t, t.section(opts.pop("scheduler", None), "train.scheduler"))
-    warmup = opts.pop("warmup_iter", None)
-    warmup = -1 if warmup is None else t.integer(warmup, "train.warmup_iter")
-    if isinstance(warmup, int) and warmup > 0:
-        scheduler = scheduler or {"type": "LinearWarmupLR"}
-        scheduler["warmup_iters"] = warmup
-        t.notes.append("train.warmup_iter -> train.scheduler.warmup_iters: srgrad scales the "
-                       "schedule during warm-up, BasicSR replaces it (the same while it is flat)")
-    if scheduler:
-        out["scheduler"] = scheduler
-        t.notes.append("train.scheduler: BasicSR moves its scheduler before each iteration, "
-                       "srgrad (as torch) after it, so each lr change comes one iteration later")
+    scheduler = schedule(t, opts, out)
     _losses(t, opts, out, gan)
     if "ema_decay" in opts:
         decay = opts.pop("ema_decay")
@@ -582,10 +571,7 @@ def _train(t, opts, gan):
             t.refuse("train.optim_d", f"missing: {t.model_type} trains its discriminator with it "
                                       f"(BasicSR fails without it)")
         out["optimizer_d"] = t.section(optim_d, "train.optim_d")
-        if scheduler:
-            out["scheduler_d"] = copy.deepcopy(scheduler)
-            t.notes.append("train.scheduler -> train.scheduler and train.scheduler_d: BasicSR "
-                           "gives each optimizer its own copy of the one scheduler block")
+        schedule_d(t, scheduler, out)
         for key in ("net_d_iters", "net_d_init_iters"):
             if key in opts:
                 out[key] = t.integer(opts.pop(key), f"train.{key}")
@@ -596,6 +582,35 @@ def _train(t, opts, gan):
                     t.ignored(f"train.{key}", _GAN_READERS)
     t.unknown(opts, "train.")
     return out
+
+
+def schedule(t, opts, out, note_off=False):
+    """train.scheduler and train.warmup_iter (BasicSR's and traiNNer-redux's) -> out["scheduler"]
+    (a warm-up alone: LinearWarmupLR); returns it (or None). `note_off`: note warmup_iter -1."""
+    scheduler = _scheduler(t, t.section(opts.pop("scheduler", None), "train.scheduler"))
+    given = opts.pop("warmup_iter", None)
+    warmup = -1 if given is None else t.integer(given, "train.warmup_iter")
+    if isinstance(warmup, int) and warmup > 0:
+        scheduler = scheduler or {"type": "LinearWarmupLR"}
+        scheduler["warmup_iters"] = warmup
+        t.notes.append(f"train.warmup_iter -> train.scheduler.warmup_iters: srgrad scales the "
+                       f"schedule during warm-up, {t.who} replaces it (the same while it is flat)")
+    elif given is not None and note_off:
+        t.drop("train.warmup_iter", f"{given}: no warm-up")
+    if scheduler:
+        out["scheduler"] = scheduler
+        t.notes.append(f"train.scheduler: {t.who} moves its scheduler before each iteration, "
+                       f"srgrad (as torch) after it, so each lr change comes one iteration later")
+    return scheduler
+
+
+def schedule_d(t, scheduler, out) -> None:
+    """The discriminator's copy of the one scheduler block (BasicSR and traiNNer-redux give each
+    optimizer its own)."""
+    if scheduler:
+        out["scheduler_d"] = copy.deepcopy(scheduler)
+        t.notes.append(f"train.scheduler -> train.scheduler and train.scheduler_d: {t.who} "
+                       f"gives each optimizer its own copy of the one scheduler block")
 
 
 def _losses(t, opts, out, gan):

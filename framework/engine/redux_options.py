@@ -28,12 +28,11 @@ high_order_degradation: true an on-the-fly degradation run):
 """
 from __future__ import annotations
 
-import copy
 import math
 import numbers
 
 from ..io.config import ConfigError
-from .basicsr_options import _scheduler, Translation, val_section
+from .basicsr_options import Translation, schedule, schedule_d, val_section
 from .redux_archs import DISCRIMINATORS, network
 
 __all__ = ["is_redux_options", "translate_redux", "translate_redux_test", "REDUX_ONLY"]
@@ -95,7 +94,7 @@ def translate_redux(options: dict, source: str = "<options>"):
     """(srgrad config dict, notes) from a traiNNer-redux training option dict. Pure; the config
     still needs schema.validate. ConfigError lists every key that cannot be translated."""
     t, opts = Translation.begin(options, source)
-    t.model_type = "traiNNer-redux"
+    t.model_type = t.who = "traiNNer-redux"
     cfg, precision = _top(t, opts)
     scale = cfg.get("scale")
     otf = opts.pop("high_order_degradation", False) is True
@@ -124,7 +123,7 @@ def translate_redux_test(options: dict, source: str = "<options>"):
     from .basicsr_test_options import _path as test_path
     from .basicsr_test_options import _sets
     t, opts = Translation.begin(options, source)
-    t.model_type = "traiNNer-redux"
+    t.model_type = t.who = "traiNNer-redux"
     cfg, precision = _top(t, opts)
     if precision:
         t.drop("use_amp", "evaluation runs in float32")
@@ -212,19 +211,9 @@ def _train(t, opts, gan) -> dict:
                 t.drop("train.optim_d", "there is no network_d")
         elif block is not None:
             out[target] = t.section(block, f"train.{key}")
-    scheduler = _scheduler(t, t.section(opts.pop("scheduler", None), "train.scheduler"))
-    warmup = opts.pop("warmup_iter", -1)
-    if isinstance(warmup, numbers.Real) and warmup > 0:
-        scheduler = scheduler or {"type": "LinearWarmupLR"}
-        scheduler["warmup_iters"] = t.integer(warmup, "train.warmup_iter")
-    elif warmup is not None:
-        t.drop("train.warmup_iter", f"{warmup}: no warm-up")
-    if scheduler:
-        out["scheduler"] = scheduler
-        if gan:
-            out["scheduler_d"] = copy.deepcopy(scheduler)
-            t.notes.append("train.scheduler -> train.scheduler and train.scheduler_d: each "
-                           "optimizer gets its copy, as in traiNNer-redux")
+    scheduler = schedule(t, opts, out, note_off=True)
+    if gan:
+        schedule_d(t, scheduler, out)
     for key in ("ema_decay", "ema_power"):
         if key in opts:
             out[key] = float(opts.pop(key))
