@@ -101,10 +101,16 @@ def translate_redux(options: dict, source: str = "<options>"):
     cfg["model"] = network(t, t.section(opts.pop("network_g", None), "network_g"), "network_g",
                            scale) or {}
     network_d = t.take(opts, "network_d", "network_d")
-    if network_d is not None:
+    gan = _has_gan(opts)
+    if gan and network_d is None:
+        t.refuse("network_d", "missing: a ganloss with a loss_weight trains a discriminator "
+                              "(traiNNer-redux fails without it)")
+    elif gan:
         cfg["model_d"] = _discriminator(t, t.section(network_d, "network_d"))
-    cfg["train"] = {**_train(t, t.section(opts.pop("train", None), "train"), network_d is not None),
-                    **precision}
+    elif network_d is not None:
+        t.drop("network_d", "no ganloss with a loss_weight: traiNNer-redux builds no "
+                            "discriminator then")
+    cfg["train"] = {**_train(t, t.section(opts.pop("train", None), "train"), gan), **precision}
     cfg["datasets"] = _datasets(t, t.section(opts.pop("datasets", None), "datasets"), cfg, otf)
     if otf:
         _otf(t, opts, cfg["datasets"].get("train") or {})
@@ -113,8 +119,17 @@ def translate_redux(options: dict, source: str = "<options>"):
         t.drop(key, "high_order_degradation is not true: the LR images are read as they are")
     _val(t, opts, cfg)
     _logger(t, t.section(opts.pop("logger", None), "logger"), cfg)
-    _path(t, t.section(opts.pop("path", None), "path"), cfg["train"], network_d is not None)
+    _path(t, t.section(opts.pop("path", None), "path"), cfg["train"], gan)
     return cfg, t.finish(opts)
+
+
+def _has_gan(opts) -> bool:
+    """traiNNer-redux's rule: a GAN run when the first ganloss of train.losses has a loss_weight
+    other than 0 (network_d is then required; without one it is ignored)."""
+    train = opts.get("train") if isinstance(opts.get("train"), dict) else {}
+    losses = train.get("losses") if isinstance(train.get("losses"), list) else []
+    gans = [e for e in losses if isinstance(e, dict) and str(e.get("type")).lower() == "ganloss"]
+    return bool(gans) and gans[0].get("loss_weight", 0) != 0
 
 
 def translate_redux_test(options: dict, source: str = "<options>"):
@@ -124,9 +139,7 @@ def translate_redux_test(options: dict, source: str = "<options>"):
     from .basicsr_test_options import _sets
     t, opts = Translation.begin(options, source)
     t.model_type = t.who = "traiNNer-redux"
-    cfg, precision = _top(t, opts)
-    if precision:
-        t.drop("use_amp", "evaluation runs in float32")
+    cfg, _ = _top(t, opts, training=False)
     if "seed" in cfg:
         del cfg["seed"]
         t.drop("manual_seed", "evaluation draws nothing at random")
@@ -152,9 +165,9 @@ def translate_redux_test(options: dict, source: str = "<options>"):
 
 
 # -- the parts ----------------------------------------------------------------------------------
-def _top(t, opts):
+def _top(t, opts, training=True):
     """(name, scale and seed; train keys: the precision) from the top-level keys, the GPU
-    switches dropped."""
+    switches dropped (and the precision, for an evaluation: `training` false)."""
     cfg = {k: opts.pop(k) for k in ("name", "scale") if k in opts}
     if "manual_seed" in opts:
         cfg["seed"] = opts.pop("manual_seed")
@@ -167,7 +180,11 @@ def _top(t, opts):
             t.drop(key, why)
     amp, bf16 = opts.pop("use_amp", None), opts.pop("amp_bf16", None)
     train = {}
-    if amp and bf16 and _has_precision():
+    if not training:
+        for key, value in (("use_amp", amp), ("amp_bf16", bf16)):
+            if value is not None:
+                t.drop(key, "srgrad-eval runs in float32")
+    elif amp and bf16 and _has_precision():
         train["precision"] = "bf16"
         t.notes.append("use_amp, amp_bf16: true -> train.precision: bf16")
     elif amp and bf16:
@@ -176,7 +193,7 @@ def _top(t, opts):
     elif amp is not None:
         t.drop("use_amp", "fp16 autocast is a CUDA feature: srgrad trains in float32" if amp
                else "false: float32, as srgrad trains")
-    if bf16 is not None and not (amp and bf16 and _has_precision()):
+    if training and bf16 is not None and not (amp and bf16 and _has_precision()):
         t.drop("amp_bf16", ("true: see use_amp" if bf16 else "false: fp16, see use_amp") if amp
                else "use_amp is false")
     return cfg, train
@@ -208,7 +225,7 @@ def _train(t, opts, gan) -> dict:
         block = t.take(opts, key, f"train.{key}")
         if key == "optim_d" and not gan:
             if block is not None:
-                t.drop("train.optim_d", "there is no network_d")
+                t.drop("train.optim_d", "no GAN loss: no discriminator to train")
         elif block is not None:
             out[target] = t.section(block, f"train.{key}")
     scheduler = schedule(t, opts, out, note_off=True)
@@ -280,8 +297,8 @@ def _losses(t, entries, gan) -> list:
             missing.append(kind)
             t.drop(path, f"{kind}: srgrad has no such loss; the run trains without this term")
             continue
-        if kind == "ganloss" and not gan:
-            t.drop(path, "ganloss without network_d (traiNNer-redux builds no GAN loss then)")
+        if kind == "ganloss" and any(e["type"] == "GANLoss" for e in out):
+            t.drop(path, "a second ganloss: traiNNer-redux trains with the first")
             continue
         if kind == "perceptualloss":
             block = _perceptual(t, entry, path)

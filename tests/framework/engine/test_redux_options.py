@@ -260,8 +260,24 @@ def test_srgrad_eval_runs_a_test_template_directly(folders, tmp_path, capsys):
     assert eval_main([str(path), "--results", str(tmp_path / "results"), "--no-progress"]) == 0
     out, err = capsys.readouterr()
     assert f"{path} is a traiNNer-redux test option file: translated" in out + err
-    assert "note: use_amp: dropped, fp16 autocast is a CUDA feature" in err
+    assert "note: use_amp: dropped, srgrad-eval runs in float32" in err
     folder = tmp_path / "results" / "x4_SPAN" / "visualization" / "val"
     assert sorted(p.name for p in folder.iterdir()) == ["astronaut_x4_SPAN.png",
                                                         "brick_x4_SPAN.png"]
     assert Image.open(folder / "brick_x4_SPAN.png").size == (64, 64)
+
+
+def test_a_discriminator_trains_only_with_a_gan_loss_as_in_redux(folders):
+    """traiNNer-redux's rule: the first ganloss with a loss_weight makes a GAN run; network_d
+    without one is not built, and a ganloss without network_d is an error."""
+    options = _options(folders, "SPAN", "gan")
+    options["train"]["losses"][3]["loss_weight"] = 0
+    cfg, notes = translate_options(options)
+    assert "model_d" not in cfg and "optimizer_d" not in cfg["train"]
+    assert "network_d: dropped, no ganloss with a loss_weight: traiNNer-redux builds no " \
+           "discriminator then" in notes
+    assert validate(cfg)["recipe"] is None
+    options = _options(folders, "SPAN", "gan")
+    del options["network_d"]
+    with pytest.raises(ConfigError, match="network_d: missing: a ganloss with a loss_weight"):
+        translate_options(options)
