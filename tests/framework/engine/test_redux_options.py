@@ -281,3 +281,20 @@ def test_a_discriminator_trains_only_with_a_gan_loss_as_in_redux(folders):
     del options["network_d"]
     with pytest.raises(ConfigError, match="network_d: missing: a ganloss with a loss_weight"):
         translate_options(options)
+
+
+def test_srgrad_convert_writes_a_config_that_loads_as_written(folders, tmp_path, capsys):
+    """srgrad-convert options on an OTF GAN template: a commented srgrad config naming its source,
+    which load_config reads back to the same resolved config as the on-the-fly translation."""
+    from framework.engine.convert import main as convert_main
+    src = tmp_path / "SwinIR_OTF_gan.yml"
+    src.write_text(dump(_options(folders, "SwinIR", "OTF_gan")))
+    out = tmp_path / "swinir.yaml"
+    assert convert_main(["options", str(src), "-o", str(out)]) == 0
+    text = out.read_text()
+    assert text.startswith(f"# Translated from the traiNNer-redux option file {src} by "
+                           f"srgrad-convert options.")
+    assert capsys.readouterr().out.splitlines()[-1].startswith(f"{src} -> {out} (")
+    written, direct = load_config(out), load_config(src)
+    assert written == direct
+    assert [e["type"] for e in written["train"]["losses"]] == ["PerceptualLoss", "GANLoss"]
