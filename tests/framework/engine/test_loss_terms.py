@@ -149,3 +149,32 @@ def test_ema_power_warms_the_decay_up_as_ema_pytorch():
     assert EMA(net, 0.9).current_decay(None) == 0.9  # BasicSR's: constant
     with pytest.raises(ValueError, match="step is needed with power"):
         ema.update()
+
+
+def test_target_gt_usm_in_the_list_is_gt_usm_of_the_roles(tmp_path, tiny_data):
+    """`target: gt_usm` on a list entry compares with the sharpened GT exactly as the roles'
+    train.gt_usm: [pixel] does (the same weights after a step), and not as the plain GT."""
+    def run(i, losses):
+        path = tmp_path / f"usm{i}.yaml"
+        path.write_text(f"""\
+name: usm
+scale: 2
+run_root: {tmp_path / str(i)}
+model: {{type: FSRCNN, d: 8, s: 4, m: 1}}
+datasets:
+  train: {{type: RealESRGANDataset, root: {tiny_data / 'train'}, gt_size: 32, crop_pad_size: 48,
+           gt_usm: true}}
+train:
+  total_iters: 1
+  batch_size: 2
+  optimizer: {{type: Adam, lr: 1.0e-2}}
+{losses}""")
+        t = Trainer(load_config(path), progress=False)
+        t.fit()
+        return np.concatenate([p.data.ravel() for p in t.model.parameters()])
+
+    roles = run(0, "  losses: {pixel: {type: L1Loss}}\n  gt_usm: [pixel]\n")
+    listed = run(1, "  losses: [{type: L1Loss, target: gt_usm}]\n")
+    plain = run(2, "  losses: [{type: L1Loss}]\n")
+    np.testing.assert_array_equal(listed, roles)
+    assert np.abs(plain - roles).max() > 1e-6
