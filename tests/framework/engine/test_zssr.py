@@ -131,8 +131,9 @@ def test_command_x2_values_and_output_rules(case, capsys):
     assert "it is the input" in capsys.readouterr().err
 
 
-def test_command_estimates_and_writes_the_kernel(case, capsys, tmp_path):
+def test_command_estimates_and_writes_the_kernel(case, capsys, tmp_path, monkeypatch):
     root, _, _ = case
+    monkeypatch.setattr(Z, "LOG_EVERY", 2)  # --no-progress: KernelGAN's lines too
     big = tmp_path / "big.png"  # KernelGAN's crops are 64 px: a larger image
     Image.fromarray(np.asarray(Image.open(GRAVEL))[:72, :72]).save(big)
     args = ["--input", big, "--output", tmp_path / "out", "--kernel", "estimate",
@@ -142,7 +143,10 @@ def test_command_estimates_and_writes_the_kernel(case, capsys, tmp_path):
     k = np.load(tmp_path / "out" / "big_x2_kernel.npy", allow_pickle=False)
     assert k.shape == (13, 13) and k.sum() == pytest.approx(1.0, abs=1e-12)
     assert read_image(tmp_path / "out" / "big_x2.png")[0].shape == (1, 144, 144)
-    assert "kernel: KernelGAN, 3 iterations" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "kernel: KernelGAN, 3 iterations (a line every 2)" in err
+    assert "kernel: KernelGAN iteration 2/3, " in err and "kernel: KernelGAN, 3 iterations in" in err
+    assert "x2: training, at most 2 iterations (a line every 2)" in err
     # the kernel file is an input of the next run
     args2 = ["--input", big, "--output", tmp_path / "again.png", "--kernel",
              tmp_path / "out" / "big_x2_kernel.npy", "--iters", "2", "--bp-iters", "0",
