@@ -124,8 +124,9 @@ class PathsNote(str):
     of them (a path set on the command line is not one "used as written")."""
 
     def __new__(cls, paths):
+        listed = ", ".join(f"{k}={v}" for k, v in paths)
         note = super().__new__(cls, "paths used as written (relative to the current folder, edit "
-                                    "them to your data): " + ", ".join(f"{k}={v}" for k, v in paths))
+                                    "them to your data): " + listed)
         note.paths = list(paths)
         return note
 
@@ -243,7 +244,8 @@ def is_basicsr_options(data) -> bool:
     train = data.get("train") if isinstance(data.get("train"), dict) else {}
     # a list of losses is traiNNer-redux's spelling (redux_options.is_redux_options) as well as
     # srgrad's: with network_g and no other srgrad key, the file is traiNNer-redux's
-    srgrad_train = [k for k in _SRGRAD_TRAIN if not (k == "losses" and isinstance(train.get(k), list))]
+    srgrad_train = [k for k in _SRGRAD_TRAIN
+                    if not (k == "losses" and isinstance(train.get(k), list))]
     return not any(key in data for key in _SRGRAD_TOP) and \
         not any(key in train for key in srgrad_train)
 

@@ -31,7 +31,6 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..io.config import ConfigError
 from .basicsr_options import Translation, schedule, schedule_d, val_section
 from .redux_archs import DISCRIMINATORS, network
 
@@ -75,7 +74,9 @@ _SAME = tuple(f"{k}{n}" for n in ("", "2") for k in (
 _KERNELS = tuple(f"{k}{n}" for n in ("", "2") for k in (
     "kernel_list", "kernel_prob", "sinc_prob", "blur_sigma", "betag_range", "betap_range")) + \
     ("final_sinc_prob",)
-_RESIZE_MODES = "srgrad draws area, bilinear or bicubic with equal odds (Real-ESRGAN's)"
+# traiNNer-redux's own OTF keys, which srgrad's RealESRGANDataset takes under the same name
+_REDUX_SAME = ("blur_prob", "jpeg_prob", "jpeg_prob2") + tuple(
+    f"resize_mode_{k}{n}" for k in ("list", "prob") for n in ("", "2", "3"))
 
 
 def is_redux_options(data) -> bool:
@@ -429,41 +430,18 @@ _OTF_KEYS = _SAME + ("blur_prob", "blur_prob2", "jpeg_prob", "jpeg_prob2", "thic
 
 def _otf(t, opts, block) -> None:
     """traiNNer-redux's on-the-fly degradation keys -> srgrad's RealESRGANDataset `block`."""
-    for key in _SAME:
+    for key in _SAME + _REDUX_SAME:
         if key in opts:
             block[key] = opts.pop(key)
-    for n in ("", "2"):
-        size = block.pop(f"blur_kernel_size{n}", None)
-        if size is not None:
-            t.drop(f"datasets.train.blur_kernel_size{n}", "traiNNer-redux draws the kernel size "
-                                                          f"from kernel_range{n}")
-        span = block.pop(f"kernel_range{n}", None)
-        if span is not None:
-            lo, hi = span
-            block[f"blur_kernel_size{n}"] = hi
-            t.notes.append(f"datasets.train.kernel_range{n}: {list(span)} -> "
-                           f"blur_kernel_size{n} {hi}" + (
-                               "" if lo == 7 else f": srgrad draws odd sizes from 7 (Real-"
-                                                  f"ESRGAN's), not from {lo}"))
-    final = block.pop("final_kernel_range", None)
-    if final is not None:
-        t.drop("datasets.train.final_kernel_range", "srgrad draws the final sinc's size as the "
-                                                    "first order's (Real-ESRGAN's)")
     if "blur_prob2" in opts:
         block["second_blur_prob"] = opts.pop("blur_prob2")
-    blur = opts.pop("blur_prob", None)
-    if blur is not None:
-        t.drop("blur_prob", "1: srgrad's first order always blurs" if blur == 1 else
-               f"{blur}: srgrad's first order always blurs (Real-ESRGAN's), so the run's LR "
-               f"images are blurrier than traiNNer-redux's")
-    for key in ("jpeg_prob", "jpeg_prob2"):
-        if key in opts:
-            p = opts.pop(key)
-            t.drop(key, f"{p}: srgrad compresses every image (Real-ESRGAN's)" + (
-                "" if p == 1 else ", more often than traiNNer-redux would"))
-    for key in [k for k in opts if k.startswith("resize_mode_")]:
-        del opts[key]
-        t.drop(key, _RESIZE_MODES)
+    for n in ("", "2"):  # the sizes come from kernel_range (traiNNer-redux stores, never reads it)
+        if block.pop(f"blur_kernel_size{n}", None) is not None:
+            t.drop(f"datasets.train.blur_kernel_size{n}", f"traiNNer-redux draws the kernel "
+                                                          f"sizes from kernel_range{n}")
+    t.notes.append("high_order_degradation: traiNNer-redux's pipeline is Real-ESRGAN's with the "
+                   "odds and modes above; its bilinear and bicubic resizes also antialias and "
+                   "clamp to [0, 1], srgrad's (Real-ESRGAN's) do not")
     for key, off in (("thicklines_prob", 0), ("lq_usm", False), ("dataroot_lq_prob", 0)):
         if key in opts:
             value = opts.pop(key)

@@ -1,4 +1,5 @@
-"""The generator's loss terms as data: one list of typed entries, as traiNNer-redux's `train.losses`.
+"""The generator's loss terms as data: one list of typed entries, as traiNNer-redux's
+`train.losses`.
 
 A config gives its terms in one of two spellings, and `loss_terms` reads both into one list of
 `TermSpec`s (the one spelling every recipe, preflight and the schema's checks read):
@@ -82,9 +83,9 @@ def loss_terms(train: dict) -> list[TermSpec]:
             stem = label(spec["type"])
             seen[stem] = seen.get(stem, 0) + 1
             role = stem if seen[stem] == 1 else f"{stem}_{seen[stem]}"
+            extras = tuple(f"l_g_{role}_{x}" for x in _extras(spec["type"]))
             out.append(TermSpec(f"train.losses[{i}]", role, spec, entry.get("target", "gt"),
-                                f"l_g_{role}", tuple(f"l_g_{role}_{x}" for x in _extras(spec["type"])),
-                                is_gan_type(spec["type"])))
+                                f"l_g_{role}", extras, is_gan_type(spec["type"])))
         return out
     roles = {"pixel": train.get("loss")} if train.get("loss") is not None else {}
     roles.update((k, v) for k, v in (train.get("losses") or {}).items()

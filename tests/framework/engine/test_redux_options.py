@@ -109,10 +109,13 @@ def test_every_training_template_translates(folders, arch, kind):
     block = cfg["datasets"]["train"]
     if kind.startswith("OTF"):
         assert block["type"] == "RealESRGANDataset" and block["crop_pad_size"] == 48
-        assert block["blur_kernel_size"] == 9 and block["second_blur_prob"] == 0.0
+        assert block["kernel_range"] == block["kernel_range2"] == block["final_kernel_range"] \
+            == [7, 9] and "blur_kernel_size" not in block
+        assert block["blur_prob"] == block["second_blur_prob"] == 0.0
+        assert block["jpeg_prob"] == block["jpeg_prob2"] == 1.0
         assert block["jpeg_range"] == [80, 95] and block["resize_range2"] == [0.7, 1.1]
-        assert any(n.startswith("blur_prob: dropped, 0.0: srgrad's first order always blurs")
-                   for n in notes)
+        assert block["resize_mode_list3"] == ["bilinear", "bicubic", "nearest-exact", "lanczos"]
+        assert block["resize_mode_prob3"] == [0.1, 0.2, 0.3, 0.4]
     else:
         assert block["type"] == "PairedImageDataset" and block["lq_root"] == str(folders / "lr")
 
@@ -139,7 +142,8 @@ def test_the_other_presets_translate_with_their_sizes(folders, preset):
 
 
 @pytest.mark.parametrize("arch", ARCHS)
-def test_each_architecture_trains_a_step_from_its_template(folders, tmp_path, vgg, arch):  # noqa: F811
+def test_each_architecture_trains_a_step_from_its_template(folders, tmp_path, vgg,  # noqa: F811
+                                                           arch):
     """One template per architecture (the kinds in turn) trains one iteration: the model shrunk,
     the patches 8 px (LR); in the GAN kinds the perceptual term reads the shallow test VGG."""
     kind = KINDS[list(ARCHS).index(arch) % len(KINDS)]
