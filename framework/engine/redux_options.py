@@ -19,9 +19,9 @@ high_order_degradation: true an on-the-fly degradation run):
   charbonnierloss, perceptualloss, ganloss; entries with loss_weight 0 are off in traiNNer-redux
   and dropped; the losses srgrad lacks are dropped and named in one note; ema_decay / ema_power ->
   train.ema_decay / ema_power; grad_clip + grad_clip_max_norm -> train.grad_clip;
-- the OTF keys: Real-ESRGAN's names go to srgrad's RealESRGANDataset; traiNNer-redux's own
-  (blur_prob, jpeg_prob, resize_mode_list, kernel_range, ...) map where srgrad has the meaning
-  and are dropped with what differs where it does not;
+- the OTF keys go to srgrad's RealESRGANDataset, which takes Real-ESRGAN's and traiNNer-redux's
+  own (blur_prob, jpeg_prob, kernel_range, resize_mode_list, ...); blur_prob2 is its
+  second_blur_prob, crop_pad_size is gt_size + 32 as traiNNer-redux's dataset pads;
 - use_amp + amp_bf16 -> train.precision: bf16 when srgrad's schema has it; the GPU switches
   (use_channels_last, fast_matmul, use_compile, num_gpu: auto) are dropped;
 - val.val_enabled: false -> no validation; val.tile_size (0: whole images) -> val.tile.
