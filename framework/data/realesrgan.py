@@ -55,11 +55,15 @@ from .degradations import (JPEG_METHODS, KERNEL_TYPES, check_kernel_list, circul
                            random_mixed_kernels, usm_sharp, value_range)
 from .degradations._common import sequence
 
-__all__ = ["DegradationOptions", "degrade", "RealESRGANDataset", "TRACE_KEYS"]
+__all__ = ["DegradationOptions", "degrade", "RealESRGANDataset", "TRACE_KEYS", "REDUX_KEYS"]
 
 _ALL_KERNELS = tuple(KERNEL_TYPES)
 _KERNEL_PROB = (0.45, 0.25, 0.12, 0.03, 0.12, 0.03)
 RESIZE_MODES = ("area", "bilinear", "bicubic")
+# the keys traiNNer-redux adds to Real-ESRGAN's (DegradationOptions' last fields)
+REDUX_KEYS = ("blur_prob", "kernel_range", "kernel_range2", "jpeg_prob", "jpeg_prob2",
+              "resize_mode_list", "resize_mode_prob", "resize_mode_list2", "resize_mode_prob2",
+              "resize_mode_list3", "resize_mode_prob3", "final_kernel_range")
 
 # What `degrade(..., trace=)` records, in pipeline order. n = 1, 2 is the order. kernelN: a kernel
 # type or "sinc" ("none": that order's blur skipped); sigmaN_x, sigmaN_y, thetaN (radians), betaN
