@@ -48,7 +48,7 @@ from ..io.image import list_images
 from ..registry import DATASETS
 from ..tensor import Tensor
 from .augment import apply_flags, paired_random_crop, random_flags
-from .datasets import _load, _SRDataset
+from .datasets import _load, _SRDataset, folders
 from .degradations import (JPEG_METHODS, KERNEL_TYPES, check_kernel_list, circular_lowpass_kernel,
                            filter2d, pick, probabilities, random_add_gaussian_noise,
                            random_add_jpg_compression, random_add_poisson_noise,
@@ -499,8 +499,9 @@ class RealESRGANDataset(_SRDataset):
         self.jpeg = choice(name, "jpeg", jpeg, JPEG_METHODS)
         self.opts = DegradationOptions.from_dict(degradation, name, _dataset_keywords())
         self.opts.check_size(self.crop_pad_size, self.crop_pad_size, self.scale, name)
-        self.root = Path(root)
-        items = self._scan([(p.name, p) for p in list_images(self.root)])
+        roots = folders(name, "root", root)
+        self.root = roots[0] if len(roots) == 1 else roots
+        items = self._scan([(p.name, p) for r in roots for p in list_images(r)])
         self.paths = [path for _, path in items]
         self.names = [n for n, _ in items]
 

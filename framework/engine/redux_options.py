@@ -13,8 +13,8 @@ use_channels_last, fast_matmul, use_compile, compile_mode).
 What carries over (traiNNer-redux has no model_type: network_d makes it a GAN run,
 high_order_degradation: true an on-the-fly degradation run):
 - network_g: its preset (engine/redux_archs.py) in srgrad's keywords; network_d -> model_d;
-- datasets: lowercase types, lq_size (the LR crop) -> gt_size = lq_size * scale, one folder per
-  root (a one-entry list is that folder);
+- datasets: lowercase types, lq_size (the LR crop) -> gt_size = lq_size * scale, dataroot lists
+  kept (srgrad's datasets read a list of folders; a one-entry list is that folder);
 - train.losses (a list of typed entries) -> srgrad's list (recipes/terms.py): l1loss, mseloss,
   charbonnierloss, perceptualloss, ganloss; entries with loss_weight 0 are off in traiNNer-redux
   and dropped; the losses srgrad lacks are dropped and named in one note; ema_decay / ema_power ->
@@ -114,7 +114,7 @@ def translate_redux(options: dict, source: str = "<options>"):
     cfg["train"] = {**_train(t, t.section(opts.pop("train", None), "train"), gan), **precision}
     cfg["datasets"] = _datasets(t, t.section(opts.pop("datasets", None), "datasets"), cfg, otf)
     if otf:
-        _otf(t, opts, cfg["datasets"].get("train") or {})
+        _otf(t, opts, cfg["datasets"].get("train") or {}, scale)
     for key in [k for k in opts if k in _OTF_KEYS]:
         opts.pop(key)
         t.drop(key, "high_order_degradation is not true: the LR images are read as they are")
@@ -375,15 +375,9 @@ def _dataset_opts(t, opts, prefix, scale) -> dict:
         if isinstance(lq, int) and isinstance(scale, int):
             opts["gt_size"] = lq * scale
             t.notes.append(f"{prefix}lq_size: {lq} -> gt_size {lq * scale} (the HR crop)")
-    for key in ("dataroot_gt", "dataroot_lq"):
-        if isinstance(opts.get(key), list):
-            roots = opts[key]
-            if len(roots) == 1:
-                opts[key] = roots[0]
-            else:
-                t.refuse(f"{prefix}{key}", f"{len(roots)} folders: srgrad reads one folder per "
-                                           f"dataset (gather the images into one)")
-                opts[key] = str(roots[0]) if roots else ""
+    for key in ("dataroot_gt", "dataroot_lq"):  # srgrad's datasets take a list of folders too
+        if isinstance(opts.get(key), list) and len(opts[key]) == 1:
+            opts[key] = opts[key][0]
     accum = opts.pop("accum_iter", None)
     if accum not in (None, 1):
         t.refuse(f"{prefix}accum_iter", f"{accum}: srgrad has no gradient accumulation")
@@ -428,8 +422,9 @@ _OTF_KEYS = _SAME + ("blur_prob", "blur_prob2", "jpeg_prob", "jpeg_prob2", "thic
     tuple(f"resize_mode_{k}{n}" for k in ("list", "prob") for n in ("", "2", "3"))
 
 
-def _otf(t, opts, block) -> None:
-    """traiNNer-redux's on-the-fly degradation keys -> srgrad's RealESRGANDataset `block`."""
+def _otf(t, opts, block, scale) -> None:
+    """traiNNer-redux's on-the-fly degradation keys -> srgrad's RealESRGANDataset `block` (at
+    the top-level `scale`)."""
     for key in _SAME + _REDUX_SAME:
         if key in opts:
             block[key] = opts.pop(key)
@@ -457,10 +452,12 @@ def _otf(t, opts, block) -> None:
         t.drop("queue_size", "the training-pair pool: srgrad draws every sample from (seed, "
                              "iteration), with no pool")
     gt = block.get("gt_size")
-    if isinstance(gt, int):
-        block["crop_pad_size"] = gt + 32
-        t.notes.append(f"datasets.train.crop_pad_size: {gt + 32}: traiNNer-redux pads or crops "
-                       f"each HR image to gt_size + 32 before degrading it")
+    if isinstance(gt, int):  # srgrad's needs a multiple of the scale: rounded up to one
+        pad = -(-(gt + 32) // scale) * scale if isinstance(scale, int) and scale > 0 else gt + 32
+        block["crop_pad_size"] = pad
+        t.notes.append(f"datasets.train.crop_pad_size: {pad}: traiNNer-redux pads or crops each "
+                       f"HR image to gt_size + 32 before degrading it"
+                       + ("" if pad == gt + 32 else " (rounded up to a multiple of the scale)"))
 
 
 def _val_switches(t, opts, cfg) -> None:

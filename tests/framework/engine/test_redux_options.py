@@ -181,8 +181,6 @@ def test_srgrad_train_reads_a_template_directly(folders, tmp_path):
 
 
 @pytest.mark.parametrize("change,message", [
-    (lambda o: o["datasets"]["train"].update(dataroot_gt=["a", "b"]),
-     "datasets.train.dataroot_gt: 2 folders: srgrad reads one folder per dataset"),
     (lambda o: o["datasets"]["train"].update(accum_iter=4),
      "datasets.train.accum_iter: 4: srgrad has no gradient accumulation"),
     (lambda o: o["network_g"].update(type="atd"), "network_g.type: 'atd': not among the"),
@@ -302,3 +300,32 @@ def test_srgrad_convert_writes_a_config_that_loads_as_written(folders, tmp_path,
     written, direct = load_config(out), load_config(src)
     assert written == direct
     assert [e["type"] for e in written["train"]["losses"]] == ["PerceptualLoss", "GANLoss"]
+
+
+def test_folder_lists_are_read_as_traiNNer_redux_reads_them(folders, tmp_path):
+    """dataroot_gt / dataroot_lq lists (the templates list two folders): every folder's images,
+    the LR partners of gt[i]'s in lq[i]; the OTF crop_pad_size rounded up to the scale."""
+    from framework.registry import DATASETS
+    hr2, lr2 = tmp_path / "hr2", tmp_path / "lr2"
+    hr2.mkdir()
+    lr2.mkdir()
+    Image.open(folders / "hr" / "brick.png").save(hr2 / "third.png")
+    Image.open(folders / "lr" / "brick.png").save(lr2 / "third.png")
+    options = _options(folders, "SPAN", "fidelity")
+    options["datasets"]["train"].update(dataroot_gt=[str(folders / "hr"), str(hr2)],
+                                        dataroot_lq=[str(folders / "lr"), str(lr2)])
+    cfg = validate(translate_options(options)[0])
+    block = cfg["datasets"]["train"]
+    assert block["gt_root"] == [str(folders / "hr"), str(hr2)]
+    data = DATASETS.build(block, scale=4)
+    assert data.names == ["astronaut.png", "brick.png", "third.png"]
+    assert data.lq_paths[2] == lr2 / "third.png"
+    with pytest.raises(ValueError, match=r"gt_root lists 2 folder\(s\) and lq_root 1"):
+        DATASETS.build({**block, "lq_root": [str(folders / "lr")]}, scale=4)
+    otf = _options(folders, "SPAN", "OTF_fidelity")
+    otf["scale"] = 3
+    otf["datasets"]["train"]["dataroot_gt"] = [str(folders / "hr"), str(hr2)]
+    cfg = validate(translate_options(otf)[0])
+    assert cfg["datasets"]["train"]["crop_pad_size"] == 45  # 12 + 32 = 44 -> 45, a multiple of 3
+    assert DATASETS.build(cfg["datasets"]["train"], scale=3).names == [
+        "astronaut.png", "brick.png", "third.png"]
