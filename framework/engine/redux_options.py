@@ -234,10 +234,18 @@ def _train(t, opts, gan) -> dict:
         schedule_d(t, scheduler, out)
     for key in ("ema_decay", "ema_power"):
         if key in opts:
-            out[key] = float(opts.pop(key))
+            value = opts.pop(key)
+            if isinstance(value, numbers.Real) and not isinstance(value, bool):
+                out[key] = float(value)
+            else:
+                t.refuse(f"train.{key}", f"expected a number, got {value!r}")
     if out.get("ema_decay", 0) == 0 and "ema_power" in out:
         t.drop("train.ema_power", "no EMA (ema_decay 0)")
         del out["ema_power"]
+    elif out.get("ema_decay", 0) > 0 and "ema_power" not in out:
+        out["ema_power"] = 10.0  # traiNNer-redux's default: steps 1-2 copied, then ema_decay
+        t.notes.append("train.ema_power: missing: traiNNer-redux's default 10 (its EMA copies "
+                       "the weights at steps 1-2, then averages with ema_decay)")
     _switch(t, opts, "ema_switch_iter", (0, None), "the EMA never replaces the weights")
     _switch(t, opts, "ema_update_after_step", (0,), "the EMA starts with the first step")
     given = "grad_clip" in opts
@@ -293,6 +301,10 @@ def _losses(t, entries, gan) -> list:
         weight = entry.get("loss_weight")
         if weight == 0:
             t.drop(path, f"{kind} with loss_weight 0 (off in traiNNer-redux)")
+            continue
+        if isinstance(weight, numbers.Real) and weight < 0:
+            t.refuse(f"{path}.loss_weight", f"{weight}: a negative weight (traiNNer-redux: the "
+                                            f"term compares with the upscaled LR) is not in srgrad")
             continue
         if kind not in _LOSSES:
             missing.append(kind)

@@ -101,7 +101,7 @@ def test_every_training_template_translates(folders, arch, kind):
                "mssimloss, hsluvloss" in notes
         assert cfg["train"]["pretrained"] == {"path": "pretrained/ours.pth", "key": None,
                                               "strict": True}
-        assert "ema_power" not in cfg["train"] and cfg["train"]["ema_decay"] == 0.99
+        assert cfg["train"]["ema_power"] == 10.0 and cfg["train"]["ema_decay"] == 0.99
     else:
         assert "model_d" not in cfg and cfg["train"]["ema_power"] == 0.5
         assert [t.spec for t in terms] == [{"type": "CharbonnierLoss", "loss_weight": 1.0,
@@ -190,6 +190,9 @@ def test_srgrad_train_reads_a_template_directly(folders, tmp_path):
     (lambda o: o["train"]["losses"][0].update(criterion="fd"),
      "train.losses[0].criterion: 'fd': srgrad's PerceptualLoss compares"),
     (lambda o: o["train"].update(total_iter=1.5), "train.total_iter: expected a whole number"),
+    (lambda o: o["train"].update(ema_decay="high"), "train.ema_decay: expected a number"),
+    (lambda o: o["train"]["losses"][0].update(loss_weight=-1.0),
+     "train.losses[0].loss_weight: -1.0: a negative weight"),
 ])
 def test_what_srgrad_cannot_honour_is_refused_by_key(folders, change, message):
     kind = "OTF_fidelity" if "thicklines" in message else "fidelity"
