@@ -62,19 +62,40 @@ def _attend(qkv, heads, scale, bias, mask, drop):
     return F.reshape(F.transpose(attn @ v, 1, 2), (b_, n, c3 // 3))
 
 
+class _ZeroWidth(nn.Module):
+    """A Linear or LayerNorm of the original with no features (DAT below embed_dim 32): its
+    zero-size weight and its bias (the original's keys and shapes), nothing computed."""
+
+    def __init__(self, weight_shape: tuple, bias_size: int):
+        super().__init__()
+        self.weight = nn.Parameter(np.zeros(weight_shape, np.float32))
+        self.bias = nn.Parameter(np.zeros(bias_size, np.float32))
+
+
 class DynamicPosBias(nn.Module):
     """(R, 2) relative offsets -> (R, num_heads): pos_proj, then three LayerNorm-ReLU-Linear stages
-    (the original's residual=False). pos_dim = dim // 4."""
+    (the original's residual=False). pos_dim = dim // 4; at 0 (embed_dim < 32) every stage has
+    zero width, as the original builds them, and the output is pos3's bias for every offset."""
 
     def __init__(self, dim: int, num_heads: int):
         super().__init__()
         self.pos_dim = dim // 4
+        if self.pos_dim == 0:
+            self.pos_proj = _ZeroWidth((0, 2), 0)
+            for i, (shape, bias) in enumerate((((0,), 0), ((0,), 0), ((0,), 0)), 1):
+                last = (num_heads, 0) if i == 3 else (0, 0)
+                setattr(self, f"pos{i}", nn.Sequential(_ZeroWidth(shape, bias), nn.ReLU(),
+                                                       _ZeroWidth(last, last[0])))
+            return
         self.pos_proj = nn.Linear(2, self.pos_dim)
         for i, out in ((1, self.pos_dim), (2, self.pos_dim), (3, num_heads)):
             setattr(self, f"pos{i}", nn.Sequential(nn.LayerNorm(self.pos_dim), nn.ReLU(),
                                                    nn.Linear(self.pos_dim, out)))
 
     def forward(self, biases):
+        if self.pos_dim == 0:  # a Linear of no inputs: its bias
+            bias = self.pos3[2].bias
+            return sg.tensor(np.zeros((biases.shape[0], bias.shape[0]), bias.data.dtype)) + bias
         return self.pos3(self.pos2(self.pos1(self.pos_proj(biases))))
 
 
@@ -314,8 +335,9 @@ class DAT(nn.Module):
         img_size: training patch side, default 64: fixes the stored attn_mask_0 / attn_mask_1
             (a multiple of both split sides); other sizes run too.
         in_chans: image channels, default 3 (the output has as many).
-        embed_dim: token features, default 180 (DAT-light: 60); even and at least 32 (the
-            position-bias MLP has embed_dim // 32 features).
+        embed_dim: token features, default 180 (DAT-light: 60); even and at least 16 (the
+            spatial interaction has embed_dim // 16 channels; below 32 the position-bias MLP has
+            no features, as in the original).
         split_size: (h, w) of the spatial windows, default (2, 4) (published: (8, 32); DAT-S
             (8, 16)); each side >= 2.
         depth: DATBs per residual group, default (2, 2, 2, 2) (published: six 6s; light: (18,)).
@@ -344,9 +366,13 @@ class DAT(nn.Module):
         img_size = int_arg(name, "img_size", img_size)
         in_chans = int_arg(name, "in_chans", in_chans)
         embed_dim = int_arg(name, "embed_dim", embed_dim)
-        if embed_dim < 32 or embed_dim % 2:
-            raise ValueError(f"{name}: embed_dim must be even and at least 32 (the position-bias "
-                             f"MLP has embed_dim // 32 features), got {embed_dim}")
+        # the original's own limits: two halves of equal width, and the spatial interaction's
+        # embed_dim // 16 convolution needs a channel (torch refuses a 0-channel one when it runs);
+        # below 32 the position-bias MLP has embed_dim // 32 = 0 features, which the original
+        # builds and runs: its bias is then its last Linear's bias alone
+        if embed_dim < 16 or embed_dim % 2:
+            raise ValueError(f"{name}: embed_dim must be even and at least 16 (the spatial "
+                             f"interaction has embed_dim // 16 channels), got {embed_dim}")
         split_size = pair(name, "split_size", split_size, minimum=2)
         if img_size % split_size[0] or img_size % split_size[1]:
             raise ValueError(f"{name}: img_size {img_size} must be a multiple of both split_size "

@@ -53,3 +53,16 @@ def test_every_command_in_the_summary_is_installed():
     assert len(names) >= 7
     for name in names:
         assert re.search(rf'^{name} = "', scripts, re.M), f"{name} is not in pyproject's scripts"
+
+
+def test_commands_on_the_bundled_images_write_under_runs():
+    """A command the README gives on the repository's own images writes into runs/ (ignored by
+    git), never into the repository's root (the custom-layer example wrote ihc_x2.png there)."""
+    commands = [line for block in re.findall(r"```bash\n(.*?)```", README, re.S)
+                for line in block.splitlines() if "--input data/" in line]
+    assert len(commands) >= 2
+    for line in commands:
+        for part in line.split("&&"):
+            output = re.search(r"--output (\S+)", part)
+            if "--input data/" in part:
+                assert output and output.group(1).startswith("runs/"), part

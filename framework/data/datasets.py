@@ -31,6 +31,21 @@ __all__ = ["HRImageDataset", "PairedImageDataset", "SingleImageDataset", "mod_cr
 _COLORS = ("rgb", "y")
 
 
+def folders(owner: str, name: str, value) -> list[Path]:
+    """A folder (or an image file), or a list of them (traiNNer-redux's dataroot lists), as
+    Paths."""
+    if isinstance(value, (list, tuple)):
+        if not value:
+            raise ValueError(f"{owner}: {name} is an empty list (give a folder, or several)")
+        return [Path(v) for v in value]
+    return [Path(value)]
+
+
+def _files(roots: list[Path]) -> list[Path]:
+    """The images of each root in turn (a root may be one image file)."""
+    return [p for r in roots for p in ([r] if r.is_file() else list_images(r))]
+
+
 def mod_crop(img: np.ndarray, scale: int) -> np.ndarray:
     """Crop (C, H, W) at the bottom/right to H and W multiples of `scale` (BasicSR's mod_crop)."""
     h, w = img.shape[-2:]
@@ -132,7 +147,8 @@ class HRImageDataset(_SRDataset):
     """HR images from a folder; LR made on the fly by `F.imresize(hr, 1/scale)` (MATLAB bicubic
     with antialiasing, the SR literature's degradation) from the whole mod-cropped HR image, once.
 
-    Args: root (a folder of PNG/JPEG/BMP/TIFF/WebP images, or one image file), scale (int >= 1), gt_size (HR crop size, a multiple
+    Args: root (a folder of PNG/JPEG/BMP/TIFF/WebP images, or one image file, or a list of them),
+    scale (int >= 1), gt_size (HR crop size, a multiple
     of scale; None = full images), use_flip / use_rot (augmentations, default True), color ("rgb" or
     "y"), cache (default True), lq_quantize (default True: clip the LR to [0, 1] and round it to
     8-bit levels, as if saved as an 8-bit PNG the way DIV2K's LR sets are), bad_files ("error" or
@@ -143,10 +159,10 @@ class HRImageDataset(_SRDataset):
                  use_rot: bool = True, color: str = "rgb", cache: bool = True,
                  lq_quantize: bool = True, bad_files: str = "error"):
         super().__init__(scale, gt_size, use_flip, use_rot, color, cache, bad_files)
-        self.root = Path(root)
+        roots = folders("HRImageDataset", "root", root)
+        self.root = roots[0] if len(roots) == 1 else roots
         self.lq_quantize = bool(lq_quantize)
-        files = [self.root] if self.root.is_file() else list_images(self.root)
-        items = self._scan([(p.name, p) for p in files])
+        items = self._scan([(p.name, p) for p in _files(roots)])
         for name, path in items:
             width, height = image_size(path)
             if min(width, height) < self.scale:
@@ -173,7 +189,9 @@ class PairedImageDataset(_SRDataset):
     own LR files (`0001x2.png`) take "{name}x{scale}" (BasicSR's '{}x2'). When LR partners are
     missing, the error says which of these two templates the folder follows.
 
-    The HR image is mod-cropped to the scale; the LR image must then be exactly HR / scale.
+    gt_root and lq_root may be lists of as many folders (traiNNer-redux's dataroot lists): the
+    partners of gt_root[i]'s images are in lq_root[i]. The HR image is mod-cropped to the scale;
+    the LR image must then be exactly HR / scale.
     Missing LR files, ambiguous matches (two extensions) and size mismatches are ValueErrors found
     when the dataset is built. Other args as HRImageDataset (no lq_quantize: the LR is the file).
     """
@@ -182,33 +200,18 @@ class PairedImageDataset(_SRDataset):
                  gt_size: int | None = None, use_flip: bool = True, use_rot: bool = True,
                  color: str = "rgb", cache: bool = True, bad_files: str = "error"):
         super().__init__(scale, gt_size, use_flip, use_rot, color, cache, bad_files)
-        self.gt_root, self.lq_root = Path(gt_root), Path(lq_root)
+        gt_roots = folders("PairedImageDataset", "gt_root", gt_root)
+        lq_roots = folders("PairedImageDataset", "lq_root", lq_root)
+        if len(gt_roots) != len(lq_roots):
+            raise ValueError(f"PairedImageDataset: gt_root lists {len(gt_roots)} folder(s) and "
+                             f"lq_root {len(lq_roots)}: the LR partners of the HR images of "
+                             f"gt_root[i] are in lq_root[i]")
         self.filename_tmpl = filename_tmpl
-        lq_by_stem: dict[str, list[Path]] = {}
-        for p in list_images(self.lq_root):
-            lq_by_stem.setdefault(p.stem, []).append(p)
-        items, missing = [], []
-        for gt_path in list_images(self.gt_root):
-            try:
-                stem = filename_tmpl.format(name=gt_path.stem, scale=self.scale)
-            except (KeyError, IndexError, ValueError) as e:
-                raise ValueError(f"filename_tmpl {filename_tmpl!r} must use only {{name}} and "
-                                 f"{{scale}}: {e!r}") from None
-            found = lq_by_stem.get(stem, [])
-            if len(found) > 1:
-                raise ValueError(f"{gt_path.name}: several LR files match {stem!r} in "
-                                 f"{self.lq_root}: {', '.join(p.name for p in found)}")
-            if not found:
-                missing.append(stem)
-            else:
-                items.append((gt_path.name, gt_path, found[0]))
-        if missing:
-            shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
-            raise ValueError(f"{len(missing)} HR image(s) in {self.gt_root} have no LR partner in "
-                             f"{self.lq_root} (filename_tmpl {filename_tmpl!r}, any image "
-                             f"extension); missing: {shown}"
-                             f"{_template_hint(self.gt_root, lq_by_stem, filename_tmpl, self.scale)}")
-        items = self._scan(items)
+        one = len(gt_roots) == 1
+        self.gt_root = gt_roots[0] if one else gt_roots
+        self.lq_root = lq_roots[0] if one else lq_roots
+        items = self._scan([item for g, q in zip(gt_roots, lq_roots)
+                            for item in self._partners(g, q, filename_tmpl)])
         for name, gt_path, lq_path in items:
             gw, gh = image_size(gt_path)
             lw, lh = image_size(lq_path)
@@ -220,6 +223,35 @@ class PairedImageDataset(_SRDataset):
         self.gt_paths = [item[1] for item in items]
         self.lq_paths = [item[2] for item in items]
         self.names = [item[0] for item in items]
+
+    def _partners(self, gt_root: Path, lq_root: Path, filename_tmpl: str) -> list:
+        """(name, HR path, LR path) of every HR image of gt_root, its partner found in lq_root
+        (one folder pair)."""
+        lq_by_stem: dict[str, list[Path]] = {}
+        for p in list_images(lq_root):
+            lq_by_stem.setdefault(p.stem, []).append(p)
+        items, missing = [], []
+        for gt_path in list_images(gt_root):
+            try:
+                stem = filename_tmpl.format(name=gt_path.stem, scale=self.scale)
+            except (KeyError, IndexError, ValueError) as e:
+                raise ValueError(f"filename_tmpl {filename_tmpl!r} must use only {{name}} and "
+                                 f"{{scale}}: {e!r}") from None
+            found = lq_by_stem.get(stem, [])
+            if len(found) > 1:
+                raise ValueError(f"{gt_path.name}: several LR files match {stem!r} in "
+                                 f"{lq_root}: {', '.join(p.name for p in found)}")
+            if not found:
+                missing.append(stem)
+            else:
+                items.append((gt_path.name, gt_path, found[0]))
+        if missing:
+            shown = ", ".join(missing[:5]) + (", ..." if len(missing) > 5 else "")
+            raise ValueError(f"{len(missing)} HR image(s) in {gt_root} have no LR partner in "
+                             f"{lq_root} (filename_tmpl {filename_tmpl!r}, any image "
+                             f"extension); missing: {shown}"
+                             f"{_template_hint(gt_root, lq_by_stem, filename_tmpl, self.scale)}")
+        return items
 
     def _make_pair(self, index):
         gt = np.ascontiguousarray(mod_crop(_load(self.gt_paths[index], self.color), self.scale))
@@ -261,8 +293,9 @@ class SingleImageDataset:
             raise ValueError(f"color must be one of {_COLORS}, got {color!r}")
         if bad_files not in ("error", "skip"):
             raise ValueError(f"bad_files must be 'error' or 'skip', got {bad_files!r}")
-        self.lq_root, self.color = Path(lq_root), color
-        files = [self.lq_root] if self.lq_root.is_file() else list_images(self.lq_root)
+        roots = folders("SingleImageDataset", "lq_root", lq_root)
+        self.lq_root, self.color = roots[0] if len(roots) == 1 else roots, color
+        files = _files(roots)
         kept = []
         for path in files:
             try:

@@ -22,6 +22,13 @@ BasicSR reads it but hard-codes 7..21, which is the default here); the final sin
 comes from the first range; kernels are not zero-padded to 21 (padding changes nothing but the
 cost). With gt_usm the LR is degraded from the sharpened HR, as in both BasicSR models
 (RealESRGANModel always, RealESRNetModel with gt_usm: True).
+
+traiNNer-redux's on-the-fly keys are here too, each off by default (its default is Real-ESRGAN's
+pipeline, and it spends no draw): blur_prob (the first order's blur odds), jpeg_prob / jpeg_prob2,
+kernel_range / kernel_range2 / final_kernel_range ([low, high] odd sizes), and resize_mode_list /
+resize_mode_prob (2, 3: the second and the final resize) with any of F.interpolate's modes
+(nearest-exact, lanczos, ...). Its resizes also antialias bilinear and bicubic and clamp to
+[0, 1], which these keep as Real-ESRGAN's (no antialias, no clamp).
 """
 from __future__ import annotations
 
@@ -36,25 +43,31 @@ import numpy as np
 from .. import functional as F
 from .._check import choice, did_you_mean, flag, int_arg, number
 from ..autograd import no_grad
+from ..functional.resample import MODES
 from ..io.image import list_images
 from ..registry import DATASETS
 from ..tensor import Tensor
 from .augment import apply_flags, paired_random_crop, random_flags
-from .datasets import _load, _SRDataset
+from .datasets import _load, _SRDataset, folders
 from .degradations import (JPEG_METHODS, KERNEL_TYPES, check_kernel_list, circular_lowpass_kernel,
                            filter2d, pick, probabilities, random_add_gaussian_noise,
                            random_add_jpg_compression, random_add_poisson_noise,
                            random_mixed_kernels, usm_sharp, value_range)
+from .degradations._common import sequence
 
-__all__ = ["DegradationOptions", "degrade", "RealESRGANDataset", "TRACE_KEYS"]
+__all__ = ["DegradationOptions", "degrade", "RealESRGANDataset", "TRACE_KEYS", "REDUX_KEYS"]
 
 _ALL_KERNELS = tuple(KERNEL_TYPES)
 _KERNEL_PROB = (0.45, 0.25, 0.12, 0.03, 0.12, 0.03)
 RESIZE_MODES = ("area", "bilinear", "bicubic")
+# the keys traiNNer-redux adds to Real-ESRGAN's (DegradationOptions' last fields)
+REDUX_KEYS = ("blur_prob", "kernel_range", "kernel_range2", "jpeg_prob", "jpeg_prob2",
+              "resize_mode_list", "resize_mode_prob", "resize_mode_list2", "resize_mode_prob2",
+              "resize_mode_list3", "resize_mode_prob3", "final_kernel_range")
 
 # What `degrade(..., trace=)` records, in pipeline order. n = 1, 2 is the order. kernelN: a kernel
-# type or "sinc" ("none": no second blur); sigmaN_x, sigmaN_y, thetaN (radians), betaN for the
-# Gaussian family, omegaN (the cutoff, radians) for a sinc; resizeN: up, down or keep, by
+# type or "sinc" ("none": that order's blur skipped); sigmaN_x, sigmaN_y, thetaN (radians), betaN
+# for the Gaussian family, omegaN (the cutoff, radians) for a sinc; resizeN: up, down or keep, by
 # resizeN_scale (the first order skips a keep, so its mode is None); noiseN: gaussian (level =
 # sigma on the 0..255 scale) or poisson (level = scale); jpegN_quality: a float with DiffJPEG,
 # an int with Pillow; final_order: whether the last resize (+ sinc, final_omega of
@@ -86,6 +99,11 @@ ORDER_KEYS = {
     "poisson_scale_range": ("poisson_scale_range", "poisson_scale_range2"),
     "gray_noise_prob": ("gray_noise_prob", "gray_noise_prob2"),
     "jpeg_range": ("jpeg_range", "jpeg_range2"),
+    # traiNNer-redux's, each off by default (Real-ESRGAN's pipeline, with no draw spent on them)
+    "kernel_range": ("kernel_range", "kernel_range2"),
+    "jpeg_prob": ("jpeg_prob", "jpeg_prob2"),
+    "resize_mode_list": ("resize_mode_list", "resize_mode_list2"),
+    "resize_mode_prob": ("resize_mode_prob", "resize_mode_prob2"),
 }
 
 
@@ -95,7 +113,10 @@ class DegradationOrder:
     with sinc_prob, else a type of kernel_list drawn with kernel_prob, with blur_sigma, betag_range,
     betap_range), its resize (resize_prob = (up, down, keep), resize_range), its noise (Gaussian
     with gaussian_noise_prob and noise_range, else Poisson with poisson_scale_range; gray with
-    gray_noise_prob) and its JPEG quality range. `n` (1 or 2) numbers its trace keys."""
+    gray_noise_prob) and its JPEG quality range; traiNNer-redux's: the kernel sizes (kernel_range,
+    [low, high] odd; None: 7..blur_kernel_size), the odds of its JPEG (jpeg_prob) and its resize
+    modes (resize_mode_list drawn with resize_mode_prob; None: area, bilinear, bicubic alike).
+    `n` (1 or 2) numbers its trace keys."""
     n: int
     blur_kernel_size: int
     kernel_list: tuple
@@ -111,6 +132,15 @@ class DegradationOrder:
     poisson_scale_range: tuple
     gray_noise_prob: float
     jpeg_range: tuple
+    kernel_range: tuple | None
+    jpeg_prob: float
+    resize_mode_list: tuple | None
+    resize_mode_prob: tuple | None
+
+    def sizes(self) -> range:
+        """The kernel sizes drawn from."""
+        lo, hi = self.kernel_range or (7, self.blur_kernel_size)
+        return range(lo, hi + 1, 2)
 
     @classmethod
     def from_keys(cls, owner: str, n: int, values: dict) -> "DegradationOrder":
@@ -134,9 +164,42 @@ class DegradationOrder:
         if lo <= 0 or lo > 1 or hi < 1:
             raise ValueError(f"{owner}: {key['resize_range']} must have 0 < low <= 1 <= high, "
                              f"got {v['resize_range']!r}")
-        for field in ("sinc_prob", "gaussian_noise_prob", "gray_noise_prob"):
+        for field in ("sinc_prob", "gaussian_noise_prob", "gray_noise_prob", "jpeg_prob"):
             checked[field] = number(owner, key[field], v[field], 0.0, 1.0)
+        checked["kernel_range"] = kernel_range(owner, key["kernel_range"], v["kernel_range"])
+        checked["resize_mode_list"], checked["resize_mode_prob"] = resize_modes(
+            owner, key["resize_mode_list"], v["resize_mode_list"], key["resize_mode_prob"],
+            v["resize_mode_prob"])
         return cls(**checked)
+
+
+def kernel_range(owner: str, name: str, value) -> tuple | None:
+    """None, or a [low, high] pair of odd sizes (traiNNer-redux's kernel_range)."""
+    if value is None:
+        return None
+    lo, hi = value_range(owner, name, value, 1)
+    if lo != int(lo) or hi != int(hi) or int(lo) % 2 == 0 or int(hi) % 2 == 0:
+        raise ValueError(f"{owner}: {name} must be two odd sizes [low, high], got {value!r}")
+    return int(lo), int(hi)
+
+
+def resize_modes(owner: str, name: str, modes, prob_name: str, probs):
+    """(modes, their probabilities) or (None, None): traiNNer-redux's resize_mode_list (modes of
+    F.interpolate) and resize_mode_prob (default: alike)."""
+    if modes is None:
+        if probs is not None:
+            raise ValueError(f"{owner}: {prob_name} is given without {name}")
+        return None, None
+    items = sequence(modes)
+    if not items:
+        raise ValueError(f"{owner}: {name} must be a list of resize modes, got {modes!r}")
+    known = [m for m in MODES if m != "lanczos3"]
+    for m in items:
+        if m not in known:
+            raise ValueError(f"{owner}: {name}: unknown resize mode {m!r}{did_you_mean(m, known)} "
+                             f"(modes: {', '.join(known)})")
+    probs = [1.0 / len(items)] * len(items) if probs is None else probs
+    return tuple(items), tuple(probabilities(owner, prob_name, probs, len(items)))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -180,6 +243,19 @@ class DegradationOptions:
     poisson_scale_range2: tuple = (0.05, 2.5)
     gray_noise_prob2: float = 0.4
     jpeg_range2: tuple = (30.0, 95.0)
+    # traiNNer-redux's keys: each default is Real-ESRGAN's pipeline and draws nothing
+    blur_prob: float = 1.0  # the odds of the first-order blur
+    kernel_range: tuple | None = None  # [low, high] odd kernel sizes; None: 7..blur_kernel_size
+    kernel_range2: tuple | None = None
+    jpeg_prob: float = 1.0  # the odds of each order's JPEG
+    jpeg_prob2: float = 1.0
+    resize_mode_list: tuple | None = None  # resize modes and their odds, per resize; None:
+    resize_mode_prob: tuple | None = None  # area, bilinear, bicubic alike (Real-ESRGAN's)
+    resize_mode_list2: tuple | None = None
+    resize_mode_prob2: tuple | None = None
+    resize_mode_list3: tuple | None = None  # the final resize's
+    resize_mode_prob3: tuple | None = None
+    final_kernel_range: tuple | None = None  # the final sinc's sizes; None: the first order's
 
     def __post_init__(self):
         own = "DegradationOptions"
@@ -189,8 +265,14 @@ class DegradationOptions:
         for order in (first, second):
             for field, keys in ORDER_KEYS.items():
                 object.__setattr__(self, keys[order.n - 1], getattr(order, field))
-        for name in ("final_sinc_prob", "second_blur_prob"):
+        for name in ("final_sinc_prob", "second_blur_prob", "blur_prob"):
             object.__setattr__(self, name, number(own, name, getattr(self, name), 0.0, 1.0))
+        object.__setattr__(self, "final_kernel_range",
+                           kernel_range(own, "final_kernel_range", self.final_kernel_range))
+        modes, probs = resize_modes(own, "resize_mode_list3", self.resize_mode_list3,
+                                    "resize_mode_prob3", self.resize_mode_prob3)
+        object.__setattr__(self, "resize_mode_list3", modes)
+        object.__setattr__(self, "resize_mode_prob3", probs)
         object.__setattr__(self, "first", first)
         object.__setattr__(self, "second", second)
 
@@ -233,13 +315,9 @@ class _Clock:
         return out
 
 
-def _kernel_sizes(largest: int) -> range:
-    return range(7, largest + 1, 2)
-
-
 def _blur_kernel(rng, o: DegradationOrder, trace: dict) -> np.ndarray:
     """Kernel size, then a sinc (sinc_prob) or a mixed kernel, drawn as BasicSR's dataset does."""
-    sizes = _kernel_sizes(o.blur_kernel_size)
+    sizes = o.sizes()
     k = sizes[int(rng.integers(len(sizes)))]
     trace[f"kernel{o.n}_size"] = k
     if rng.uniform() < o.sinc_prob:
@@ -286,7 +364,15 @@ def _noise(rng, o: DegradationOrder, img: np.ndarray, trace: dict) -> np.ndarray
     return out
 
 
+def _coin(rng, p: float) -> bool:
+    """True with probability p; a certain outcome spends no draw (so Real-ESRGAN's defaults, p = 1,
+    leave every other draw as it was)."""
+    return p >= 1 or (p > 0 and rng.uniform() < p)
+
+
 def _jpeg(rng, o: DegradationOrder, img: np.ndarray, trace: dict, method: str) -> np.ndarray:
+    if not _coin(rng, o.jpeg_prob):  # traiNNer-redux's jpeg_prob
+        return img
     draws = {}
     out = random_add_jpg_compression(img, o.jpeg_range, rng=rng, trace=draws, method=method)
     trace[f"jpeg{o.n}_quality"] = draws["quality"]
@@ -317,15 +403,18 @@ def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
     clock = _Clock(times)
     drawn = dict.fromkeys(TRACE_KEYS)  # recorded always (a few dict writes), handed out if asked
 
-    def mode():
-        return RESIZE_MODES[int(rng.integers(len(RESIZE_MODES)))]
+    def mode(modes, probs):
+        if modes is None:  # Real-ESRGAN's: one of three alike
+            return RESIZE_MODES[int(rng.integers(len(RESIZE_MODES)))]
+        return pick(rng, modes, probs)
 
     def final_sinc(img):
-        drawn["final_resize_mode"] = mode()
+        drawn["final_resize_mode"] = mode(o.resize_mode_list3, o.resize_mode_prob3)
         img = clock("resize", _resize, img, drawn["final_resize_mode"],
                     size=(h // scale, w // scale))
         if rng.uniform() < o.final_sinc_prob:
-            sizes = _kernel_sizes(o.first.blur_kernel_size)
+            lo, hi = o.final_kernel_range or (o.first.sizes()[0], o.first.sizes()[-1])
+            sizes = range(lo, hi + 1, 2)
             k = sizes[int(rng.integers(len(sizes)))]
             omega = rng.uniform(np.pi / 3, np.pi)
             drawn.update(final_sinc_size=k, final_omega=omega)
@@ -335,8 +424,12 @@ def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
 
     # first order: blur, resize by a factor, noise, JPEG
     first, second = o.first, o.second
-    out = clock("filter", filter2d, gt, clock("kernels", _blur_kernel, rng, first, drawn))
-    factor, resize_mode = _random_factor(rng, first, drawn), mode()
+    drawn["kernel1"] = "none"
+    out = gt
+    if _coin(rng, o.blur_prob):  # traiNNer-redux's blur_prob; Real-ESRGAN always blurs
+        out = clock("filter", filter2d, gt, clock("kernels", _blur_kernel, rng, first, drawn))
+    factor = _random_factor(rng, first, drawn)
+    resize_mode = mode(first.resize_mode_list, first.resize_mode_prob)
     if factor != 1.0:  # a factor of 1 is the identity in every mode
         drawn["resize1_mode"] = resize_mode
         out = clock("resize", _resize, out, resize_mode, scale_factor=factor)
@@ -347,7 +440,7 @@ def degrade(gt: np.ndarray, rng: np.random.Generator, opts=None, scale: int = 4,
     if rng.uniform() < o.second_blur_prob:
         out = clock("filter", filter2d, out, clock("kernels", _blur_kernel, rng, second, drawn))
     factor = _random_factor(rng, second, drawn)
-    drawn["resize2_mode"] = mode()
+    drawn["resize2_mode"] = mode(second.resize_mode_list, second.resize_mode_prob)
     out = clock("resize", _resize, out, drawn["resize2_mode"],
                 size=(int(h / scale * factor), int(w / scale * factor)))
     out = clock("noise", _noise, rng, second, out, drawn)
@@ -406,8 +499,9 @@ class RealESRGANDataset(_SRDataset):
         self.jpeg = choice(name, "jpeg", jpeg, JPEG_METHODS)
         self.opts = DegradationOptions.from_dict(degradation, name, _dataset_keywords())
         self.opts.check_size(self.crop_pad_size, self.crop_pad_size, self.scale, name)
-        self.root = Path(root)
-        items = self._scan([(p.name, p) for p in list_images(self.root)])
+        roots = folders(name, "root", root)
+        self.root = roots[0] if len(roots) == 1 else roots
+        items = self._scan([(p.name, p) for r in roots for p in list_images(r)])
         self.paths = [path for _, path in items]
         self.names = [n for n, _ in items]
 

@@ -37,6 +37,7 @@ import string
 from ..io.config import ConfigError
 
 __all__ = ["translate_options", "BASICSR_SPELLINGS", "is_basicsr_options", "is_test_options",
+           "options_kind", "PathsNote",
            "Translation", "dataset_block", "val_section"]
 
 # BasicSR key (where srgrad spells it differently) -> srgrad's dotted key
@@ -117,6 +118,31 @@ _VGG_NOTE = ("srgrad's PerceptualLoss reads torchvision's VGG19 weights (vgg19-d
              "it starts)")
 
 
+class PathsNote(str):
+    """The note listing the paths a translation used as written; `paths`: [(srgrad key, value)].
+    `overridden(overrides)` says it again for the `--set KEY=VALUE` assignments that replace some
+    of them (a path set on the command line is not one "used as written")."""
+
+    def __new__(cls, paths):
+        listed = ", ".join(f"{k}={v}" for k, v in paths)
+        note = super().__new__(cls, "paths used as written (relative to the current folder, edit "
+                                    "them to your data): " + listed)
+        note.paths = list(paths)
+        return note
+
+    def overridden(self, overrides) -> str | None:
+        """The note with the keys `overrides` sets left out (and named as --set's), or None when
+        --set gives every path."""
+        given = {a.partition("=")[0].strip(): a.partition("=")[2].strip() for a in overrides}
+        kept = [(k, v) for k, v in self.paths if k not in given]
+        if len(kept) == len(self.paths):
+            return str(self)
+        if not kept:
+            return None
+        return (f"{PathsNote(kept)} (--set gives "
+                f"{', '.join(k for k, _ in self.paths if k in given)})")
+
+
 class Translation:
     """One translation's state: the source's name, its notes, errors (refused keys) and the
     paths it used as written; helpers that drop, refuse and take keys (shared with
@@ -124,7 +150,7 @@ class Translation:
 
     def __init__(self, source):
         self.source, self.notes, self.errors, self.paths = source, [], [], []
-        self.model_type = "SRModel"
+        self.model_type, self.who = "SRModel", "BasicSR"  # who: whose file, in the notes
 
     @classmethod
     def begin(cls, options, source):
@@ -179,18 +205,17 @@ class Translation:
 
     def unknown(self, opts, prefix):
         for key in opts:
-            self.refuse(f"{prefix}{key}", "not a BasicSR option srgrad knows how to translate")
+            self.refuse(f"{prefix}{key}", f"not a {self.who} option srgrad knows how to translate")
 
     def finish(self, opts) -> list:
         """`opts`' keys left untranslated refused; ConfigError listing every refused key; else
         the notes (with the paths used as written)."""
         self.unknown(opts, "")
         if self.errors:
-            raise ConfigError(f"{self.source}: cannot translate these BasicSR options:\n  " +
+            raise ConfigError(f"{self.source}: cannot translate these {self.who} options:\n  " +
                               "\n  ".join(self.errors))
         if self.paths:
-            self.notes.append("paths used as written (relative to the current folder, edit them "
-                              "to your data): " + ", ".join(f"{k}={v}" for k, v in self.paths))
+            self.notes.append(PathsNote(self.paths))
         return self.notes
 
     def integer(self, value, path):
@@ -211,14 +236,18 @@ _SRGRAD_TRAIN = ("total_iters", "optimizer", "batch_size", "loss", "losses")
 
 
 def is_basicsr_options(data) -> bool:
-    """Whether parsed YAML is a BasicSR / Real-ESRGAN option file rather than an srgrad config: it
-    has `network_g` or `model_type` and none of srgrad's own keys (model, seed, run_root, ...,
-    train.total_iters, train.optimizer, ...)."""
+    """Whether parsed YAML is a BasicSR / Real-ESRGAN / traiNNer-redux option file rather than an
+    srgrad config: it has `network_g` or `model_type` and none of srgrad's own keys (model, seed,
+    run_root, ..., train.total_iters, train.optimizer, ...)."""
     if not isinstance(data, dict) or not any(key in data for key in _MARKERS):
         return False
     train = data.get("train") if isinstance(data.get("train"), dict) else {}
+    # a list of losses is traiNNer-redux's spelling (redux_options.is_redux_options) as well as
+    # srgrad's: with network_g and no other srgrad key, the file is traiNNer-redux's
+    srgrad_train = [k for k in _SRGRAD_TRAIN
+                    if not (k == "losses" and isinstance(train.get(k), list))]
     return not any(key in data for key in _SRGRAD_TOP) and \
-        not any(key in train for key in _SRGRAD_TRAIN)
+        not any(key in train for key in srgrad_train)
 
 
 def is_test_options(data) -> bool:
@@ -229,14 +258,24 @@ def is_test_options(data) -> bool:
         not (isinstance(datasets, dict) and "train" in datasets)
 
 
+def options_kind(data) -> str:
+    """"traiNNer-redux" or "BasicSR": whose option file parsed YAML is (for messages)."""
+    from .redux_options import is_redux_options
+    return "traiNNer-redux" if is_redux_options(data) else "BasicSR"
+
+
 def translate_options(options: dict, source: str = "<options>"):
-    """(srgrad config dict, notes) from a BasicSR option dict (as yaml.safe_load gives it).
+    """(srgrad config dict, notes) from a BasicSR option dict (as yaml.safe_load gives it); a
+    traiNNer-redux file (redux_options.is_redux_options) goes to redux_options.translate_redux.
 
     Pure: `options` is not modified and nothing is read. The config still needs
     framework.engine.schema.validate (model, loss and optimizer types and their keywords are checked
     there). Raises ConfigError listing every key that cannot be translated, with its dotted path and
     why.
     """
+    from .redux_options import is_redux_options, translate_redux
+    if is_redux_options(options):
+        return translate_redux(options, source)
     t, opts = Translation.begin(options, source)
     cfg: dict = {}
     for key, target in (("name", "name"), ("scale", "scale"), ("manual_seed", "seed")):
@@ -347,6 +386,8 @@ def dataset_block(t, opts, prefix, train, real):
 
 
 def _io_backend(t, opts, prefix):
+    if "io_backend" not in opts:  # BasicSR's files always give it; traiNNer-redux's may not
+        return
     backend = t.section(opts.pop("io_backend", None), f"{prefix}io_backend")
     if backend.get("type", "disk") == "disk":
         t.drop(f"{prefix}io_backend", "srgrad reads image files from disk")
@@ -518,18 +559,7 @@ def _train(t, opts, gan):
     optim = t.section(opts.pop("optim_g", None), "train.optim_g")
     if optim:
         out["optimizer"] = optim  # Adam/AdamW/SGD keep their torch keywords
-    scheduler = _scheduler(t, t.section(opts.pop("scheduler", None), "train.scheduler"))
-    warmup = opts.pop("warmup_iter", None)
-    warmup = -1 if warmup is None else t.integer(warmup, "train.warmup_iter")
-    if isinstance(warmup, int) and warmup > 0:
-        scheduler = scheduler or {"type": "LinearWarmupLR"}
-        scheduler["warmup_iters"] = warmup
-        t.notes.append("train.warmup_iter -> train.scheduler.warmup_iters: srgrad scales the "
-                       "schedule during warm-up, BasicSR replaces it (the same while it is flat)")
-    if scheduler:
-        out["scheduler"] = scheduler
-        t.notes.append("train.scheduler: BasicSR moves its scheduler before each iteration, "
-                       "srgrad (as torch) after it, so each lr change comes one iteration later")
+    scheduler = schedule(t, opts, out)
     _losses(t, opts, out, gan)
     if "ema_decay" in opts:
         decay = opts.pop("ema_decay")
@@ -543,10 +573,7 @@ def _train(t, opts, gan):
             t.refuse("train.optim_d", f"missing: {t.model_type} trains its discriminator with it "
                                       f"(BasicSR fails without it)")
         out["optimizer_d"] = t.section(optim_d, "train.optim_d")
-        if scheduler:
-            out["scheduler_d"] = copy.deepcopy(scheduler)
-            t.notes.append("train.scheduler -> train.scheduler and train.scheduler_d: BasicSR "
-                           "gives each optimizer its own copy of the one scheduler block")
+        schedule_d(t, scheduler, out)
         for key in ("net_d_iters", "net_d_init_iters"):
             if key in opts:
                 out[key] = t.integer(opts.pop(key), f"train.{key}")
@@ -557,6 +584,35 @@ def _train(t, opts, gan):
                     t.ignored(f"train.{key}", _GAN_READERS)
     t.unknown(opts, "train.")
     return out
+
+
+def schedule(t, opts, out, note_off=False):
+    """train.scheduler and train.warmup_iter (BasicSR's and traiNNer-redux's) -> out["scheduler"]
+    (a warm-up alone: LinearWarmupLR); returns it (or None). `note_off`: note warmup_iter -1."""
+    scheduler = _scheduler(t, t.section(opts.pop("scheduler", None), "train.scheduler"))
+    given = opts.pop("warmup_iter", None)
+    warmup = -1 if given is None else t.integer(given, "train.warmup_iter")
+    if isinstance(warmup, int) and warmup > 0:
+        scheduler = scheduler or {"type": "LinearWarmupLR"}
+        scheduler["warmup_iters"] = warmup
+        t.notes.append(f"train.warmup_iter -> train.scheduler.warmup_iters: srgrad scales the "
+                       f"schedule during warm-up, {t.who} replaces it (the same while it is flat)")
+    elif given is not None and note_off:
+        t.drop("train.warmup_iter", f"{given}: no warm-up")
+    if scheduler:
+        out["scheduler"] = scheduler
+        t.notes.append(f"train.scheduler: {t.who} moves its scheduler before each iteration, "
+                       f"srgrad (as torch) after it, so each lr change comes one iteration later")
+    return scheduler
+
+
+def schedule_d(t, scheduler, out) -> None:
+    """The discriminator's copy of the one scheduler block (BasicSR and traiNNer-redux give each
+    optimizer its own)."""
+    if scheduler:
+        out["scheduler_d"] = copy.deepcopy(scheduler)
+        t.notes.append(f"train.scheduler -> train.scheduler and train.scheduler_d: {t.who} "
+                       f"gives each optimizer its own copy of the one scheduler block")
 
 
 def _losses(t, opts, out, gan):
@@ -689,8 +745,9 @@ def _logger(t, opts, cfg):
     t.unknown(opts, "logger.")
 
 
-def _path(t, opts, train_cfg, gan):
-    """Pretrained weights of the generator (g) and, in a GAN run, the discriminator (d)."""
+def _path(t, opts, train_cfg, gan, ema_note=True):
+    """Pretrained weights of the generator (g) and, in a GAN run, the discriminator (d);
+    `ema_note`: say where BasicSR's EMA copy starts (traiNNer-redux's starts as srgrad's)."""
     t.common(opts, "path", "path.")
     for net, target in (("g", "pretrained"), ("d", "pretrained_d")):
         keys = (f"pretrain_network_{net}", f"param_key_{net}", f"strict_load_{net}")
@@ -711,7 +768,8 @@ def _path(t, opts, train_cfg, gan):
                                  "strict": bool(strict)}
             t.paths.append((f"train.{target}.path", weights))
     pretrained = train_cfg.get("pretrained")
-    if train_cfg.get("ema_decay", 0) > 0 and pretrained and pretrained["key"] != "params_ema":
+    if ema_note and train_cfg.get("ema_decay", 0) > 0 and pretrained and \
+            pretrained["key"] != "params_ema":
         t.notes.append(f"train.ema_decay: BasicSR starts its EMA copy from the pretrained file's "
                        f"params_ema, srgrad from the weights it loads (train.pretrained.key: "
                        f"{pretrained['key']})")

@@ -33,7 +33,10 @@ def translate_any(options: dict, source: str = "<options>"):
 def translate_test_options(options: dict, source: str = "<options>"):
     """(srgrad test config dict, notes) from a BasicSR test option dict (yaml.safe_load's). Pure;
     the config still needs testconfig.validate_test_config. ConfigError lists every key that
-    cannot be translated."""
+    cannot be translated. A traiNNer-redux test file goes to redux_options.translate_redux_test."""
+    from .redux_options import is_redux_options, translate_redux_test
+    if is_redux_options(options):
+        return translate_redux_test(options, source)
     t, opts = Translation.begin(options, source)
     cfg: dict = {}
     for key in ("name", "scale"):

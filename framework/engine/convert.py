@@ -76,14 +76,17 @@ def _options(args) -> int:
     if out.suffix.lower() not in (".yaml", ".yml"):
         raise OutputError(f"{out}: the output must end in .yaml or .yml")
     check_output(out, "--output", [("input", src)], args.overwrite)
-    cfg, notes, kind = translate_any(read_yaml(src), str(src))
+    from .basicsr_options import options_kind
+    data = read_yaml(src)
+    whose = options_kind(data)
+    cfg, notes, kind = translate_any(data, str(src))
     for note in notes:
         print(f"note: {note}", file=sys.stderr)
     load_zoo()
     # the translation must be a valid config (paths are checked at run time)
     (validate if kind == "train" else validate_test_config)(cfg, str(out))
     use = f"train with: srgrad-train {out}" if kind == "train" else f"evaluate with: srgrad-eval {out}"
-    header = (f"# Translated from the BasicSR option file {src} by srgrad-convert options.\n"
+    header = (f"# Translated from the {whose} option file {src} by srgrad-convert options.\n"
               f"# Check the data paths; {use}\n")
     write_atomic(out, (header + dump_config(cfg)).encode())
     print(f"{src} -> {out} ({len(notes)} note(s) above)")
@@ -100,8 +103,8 @@ def main(argv=None) -> int:
                    "torch's load_state_dict)")
     w.add_argument("--overwrite", action="store_true")
     model_args(w, tiles=False, weights=False)  # --model etc.: when IN names no model
-    o = sub.add_parser("options", help="translate a BasicSR option file into an srgrad config (a "
-                       "training file for srgrad-train, a test file for srgrad-eval)")
+    o = sub.add_parser("options", help="translate a BasicSR or traiNNer-redux option file into an "
+                       "srgrad config (a training file for srgrad-train, a test file for srgrad-eval)")
     o.add_argument("input", metavar="OPTIONS_YML")
     o.add_argument("-o", "--output", required=True, metavar="CONFIG_YAML")
     o.add_argument("--overwrite", action="store_true")

@@ -14,8 +14,9 @@ BasicSR's `basicsr/test.py -opt` does. Two ways to name the data:
 The SR images go to <results_root>/<name>/visualization/<set>/<image>_<suffix>.png (BasicSR's
 layout; results_root `results`, suffix the config's val.suffix or its name; one set: name and suffix
 the weights' stem, set the input's name) unless --no-save; the folder is made unique (_2, _3, ...)
-unless --overwrite. The scores: a table per set and one CSV, <results>/<name>/metrics.csv
-(one set: beside the weights, eval_<weights>_<input>.csv, or --csv), never over an input.
+unless --overwrite. The scores: a table per set and one CSV in the same folder,
+<results>/<name>/metrics.csv (one set: --csv FILE puts it elsewhere), never over an input. One line
+at the end names that folder.
 """
 from __future__ import annotations
 
@@ -71,11 +72,11 @@ def eval_main(argv=None) -> int:
                    "ssim; a metric registered by an --import module works too); the delta_ column "
                    "is the first's, psnr's when listed")
     p.add_argument("--results", metavar="DIR", help="the results root (default: CONFIG's "
-                   "results_root, else results): SR images in DIR/<name>/visualization/<set>/")
+                   "results_root, else results): SR images in DIR/<name>/visualization/<set>/, "
+                   "the scores in DIR/<name>/metrics.csv")
     p.add_argument("--no-save", action="store_true", help="do not save the SR images")
-    p.add_argument("--csv", help="one set: CSV output (default: eval_<weights>_<input>.csv beside "
-                   "the weights, made unique with _2, _3, ...); never an input, and an existing "
-                   "file only with --overwrite")
+    p.add_argument("--csv", help="one set: the scores' CSV here instead of the results folder's "
+                   "metrics.csv; never an input, and an existing file only with --overwrite")
     p.add_argument("--overwrite", action="store_true", help="replace existing outputs (--csv, the "
                    "results folder's images and metrics.csv) instead of making new names")
     p.add_argument("--rgb", action="store_true", help="measure on RGB instead of Y (default: "
@@ -118,7 +119,7 @@ def _from_file(args):
         raise OutputError("give either CONFIG (its sets) or --input (one set), not both; --lq "
                           "and --csv go with --input")
     plan = read_plan(args.options)
-    if plan.kind.startswith("BasicSR"):
+    if plan.kind.endswith("option file"):
         print(f"{args.options} is a {plan.kind}: translated as srgrad-convert options does "
               f"({len(plan.notes)} note(s))", file=sys.stderr)
     for note in plan.notes:
@@ -291,8 +292,8 @@ def _evaluate(args) -> int:
            else _from_input(args))
     multi = bool(args.options or args.benchmark)
     args.weights = job.weights
-    csv_path = None if multi else _csv_path(args)
-    if args.csv:  # before any work: the files a folder of HR images holds, the weights
+    csv_path = Path(args.csv) if args.csv and not multi else None
+    if csv_path is not None:  # before any work: the files a folder of HR images holds, the weights
         check_output(csv_path, "--csv", _listed_inputs(args), args.overwrite)
     model, info = load_model_from_args(args, job.model)
     _check_metrics(job.metrics)
@@ -312,9 +313,10 @@ def _evaluate(args) -> int:
         except (ValueError, OSError) as exc:
             raise ConfigError(f"--input: {exc}") from None
     inputs = [(w, p) for w, p in _inputs(job, datasets) + [("--config file", args.config)] if p]
-    folder = _results_folder(job, args.overwrite) if job.save or multi else None
+    # one place for everything, BasicSR's: <results_root>/<name>/ (--csv: the scores elsewhere)
+    folder = _results_folder(job, args.overwrite)
     images = _plan_images(folder, job, datasets, inputs, args.overwrite) if job.save else {}
-    if multi:
+    if csv_path is None:
         csv_path = check_output(folder / "metrics.csv", "the metrics file", inputs, args.overwrite)
     for paths in images.values():
         if paths:
@@ -324,18 +326,22 @@ def _evaluate(args) -> int:
     for set_name, data in datasets:
         rows += _score_set(job, model, scale, in_ch, set_name, data, images.get(set_name),
                            not args.no_progress, multi=multi)
-    if images:
-        print(f"SR images: {folder / 'visualization'}")
     if rows:
         _write_csv(csv_path, rows, job.tta)
-        print(f"written: {csv_path}")
+    held = (["the SR images in visualization/"] if images else []) + \
+        (["the scores in metrics.csv"] if rows and csv_path.parent == folder else [])
     if args.benchmark and rows:
         from ..io.atomic import write_atomic
         table = benchmark_table(rows, job, scale)
         print(table)
         md = check_output(folder / "benchmark.md", "the benchmark table", inputs, args.overwrite)
         write_atomic(md, (table + "\n").encode())
-        print(f"written: {md}")
+        held.append("the summary in benchmark.md")
+    if held:
+        print(f"results: {folder}/ ({', '.join(held[:-1]) + ' and ' if len(held) > 1 else ''}"
+              f"{held[-1]})")
+    if rows and csv_path.parent != folder:
+        print(f"scores: {csv_path}")
     return 0
 
 
@@ -400,23 +406,6 @@ def _write_csv(path, rows, tta) -> None:
                          "tta": int(tta)})
     with atomic_open(path) as fh:
         fh.write(text.getvalue().encode())
-
-
-def _csv_path(args) -> Path:
-    """--csv, else eval_<weights stem>_<input name>[_tta].csv beside the weights (with -n NAME and
-    no --weights: eval_<NAME>_... in the current folder), made unique: a default name never
-    replaces another evaluation's file."""
-    if args.csv:
-        return Path(args.csv)
-    weights = Path(args.weights).resolve() if args.weights else Path.cwd() / args.model_name
-    folder = weights.parent
-    base = f"eval_{weights.stem}_{Path(args.input).resolve().stem}"
-    base += "_tta" if args.tta else ""
-    path, n = folder / f"{base}.csv", 1
-    while path.exists():
-        n += 1
-        path = folder / f"{base}_{n}.csv"
-    return path
 
 
 def _print_table(rows, cols, title):

@@ -13,18 +13,15 @@ from __future__ import annotations
 
 from ..io.config import ConfigError
 from ..registry import LOSSES, MODELS
+from .recipes.terms import loss_terms
 
 __all__ = ["check_training_files", "check_pretrained", "fetch_cached_files"]
 
 
 def _loss_blocks(cfg: dict):
     """(dotted key, block) of every loss the resolved config trains with."""
-    train = cfg["train"]
-    if train.get("loss") is not None:
-        yield "train.loss", train["loss"]
-    for role, block in (train.get("losses") or {}).items():
-        if block is not None:
-            yield f"train.losses.{role}", block
+    for term in loss_terms(cfg["train"]):
+        yield term.key, term.spec
 
 
 def check_training_files(cfg: dict, source) -> None:

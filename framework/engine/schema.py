@@ -27,6 +27,7 @@ from .fields import REQUIRED as _REQUIRED
 from .fields import Block, Field, check_pretrained, leaves, pretrained_section
 from .overrides import drop_nulled_gt_usm, fit_schedules
 from .recipes import recipe_name
+from .recipes.terms import TARGETS, is_gan_type, is_list
 from .zoo import load_zoo
 
 __all__ = ["SCHEMA", "Field", "Block", "load_config", "parse_config", "validate", "config_hash",
@@ -56,8 +57,9 @@ _BASE = {
         "scheduler": Block(SCHEDULERS, None, injected_first=True),
         # the pixel loss (BasicSR's pixel_opt), short for losses.pixel; L1Loss when no loss is given
         "loss": Block(LOSSES, None),
-        # several terms, each weighted by its loss_weight (BasicSR's pixel_opt, perceptual_opt);
-        # a recipe adds its own roles (gan: train.losses.gan)
+        # several terms, each weighted by its loss_weight: by role (BasicSR's pixel_opt,
+        # perceptual_opt; a recipe adds its own roles, gan: train.losses.gan), or as one list of
+        # LOSSES entries, each with its `target` (traiNNer-redux's; recipes/terms.py)
         "losses": {
             "pixel": Block(LOSSES, None),
             "perceptual": Block(LOSSES, None),
@@ -71,6 +73,9 @@ _BASE = {
         # an exponential moving average of the weights (0: none); validation, net_best and the
         # weights files' params_ema use it
         "ema_decay": Field(float, 0.0, minimum=0),
+        # its warm-up (traiNNer-redux's ema_power): decay min(ema_decay, 1 - k^-ema_power) at step
+        # k, the first two steps copied; null: ema_decay from the first step (BasicSR)
+        "ema_power": Field(float, None, minimum=0, exclusive=True, nullable=True),
         "grad_clip": Field(float, None, minimum=0, exclusive=True, nullable=True),
         # what a NaN/Inf loss does: stop (leaving the last checkpoint untouched) or skip the batch
         "nonfinite_loss": Field(str, "stop", choices=("stop", "skip")),
@@ -100,6 +105,9 @@ _BASE = {
     },
 }
 
+# sections that may instead be a list of LOSSES entries (each with `target`): the loss terms as
+# data (recipes/terms.py)
+_LIST_SECTIONS = ("train.losses",)
 _BASE_OPTIONAL = ("val", "checkpoint", "train.losses", "train.pretrained", "train.loader")
 _MERGED: dict = {}  # the registered recipes' names -> (schema, optional sections)
 
@@ -162,14 +170,21 @@ def load_config(path, overrides=(), do_imports: bool = True, notes: list | None 
     `notes` when it is given (its first note says that the file was translated)."""
     source = os.fspath(path)
     cfg = read_yaml(source)
-    from .basicsr_options import is_basicsr_options, is_test_options, translate_options
+    from .basicsr_options import (is_basicsr_options, is_test_options, options_kind,
+                                  translate_options)
     if is_test_options(cfg):
-        raise ConfigError(f"{source} is a BasicSR test option file (for basicsr/test.py): evaluate "
+        kind = options_kind(cfg)
+        raise ConfigError(f"{source} is a {kind} test option file"
+                          f"{' (for basicsr/test.py)' if kind == 'BasicSR' else ''}: evaluate "
                           f"with srgrad-eval {source}")
     if is_basicsr_options(cfg):
+        kind = options_kind(cfg)
         cfg, said = translate_options(cfg, source)
+        from .basicsr_options import PathsNote
+        said = [n.overridden(overrides) if isinstance(n, PathsNote) else n for n in said]
+        said = [n for n in said if n is not None]
         if notes is not None:
-            notes.append(f"{source} is a BasicSR option file: translated as srgrad-convert options "
+            notes.append(f"{source} is a {kind} option file: translated as srgrad-convert options "
                          f"does ({len(said)} note(s) below; srgrad-convert options {source} -o "
                          f"X.yaml writes the translation to edit)")
             notes.extend(said)
@@ -253,7 +268,9 @@ def _section(cfg, schema, prefix, source, errors, optional):
                           f"Known keys: {', '.join(schema)}")
     for key, spec in schema.items():
         path = f"{prefix}.{key}" if prefix else key
-        if isinstance(spec, dict):
+        if isinstance(spec, dict) and path in _LIST_SECTIONS and isinstance(cfg.get(key), list):
+            out[key] = _term_list(cfg[key], path, source, errors)
+        elif isinstance(spec, dict):
             if key not in cfg and path not in optional:
                 errors.append(f"{_where(source, path)}: missing section (keys: {', '.join(spec)})")
                 continue
@@ -306,6 +323,26 @@ def _block(block, spec, path, source, errors):
             message = f"unknown keyword for {name}{_hint(leaf, ())} {message.split(' Known ')[-1]}"
             message = message.replace("keywords:", "Known keywords:", 1)
         errors.append(f"{_where(source, f'{path}.{key}' if key else path)}: {message}")
+
+
+def _term_list(entries, path, source, errors) -> list:
+    """A list of LOSSES entries, each `{type: Name, **keywords, target: gt|gt_usm}`; returned with
+    target written out."""
+    out = []
+    for i, entry in enumerate(entries):
+        where = f"{path}[{i}]"
+        if not isinstance(entry, dict):
+            errors.append(f"{_where(source, where)}: expected a mapping {{type: Name, ...}}, got "
+                          f"{show(entry)}")
+            continue
+        entry = copy.deepcopy(entry)
+        target = entry.pop("target", "gt")
+        if target not in TARGETS:
+            errors.append(f"{_where(source, where + '.target')}: {show(target)} is not one of "
+                          f"{list(TARGETS)} (gt_usm: the USM-sharpened GT)")
+        _block(entry, Block(LOSSES), where, source, errors)
+        out.append({**entry, "target": target})
+    return out
 
 
 def _kind_name(kind):
@@ -371,6 +408,21 @@ def _cross_checks(cfg, source, errors):
 def _check_training(cfg, source, errors):
     """The loss terms, EMA and gt_usm fit together; then the recipes' own checks."""
     t, where = cfg["train"], lambda key: _where(source, key)
+    if is_list(t):
+        _check_term_list(cfg, where, errors)
+    else:
+        _check_roles(cfg, where, errors)
+    if not t["ema_decay"] < 1:
+        errors.append(f"{where('train.ema_decay')}: must be < 1 (0 turns the EMA off), got "
+                      f"{t['ema_decay']!r}")
+    errors += check_pretrained(t, "pretrained", where)
+    _check_recipes(cfg, where, errors)
+
+
+def _check_roles(cfg, where, errors):
+    """train.loss / train.losses.<role>: the pixel loss once, L1Loss when no loss is given, the
+    gt_usm roles present and produced by the training set."""
+    t = cfg["train"]
     if t["loss"] is not None and t["losses"]["pixel"] is not None:
         errors.append(f"{where('train.loss')}: give the pixel loss once, as train.loss or as "
                       f"train.losses.pixel, not both")
@@ -384,11 +436,27 @@ def _check_training(cfg, source, errors):
         errors.append(f"{where('train.gt_usm')}: the targets {t['gt_usm']} are the sharpened GT, "
                       f"which the training set must produce: set datasets.train.gt_usm: true "
                       f"(RealESRGANDataset)")
-    if not t["ema_decay"] < 1:
-        errors.append(f"{where('train.ema_decay')}: must be < 1 (0 turns the EMA off), got "
-                      f"{t['ema_decay']!r}")
-    errors += check_pretrained(t, "pretrained", where)
-    _check_recipes(cfg, where, errors)
+
+
+def _check_term_list(cfg, where, errors):
+    """train.losses as a list: no second spelling beside it, at least one term on, each gt_usm
+    target produced by the training set."""
+    t = cfg["train"]
+    if t["loss"] is not None:
+        errors.append(f"{where('train.loss')}: train.losses is a list, so the pixel loss is one "
+                      f"of its entries: move train.loss into it")
+    if t["gt_usm"]:
+        errors.append(f"{where('train.gt_usm')}: train.losses is a list: say `target: gt_usm` on "
+                      f"each entry that compares with the sharpened GT")
+    on = [e for e in t["losses"] if e.get("loss_weight", 1) != 0]
+    if not any(not is_gan_type(e["type"]) for e in on):
+        errors.append(f"{where('train.losses')}: no generator loss with a loss_weight other than "
+                      f"0 (e.g. {{type: L1Loss, loss_weight: 1.0}})")
+    sharp = [i for i, e in enumerate(t["losses"]) if e["target"] == "gt_usm"]
+    if sharp and not cfg["datasets"]["train"].get("gt_usm", False):
+        errors.append(f"{where(f'train.losses[{sharp[0]}].target')}: gt_usm is the sharpened GT, "
+                      f"which the training set must produce: set datasets.train.gt_usm: true "
+                      f"(RealESRGANDataset)")
 
 
 def _check_recipes(cfg, where, errors):
@@ -407,8 +475,8 @@ def _check_recipes(cfg, where, errors):
         for key, spec in leaves(recipe.SCHEMA):
             value = cfg
             for part in key.split("."):
-                value = value[part]
-            if value != spec.default:
+                value = value[part] if isinstance(value, dict) else spec.default
+            if value != spec.default:  # (a role inside the list form: the recipe checks it)
                 errors.append(f"{where(key)}: " + recipe.UNUSED.get(
                     key, f"set, but the {chosen!r} recipe does not use it (a key of recipe: "
                          f"{name})"))

@@ -124,12 +124,13 @@ def _sets(datasets, scale, source, errors) -> dict:
 def read_plan(path) -> EvalPlan:
     """The EvalPlan of `path`: a BasicSR option file (test or training: translated, its notes in
     the plan), an srgrad training config (its val set) or an srgrad test config."""
-    from .basicsr_options import is_basicsr_options
+    from .basicsr_options import is_basicsr_options, options_kind
     from .basicsr_test_options import translate_any
     source = os.fspath(path)
     data = read_yaml(source)
-    notes, kind = [], None
+    notes, kind, whose = [], None, None
     if is_basicsr_options(data):
+        whose = options_kind(data)
         data, notes, kind = translate_any(data, source)
     if "train" in data:  # a training config: its validation set
         load_zoo()
@@ -140,10 +141,10 @@ def read_plan(path) -> EvalPlan:
         return EvalPlan(cfg["name"], cfg["scale"], [("val", cfg["datasets"]["val"])],
                         {**cfg["val"], "suffix": None}, cfg["model"], results_root="results",
                         dtype=cfg["dtype"], notes=notes,
-                        kind="BasicSR training option file" if kind else "training config")
+                        kind=f"{whose} training option file" if kind else "training config")
     import_modules(data.get("imports") or [], os.path.dirname(os.path.abspath(source)), source)
     load_zoo()
     cfg = validate_test_config(data, source)
     return EvalPlan(cfg["name"], cfg["scale"], list(cfg["datasets"].values()), cfg["val"],
                     cfg["model"], cfg["weights"], cfg["results_root"], cfg["dtype"], notes,
-                    "BasicSR test option file" if kind else "test config")
+                    f"{whose} test option file" if kind else "test config")

@@ -182,9 +182,10 @@ class Trainer:
 
     def _hashed_config(self):
         # total_iters may grow on resume (train longer) without being a different run; recipe:
-        # null is what every config meant before the key existed
+        # null is what every config meant before the key existed; so is train.ema_power: null
         cfg = {k: v for k, v in self.cfg.items() if not (k == "recipe" and v is None)}
-        return {**cfg, "train": {**self.cfg["train"], "total_iters": None}}
+        train = {k: v for k, v in self.cfg["train"].items() if not (k == "ema_power" and v is None)}
+        return {**cfg, "train": {**train, "total_iters": None}}
 
     def _summary(self):
         """What is about to run, in a few lines (rank 0)."""

@@ -40,6 +40,7 @@ PRESETS = {
     "fast": {"iters": 600, "crop_size": 64, "kernelgan_iters": 600},
 }
 BP_ITERS = 10  # ZSSR's back_projection_iters
+LOG_EVERY = 100  # without a progress bar (--no-progress): a line per this many iterations
 
 
 def back_projection(sr: np.ndarray, lr: np.ndarray, kernel="bicubic", scale: int = 2):
@@ -137,6 +138,9 @@ def _stages(image, scale, kernel, iters, crop_size, tta, bp_iters, seed, say, pr
         start, steps = time.perf_counter(), 0
         bar = tqdm(total=iters, desc=f"zssr x{done}", unit="it", leave=False,
                    disable=not progress or interrupted)
+        lines = not progress and not interrupted  # without a bar, log lines as srgrad-train's
+        if lines:
+            say(f"x{done}: training, at most {iters} iterations (a line every {LOG_EVERY})")
         try:
             for it in range(0 if interrupted else iters):  # after Ctrl-C: the network as it is
                 rng = np.random.default_rng([seed, done, it])
@@ -146,6 +150,10 @@ def _stages(image, scale, kernel, iters, crop_size, tta, bp_iters, seed, say, pr
                 bar.update(1)
                 if values is not None and it % 50 == 0:
                     bar.set_postfix(loss=f"{values['loss']:.4f}", lr=f"{recipe.lr:.0e}")
+                if lines and steps % LOG_EVERY == 0:
+                    loss = "skipped" if values is None else f"loss {values['loss']:.4g}"
+                    say(f"x{done}: iteration {steps}/{iters}, {loss}, lr {recipe.lr:.0e}, "
+                        f"{time.perf_counter() - start:.0f} s")
                 if recipe.done():
                     break
         except KeyboardInterrupt:
@@ -158,6 +166,9 @@ def _stages(image, scale, kernel, iters, crop_size, tta, bp_iters, seed, say, pr
         else:
             say(f"x{done}: not trained (interrupted before): the network as it is")
         start = time.perf_counter()
+        if not progress:
+            say(f"x{done}: the final pass ({'x8 median, ' if tta and not interrupted else ''}"
+                f"{bp_iters} back-projections)")
         current = final_test(recipe.model, current, data.kernel, 2, tta and not interrupted,
                              bp_iters)
         say(f"x{done}: output {current.shape[2]}x{current.shape[1]}"
@@ -278,10 +289,20 @@ def _estimate(img, settings, args, path):
     from .kernelgan import estimate_kernel
     from tqdm.auto import tqdm
     start = time.perf_counter()
-    with tqdm(total=settings["kernelgan_iters"], desc="kernelgan", unit="it", leave=False,
+    total = settings["kernelgan_iters"]
+
+    def step(it, values):
+        bar.update(1)
+        if args.no_progress and (it + 1) % LOG_EVERY == 0:
+            print(f"  kernel: KernelGAN iteration {it + 1}/{total}, "
+                  f"{time.perf_counter() - start:.0f} s", file=sys.stderr)
+
+    if args.no_progress:
+        print(f"  kernel: KernelGAN, {total} iterations (a line every {LOG_EVERY})",
+              file=sys.stderr)
+    with tqdm(total=total, desc="kernelgan", unit="it", leave=False,
               disable=args.no_progress) as bar:
-        k = estimate_kernel(img, settings["kernelgan_iters"], args.seed,
-                            on_step=lambda it, v: bar.update(1))
+        k = estimate_kernel(img, total, args.seed, on_step=step)
     k = save_kernel(path, k)
     print(f"  kernel: KernelGAN, {settings['kernelgan_iters']} iterations in "
           f"{time.perf_counter() - start:.0f} s -> {path} ({k.shape[0]}x{k.shape[1]})",

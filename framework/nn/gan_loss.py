@@ -67,6 +67,10 @@ class GANLoss(Module):
     forward(input, target_is_real, is_disc=False) -> the scalar loss, in input's dtype.
     """
 
+    # what makes a loss adversarial for the training recipes (engine/recipes/terms.py): called
+    # (prediction, target_is_real, is_disc) on the discriminator's output, never on an image
+    is_gan = True
+
     def __init__(self, gan_type: str, real_label_val: float = 1.0, fake_label_val: float = 0.0,
                  loss_weight: float = 1.0):
         super().__init__()

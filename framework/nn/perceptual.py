@@ -215,6 +215,9 @@ class PerceptualLoss(Module):
             Frobenius norm of the difference).
     """
 
+    # forward returns (percep, style): the recipes log the second as <column>_style
+    extra_outputs = ("style",)
+
     def __init__(self, layer_weights, vgg_type: str = "vgg19", use_input_norm: bool = True,
                  range_norm: bool = False, perceptual_weight: float = 1.0, style_weight: float = 0.0,
                  criterion: str = "l1", weights=None):

@@ -59,9 +59,16 @@ class ExportReport:
         lines = [f"wrote {self.path}: opset {self.opset}, {self.nodes} nodes, {self.initializers} "
                  f"initializers, input {shape(self.input_shape)} -> {outs}"
                  + (" (float16 inside)" if self.fp16 else ""),
-                 "dynamic batch/height/width" if self.dynamic else f"fixed size: {self.reason}",
+                 "dynamic batch/height/width" if self.dynamic else self._fixed(),
                  f"max |ONNX Runtime - srgrad| = {self.max_abs_diff:.3g} (tolerance {self.tolerance:.3g})"]
         return "\n".join(lines + [f"note: {n}" for n in self.notes])
+
+
+    def _fixed(self) -> str:
+        # what a user of the file must know: the one input size it runs at
+        n, _, h, w = self.input_shape
+        return (f"fixed size: {self.reason}: this file takes {h}x{w} (height x width) inputs only, "
+                f"{n} image{'s' if n != 1 else ''} at a time")
 
 
 def _require():

@@ -125,9 +125,20 @@ def test_pth_round_trip(tmp_path):
     checks.check_pth_round_trip(spec("pixelshuffledirect", 3), (2, 3, 5, 6), tmp_path)
 
 
+@pytest.mark.parametrize("embed_dim,heads", [(16, [2, 2]), (24, [4, 2])])
+def test_below_32_the_position_bias_has_no_features_as_the_originals(embed_dim, heads, tmp_path):
+    """The original builds DAT from embed_dim 16 (its spatial interaction's embed_dim // 16
+    convolution needs a channel); below 32 its position-bias MLP has 0 features, so the bias is
+    pos3's bias alone: output and every gradient match the twin, the zero-size keys included."""
+    s = spec(embed_dim=embed_dim, num_heads=heads)
+    checks.check_parity(s, (2, 3, 7, 9), np.float64)
+    checks.check_pth_round_trip(s, (2, 3, 5, 6), tmp_path)
+
+
 @pytest.mark.parametrize("kw,error,match", [
     ({"upsampler": "nearest+conv"}, ValueError, r"DAT: upsampler must be one of"),
-    ({"embed_dim": 30}, ValueError, r"embed_dim must be even and at least 32"),
+    ({"embed_dim": 14}, ValueError, r"embed_dim must be even and at least 16"),
+    ({"embed_dim": 31, "num_heads": [1, 1]}, ValueError, r"embed_dim must be even"),
     ({"split_size": [1, 4]}, ValueError, r"DAT: split_size"),
     ({"img_size": 6}, ValueError, r"img_size 6 must be a multiple of both split_size sides"),
     ({"num_heads": [3, 2]}, ValueError, r"num_heads 3 must divide embed_dim 32"),

@@ -37,6 +37,7 @@ from ...optim import EMA
 from ...registry import LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
 from ...tensor import Tensor
 from ...weights import load_into
+from .terms import is_list, loss_terms
 
 __all__ = ["Recipe", "NonFinite", "config_key", "total"]
 
@@ -83,8 +84,9 @@ class Recipe:
     cfg["model"], then `build()`), on communicator `comm`; `say` prints a line (rank 0's).
     Attributes: model (the generator: validated, saved as the weights files), ema (its EMA or
     None), optimizer / scheduler (the generator's), nets and specs (every trained network and its
-    spec, by checkpoint name: model, net_d, ...), groups (optimizer key -> Group), criteria (the
-    loss terms by role: pixel, perceptual, gan, ...)."""
+    spec, by checkpoint name: model, net_d, ...), groups (optimizer key -> Group), terms (the loss
+    terms' TermSpecs, in order: recipes/terms.py) and criteria (their losses by role: pixel,
+    perceptual, gan, or the list's l1, perceptual, ...)."""
 
     SCHEMA: dict = {}
     UNUSED: dict = {}
@@ -106,7 +108,7 @@ class Recipe:
             comm.broadcast_params(net)  # same seed, same weights; this makes it certain
             net.train()
         decay = cfg["train"]["ema_decay"]
-        self.ema = EMA(self.model, decay) if decay > 0 else None
+        self.ema = EMA(self.model, decay, cfg["train"]["ema_power"]) if decay > 0 else None
         self.criteria = self.build_losses()
 
     # -- building -----------------------------------------------------------------------------
@@ -139,23 +141,24 @@ class Recipe:
         return optimizer, scheduler
 
     def build_losses(self) -> dict:
-        """The loss terms by role (train.loss is the pixel term), each cast to the run's dtype."""
-        tcfg = self.cfg["train"]
-        specs = {"pixel": tcfg["loss"], **{k: v for k, v in tcfg["losses"].items()
-                                           if v is not None and not (k == "pixel" and tcfg["loss"])}}
+        """The loss terms (terms.loss_terms: either spelling of train.losses), each built and
+        cast to the run's dtype; `terms` keeps their TermSpecs in order. Returns {role: loss}."""
+        self.terms = loss_terms(self.cfg["train"])
         criteria = {}
-        for term, spec in specs.items():
-            if spec is None:
-                continue
-            key = "train.loss" if term == "pixel" and tcfg["loss"] else f"train.losses.{term}"
-            with config_key(key):
-                fn = LOSSES.build(spec)
-            criteria[term] = fn.to(self.dtype) if isinstance(fn, nn.Module) else fn
+        for term in self.terms:
+            with config_key(term.key):
+                fn = LOSSES.build(term.spec)
+            criteria[term.role] = fn.to(self.dtype) if isinstance(fn, nn.Module) else fn
         return criteria
 
     def columns(self) -> list[str]:
-        """metrics.csv's loss-term columns: TERMS when there is more than one loss term."""
-        return list(self.TERMS) if len(self.criteria) > 1 else []
+        """metrics.csv's loss-term columns when there is more than one loss term: TERMS for the
+        roles' spelling (BasicSR's fixed names), else every term's column and extras."""
+        if len(self.criteria) <= 1:
+            return []
+        if not is_list(self.cfg["train"]):
+            return list(self.TERMS)
+        return [c for t in self.terms for c in (t.column, *t.extras)]
 
     # -- one step -----------------------------------------------------------------------------
     def step(self, batch: dict, iteration: int, dry: bool = False):
@@ -175,14 +178,14 @@ class Recipe:
         self.step(batch, 0, dry=True)
 
     def tensors(self, batch: dict):
-        """(lq, {role: target}) as Tensors of the run's dtype; a role listed in train.gt_usm gets
-        the sharpened GT (`sharpened`)."""
+        """(lq, {target: Tensor}) in the run's dtype: "gt", and "gt_usm" (`sharpened`) when a term
+        compares against the sharpened GT."""
         lq = Tensor(np.asarray(batch["lq"], dtype=self.dtype))
         gt = np.asarray(batch["gt"], dtype=self.dtype)
-        usm = self.cfg["train"]["gt_usm"]
-        sharp = Tensor(self.sharpened(batch, gt)) if usm else None
-        gt = Tensor(gt)
-        return lq, {role: sharp if role in usm else gt for role in self.cfg["train"]["losses"]}
+        targets = {"gt": Tensor(gt)}
+        if any(t.target == "gt_usm" for t in self.terms):
+            targets["gt_usm"] = Tensor(self.sharpened(batch, gt))
+        return lq, targets
 
     def sharpened(self, batch: dict, gt: np.ndarray) -> np.ndarray:
         """The USM-sharpened target: the dataset's gt_usm, Real-ESRGAN's RealESRNetModel's (the
@@ -190,17 +193,18 @@ class Recipe:
         return np.asarray(batch["gt_usm"], dtype=self.dtype)
 
     def generator_terms(self, sr, targets: dict) -> dict:
-        """The generator's loss terms (Tensors) by metrics.csv name: pixel, perceptual and style."""
+        """The generator's loss terms but the adversarial ones and a recipe's own roles (Tensors)
+        by metrics.csv name, in order; a loss returning a tuple (PerceptualLoss: percep, style) gives one column per part
+        that is not None."""
         terms = {}
-        if "pixel" in self.criteria:
-            terms["l_g_pix"] = self.criteria["pixel"](sr, targets["pixel"])
-        if "perceptual" in self.criteria:
-            out = self.criteria["perceptual"](sr, targets["perceptual"])
-            percep, style = out if isinstance(out, tuple) else (out, None)
-            if percep is not None:
-                terms["l_g_percep"] = percep
-            if style is not None:
-                terms["l_g_style"] = style
+        for term in self.terms:
+            if term.gan or term.own:
+                continue
+            out = self.criteria[term.role](sr, targets[term.target])
+            parts = out if isinstance(out, tuple) else (out,)
+            for name, value in zip((term.column, *term.extras), parts):
+                if value is not None:
+                    terms[name] = value
         return terms
 
     def update(self, key: str, values: dict, iteration: int, skipped: str, dry: bool = False):

@@ -20,8 +20,6 @@ the crop's border. The LR is degraded from the sharpened HR image in both (datas
 """
 from __future__ import annotations
 
-import inspect
-
 import numpy as np
 
 from ...card import card
@@ -29,6 +27,7 @@ from ...data.degradations import usm_sharp
 from ...registry import LOSSES, MODELS, OPTIMIZERS, RECIPES, SCHEDULERS
 from ..fields import Block, Field, check_pretrained, pretrained_section
 from .base import Recipe, total
+from .terms import is_gan_type, is_list, loss_terms
 
 __all__ = ["GANRecipe", "is_gan_loss"]
 
@@ -36,9 +35,9 @@ _NO_D = "set, but there is no model_d to train"
 
 
 def is_gan_loss(spec) -> bool:
-    """A GAN loss is called (prediction, target_is_real, is_disc), BasicSR's GANLoss signature."""
-    forward = getattr(LOSSES.get(spec["type"]), "forward", None)
-    return forward is not None and "target_is_real" in inspect.signature(forward).parameters
+    """Whether a LOSSES block is an adversarial loss (its class has `is_gan = True`: GANLoss),
+    called (prediction, target_is_real, is_disc) as BasicSR's GANLoss."""
+    return is_gan_type(spec["type"])
 
 
 @RECIPES.register("gan")
@@ -75,7 +74,9 @@ class GANRecipe(Recipe):
         self.optimizer_d, self.scheduler_d = self.add_optimizer("optimizer_d", self.net_d)
 
     def columns(self) -> list[str]:
-        return list(self.TERMS)
+        if not is_list(self.cfg["train"]):
+            return list(self.TERMS)
+        return [c for t in self.terms for c in (t.column, *t.extras)] + list(self.TERMS[-4:])
 
     def sharpened(self, batch: dict, gt: np.ndarray) -> np.ndarray:
         return usm_sharp(gt)
@@ -88,7 +89,8 @@ class GANRecipe(Recipe):
         """One generator step (when due) and one discriminator step; returns every term, or None
         when a non-finite value skips the iteration."""
         lq, targets = self.tensors(batch)
-        gan = self.criteria["gan"]
+        adversarial = next(t for t in self.terms if t.gan)
+        gan = self.criteria[adversarial.role]
         values = {}
         # -- generator
         self.optimizer.zero_grad()
@@ -96,7 +98,7 @@ class GANRecipe(Recipe):
         sr = self.model(lq)
         if dry or self.generator_updates(iteration):
             terms = self.generator_terms(sr, targets)
-            terms["l_g_gan"] = gan(self.net_d(sr), True, is_disc=False)
+            terms[adversarial.column] = gan(self.net_d(sr), True, is_disc=False)
             loss = total(terms)
             loss.backward()
             values, stepped = self.update(
@@ -111,7 +113,7 @@ class GANRecipe(Recipe):
         self.net_d.requires_grad_(True)
         # -- discriminator: real, then fake (the generator's output, cut from its graph)
         self.optimizer_d.zero_grad()
-        real = self.net_d(targets["gan"])
+        real = self.net_d(targets[adversarial.target])
         l_d_real = gan(real, True, is_disc=True)
         l_d_real.backward()
         fake = self.net_d(sr.detach())
@@ -125,7 +127,7 @@ class GANRecipe(Recipe):
         if not stepped and self.scheduler_d is not None:
             self.scheduler_d.step()
         if self.ema is not None:
-            self.ema.update()
+            self.ema.update(iteration + 1)
         return {**values, **d_values}
 
     # -- the config -----------------------------------------------------------------------------
@@ -138,20 +140,32 @@ class GANRecipe(Recipe):
         """GAN losses only under train.losses.gan (in any config); with this recipe: model_d, its
         GAN loss and its optimizer."""
         t, errors = cfg["train"], []
-        for term, spec in t["losses"].items():
-            if spec is not None and is_gan_loss(spec) != (term == "gan"):
-                errors.append(f"{where(f'train.losses.{term}')}: {spec['type']} "
-                              + ("is not a GAN loss (type GANLoss)" if term == "gan" else
-                                 "is a GAN loss: it belongs under train.losses.gan"))
-        if t["loss"] is not None and is_gan_loss(t["loss"]):
-            errors.append(f"{where('train.loss')}: {t['loss']['type']} is a GAN loss: put it "
-                          f"under train.losses.gan, with model_d")
+        if is_list(t):
+            gans = [term for term in loss_terms(t) if term.gan]
+            for term in gans[1:]:
+                errors.append(f"{where(term.key)}: a second GAN loss; the generator trains "
+                              f"against one discriminator with one GAN loss")
+            if gans and cfg["model_d"] is None:
+                errors.append(f"{where(gans[0].key)}: {cls.UNUSED['train.losses.gan']}")
+            if chosen and cfg["model_d"] is not None and not gans:
+                errors.append(f"{where('model_d')}: a discriminator needs a GAN loss in "
+                              f"train.losses (e.g. {{type: GANLoss, gan_type: vanilla, "
+                              f"loss_weight: 0.1}})")
+        else:
+            for term, spec in t["losses"].items():
+                if spec is not None and is_gan_loss(spec) != (term == "gan"):
+                    errors.append(f"{where(f'train.losses.{term}')}: {spec['type']} " + (
+                        "is not a GAN loss (type GANLoss)"
+                        if term == "gan" else "is a GAN loss: it belongs under train.losses.gan"))
+            if t["loss"] is not None and is_gan_loss(t["loss"]):
+                errors.append(f"{where('train.loss')}: {t['loss']['type']} is a GAN loss: put it "
+                              f"under train.losses.gan, with model_d")
         if not chosen:
             return errors
         if cfg["model_d"] is None:
             errors.append(f"{where('model_d')}: missing: recipe gan trains a discriminator (e.g. "
                           f"{{type: UNetDiscriminatorSN, num_in_ch: 3}})")
-        elif t["losses"]["gan"] is None:
+        elif not is_list(t) and t["losses"]["gan"] is None:
             errors.append(f"{where('model_d')}: a discriminator needs train.losses.gan (e.g. "
                           f"{{type: GANLoss, gan_type: vanilla, loss_weight: 0.1}})")
         if cfg["model_d"] is not None:

@@ -29,5 +29,5 @@ class SRRecipe(Recipe):
         if not stepped:
             return None
         if self.ema is not None:
-            self.ema.update()
+            self.ema.update(iteration + 1)
         return values

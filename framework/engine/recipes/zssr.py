@@ -22,6 +22,7 @@ from ...registry import DATASETS, RECIPES
 from ...tensor import Tensor
 from ..fields import Field
 from .base import Recipe, config_key
+from .terms import loss_terms
 
 __all__ = ["ZSSRRecipe", "LearningRatePolicy"]
 
@@ -130,15 +131,14 @@ class ZSSRRecipe(Recipe):
     def step(self, batch: dict, iteration: int, dry: bool = False):
         lq, targets = self.tensors(batch)
         self.optimizer.zero_grad()
-        terms = self.generator_terms(self.model(lq), targets)
-        loss = terms["l_g_pix"]
+        (loss,) = self.generator_terms(self.model(lq), targets).values()  # one term: the check
         loss.backward()
         values, stepped = self.update("optimizer", {"loss": float(loss.item())}, iteration,
                                       "pair skipped", dry)
         if dry or not stepped:
             return None if not stepped else values
         if self.ema is not None:
-            self.ema.update()
+            self.ema.update(iteration + 1)
         if self.policy.due(iteration):
             self.policy.record(iteration, self.reconstruction_mse(iteration))
         self.set_lr(self.policy.update(iteration, self.lr))
@@ -191,7 +191,6 @@ class ZSSRRecipe(Recipe):
         if t["scheduler"] is not None:
             errors.append(f"{where('train.scheduler')}: the learning rate follows ZSSR's policy "
                           f"(train.zssr); remove the scheduler")
-        if t["losses"]["perceptual"] is not None:
-            errors.append(f"{where('train.losses.perceptual')}: ZSSR trains with the pixel loss "
-                          f"only")
+        for term in loss_terms(t)[1:]:
+            errors.append(f"{where(term.key)}: ZSSR trains with the pixel loss only")
         return errors

@@ -100,3 +100,66 @@ def test_dataset_get_with_trace_is_the_same_sample(tmp_path):
     for key in ("lq", "gt", "gt_usm"):
         assert a[key].tobytes() == b[key].tobytes()
     assert tuple(trace) == TRACE_KEYS
+
+
+# -- traiNNer-redux's keys ------------------------------------------------------------------------
+def _traces(opts, seeds=range(40)):
+    out = []
+    for seed in seeds:
+        trace = {}
+        degrade(GT, np.random.default_rng(seed), opts, 4, trace=trace)
+        out.append(trace)
+    return out
+
+
+def test_redux_keys_at_their_defaults_change_no_draw():
+    """blur_prob / jpeg_prob(2) 1, kernel_range 7..blur_kernel_size: Real-ESRGAN's pipeline,
+    bit for bit (no draw is spent on a certain outcome)."""
+    explicit = {"blur_prob": 1.0, "jpeg_prob": 1.0, "jpeg_prob2": 1.0, "kernel_range": [7, 21],
+                "kernel_range2": [7, 21], "final_kernel_range": [7, 21]}
+    for seed in range(4):
+        plain = degrade(GT, np.random.default_rng(seed), None, 4)
+        assert degrade(GT, np.random.default_rng(seed), explicit, 4).tobytes() == plain.tobytes()
+
+
+def test_blur_and_jpeg_odds_skip_their_stage():
+    traces = _traces({"blur_prob": 0.5, "jpeg_prob": 0.0, "jpeg_prob2": 0.5})
+    blurred = sum(t["kernel1"] != "none" for t in traces)
+    assert 12 <= blurred <= 28 and all((t["kernel1"] == "none") == (t["kernel1_size"] is None)
+                                       for t in traces)
+    assert all(t["jpeg1_quality"] is None for t in traces)
+    assert 12 <= sum(t["jpeg2_quality"] is not None for t in traces) <= 28
+    never = _traces({"blur_prob": 0.0, "jpeg_prob": 0.0, "jpeg_prob2": 0.0}, range(3))
+    assert all(t["kernel1"] == "none" and t["jpeg2_quality"] is None for t in never)
+    # no blur and no JPEG at all: the LR is smoother-edged than with them, never equal
+    for seed in range(3):
+        a = degrade(GT, np.random.default_rng(seed), {"blur_prob": 0.0}, 4)
+        assert a.tobytes() != degrade(GT, np.random.default_rng(seed), None, 4).tobytes()
+
+
+def test_resize_modes_and_kernel_ranges_are_drawn_from_the_lists():
+    traces = _traces({"resize_mode_list": ["nearest-exact", "lanczos"],
+                      "resize_mode_prob": [0.5, 0.5], "resize_mode_list2": ["nearest-exact"],
+                      "resize_mode_list3": ["bicubic", "lanczos"], "resize_mode_prob3": [0, 1],
+                      "kernel_range": [3, 5], "kernel_range2": [9, 9], "second_blur_prob": 1.0,
+                      "final_sinc_prob": 1.0, "final_kernel_range": [11, 13]})
+    assert {t["resize1_mode"] for t in traces} - {None} == {"nearest-exact", "lanczos"}
+    assert {t["resize2_mode"] for t in traces} == {"nearest-exact"}
+    assert {t["final_resize_mode"] for t in traces} == {"lanczos"}
+    assert {t["kernel1_size"] for t in traces} == {3, 5}
+    assert {t["kernel2_size"] for t in traces} == {9}
+    assert {t["final_sinc_size"] for t in traces} == {11, 13}
+
+
+@pytest.mark.parametrize("opts,match", [
+    ({"kernel_range": [4, 8]}, r"kernel_range must be two odd sizes \[low, high\], got \[4, 8\]"),
+    ({"kernel_range2": [9, 7]}, r"kernel_range2 must have low <= high"),
+    ({"resize_mode_list": ["cubic"]}, r"resize_mode_list: unknown resize mode 'cubic'"),
+    ({"resize_mode_prob2": [1.0]}, r"resize_mode_prob2 is given without resize_mode_list2"),
+    ({"resize_mode_list3": ["area", "bilinear"], "resize_mode_prob3": [1.0]},
+     r"resize_mode_prob3 must be a list of 2 probabilities"),
+    ({"blur_prob": 1.5}, r"blur_prob"),
+])
+def test_redux_keys_are_checked(opts, match):
+    with pytest.raises(ValueError, match=match):
+        degrade(GT, np.random.default_rng(0), opts, 4)

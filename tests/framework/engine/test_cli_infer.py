@@ -266,17 +266,26 @@ def test_eval_single_image_paired_lr_and_csv_never_replaced(weights, tmp_path, c
     lq.mkdir()
     for name in ("0001", "0002"):
         Image.open(hr / f"{name}.png").resize((14, 16), Image.BICUBIC).save(lq / f"{name}x2.png")
+    results = tmp_path / "results"
     assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr / "0001.png"),
-                      "--no-progress"]) == 0
-    first = weights.parent / "eval_net_0001.csv"
+                      "--no-progress", "--results", str(results)]) == 0
+    first = results / "net" / "metrics.csv"  # BasicSR's place: <results>/<name>/, the images' too
     rows = list(csv.DictReader(open(first)))
     assert [r["image"] for r in rows] == ["0001.png", "mean"]
+    assert not list(weights.parent.glob("eval_*.csv"))  # no longer beside the weights
     assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr / "0001.png"),
-                      "--no-progress"]) == 0
-    assert (weights.parent / "eval_net_0001_2.csv").exists()  # the first one is kept
+                      "--no-progress", "--results", str(results)]) == 0
+    assert (results / "net_2" / "metrics.csv").exists()  # the first one is kept
     assert list(csv.DictReader(open(first))) == rows
     out = capsys.readouterr().out
-    assert f"written: {weights.parent / 'eval_net_0001_2.csv'}" in out
+    assert f"results: {results / 'net_2'}/ (the scores in metrics.csv)" in out
+    assert eval_main(["--weights", str(weights), "--input", str(hr / "0001.png"),
+                      "--no-progress", "--results", str(results)]) == 0
+    out = capsys.readouterr().out.splitlines()  # said once: one folder, both kinds of output
+    assert [line for line in out if str(results) in line] == \
+        [f"results: {results / 'net_3'}/ (the SR images in visualization/ and the scores in "
+         f"metrics.csv)"]
+    assert (results / "net_3" / "visualization" / "0001" / "0001_net.png").is_file()
     assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr), "--lq", str(lq),
                       "--csv", str(tmp_path / "paired.csv"), "--no-progress"]) == 2
     err = capsys.readouterr().err  # BasicSR's default template is the HR name; DIV2K's is named
@@ -375,11 +384,11 @@ def test_eval_tta_says_so_in_the_table_and_the_csv(weights, tmp_path, capsys):
     hr = _png(tmp_path / "0001.png", h=32, w=28, seed=3)
     for extra in ([], ["--tta"]):
         assert eval_main(["--no-save", "--weights", str(weights), "--input", str(hr), "--no-progress",
-                          *extra]) == 0
+                          "--results", str(tmp_path / "r"), *extra]) == 0
     out = capsys.readouterr().out
     assert "no self-ensemble" in out and "self-ensemble x8 (--tta)" in out
-    plain = list(csv.DictReader(open(weights.parent / "eval_net_0001.csv")))
-    tta = list(csv.DictReader(open(weights.parent / "eval_net_0001_tta.csv")))
+    plain = list(csv.DictReader(open(tmp_path / "r" / "net" / "metrics.csv")))
+    tta = list(csv.DictReader(open(tmp_path / "r" / "net_2" / "metrics.csv")))
     assert [r["tta"] for r in plain] == ["0", "0"] and [r["tta"] for r in tta] == ["1", "1"]
     assert tta[0]["psnr_y"] != plain[0]["psnr_y"]
     assert tta[0]["bicubic_psnr_y"] == plain[0]["bicubic_psnr_y"]

@@ -42,7 +42,8 @@ def test_static_fp16_and_model_args(tmp_path, weights, capsys):
             "--model-arg", "num_out_ch=1"]
     assert main(argv) == 0
     text = capsys.readouterr().out
-    assert "fixed size: a fixed size was asked" in text and "float16" in text
+    assert "fixed size: a fixed size was asked: this file takes 6x5 (height x width) inputs " \
+        "only, 1 image at a time" in text and "float16" in text
     assert ort_run(out, image(1, 1, 6, 5))[0].shape == (1, 1, 18, 15)
 
 

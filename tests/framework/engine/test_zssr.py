@@ -74,8 +74,28 @@ def test_ctrl_c_keeps_the_network_so_far(monkeypatch):
                                     progress=False)
     # the size asked for: the x4 stage applies the network as it is, untrained
     assert interrupted and sr.shape == (1, 128, 128)
-    assert said[0].startswith("x2: interrupted after 3 iterations")
-    assert said[2] == "x4: not trained (interrupted before): the network as it is"
+    assert said[0] == f"x2: training, at most 50 iterations (a line every {Z.LOG_EVERY})"
+    assert said[1].startswith("x2: interrupted after 3 iterations")
+    assert said[4] == "x4: not trained (interrupted before): the network as it is"
+
+
+def test_without_a_bar_each_phase_and_every_log_every_iterations_print_a_line(monkeypatch):
+    """--no-progress (progress=False): a line when a stage starts, every LOG_EVERY iterations
+    and before the final pass, as srgrad-train's log lines (before: only the stage summaries)."""
+    monkeypatch.setattr(Z, "LOG_EVERY", 2)
+    said = []
+    Z.zssr_result(read_image(GRAVEL)[0][:, :24, :24], 2, iters=5, crop_size=16, bp_iters=1,
+                  say=said.append, progress=False)
+    assert said[0] == "x2: training, at most 5 iterations (a line every 2)"
+    assert [m.split(",")[0] for m in said[1:3]] == ["x2: iteration 2/5", "x2: iteration 4/5"]
+    assert all(" loss " in m and " lr 1e-03" in m for m in said[1:3]), said
+    assert said[3].startswith("x2: trained 5 iterations")
+    assert said[4] == "x2: the final pass (1 back-projections)"
+    assert said[5].startswith("x2: output 48x48") and len(said) == 6
+    said.clear()
+    Z.zssr_result(read_image(GRAVEL)[0][:, :24, :24], 2, iters=5, crop_size=16, bp_iters=1,
+                  say=said.append, progress=True)
+    assert [m.split(":")[1].split()[0] for m in said] == ["trained", "output"]  # the bar's job
 
 
 # -- the command ----------------------------------------------------------------------------------
@@ -111,8 +131,9 @@ def test_command_x2_values_and_output_rules(case, capsys):
     assert "it is the input" in capsys.readouterr().err
 
 
-def test_command_estimates_and_writes_the_kernel(case, capsys, tmp_path):
+def test_command_estimates_and_writes_the_kernel(case, capsys, tmp_path, monkeypatch):
     root, _, _ = case
+    monkeypatch.setattr(Z, "LOG_EVERY", 2)  # --no-progress: KernelGAN's lines too
     big = tmp_path / "big.png"  # KernelGAN's crops are 64 px: a larger image
     Image.fromarray(np.asarray(Image.open(GRAVEL))[:72, :72]).save(big)
     args = ["--input", big, "--output", tmp_path / "out", "--kernel", "estimate",
@@ -122,7 +143,10 @@ def test_command_estimates_and_writes_the_kernel(case, capsys, tmp_path):
     k = np.load(tmp_path / "out" / "big_x2_kernel.npy", allow_pickle=False)
     assert k.shape == (13, 13) and k.sum() == pytest.approx(1.0, abs=1e-12)
     assert read_image(tmp_path / "out" / "big_x2.png")[0].shape == (1, 144, 144)
-    assert "kernel: KernelGAN, 3 iterations" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "kernel: KernelGAN, 3 iterations (a line every 2)" in err
+    assert "kernel: KernelGAN iteration 2/3, " in err and "kernel: KernelGAN, 3 iterations in" in err
+    assert "x2: training, at most 2 iterations (a line every 2)" in err
     # the kernel file is an input of the next run
     args2 = ["--input", big, "--output", tmp_path / "again.png", "--kernel",
              tmp_path / "out" / "big_x2_kernel.npy", "--iters", "2", "--bp-iters", "0",
