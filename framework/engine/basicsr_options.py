@@ -111,7 +111,9 @@ _LOSSES = ("L1Loss", "MSELoss", "CharbonnierLoss")
 _PERCEPTUAL = ("layer_weights", "vgg_type", "use_input_norm", "range_norm", "perceptual_weight",
                "style_weight", "criterion")
 _GAN = ("gan_type", "real_label_val", "fake_label_val", "loss_weight")
-_METRICS = {"calculate_psnr": "psnr", "calculate_ssim": "ssim"}
+_METRICS = {"calculate_psnr": "psnr", "calculate_ssim": "ssim", "calculate_niqe": "niqe",
+            "calculate_lpips": "lpips", "calculate_dists": "dists"}
+_ONE_CHANNEL_KIND = {"niqe", "lpips", "dists"}  # measured on Y (NIQE) or RGB (the others) only
 _VGG_NOTE = ("srgrad's PerceptualLoss reads torchvision's VGG19 weights (vgg19-dcbb9e9d.pth) from "
              "a file, where BasicSR downloads them: set train.losses.perceptual.weights or the "
              "SRGRAD_VGG19_WEIGHTS environment variable to its path (srgrad-train checks it when "
@@ -702,16 +704,22 @@ def val_section(t, opts):
     for label, spec in metrics.items():
         spec, path = t.section(spec, f"val.metrics.{label}"), f"val.metrics.{label}"
         kind = spec.get("type")
-        if kind not in _METRICS:  # NIQE, LPIPS, ...: validation goes on with the others
-            t.drop(path, f"{kind!r} is not among srgrad's metrics (BasicSR's calculate_psnr and "
-                         f"calculate_ssim translate; others register in METRICS)")
+        if kind not in _METRICS:  # TOPIQ, ...: validation goes on with the others
+            t.drop(path, f"{kind!r} is not among srgrad's metrics (calculate_psnr, calculate_ssim, "
+                         f"calculate_niqe, calculate_lpips and calculate_dists translate; others "
+                         f"register in METRICS)")
             continue
         del spec["type"]
         names.append(_METRICS[kind])
-        borders.add(spec.pop("crop_border", None))
-        ys.add(bool(spec.pop("test_y_channel", False)))  # BasicSR's default: RGB
+        if _METRICS[kind] in _ONE_CHANNEL_KIND:  # its channels are its own: no test_y_channel
+            if spec.get("crop_border") is not None:
+                borders.add(spec.pop("crop_border"))
+            spec.pop("crop_border", None)
+        else:
+            borders.add(spec.pop("crop_border", None))
+            ys.add(bool(spec.pop("test_y_channel", False)))  # BasicSR's default: RGB
         if "better" in spec:
-            t.drop(f"{path}.better", "PSNR and SSIM are higher-is-better")
+            t.drop(f"{path}.better", "srgrad knows each metric's direction (higher_is_better)")
             del spec["better"]
         t.unknown(spec, f"{path}.")
     if len(borders) > 1 or len(ys) > 1:

@@ -100,8 +100,8 @@ val:
       type: calculate_psnr
       crop_border: 2
       test_y_channel: false
-    niqe:
-      type: calculate_niqe
+    fid:  # a metric srgrad lacks (its NIQE would refuse these tiny images: 96 px blocks)
+      type: calculate_fid
       crop_border: 2
 """
 
@@ -118,7 +118,7 @@ def test_a_basicsr_test_option_file_runs_as_basicsr_test_py(data, capsys):
     out, err = capsys.readouterr()
     assert f"{options} is a BasicSR test option file: translated as srgrad-convert options does" \
         in err
-    assert "note: val.metrics.niqe: dropped, 'calculate_niqe' is not among srgrad's metrics" in err
+    assert "note: val.metrics.fid: dropped, 'calculate_fid' is not among srgrad's metrics" in err
     assert "mine: 1 image(s) upscaled (no GT: nothing measured)" in out
     folder = results / "EDSR_tiny_x2" / "visualization"  # BasicSR's layout and default suffix
     assert sorted(p.relative_to(folder).as_posix() for p in folder.rglob("*.png")) == [

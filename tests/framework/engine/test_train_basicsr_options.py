@@ -137,18 +137,20 @@ MSRRESNET_X4 = (
     "dist_params:\n  backend: nccl\n  port: 29500\n")
 
 
-def test_basicsrs_best_known_example_translates_with_niqe_dropped(tmp_path, capsys):
-    """The whole file was refused for its NIQE validation metric; NIQE is dropped with a note
-    (srgrad has no NIQE) and validation keeps PSNR."""
+def test_basicsrs_best_known_example_translates_with_niqe(tmp_path, capsys):
+    """The whole file was refused for its NIQE validation metric (then NIQE was dropped, when
+    srgrad had none); now it translates to psnr and niqe, NIQE's crop_border shared, its
+    `better: lower` known."""
     from framework.engine.convert import main as convert_main
     src = tmp_path / "train_MSRResNet_x4.yml"
     src.write_text(MSRRESNET_X4)
     out = tmp_path / "msrresnet_x4.yaml"
     assert convert_main(["options", str(src), "-o", str(out)]) == 0
     err = capsys.readouterr().err
-    assert "note: val.metrics.niqe: dropped, 'calculate_niqe' is not among srgrad's metrics" in err
+    assert "val.metrics.niqe: dropped" not in err
+    assert "note: val.metrics.niqe.better: dropped, srgrad knows each metric's direction" in err
     cfg = yaml.safe_load(out.read_text())
-    assert cfg["val"] == {"every": 5000, "save_images": False, "metrics": ["psnr"],
+    assert cfg["val"] == {"every": 5000, "save_images": False, "metrics": ["psnr", "niqe"],
                           "crop_border": 4, "y_channel": False}
 
 
@@ -156,6 +158,7 @@ def test_only_unknown_metrics_leave_srgrads_defaults_with_a_note():
     from framework.engine.basicsr_options import translate_options
     opts = yaml.safe_load(MSRRESNET_X4)
     del opts["val"]["metrics"]["psnr"]
+    opts["val"]["metrics"]["niqe"]["type"] = "calculate_fid"  # one srgrad lacks
     cfg, notes = translate_options(opts, "x.yml")
     assert "metrics" not in cfg["val"]
     assert "val.metrics: none srgrad has, so validation measures srgrad's default psnr and ssim" \
