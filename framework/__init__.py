@@ -29,6 +29,7 @@ from .weights import load, save
 from .threads import get_num_threads, set_num_threads
 from . import nn, optim, data
 from . import card  # models' cards; MODELS.build checks a spec's size with them first
+from .loading import load_into  # above weights/ and nn/: it runs the models' detect rules
 
 __version__ = "0.1.0"
 

@@ -36,8 +36,8 @@ import string
 
 from ..io.config import ConfigError
 
-__all__ = ["translate_options", "BASICSR_SPELLINGS", "is_basicsr_options", "is_test_options",
-           "options_kind", "PathsNote",
+__all__ = ["translate_basicsr", "BASICSR_SPELLINGS", "is_basicsr_options", "is_test_options",
+           "PathsNote",
            "Translation", "dataset_block", "val_section"]
 
 # BasicSR key (where srgrad spells it differently) -> srgrad's dotted key
@@ -260,24 +260,15 @@ def is_test_options(data) -> bool:
         not (isinstance(datasets, dict) and "train" in datasets)
 
 
-def options_kind(data) -> str:
-    """"traiNNer-redux" or "BasicSR": whose option file parsed YAML is (for messages)."""
-    from .redux_options import is_redux_options
-    return "traiNNer-redux" if is_redux_options(data) else "BasicSR"
-
-
-def translate_options(options: dict, source: str = "<options>"):
-    """(srgrad config dict, notes) from a BasicSR option dict (as yaml.safe_load gives it); a
-    traiNNer-redux file (redux_options.is_redux_options) goes to redux_options.translate_redux.
+def translate_basicsr(options: dict, source: str = "<options>"):
+    """(srgrad config dict, notes) from a BasicSR option dict (as yaml.safe_load gives it). Which
+    translator a file needs (BasicSR's or traiNNer-redux's) is engine/options.py's choice.
 
     Pure: `options` is not modified and nothing is read. The config still needs
     framework.engine.schema.validate (model, loss and optimizer types and their keywords are checked
     there). Raises ConfigError listing every key that cannot be translated, with its dotted path and
     why.
     """
-    from .redux_options import is_redux_options, translate_redux
-    if is_redux_options(options):
-        return translate_redux(options, source)
     t, opts = Translation.begin(options, source)
     cfg: dict = {}
     for key, target in (("name", "name"), ("scale", "scale"), ("manual_seed", "seed")):

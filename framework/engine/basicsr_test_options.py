@@ -1,42 +1,30 @@
 """BasicSR test option files (`options/test/*/*.yml`, read by `basicsr/test.py -opt`) -> srgrad
 test configs (framework/engine/testconfig.py: what `srgrad-eval CONFIG` evaluates).
 
-`translate_test_options(options, source)` -> (test config dict, notes), in the manner of
-basicsr_options.translate_options (whose pieces it shares: datasets, metrics, model_type): every key
+`translate_basicsr_test(options, source)` -> (test config dict, notes), in the manner of
+basicsr_options.translate_basicsr (whose pieces it shares: datasets, metrics, model_type): every key
 translated, dropped with a note, or refused (all refusals in one ConfigError). What carries over:
 network_g -> model; every entry of `datasets` is a test set (BasicSR tests them all, sorted by
 key), keeping its `name` (the folder of its images); PairedImageDataset as in training files,
 SingleImageDataset (LR only: images, no metrics); path.pretrain_network_g / param_key_g (default
 params, as BasicSR) -> weights; path.results_root -> results_root; val.save_img / suffix / metrics
--> val.save_images / suffix / metrics. `translate_any` picks the translator a file needs.
+-> val.save_images / suffix / metrics. engine/options.py picks the translator a file needs.
 """
 from __future__ import annotations
 
-from .basicsr_options import (Translation, dataset_block, is_test_options, translate_options,
-                              val_section)
+from .basicsr_options import Translation, dataset_block, val_section
 
-__all__ = ["translate_test_options", "translate_any"]
+__all__ = ["translate_basicsr_test"]
 
 _EVAL = "srgrad-eval runs the generator only"
 # top-level keys BasicSR's test pipeline does not read (RCAN's test file has some)
 _TOP_IGNORED = ("suffix", "crop_border", "save_img")
 
 
-def translate_any(options: dict, source: str = "<options>"):
-    """(srgrad config dict, notes, "test" | "train"): a test file to a test config, a training file
-    to a training config."""
-    if is_test_options(options):
-        return (*translate_test_options(options, source), "test")
-    return (*translate_options(options, source), "train")
-
-
-def translate_test_options(options: dict, source: str = "<options>"):
+def translate_basicsr_test(options: dict, source: str = "<options>"):
     """(srgrad test config dict, notes) from a BasicSR test option dict (yaml.safe_load's). Pure;
     the config still needs testconfig.validate_test_config. ConfigError lists every key that
-    cannot be translated. A traiNNer-redux test file goes to redux_options.translate_redux_test."""
-    from .redux_options import is_redux_options, translate_redux_test
-    if is_redux_options(options):
-        return translate_redux_test(options, source)
+    cannot be translated. (engine/options.py chooses between this and traiNNer-redux's.)"""
     t, opts = Translation.begin(options, source)
     cfg: dict = {}
     for key in ("name", "scale"):

@@ -30,7 +30,8 @@ __all__ = ["main"]
 
 def _weights(args) -> int:
     import numpy as np
-    from ..weights import CheckpointError, load_into, load_weights, save_weights, write_pth
+    from ..loading import load_into
+    from ..weights import CheckpointError, load_weights, save_weights, write_pth
 
     src, out = Path(args.weights), Path(args.output)
     ext = out.suffix.lower()
@@ -67,7 +68,7 @@ def _weights(args) -> int:
 
 def _options(args) -> int:
     from ..io.atomic import write_atomic
-    from .basicsr_test_options import translate_any
+    from .options import translate_any
     from ..io.config import dump_config, read_yaml
     from .schema import validate
     from .testconfig import validate_test_config
@@ -76,7 +77,7 @@ def _options(args) -> int:
     if out.suffix.lower() not in (".yaml", ".yml"):
         raise OutputError(f"{out}: the output must end in .yaml or .yml")
     check_output(out, "--output", [("input", src)], args.overwrite)
-    from .basicsr_options import options_kind
+    from .options import options_kind
     data = read_yaml(src)
     whose = options_kind(data)
     cfg, notes, kind = translate_any(data, str(src))

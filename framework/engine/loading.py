@@ -21,8 +21,8 @@ from ..card import SpecTooLarge, card, has_card, preflight
 from ..detect import DetectError, NoMatch, _same, budget, check, describe, identify, shapes_of
 from ..nn.module import BudgetError, parameter_budget
 from ..registry import MODELS
-from ..weights import CheckpointError, load_into
-from ..weights.loading import model_defaults, read
+from ..loading import load_into, model_defaults, read
+from ..weights import CheckpointError
 
 __all__ = ["load_model", "build_model"]
 

@@ -63,8 +63,8 @@ def check_pretrained(cfg: dict, source) -> None:
     compiled; ConfigError naming `source` and the key."""
     from .. import random
     from ..registry import RECIPES
-    from ..weights import CheckpointError, load_into
-    from ..weights.loading import read
+    from ..loading import load_into, read
+    from ..weights import CheckpointError
     from .recipes import recipe_name
     for name, key in RECIPES.get(recipe_name(cfg)).PRETRAINED.items():
         spec, where = cfg["train"][key], f"train.{key}"

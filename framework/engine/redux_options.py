@@ -135,7 +135,7 @@ def _has_gan(opts) -> bool:
 
 def translate_redux_test(options: dict, source: str = "<options>"):
     """(srgrad test config dict, notes) from a traiNNer-redux test option dict (its
-    options/_templates/test files), as basicsr_test_options.translate_test_options."""
+    options/_templates/test files), as basicsr_test_options.translate_basicsr_test."""
     from .basicsr_test_options import _path as test_path
     from .basicsr_test_options import _sets
     t, opts = Translation.begin(options, source)

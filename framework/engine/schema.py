@@ -170,8 +170,8 @@ def load_config(path, overrides=(), do_imports: bool = True, notes: list | None 
     `notes` when it is given (its first note says that the file was translated)."""
     source = os.fspath(path)
     cfg = read_yaml(source)
-    from .basicsr_options import (is_basicsr_options, is_test_options, options_kind,
-                                  translate_options)
+    from .basicsr_options import is_basicsr_options, is_test_options
+    from .options import options_kind, translate_options
     if is_test_options(cfg):
         kind = options_kind(cfg)
         raise ConfigError(f"{source} is a {kind} test option file"

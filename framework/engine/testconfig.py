@@ -124,8 +124,8 @@ def _sets(datasets, scale, source, errors) -> dict:
 def read_plan(path) -> EvalPlan:
     """The EvalPlan of `path`: a BasicSR option file (test or training: translated, its notes in
     the plan), an srgrad training config (its val set) or an srgrad test config."""
-    from .basicsr_options import is_basicsr_options, options_kind
-    from .basicsr_test_options import translate_any
+    from .basicsr_options import is_basicsr_options
+    from .options import options_kind, translate_any
     source = os.fspath(path)
     data = read_yaml(source)
     notes, kind, whose = [], None, None

@@ -163,7 +163,7 @@ def test_fine_tuning_from_the_official_layout_checks_its_mean(tmp_path):
     """train.pretrained's path (load_into with the config's model): the file's keys are mapped; a
     config whose rgb_mean differs from the file's MeanShift is told which to set."""
     pytest.importorskip("torch")
-    from framework.weights import load_into
+    from framework.loading import load_into
     from framework.weights import CheckpointError
     from tests.twins.edsr_pytorch import RCANOfficial
     from .published import save_pth

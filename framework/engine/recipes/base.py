@@ -36,7 +36,7 @@ from ...io.config import ConfigError
 from ...optim import EMA
 from ...registry import LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
 from ...tensor import Tensor
-from ...weights import load_into
+from ...loading import load_into
 from .terms import is_list, loss_terms
 
 __all__ = ["Recipe", "NonFinite", "config_key", "total"]

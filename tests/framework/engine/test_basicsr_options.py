@@ -13,7 +13,8 @@ import yaml
 
 import framework as sg
 from framework import nn
-from framework.engine.basicsr_options import BASICSR_SPELLINGS, translate_options
+from framework.engine.basicsr_options import BASICSR_SPELLINGS
+from framework.engine.options import translate_options
 from framework.engine.preflight import check_training_files
 from framework.engine.schema import SCHEMA, validate
 from framework.engine.zoo import load_zoo

@@ -10,8 +10,8 @@ import pytest
 from PIL import Image
 
 from framework.engine import Trainer
-from framework.engine.basicsr_options import is_basicsr_options, translate_options
-from framework.engine.basicsr_test_options import translate_any
+from framework.engine.basicsr_options import is_basicsr_options
+from framework.engine.options import translate_any, translate_options
 from framework.engine.recipes.terms import loss_terms
 from framework.engine.redux_archs import PRESETS
 from framework.engine.redux_options import is_redux_options

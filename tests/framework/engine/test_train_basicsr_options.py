@@ -155,7 +155,7 @@ def test_basicsrs_best_known_example_translates_with_niqe(tmp_path, capsys):
 
 
 def test_only_unknown_metrics_leave_srgrads_defaults_with_a_note():
-    from framework.engine.basicsr_options import translate_options
+    from framework.engine.options import translate_options
     opts = yaml.safe_load(MSRRESNET_X4)
     del opts["val"]["metrics"]["psnr"]
     opts["val"]["metrics"]["niqe"]["type"] = "calculate_fid"  # one srgrad lacks

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from framework.weights import checkpoint as ckpt
-from framework.weights import CheckpointError, load_into
+from framework.loading import load_into
+from framework.weights import CheckpointError
 from framework.nn import Module, Parameter
 
 

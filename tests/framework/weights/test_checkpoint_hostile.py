@@ -14,7 +14,8 @@ import models  # noqa: F401  registers the architectures
 from framework.engine import load_model
 from framework.engine.cli import infer_main, train_main
 from framework.weights import checkpoint as ckpt
-from framework.weights import CheckpointError, load_into
+from framework.loading import load_into
+from framework.weights import CheckpointError
 from framework.registry import MODELS
 
 from tests.conftest import smooth_image

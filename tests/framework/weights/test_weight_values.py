@@ -13,7 +13,8 @@ from framework.engine.cli import infer_main, train_main
 from framework.engine.convert import main as convert_main
 from framework.engine.export import main as export_main
 from framework.registry import MODELS
-from framework.weights import CheckpointError, load_into, load_weights, save_weights, write_pth
+from framework.loading import load_into
+from framework.weights import CheckpointError, load_weights, save_weights, write_pth
 
 SPEC = {"type": "ESPCN", "scale": 2, "num_feat": [4, 4]}
 BAD = "first_part.2.weight"

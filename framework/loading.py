@@ -1,6 +1,7 @@
-"""Put a weights file into a built model: `load_into(model, path)`, the one path from a file into a
-model (srgrad-infer and the other commands through engine/loading.py's load_model,
-train.pretrained, --resume, srgrad-convert).
+"""Put a weights file into a built model: `load_into(model, path)` (also `framework.load_into`), the
+one path from a file into a model (srgrad-infer and the other commands through engine/loading.py's
+load_model, train.pretrained, --resume, srgrad-convert). It sits above weights/ (the file formats),
+nn/ and detect.py (the models' rules), which it uses; none of them imports it.
 
 Any file load_weights reads (srgrad's safetensors, a plain safetensors file, a PyTorch .pth read
 without running code) goes in strictly (every key and shape; the error names each mismatch and
@@ -24,10 +25,10 @@ import sys
 
 import numpy as np
 
-from ..detect import NoMatch, _same, check, describe, identify
-from ..registry import MODELS
-from .checkpoint import check_state_matches, load_weights
-from .errors import CheckpointError
+from .detect import NoMatch, _same, check, describe, identify
+from .registry import MODELS
+from .weights.checkpoint import check_state_matches, load_weights
+from .weights.errors import CheckpointError
 
 __all__ = ["load_into", "check_values"]
 
