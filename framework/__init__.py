@@ -17,10 +17,13 @@ _malloc.tune()  # before the first large array: glibc's allocator settings (mall
 from .autograd import Context, Function, enable_grad, is_grad_enabled, no_grad, set_grad_enabled
 from .tensor import Tensor, from_numpy, tensor
 from . import functional
-from .functional import (abs, argmax, argmin, cat, chunk, clamp, exp, flatten, log, log_softmax,
-                         matmul, max, maximum, mean, min, minimum, permute, pow, relu, reshape,
-                         roll, sigmoid, softmax, split, sqrt, squeeze, stack, std, sum, tanh,
-                         transpose, unsqueeze, var, where)
+from .functional import (abs, add, argmax, argmin, bitwise_and, bitwise_not, bitwise_or,
+                         bitwise_xor, cat, chunk, clamp, div, eq, exp, flatten, floor_divide, ge,
+                         gt, isfinite, isinf, isnan, le, log, log_softmax, logical_and,
+                         logical_not, logical_or, logical_xor, lt, masked_fill, matmul, max,
+                         maximum, mean, min, minimum, mul, ne, neg, permute, pow, relu,
+                         remainder, reshape, roll, sigmoid, softmax, split, sqrt, squeeze, stack,
+                         std, sub, sum, tanh, transpose, unsqueeze, var, where)
 from .creation import (arange, as_tensor, empty, empty_like, eye, full, full_like, linspace, ones,
                        ones_like, rand, rand_like, randint, randint_like, randn, randn_like, zeros,
                        zeros_like)
@@ -61,7 +64,10 @@ __all__ = [
     "eye", "abs", "argmax", "argmin", "cat", "chunk", "clamp", "clip", "exp", "flatten", "log",
     "log_softmax", "matmul", "max", "maximum", "mean", "min", "minimum", "permute", "pow", "relu",
     "reshape", "roll", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum",
-    "tanh", "transpose", "unsqueeze", "var", "where", "allclose", "equal", "is_floating_point",
+    "tanh", "transpose", "unsqueeze", "var", "where", "add", "sub", "mul", "div", "neg", "eq",
+    "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
+    "logical_and", "logical_or", "logical_xor", "logical_not", "isfinite", "isinf", "isnan",
+    "masked_fill", "floor_divide", "remainder", "allclose", "equal", "is_floating_point",
     "is_tensor", "numel", "device", "cuda", "GradcheckError", "gradcheck", "manual_seed", "save",
     "load", "set_num_threads", "get_num_threads", "get_default_dtype", "float16", "float32",
     "float64", "half", "double", "int8", "int16", "int32", "int64", "uint8", "long",

@@ -205,12 +205,18 @@ class Tensor:
         return f"tensor({body}, dtype={self.dtype}{grad})"
 
     def __bool__(self):
-        return bool(self.data)
+        """torch's rule: only a one-element tensor has a truth value. (So `t in list_of_tensors`
+        raises for a multi-element t, as in torch: == is element-wise; compare ids, or use a dict
+        or set, which hash by identity.)"""
+        if self.data.size != 1:
+            what = "no values" if self.data.size == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
+        return bool(self.data.reshape(()))
 
     def __float__(self):
         return float(self.item())
 
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # identity, as torch's, while == is element-wise
 
     # -- in place ------------------------------------------------------------------------------
     def _inplace(self, name, update, build, *operands) -> "Tensor":
@@ -257,22 +263,27 @@ class Tensor:
 
     def mul_(self, other) -> "Tensor":
         """self *= other (broadcast to self's shape), in place; returns self."""
-        return self._inplace("mul_", lambda a, o: np.multiply(a, o, out=a), F.mul, other)
+        return self._inplace("mul_", lambda a, o: np.multiply(a, o, out=a, casting="unsafe"),
+                             F.mul, other)
 
     def div_(self, other) -> "Tensor":
         """self /= other, in place; returns self."""
-        return self._inplace("div_", lambda a, o: np.divide(a, o, out=a), F.div, other)
+        return self._inplace("div_", lambda a, o: np.divide(a, o, out=a, casting="unsafe"),
+                             F.div, other)
 
     def add_(self, other, alpha=1) -> "Tensor":
         """self += alpha * other, in place; returns self."""
         alpha = number("add_", "alpha", alpha)
-        return self._inplace("add_", lambda a, o: np.add(a, _times(o, alpha), out=a),
+        return self._inplace("add_", lambda a, o: np.add(a, _times(o, alpha), out=a,
+                                                         casting="unsafe"),
                              lambda p, o: F.add(p, _times(o, alpha)), other)
 
     def sub_(self, other, alpha=1) -> "Tensor":
         """self -= alpha * other, in place; returns self."""
         alpha = number("sub_", "alpha", alpha)
-        return self._inplace("sub_", lambda a, o: np.subtract(a, _times(o, alpha), out=a),
+        F.elementwise.refuse_bool("sub_", "this operator with a bool operand", self, other)
+        return self._inplace("sub_", lambda a, o: np.subtract(a, _times(o, alpha), out=a,
+                                                              casting="unsafe"),
                              lambda p, o: F.sub(p, _times(o, alpha)), other)
 
     def clamp_(self, min=None, max=None) -> "Tensor":
@@ -300,6 +311,13 @@ class Tensor:
         gradient flows to src."""
         return self._inplace("copy_", lambda a, s: np.copyto(a, s, casting="unsafe"),
                              lambda p, s: F.where(np.zeros(p.shape, bool), p, s), src)
+
+    def masked_fill_(self, mask, value) -> "Tensor":
+        """masked_fill in place; returns self."""
+        m = F._util.data_of(mask)
+        F.masked_fill(self.detach(), m, 0)  # its checks, before anything is written
+        return self._inplace("masked_fill_", lambda a, v: np.copyto(a, v, where=m),
+                             lambda p, v: F.masked_fill(p, m, v), value)
 
     # torch's `x += y` is in place (so `p -= lr * p.grad` under no_grad updates the parameter)
     __iadd__ = add_
@@ -371,7 +389,10 @@ def _check_operand(owner, t, other):
     if not t.data.flags.writeable:
         raise ValueError(f"{owner}: this tensor's memory is read-only (an expand() result shows one "
                          f"element in many places); clone() it first")
-    if type(other) is float or type(other) is int:  # the common cases, cheaply
+    if owner == "div_" and t.data.dtype.kind != "f":
+        raise TypeError(f"div_: the result has dtype float32, which cannot be written in place "
+                        f"into a {t.dtype} tensor (true division; use floor_divide_ or //=)")
+    if (type(other) is float or type(other) is int) and t.data.dtype.kind != "b":  # cheaply
         if type(other) is float and t.data.dtype.kind in "iub" and owner != "copy_":
             raise TypeError(f"{owner}: the result has dtype float64, which cannot be written in "
                             f"place into a {t.dtype} tensor")
@@ -390,9 +411,10 @@ def _check_operand(owner, t, other):
     if not fits:
         raise ValueError(f"{owner}: an operand of shape {shape} does not broadcast to this "
                          f"tensor's shape {t.shape}")
-    if owner != "copy_" and not np.can_cast(np.result_type(t.data, arr), t.dtype, "same_kind"):
-        raise TypeError(f"{owner}: the result has dtype {np.result_type(t.data, arr)}, which "
-                        f"cannot be written in place into a {t.dtype} tensor")
+    dtype = F._promote.result_type(t, other)
+    if owner != "copy_" and not F._promote.can_cast(dtype, t.dtype):
+        raise TypeError(f"{owner}: the result has dtype {dtype}, which cannot be written in place "
+                        f"into a {t.dtype} tensor")
 
 
 # -- operators and methods: thin delegations to framework.functional (imported last: it needs Tensor)
@@ -411,10 +433,56 @@ Tensor.__pow__, Tensor.__rpow__ = F.pow, _r(F.pow)
 Tensor.__matmul__, Tensor.__rmatmul__ = F.matmul, _r(F.matmul)
 Tensor.__neg__ = F.neg
 Tensor.__getitem__ = F.getitem
-Tensor.__lt__ = lambda self, o: Tensor._wrap(self.data < F._util.data_of(o))
-Tensor.__le__ = lambda self, o: Tensor._wrap(self.data <= F._util.data_of(o))
-Tensor.__gt__ = lambda self, o: Tensor._wrap(self.data > F._util.data_of(o))
-Tensor.__ge__ = lambda self, o: Tensor._wrap(self.data >= F._util.data_of(o))
+Tensor.__floordiv__, Tensor.__rfloordiv__ = F.floor_divide, _r(F.floor_divide)
+Tensor.__mod__, Tensor.__rmod__ = F.remainder, _r(F.remainder)
+Tensor.__and__, Tensor.__rand__ = F.bitwise_and, _r(F.bitwise_and)
+Tensor.__or__, Tensor.__ror__ = F.bitwise_or, _r(F.bitwise_or)
+Tensor.__xor__, Tensor.__rxor__ = F.bitwise_xor, _r(F.bitwise_xor)
+Tensor.__invert__, Tensor.__abs__, Tensor.__pos__ = F.bitwise_not, F.abs, F.positive
+
+
+def _comparing(op):
+    """An operator == != < ... : element-wise against a Tensor, number, bool or numpy array (as
+    torch's); anything else (None, a string, a list) is NotImplemented, so Python answers
+    `x == None` with False as torch does. Tensor.__hash__ stays identity (see __bool__)."""
+    def method(self, other):
+        if isinstance(other, (Tensor, np.ndarray, np.generic, bool, int, float)):
+            return op(self, other)
+        return NotImplemented
+    return method
+
+
+Tensor.__eq__, Tensor.__ne__ = _comparing(F.eq), _comparing(F.ne)
+Tensor.__lt__, Tensor.__le__ = _comparing(F.lt), _comparing(F.le)
+Tensor.__gt__, Tensor.__ge__ = _comparing(F.gt), _comparing(F.ge)
+Tensor.eq, Tensor.ne, Tensor.lt, Tensor.le, Tensor.gt, Tensor.ge = F.eq, F.ne, F.lt, F.le, F.gt, F.ge
+Tensor.greater, Tensor.less, Tensor.greater_equal, Tensor.less_equal = F.gt, F.lt, F.ge, F.le
+Tensor.isfinite, Tensor.isnan, Tensor.isinf = F.isfinite, F.isnan, F.isinf
+Tensor.logical_not, Tensor.logical_and, Tensor.logical_or = F.logical_not, F.logical_and, F.logical_or
+Tensor.bitwise_and, Tensor.bitwise_or, Tensor.bitwise_xor = F.bitwise_and, F.bitwise_or, F.bitwise_xor
+Tensor.bitwise_not, Tensor.masked_fill = F.bitwise_not, F.masked_fill
+Tensor.floor_divide, Tensor.remainder = F.floor_divide, F.remainder
+
+
+def _inplace_method(name, op):
+    def method(self, other) -> Tensor:
+        def update(a, o):  # o: a Tensor's array, or the number itself
+            o = Tensor._wrap(o) if isinstance(o, np.ndarray) else o
+            np.copyto(a, op(Tensor._wrap(a), o).data, casting="unsafe")
+        return self._inplace(name, update, op, other)
+    method.__name__ = name
+    method.__doc__ = f"self = {op.__name__}(self, other), in place; returns self."
+    return method
+
+
+# the other in-place operators (+= -= *= /= are add_ ... above), in place as torch's
+for _name, _op, _dunder in (("pow_", F.pow, "__ipow__"), ("floor_divide_", F.floor_divide,
+                            "__ifloordiv__"), ("remainder_", F.remainder, "__imod__"),
+                            ("bitwise_and_", F.bitwise_and, "__iand__"),
+                            ("bitwise_or_", F.bitwise_or, "__ior__"),
+                            ("bitwise_xor_", F.bitwise_xor, "__ixor__")):
+    setattr(Tensor, _name, _inplace_method(_name, _op))
+    setattr(Tensor, _dunder, getattr(Tensor, _name))
 Tensor.exp, Tensor.log, Tensor.sqrt, Tensor.abs = F.exp, F.log, F.sqrt, F.abs
 Tensor.clamp, Tensor.pow, Tensor.matmul = F.clamp, F.pow, F.matmul
 Tensor.sum, Tensor.mean, Tensor.max, Tensor.min = F.sum, F.mean, F.max, F.min

@@ -4,10 +4,13 @@ from ._util import unbroadcast
 from .attention import (attention, attention_softmax, window_attention, window_partition,
                         window_reverse)
 from .activation import gelu, leaky_relu, prelu, relu, sigmoid, tanh
+from .compare import (bitwise_and, bitwise_not, bitwise_or, bitwise_xor, eq, ge, gt, isfinite,
+                      isinf, isnan, le, logical_and, logical_not, logical_or, logical_xor, lt,
+                      masked_fill, ne)
 from .conv import conv2d, conv_padding, conv_transpose2d
 from .dropout import drop_path, dropout, dropout2d
-from .elementwise import (abs, add, cast, clamp, clone, div, exp, log, maximum, minimum, mul, neg,
-                          pow, sqrt, sub, where)
+from .elementwise import (abs, add, cast, clamp, clone, div, exp, floor_divide, log, maximum,
+                          minimum, mul, neg, positive, pow, remainder, sqrt, sub, where)
 from .grid_sample import grid_sample
 from .imresize import imresize
 from .jpeg import diff_jpeg
@@ -26,7 +29,9 @@ from .softmax import log_softmax, softmax
 __all__ = [
     "unbroadcast", "attention", "attention_softmax", "window_attention", "window_partition",
     "window_reverse", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d",
-    "conv_padding", "conv_transpose2d", "drop_path", "dropout", "dropout2d", "abs", "add", "cast",
+    "conv_padding", "conv_transpose2d", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
+    "eq", "ge", "gt", "isfinite", "isinf", "isnan", "le", "logical_and", "logical_not",
+    "logical_or", "logical_xor", "lt", "masked_fill", "ne", "floor_divide", "remainder", "positive", "drop_path", "dropout", "dropout2d", "abs", "add", "cast",
     "clamp", "clone", "div", "exp", "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub",
     "where", "grid_sample", "diff_jpeg", "imresize", "linear", "matmul",
     "binary_cross_entropy_with_logits", "mish", "silu", "softplus", "charbonnier_loss",

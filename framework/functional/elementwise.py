@@ -5,7 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function
-from ._util import as_operand, check_broadcast, unbroadcast
+from ..tensor import Tensor
+from ._promote import array_of, result_type
+from ._util import check_broadcast, data_of, unbroadcast
 
 
 class Add(Function):
@@ -81,6 +83,47 @@ class Pow(Function):
                 logs = np.where(a > 0, np.log(np.where(a > 0, a, 1)), 0).astype(out.dtype)
             gb = unbroadcast(g * out * logs, np.shape(b))
         return ga, gb
+
+
+class Remainder(Function):
+    """a - floor(a / b) b, the sign of b's (Python's %, torch.remainder); an int remainder by 0 is
+    a ZeroDivisionError, as torch's."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        _check_int_divisor("remainder", b)
+        ctx.save_for_backward(a, b)
+        return np.remainder(a, b)
+
+    @staticmethod
+    def backward(ctx, g):  # dL/da = g, dL/db = -g floor(a / b)
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast(g, np.shape(a)) if na else None), (
+            unbroadcast(-g * np.floor_divide(a, b), np.shape(b)) if nb else None)
+
+
+class FloorDivide(Function):
+    """floor(a / b) (Python's //, torch.floor_divide); torch defines no derivative for it."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        _check_int_divisor("floor_divide", b)
+        return np.floor_divide(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("floor_divide (//): its derivative is not implemented (as in torch: "
+                           "it is 0 almost everywhere); detach() the operands or use div")
+
+
+class IntegerDivisionByZero(ZeroDivisionError, RuntimeError):
+    """An int // or % by 0: Python's ZeroDivisionError, and the RuntimeError torch raises."""
+
+
+def _check_int_divisor(name, b):
+    if np.asarray(b).dtype.kind in "iub" and not np.all(b):
+        raise IntegerDivisionByZero(f"{name}: integer division by zero")
 
 
 class Neg(Function):
@@ -233,27 +276,72 @@ class Clone(Function):
         return g
 
 
-def _binary(fn, name):
+def promote(name, a, b, *, to_float=False):
+    """(a, b) broadcast-checked and brought to torch's result dtype (_promote.result_type; with
+    `to_float` an int or bool result becomes float32, true division's rule). A Tensor of another
+    dtype is cast differentiably; other operands become arrays."""
+    check_broadcast(name, a, b)
+    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.data.dtype == b.data.dtype and (
+            not to_float or a.data.dtype.kind == "f"):
+        return a, b  # the common case, without the general rule
+    dtype = result_type(a, b)
+    if to_float and dtype.kind != "f":
+        dtype = np.dtype(np.float32)
+    return _to(a, dtype), _to(b, dtype)
+
+
+def _to(x, dtype):
+    if isinstance(x, Tensor):
+        return x if x.data.dtype == dtype else Cast.apply(x, dtype=dtype)
+    return array_of(x, dtype)
+
+
+def refuse_bool(name, what, *xs):
+    """torch's refusals of arithmetic on bools (a mask wants ~, ^, logical_not or .long())."""
+    if any(data_of(x).dtype == np.bool_ or isinstance(x, (bool, np.bool_)) for x in xs):
+        raise TypeError(f"{name}: {what} is not supported on bool tensors (torch's rule; use ^ or "
+                        f"~ for masks, or convert with .long())")
+
+
+def _binary(fn, name, *, to_float=False, bools="ok"):
+    """The wrapper of a binary Function. bools: "ok"; "any" (sub: no bool operand at all);
+    "result" (// %: not when both are bools); "exponent" (pow: a bool base takes only a
+    Python-number exponent, as torch)."""
     def op(a, b):
-        check_broadcast(name, a, b)
-        a2 = as_operand(a, like=b)
-        return fn.apply(a2, as_operand(b, like=a2))
+        if bools == "any":
+            refuse_bool(name, "this operator with a bool operand", a, b)
+        a2, b2 = promote(name, a, b, to_float=to_float)
+        if bools != "ok" and a2.dtype == np.bool_:
+            if bools == "result" or isinstance(b, Tensor) or isinstance(a, (bool, np.bool_)):
+                raise TypeError(f"{name}: not implemented for bool tensors (as in torch)")
+            return cast(fn.apply(a2, b2), np.bool_)
+        return fn.apply(a2, b2)
     op.__name__ = name
-    op.__doc__ = f"Elementwise {name} with numpy broadcasting; differentiable in both operands."
+    op.__doc__ = (f"Elementwise {name} with broadcasting and torch's type promotion; differentiable "
+                  f"in both operands.")
     return op
 
 
 add = _binary(Add, "add")
-sub = _binary(Sub, "sub")
+sub = _binary(Sub, "sub", bools="any")
 mul = _binary(Mul, "mul")
-div = _binary(Div, "div")
-pow = _binary(Pow, "pow")
+div = _binary(Div, "div", to_float=True)
+pow = _binary(Pow, "pow", bools="exponent")
 maximum = _binary(Maximum, "maximum")
 minimum = _binary(Minimum, "minimum")
+remainder = _binary(Remainder, "remainder", bools="result")
+floor_divide = _binary(FloorDivide, "floor_divide", bools="result")
 
 
 def neg(x):
+    refuse_bool("neg", "negation (-)", x)
     return Neg.apply(x)
+
+
+def positive(x):
+    """+x: x itself (torch.positive), refused on a bool tensor as in torch."""
+    refuse_bool("positive", "unary +", x)
+    return x
 
 
 def exp(x):
@@ -269,6 +357,7 @@ def sqrt(x):
 
 
 def abs(x):
+    refuse_bool("abs", "abs", x)
     return Abs.apply(x)
 
 
@@ -281,9 +370,11 @@ def clamp(x, min=None, max=None):
 
 def where(cond, a, b):
     """`a` where `cond` is true, else `b` (broadcast); differentiable in `a` and `b`."""
-    check_broadcast("where", a, b)
-    a2 = as_operand(a, like=b)
-    return Where.apply(as_operand(cond), a2, as_operand(b, like=a2))
+    a2, b2 = promote("where", a, b)
+    cond = data_of(cond)
+    if cond.dtype != np.bool_:
+        raise TypeError(f"where: the condition must be a bool tensor, got dtype {cond.dtype}")
+    return Where.apply(cond, a2, b2)
 
 
 def cast(x, dtype):
