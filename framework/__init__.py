@@ -18,7 +18,7 @@ from .autograd import Context, Function, enable_grad, is_grad_enabled, no_grad, 
 from .tensor import Tensor, from_numpy, tensor
 from . import functional
 from .functional import (abs, add, argmax, argmin, bitwise_and, bitwise_not, bitwise_or,
-                         bitwise_xor, cat, chunk, clamp, div, eq, exp, flatten, floor_divide, ge,
+                         bitwise_xor, cat, chunk, clamp, div, einsum, eq, exp, flatten, flip, floor_divide, ge,
                          gt, isfinite, isinf, isnan, le, log, log_softmax, logical_and,
                          logical_not, logical_or, logical_xor, lt, masked_fill, matmul, max,
                          maximum, mean, min, minimum, mul, ne, neg, permute, pow, relu,
@@ -67,7 +67,7 @@ __all__ = [
     "tanh", "transpose", "unsqueeze", "var", "where", "add", "sub", "mul", "div", "neg", "eq",
     "ne", "lt", "le", "gt", "ge", "bitwise_and", "bitwise_or", "bitwise_xor", "bitwise_not",
     "logical_and", "logical_or", "logical_xor", "logical_not", "isfinite", "isinf", "isnan",
-    "masked_fill", "floor_divide", "remainder", "allclose", "equal", "is_floating_point",
+    "masked_fill", "floor_divide", "remainder", "einsum", "flip", "allclose", "equal", "is_floating_point",
     "is_tensor", "numel", "device", "cuda", "GradcheckError", "gradcheck", "manual_seed", "save",
     "load", "set_num_threads", "get_num_threads", "get_default_dtype", "float16", "float32",
     "float64", "half", "double", "int8", "int16", "int32", "int64", "uint8", "long",

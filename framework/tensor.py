@@ -219,7 +219,7 @@ class Tensor:
     __hash__ = object.__hash__  # identity, as torch's, while == is element-wise
 
     # -- in place ------------------------------------------------------------------------------
-    def _inplace(self, name, update, build, *operands) -> "Tensor":
+    def _inplace(self, name, update, build, *operands, check=True) -> "Tensor":
         """The body of every in-place method. Outside the graph (no_grad, or nothing requires grad)
         `update(array, *operands)` writes the result with numpy. In the graph,
         `build(prev, *operands)` computes it out of place through Functions from a copy `prev` of
@@ -230,8 +230,11 @@ class Tensor:
         if autograd._tracer is not None:
             raise RuntimeError(f"{name}: an in-place op cannot be traced for export; use the "
                                f"out-of-place op")
-        for o in operands:
+        for o in operands if check else ():
             _check_operand(name, self, o)
+        if not self.data.flags.writeable:
+            raise ValueError(f"{name}: this tensor's memory is read-only (an expand() result shows "
+                             f"one element in many places); clone() it first")
         if autograd.is_grad_enabled() and (self._requires_grad or any(
                 isinstance(o, Tensor) and o._requires_grad for o in operands)):
             self._check_graph_inplace(name)
@@ -319,6 +322,21 @@ class Tensor:
         return self._inplace("masked_fill_", lambda a, v: np.copyto(a, v, where=m),
                              lambda p, v: F.masked_fill(p, m, v), value)
 
+    def __setitem__(self, index, value) -> None:
+        """x[index] = value in place (value broadcast, cast to x's dtype), with torch's autograd
+        rules: refused on a leaf that requires grad (outside no_grad); on a graph tensor the
+        gradient reaches the unassigned part of the old x and a tensor value."""
+        if not isinstance(value, (Tensor, np.ndarray)) and not is_number(value) and \
+                not isinstance(value, (bool, np.bool_)):
+            value = np.asarray(value)  # a list
+        idx = F.shape.put_index(self.shape, index, value)
+        self._inplace("setitem", lambda a, v: a.__setitem__(idx, v),
+                      lambda p, v: F.index_put(p, idx, v), value, check=False)
+
+    def is_contiguous(self) -> bool:
+        """Whether the array is C-contiguous (torch's default memory format)."""
+        return bool(self.data.flags.c_contiguous)
+
     # torch's `x += y` is in place (so `p -= lr * p.grad` under no_grad updates the parameter)
     __iadd__ = add_
     __isub__ = sub_
@@ -386,9 +404,6 @@ def _times(x, alpha: float):
 def _check_operand(owner, t, other):
     """An in-place op keeps t's shape and dtype: `other` must broadcast to t's shape, its values
     must cast to t's dtype (float into int does not, as torch), and t must be writable."""
-    if not t.data.flags.writeable:
-        raise ValueError(f"{owner}: this tensor's memory is read-only (an expand() result shows one "
-                         f"element in many places); clone() it first")
     if owner == "div_" and t.data.dtype.kind != "f":
         raise TypeError(f"div_: the result has dtype float32, which cannot be written in place "
                         f"into a {t.dtype} tensor (true division; use floor_divide_ or //=)")
@@ -494,6 +509,7 @@ Tensor.expand_as = lambda self, other: F.expand(self, other.shape)
 Tensor.reshape, Tensor.view, Tensor.permute = F.reshape, F.reshape, F.permute
 Tensor.transpose, Tensor.flatten = F.transpose, F.flatten
 Tensor.roll, Tensor.chunk, Tensor.split = F.roll, F.chunk, F.split
+Tensor.flip, Tensor.repeat = F.flip, F.repeat
 Tensor.T = property(lambda self: F.permute(self, tuple(range(self.ndim))[::-1]))
 Tensor.float = lambda self: self if self.dtype == np.float32 else F.cast(self, np.float32)
 Tensor.double = lambda self: self if self.dtype == np.float64 else F.cast(self, np.float64)
