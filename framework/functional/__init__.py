@@ -12,6 +12,7 @@ from .dropout import drop_path, dropout, dropout2d
 from .elementwise import (abs, add, cast, clamp, clone, div, exp, floor_divide, log, maximum,
                           minimum, mul, neg, positive, pow, remainder, sqrt, sub, where)
 from .einsum import einsum
+from .embedding import embedding
 from .fold import fold, unfold
 from .grid_sample import grid_sample
 from .imresize import imresize
@@ -36,7 +37,7 @@ __all__ = [
     "eq", "ge", "gt", "isfinite", "isinf", "isnan", "le", "logical_and", "logical_not",
     "logical_or", "logical_xor", "lt", "masked_fill", "ne", "floor_divide", "remainder", "positive", "drop_path", "dropout", "dropout2d", "abs", "add", "cast",
     "clamp", "clone", "div", "exp", "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub",
-    "where", "einsum", "fold", "unfold", "grid_sample", "diff_jpeg", "imresize", "linear", "matmul",
+    "where", "einsum", "embedding", "fold", "unfold", "grid_sample", "diff_jpeg", "imresize", "linear", "matmul",
     "binary_cross_entropy_with_logits", "mish", "silu", "softplus", "charbonnier_loss",
     "frobenius_loss", "l1_loss", "mse_loss", "batch_norm", "group_norm", "layer_norm",
     "layer_norm2d", "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d", "adaptive_max_pool2d",
