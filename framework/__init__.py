@@ -34,7 +34,8 @@ from .gradcheck import GradcheckError, gradcheck
 from .random import manual_seed
 from .weights import load, save
 from .threads import get_num_threads, set_num_threads
-from . import nn, optim, data
+from . import nn, optim, data, utils, backends
+from . import autograd
 
 __version__ = "0.1.0"
 
@@ -57,7 +58,7 @@ def get_default_dtype():
 
 
 __all__ = [
-    "Context", "Function", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled",
+    "Context", "Function", "autograd", "utils", "backends", "enable_grad", "is_grad_enabled", "no_grad", "set_grad_enabled",
     "inference_mode", "Tensor", "from_numpy", "tensor", "as_tensor", "functional", "nn", "optim",
     "data", "zeros", "ones", "empty", "full", "zeros_like", "ones_like", "empty_like", "full_like",
     "rand", "randn", "randint", "rand_like", "randn_like", "randint_like", "arange", "linspace",
