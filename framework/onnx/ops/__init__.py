@@ -2,4 +2,4 @@
 registers them all."""
 from . import (activation, attention, conv, elementwise, linear, normalization,  # noqa: F401
                pixel_shuffle, pool, reduce, softmax)
-from . import grid_sample, jpeg, logistic, resample, shape, windows  # noqa: F401
+from . import einsum, fold, grid_sample, jpeg, logistic, resample, shape, windows  # noqa: F401
