@@ -240,6 +240,7 @@ class Tensor:
             self._check_graph_inplace(name)
             prev = Tensor._wrap(self.data.copy())
             prev._node, prev._index, prev._requires_grad = self._node, self._index, self._requires_grad
+            _keep_saved(self._node, self.data, prev.data)
             out = build(prev, *(prev if o is self else o for o in operands))
             if out.dtype != self.dtype:
                 out = F.cast(out, self.dtype)
@@ -394,6 +395,19 @@ def parse_to(owner: str, args: tuple, kwargs: dict):
     if not isinstance(copy, (bool, np.bool_)):
         raise ArgumentTypeError(f"{owner}: copy must be a bool, got {copy!r}")
     return dtype, bool(copy)
+
+
+def _keep_saved(node, arr, old):
+    """The op that produced `arr` may have saved it for its backward (exp, sigmoid, tanh save
+    their output): point it at `old`, the copy of the values before an in-place write, so its
+    gradient stays right (torch refuses that backward; README: differ on purpose)."""
+    ctx = None if node is None else node.ctx
+    if ctx is None:
+        return
+    ctx._saved = tuple(old if a is arr else a for a in ctx._saved)
+    for key, value in vars(ctx).items():
+        if value is arr:
+            setattr(ctx, key, old)
 
 
 def _times(x, alpha: float):

@@ -68,7 +68,10 @@ class Div(Function):
 class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
-        out = np.power(a, b)
+        if a.dtype.kind in "iu" and np.any(b < 0):
+            out = _int_power(a, b)
+        else:
+            out = np.power(a, b)
         ctx.save_for_backward(a, b, out)
         return out
 
@@ -124,6 +127,14 @@ class IntegerDivisionByZero(ZeroDivisionError, RuntimeError):
 def _check_int_divisor(name, b):
     if np.asarray(b).dtype.kind in "iub" and not np.all(b):
         raise IntegerDivisionByZero(f"{name}: integer division by zero")
+
+
+def _int_power(a, b):
+    """torch's integer a ** b with negative exponents (a tensor of them): 1 ** b = 1,
+    (-1) ** b = +-1 by parity, anything else 0 (the integer part of a ** b)."""
+    pos = np.power(a, np.maximum(b, 0))
+    neg = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0)).astype(pos.dtype)
+    return np.where(b < 0, neg, pos)
 
 
 class Neg(Function):
@@ -311,6 +322,10 @@ def _binary(fn, name, *, to_float=False, bools="ok"):
         if bools == "any":
             refuse_bool(name, "this operator with a bool operand", a, b)
         a2, b2 = promote(name, a, b, to_float=to_float)
+        if bools == "exponent" and not isinstance(b, Tensor) and a2.dtype.kind in "iu" and \
+                np.any(b2 < 0):
+            raise ValueError("pow: integers to negative integer powers are not allowed (as torch "
+                             "for a number exponent; use a float base)")
         if bools != "ok" and a2.dtype == np.bool_:
             if bools == "result" or isinstance(b, Tensor) or isinstance(a, (bool, np.bool_)):
                 raise TypeError(f"{name}: not implemented for bool tensors (as in torch)")

@@ -122,7 +122,9 @@ def sum(x, axis=None, keepdims=False):
 
 @dims
 def mean(x, axis=None, keepdims=False):
-    """Mean over `axis` (None: all; alias dim), in x's dtype."""
+    """Mean over `axis` (None: all; alias dim), in x's dtype (a float one: an int tensor is
+    refused as in torch; .float() it)."""
+    float_array("mean", "input", x)
     axes = normalize_axis(axis, x.ndim, "mean")
     _check_extent("mean", x, axes)
     return Mean.apply(x, axis=axes, keepdims=bool(keepdims))
