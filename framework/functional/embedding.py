@@ -2,12 +2,10 @@
 getitem on the table whose backward adds each index's gradient into its row (GetItem's add.at)."""
 from __future__ import annotations
 
-import numpy as np
-
+from ._util import data_of
 from .compare import ne
 from .elementwise import where
 from .shape import getitem
-from ._util import data_of
 
 
 def embedding(input, weight, padding_idx=None):

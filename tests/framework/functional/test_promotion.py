@@ -7,7 +7,6 @@ import numpy as np
 import pytest
 
 import framework as sg
-import framework.functional as F
 
 torch = pytest.importorskip("torch")
 
