@@ -353,6 +353,13 @@ def neg(x):
     return Neg.apply(x)
 
 
+def _floating(x):
+    """An int or bool tensor as float32 (torch's default dtype) for a float op: exp, log, sqrt."""
+    if isinstance(x, Tensor) and x.data.dtype.kind not in "f":
+        return Cast.apply(x, dtype=np.dtype(np.float32))
+    return x
+
+
 def positive(x):
     """+x: x itself (torch.positive), refused on a bool tensor as in torch."""
     refuse_bool("positive", "unary +", x)
@@ -360,15 +367,15 @@ def positive(x):
 
 
 def exp(x):
-    return Exp.apply(x)
+    return Exp.apply(_floating(x))
 
 
 def log(x):
-    return Log.apply(x)
+    return Log.apply(_floating(x))
 
 
 def sqrt(x):
-    return Sqrt.apply(x)
+    return Sqrt.apply(_floating(x))
 
 
 def abs(x):
@@ -377,10 +384,28 @@ def abs(x):
 
 
 def clamp(x, min=None, max=None):
-    """Clip into [min, max] (either may be None); gradient 1 inside the closed interval, 0 outside."""
+    """Clip into [min, max] (either may be None; numbers or tensors that broadcast to x), in
+    torch's promoted dtype (an int x with a float bound is float32); gradient 1 to x inside the
+    closed interval, 0 outside; a tensor bound gets the gradient where it clips."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    return Clamp.apply(x, min=min, max=max)
+    bounds = [b for b in (min, max) if b is not None]
+    dtype = result_type(x, *bounds)
+    if dtype != x.dtype:
+        x = _to(x, dtype)
+    if any(isinstance(b, np.ndarray) and b.ndim or isinstance(b, Tensor) and (
+            b.ndim or b.requires_grad) for b in bounds):
+        for b in bounds:
+            if np.broadcast_shapes(np.shape(data_of(b)), x.shape) != x.shape:
+                raise ValueError(f"clamp: a bound of shape {np.shape(data_of(b))} does not "
+                                 f"broadcast to the input's shape {x.shape}")
+        if min is not None:  # where(x < lo, lo, x): x's gradient inside, lo's where it clips
+            x = where(data_of(x) < data_of(min), _to(min, dtype), x)
+        if max is not None:
+            x = where(data_of(x) > data_of(max), _to(max, dtype), x)
+        return x
+    lo, hi = (None if b is None else data_of(b).item() for b in (min, max))
+    return Clamp.apply(x, min=lo, max=hi)
 
 
 def where(cond, a, b):

@@ -2,12 +2,16 @@
 (x[i] = v), cat, stack, pad, roll, flip, repeat, chunk/split."""
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._check import ArgumentTypeError, choice, int_arg, is_int
 from ..autograd import Function
 from ..tensor import Tensor
+from ._promote import promote_types
 from ._util import dims, unbroadcast
+from .elementwise import cast
 
 
 class Reshape(Function):
@@ -370,7 +374,6 @@ def index_put(x, index, value):
     flows to the unassigned part of x and to a tensor value (summed where it was broadcast)."""
     index = put_index(x.shape, index, value)
     if isinstance(value, Tensor) and value.dtype != x.dtype:
-        from .elementwise import cast
         value = cast(value, x.dtype)
     return SetItem.apply(x, value if isinstance(value, Tensor) else np.asarray(value), index=index)
 
@@ -408,7 +411,7 @@ def cat(tensors, axis=0):
     for t in tensors[1:]:
         if len(t.shape) != len(ref) or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref)) if i != ax):
             raise ValueError(f"cat: shapes {ref} and {t.shape} differ outside axis {axis}")
-    return Cat.apply(*tensors, axis=ax)
+    return Cat.apply(*_one_dtype(tensors), axis=ax)
 
 
 @dims
@@ -420,7 +423,18 @@ def stack(tensors, axis=0):
     for t in tensors[1:]:
         if t.shape != tensors[0].shape:
             raise ValueError(f"stack: shapes {tensors[0].shape} and {t.shape} differ")
-    return Stack.apply(*tensors, axis=axis % (tensors[0].ndim + 1))
+    return Stack.apply(*_one_dtype(tensors), axis=axis % (tensors[0].ndim + 1))
+
+
+def _one_dtype(tensors):
+    """cat's and stack's operands in their promoted dtype (torch's: int64 with float32 is
+    float32), each cast differentiably where it differs."""
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) == 1:
+        return tensors
+    dtype = functools.reduce(promote_types, dtypes)
+    return [t if t.dtype == dtype else cast(t, dtype) if isinstance(t, Tensor) else
+            np.asarray(t, dtype) for t in tensors]
 
 
 def pad(x, pad, mode="constant", value=0.0):

@@ -216,3 +216,50 @@ def test_tensors_stay_dict_keys_set_members_and_identity_list_members():
     with pytest.raises(RuntimeError, match="ambiguous"):
         a in [b, a]  # noqa: B015
     assert (a == None) is False and (a != None) is True and (a == "x") is False  # noqa: E711
+
+
+def _lib_cases():
+    """The other top-level functions of two operands (or a list of them), as (name, fn(lib))."""
+    def ts(lib):
+        return (lib.tensor([1, 2]), lib.tensor([1.0, 2.5]),
+                lib.tensor([1.0, 2.0], dtype=lib.float64))
+    return {
+        "cat_int_float": lambda lib: lib.cat([ts(lib)[0], ts(lib)[1]]),
+        "cat_f32_f64": lambda lib: lib.cat([ts(lib)[1], ts(lib)[2]]),
+        "stack_int_float": lambda lib: lib.stack([ts(lib)[0], ts(lib)[1]]),
+        "where_int_float": lambda lib: lib.where(ts(lib)[0] > 1, ts(lib)[0], ts(lib)[1]),
+        "where_0d_f64": lambda lib: lib.where(ts(lib)[0] > 1, lib.tensor(1.5, dtype=lib.float64),
+                                              ts(lib)[1]),
+        "clamp_tensor_min": lambda lib: lib.clamp(ts(lib)[1], min=lib.tensor([1.5, 0.0])),
+        "clamp_tensor_max_0d": lambda lib: lib.clamp(ts(lib)[1], max=lib.tensor(2.0)),
+        "clamp_int_float": lambda lib: lib.clamp(ts(lib)[0], min=1.5),
+        "clamp_int": lambda lib: lib.clamp(ts(lib)[0], 0, 1),
+        "allclose_dtypes": lambda lib: lib.allclose(ts(lib)[1], ts(lib)[2]),
+        "allclose": lambda lib: lib.allclose(ts(lib)[1], ts(lib)[1] + 1e-9),
+        "equal_int_float": lambda lib: lib.equal(ts(lib)[0], lib.tensor([1.0, 2.0])),
+        "exp_int": lambda lib: lib.exp(ts(lib)[0]),
+        "log_int": lambda lib: lib.log(ts(lib)[0]),
+        "sqrt_int": lambda lib: lib.sqrt(ts(lib)[0]),
+        "pow_float_int": lambda lib: lib.pow(ts(lib)[1], ts(lib)[0]),
+        "matmul_int_float": lambda lib: lib.matmul(ts(lib)[0], ts(lib)[1]),
+        "sum_bool": lambda lib: (ts(lib)[0] > 1).sum(),
+    }
+
+
+@pytest.mark.parametrize("name", list(_lib_cases()))
+def test_other_top_level_functions_match_torch(name):
+    fn = _lib_cases()[name]
+    assert _compare(_run(lambda lib, _: fn(lib), sg, None),
+                    _run(lambda lib, _: fn(lib), torch, None), name) == ""
+
+
+def test_clamp_with_tensor_bounds_matches_torchs_gradients():
+    x = np.array([0.5, 1.5, 2.5, 1.0])
+    lo, hi = np.array([1.0, 1.0, 0.0, 1.0]), np.array([2.0, 2.0, 2.0, 3.0])
+    grads = []
+    for lib in (sg, torch):
+        a, b, c = (lib.tensor(v, requires_grad=True) for v in (x, lo, hi))
+        (lib.clamp(a, b, c) * lib.tensor([1.0, 2.0, 3.0, 4.0], dtype=lib.float64)).sum().backward()
+        grads.append([v.grad.numpy() for v in (a, b, c)])
+    for ours, theirs in zip(*grads):
+        np.testing.assert_array_equal(ours, theirs)
