@@ -9,6 +9,8 @@ import pytest
 import framework as sg
 
 torch = pytest.importorskip("torch")
+# division by 0 (a bool False divisor) gives inf / nan as in torch; numpy also warns
+pytestmark = pytest.mark.filterwarnings("ignore::RuntimeWarning")
 
 _T = {np.float32: torch.float32, np.float64: torch.float64, np.int64: torch.int64,
       np.int32: torch.int32, np.uint8: torch.uint8, np.bool_: torch.bool}
