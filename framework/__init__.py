@@ -3,10 +3,11 @@ resampling mode. `import framework as sg; import framework.functional as F; from
 
 The top level holds what a PyTorch user reaches for after `import torch`: the Tensor and its
 factories (tensor, zeros, ones, full, *_like, rand, randn, randint, arange, linspace, eye, ...), the
-common ops (cat, stack, where, clamp, exp, sum, matmul, relu, softmax, ...: framework.functional's,
-the same functions), no_grad, manual_seed, save / load, device and cuda (the CPU is the only
-device), the dtype names (float32, float64, int64, ...: numpy's types), and the subpackages nn,
-optim, data and functional, loaded with it.
+common ops (cat, stack, where, clamp, exp, sum, matmul, einsum, flip, relu, softmax, eq, isfinite,
+masked_fill, ...: framework.functional's, the same functions), no_grad, manual_seed, save / load,
+device and cuda (the CPU is the only device), the dtype names (float32, float64, int64, ...:
+numpy's types), and the subpackages nn, optim, data, functional, autograd (grad), utils (data) and
+backends (cudnn), loaded with it. Tensors follow torch's type promotion and compare element-wise.
 """
 import numpy as _np
 

@@ -292,9 +292,15 @@ def promote(name, a, b, *, to_float=False):
     `to_float` an int or bool result becomes float32, true division's rule). A Tensor of another
     dtype is cast differentiably; other operands become arrays."""
     check_broadcast(name, a, b)
-    if isinstance(a, Tensor) and isinstance(b, Tensor) and a.data.dtype == b.data.dtype and (
-            not to_float or a.data.dtype.kind == "f"):
-        return a, b  # the common case, without the general rule
+    if isinstance(a, Tensor):  # the common cases, without the general rule
+        kind = a.data.dtype.kind
+        if isinstance(b, Tensor):
+            if a.data.dtype == b.data.dtype and (not to_float or kind == "f"):
+                return a, b
+        elif kind == "f" and type(b) in (float, int):
+            return a, np.asarray(b, a.data.dtype)
+    elif isinstance(b, Tensor) and b.data.dtype.kind == "f" and type(a) in (float, int):
+        return np.asarray(a, b.data.dtype), b
     dtype = result_type(a, b)
     if to_float and dtype.kind != "f":
         dtype = np.dtype(np.float32)
