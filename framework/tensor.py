@@ -247,6 +247,7 @@ class Tensor:
             np.copyto(self.data, out.data)
             self._node, self._index, self._requires_grad = out._node, out._index, out._requires_grad
         else:
+            _keep_saved(self._node, self.data)
             update(self.data, *(o.data if isinstance(o, Tensor) else o for o in operands))
         self._counter()[0] += 1
         return self
@@ -397,15 +398,18 @@ def parse_to(owner: str, args: tuple, kwargs: dict):
     return dtype, bool(copy)
 
 
-def _keep_saved(node, arr, old):
+def _keep_saved(node, arr, old=None):
     """The op that produced `arr` may have saved it for its backward (exp, sigmoid, tanh save
-    their output): point it at `old`, the copy of the values before an in-place write, so its
-    gradient stays right (torch refuses that backward; README: differ on purpose)."""
+    their output): before an in-place write, point it at `old` (a copy of the values, made here
+    if not given), so its gradient stays right (torch refuses that backward; README: differ on
+    purpose)."""
     ctx = None if node is None else node.ctx
-    if ctx is None:
+    if ctx is None or not (any(a is arr for a in ctx._saved) or
+                           any(v is arr for v in vars(ctx).values())):
         return
+    old = arr.copy() if old is None else old
     ctx._saved = tuple(old if a is arr else a for a in ctx._saved)
-    for key, value in vars(ctx).items():
+    for key, value in list(vars(ctx).items()):
         if value is arr:
             setattr(ctx, key, old)
 
@@ -416,14 +420,14 @@ def _times(x, alpha: float):
 
 
 def _check_operand(owner, t, other):
-    """An in-place op keeps t's shape and dtype: `other` must broadcast to t's shape, its values
-    must cast to t's dtype (float into int does not, as torch), and t must be writable."""
+    """An in-place op keeps t's shape and dtype: `other` must broadcast to t's shape and the
+    result dtype (torch's promotion) must cast to t's (torch.can_cast: no float into an int)."""
     if owner == "div_" and t.data.dtype.kind != "f":
         raise TypeError(f"div_: the result has dtype float32, which cannot be written in place "
                         f"into a {t.dtype} tensor (true division; use floor_divide_ or //=)")
     if (type(other) is float or type(other) is int) and t.data.dtype.kind != "b":  # cheaply
         if type(other) is float and t.data.dtype.kind in "iub" and owner != "copy_":
-            raise TypeError(f"{owner}: the result has dtype float64, which cannot be written in "
+            raise TypeError(f"{owner}: the result has dtype float32, which cannot be written in "
                             f"place into a {t.dtype} tensor")
         return
     if isinstance(other, Tensor) and other.data.shape == t.data.shape and \
