@@ -488,13 +488,11 @@ def _comparing(op):
 Tensor.__eq__, Tensor.__ne__ = _comparing(F.eq), _comparing(F.ne)
 Tensor.__lt__, Tensor.__le__ = _comparing(F.lt), _comparing(F.le)
 Tensor.__gt__, Tensor.__ge__ = _comparing(F.gt), _comparing(F.ge)
-Tensor.eq, Tensor.ne, Tensor.lt, Tensor.le, Tensor.gt, Tensor.ge = F.eq, F.ne, F.lt, F.le, F.gt, F.ge
+for _name in ("eq", "ne", "lt", "le", "gt", "ge", "isfinite", "isnan", "isinf", "logical_not",
+              "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor",
+              "bitwise_not", "masked_fill", "floor_divide", "remainder", "any", "all", "nonzero", "count_nonzero"):
+    setattr(Tensor, _name, getattr(F, _name))
 Tensor.greater, Tensor.less, Tensor.greater_equal, Tensor.less_equal = F.gt, F.lt, F.ge, F.le
-Tensor.isfinite, Tensor.isnan, Tensor.isinf = F.isfinite, F.isnan, F.isinf
-Tensor.logical_not, Tensor.logical_and, Tensor.logical_or = F.logical_not, F.logical_and, F.logical_or
-Tensor.bitwise_and, Tensor.bitwise_or, Tensor.bitwise_xor = F.bitwise_and, F.bitwise_or, F.bitwise_xor
-Tensor.bitwise_not, Tensor.masked_fill = F.bitwise_not, F.masked_fill
-Tensor.floor_divide, Tensor.remainder = F.floor_divide, F.remainder
 
 
 def _inplace_method(name, op):

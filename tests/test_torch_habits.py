@@ -262,8 +262,8 @@ PROBES = {
     "repeat": "out = t([[1, 2], [3, 4]]).repeat(2, 3)",
     "repeat_new_dims": "out = t([1., 2.]).repeat(2, 1, 2)",
     "repeat_tuple": "out = t([1., 2.]).repeat((3,))",
-    "repeat_grad": "a = t([1., 2.], requires_grad=True); (a.repeat(3) * t([1., 2., 3., 4., 5., 6.]))"
-                   ".sum().backward(); out = a.grad",
+    "repeat_grad": "a = t([1., 2.], requires_grad=True); (a.repeat(3) * "
+                   "t([1., 2., 3., 4., 5., 6.])).sum().backward(); out = a.grad",
     "repeat_too_few_raises": "out = t([[1., 2.]]).repeat(2)",
     "masked_fill": "a = t([1., 2., 3.]); out = a.masked_fill(a > 1, -1.0)",
     "masked_fill_int": "a = t([1, 2, 3]); out = a.masked_fill(a > 1, 7)",
@@ -457,3 +457,14 @@ def test_deliberate_difference_is_real_and_documented(name):
 
 def test_there_are_enough_probes():
     assert len(PROBES) + len(DIFFERS) >= 130
+PROBES.update({
+    "any_all": "a = t([1., -2., 3.]); out = ((a > 0).any(), (a > 0).all(), (a == a).all())",
+    "any_dim": "out = T.any(t([[True, False], [False, False]]), dim=1)",
+    "all_keepdim": "out = t([[1, 0], [1, 1]]).all(dim=0, keepdim=True)",
+    "nonzero": "out = T.nonzero(t([[0., 1.], [2., 0.]]))",
+    "nonzero_tuple": "out = t([0, 3, 0, 4]).nonzero(as_tuple=True)",
+    "count_nonzero": "out = T.count_nonzero(t([[0., 1.], [2., 3.]]), dim=1)",
+    "cat_promotes": "out = T.cat([t([1, 2]), t([0.5])])",
+    "clamp_tensor_bound": "out = T.clamp(t([0.5, 3.]), min=t([1., 1.]), max=t([2., 2.]))",
+    "exp_int": "out = T.exp(t([0, 1]))",
+})

@@ -4,9 +4,9 @@ from ._util import unbroadcast
 from .attention import (attention, attention_softmax, window_attention, window_partition,
                         window_reverse)
 from .activation import gelu, leaky_relu, prelu, relu, sigmoid, tanh
-from .compare import (bitwise_and, bitwise_not, bitwise_or, bitwise_xor, eq, ge, gt, isfinite,
-                      isinf, isnan, le, logical_and, logical_not, logical_or, logical_xor, lt,
-                      masked_fill, ne)
+from .compare import (all, any, bitwise_and, bitwise_not, bitwise_or, bitwise_xor,
+                      count_nonzero, eq, ge, gt, isfinite, isinf, isnan, le, logical_and,
+                      logical_not, logical_or, logical_xor, lt, masked_fill, ne, nonzero)
 from .conv import conv2d, conv_padding, conv_transpose2d
 from .dropout import drop_path, dropout, dropout2d
 from .elementwise import (abs, add, cast, clamp, clone, div, exp, floor_divide, log, maximum,
@@ -35,7 +35,8 @@ __all__ = [
     "window_reverse", "gelu", "leaky_relu", "prelu", "relu", "sigmoid", "tanh", "conv2d",
     "conv_padding", "conv_transpose2d", "bitwise_and", "bitwise_not", "bitwise_or", "bitwise_xor",
     "eq", "ge", "gt", "isfinite", "isinf", "isnan", "le", "logical_and", "logical_not",
-    "logical_or", "logical_xor", "lt", "masked_fill", "ne", "floor_divide", "remainder",
+    "logical_or", "logical_xor", "lt", "masked_fill", "ne", "any", "all",
+    "nonzero", "count_nonzero", "floor_divide", "remainder",
     "positive", "drop_path", "dropout", "dropout2d", "abs", "add", "cast", "clamp", "clone", "div",
     "exp", "log", "maximum", "minimum", "mul", "neg", "pow", "sqrt", "sub", "where", "einsum",
     "embedding", "fold", "unfold", "grid_sample", "diff_jpeg", "imresize", "linear", "matmul",

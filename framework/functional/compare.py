@@ -1,6 +1,7 @@
 """Comparisons and logic, element-wise and outside the graph (bool or int results, as torch's: no
 gradient flows through them): eq ne lt le gt ge (the operators == != < <= > >=), the bitwise and
-logical ops (& | ^ ~ on bool and int tensors), isfinite / isnan / isinf, masked_fill (through
+logical ops (& | ^ ~ on bool and int tensors), isfinite / isnan / isinf, any / all / nonzero /
+count_nonzero (a mask's questions), masked_fill (through
 where, so the gradient flows to the unmasked input and to a tensor value). Operands meet in
 torch's promoted dtype (_promote.py), so 16777217 == float32(16777216) as in torch."""
 from __future__ import annotations
@@ -9,7 +10,7 @@ import numpy as np
 
 from ..tensor import Tensor
 from ._promote import result_type
-from ._util import check_broadcast, data_of
+from ._util import check_broadcast, data_of, dims, normalize_axis
 
 
 def _arrays(name, a, b):
@@ -92,6 +93,39 @@ def isnan(input) -> Tensor:
 def isinf(input) -> Tensor:
     """A bool tensor: True where input is +inf or -inf."""
     return Tensor._wrap(np.isinf(data_of(input)))
+
+
+def _truth(reduce, name):
+    @dims
+    def op(input, axis=None, keepdims=False):
+        x = data_of(input)
+        axes = normalize_axis(axis, x.ndim, name) if axis is not None else None
+        return Tensor._wrap(np.asarray(reduce(x, axis=axes, keepdims=bool(keepdims))))
+    op.__name__ = name
+    op.__doc__ = (f"Whether {'any' if name == 'any' else 'every'} element (over `dim`, or all) is "
+                  f"nonzero: a bool tensor (keepdim keeps the reduced axes).")
+    return op
+
+
+any = _truth(np.any, "any")  # noqa: A001 (torch's names)
+all = _truth(np.all, "all")  # noqa: A001
+
+
+def nonzero(input, *, as_tuple: bool = False):
+    """The indices of the nonzero elements: an int64 tensor (count, ndim), or with as_tuple one
+    int64 tensor per axis (numpy's nonzero; usable as an index)."""
+    idx = np.nonzero(data_of(input))
+    if as_tuple:
+        return tuple(Tensor._wrap(i.astype(np.int64)) for i in idx)
+    return Tensor._wrap(np.stack(idx, axis=-1).astype(np.int64).reshape(-1, len(idx)))
+
+
+@dims
+def count_nonzero(input, axis=None):
+    """The number of nonzero elements (over `dim`, or all): int64."""
+    x = data_of(input)
+    axes = normalize_axis(axis, x.ndim, "count_nonzero") if axis is not None else None
+    return Tensor._wrap(np.asarray(np.count_nonzero(x, axis=axes), np.int64))
 
 
 def masked_fill(input, mask, value):

@@ -338,8 +338,8 @@ def _binary(fn, name, *, to_float=False, bools="ok"):
             return cast(fn.apply(a2, b2), np.bool_)
         return fn.apply(a2, b2)
     op.__name__ = name
-    op.__doc__ = (f"Elementwise {name} with broadcasting and torch's type promotion; differentiable "
-                  f"in both operands.")
+    op.__doc__ = (f"Elementwise {name} with broadcasting and torch's type promotion; "
+                  f"differentiable in both operands.")
     return op
 
 

@@ -1,6 +1,6 @@
-"""unfold / fold (torch.nn.functional's): sliding blocks to columns and back, an adjoint pair written
-once -- unfold's backward is fold and fold's backward is unfold -- on conv.py's own im2col / col2im
-kernels (_im2col.py).
+"""unfold / fold (torch.nn.functional's): sliding blocks to columns and back, an adjoint pair
+written once -- unfold's backward is fold and fold's backward is unfold -- on conv.py's own
+im2col / col2im kernels (_im2col.py).
 
 unfold: (N, C, H, W) -> (N, C kh kw, L), column (c, p, q) of block l = (i, j) holds
 x[n, c, i sh + p dh - ph, j sw + q dw - pw] (0 in the padding), L = OH OW with

@@ -21,7 +21,8 @@ from .utils import clip_grad_norm_, clip_grad_value_
 from . import init, utils
 from .. import functional
 
-# torch's spelling `import torch.nn.functional as F`: framework.nn.functional is framework.functional
+# torch's spelling `import torch.nn.functional as F`: framework.nn.functional is
+# framework.functional itself
 _sys.modules[__name__ + ".functional"] = functional
 
 __all__ = [

@@ -154,8 +154,8 @@ def test_in_place_broadcasts_operands_and_keeps_the_dtype():
     with pytest.raises(ValueError, match=r"add_: an operand of shape \(3, 3\) does not broadcast to "
                                          r"this tensor's shape \(2, 3\)"):
         x.add_(np.ones((3, 3)))
-    with pytest.raises(TypeError, match="mul_: the result has dtype float32, which cannot be written "
-                                        "in place into a int64 tensor"):
+    with pytest.raises(TypeError, match="mul_: the result has dtype float32, which cannot be "
+                                        "written in place into a int64 tensor"):
         sg.tensor([1, 2]).mul_(0.5)
     with pytest.raises(ValueError, match="mul_: this tensor's memory is read-only"):
         sg.zeros(1).expand(3).mul_(2)
