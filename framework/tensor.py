@@ -490,7 +490,8 @@ Tensor.__lt__, Tensor.__le__ = _comparing(F.lt), _comparing(F.le)
 Tensor.__gt__, Tensor.__ge__ = _comparing(F.gt), _comparing(F.ge)
 for _name in ("eq", "ne", "lt", "le", "gt", "ge", "isfinite", "isnan", "isinf", "logical_not",
               "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor",
-              "bitwise_not", "masked_fill", "floor_divide", "remainder", "any", "all", "nonzero", "count_nonzero"):
+              "bitwise_not", "masked_fill", "floor_divide", "remainder", "any", "all", "nonzero",
+              "count_nonzero"):
     setattr(Tensor, _name, getattr(F, _name))
 Tensor.greater, Tensor.less, Tensor.greater_equal, Tensor.less_equal = F.gt, F.lt, F.ge, F.le
 
