@@ -384,6 +384,7 @@ DIFFERS = {
     "grad_create_graph": ("x = t([1., 2.], requires_grad=True); "
                           "out = T.autograd.grad((x ** 3).sum(), x, create_graph=True)",
                           "`autograd.grad(..., create_graph=True)`"),
+    "sigmoid_int": ("out = T.sigmoid(t([1, 2]))", "`sigmoid`, `relu`, `softmax`, ... of an int"),
     "mha_kdim": ("out = list(nn.MultiheadAttention(4, 2, kdim=3).state_dict())", "kdim=..."),
 }
 
