@@ -468,4 +468,5 @@ PROBES.update({
     "cat_promotes": "out = T.cat([t([1, 2]), t([0.5])])",
     "clamp_tensor_bound": "out = T.clamp(t([0.5, 3.]), min=t([1., 1.]), max=t([2., 2.]))",
     "exp_int": "out = T.exp(t([0, 1]))",
+    "where_one_arg": "out = T.where(t([[0., 1.], [2., 0.]]) > 0)",
 })

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._check import ArgumentTypeError
 from ..autograd import Function
 from ..tensor import Tensor
 from ._promote import array_of, result_type
@@ -414,8 +415,14 @@ def clamp(x, min=None, max=None):
     return Clamp.apply(x, min=lo, max=hi)
 
 
-def where(cond, a, b):
-    """`a` where `cond` is true, else `b` (broadcast); differentiable in `a` and `b`."""
+def where(cond, a=None, b=None):
+    """`a` where `cond` is true, else `b` (broadcast, torch's promotion); differentiable in `a`
+    and `b`. where(cond) alone is nonzero(cond, as_tuple=True), as torch's."""
+    if a is None and b is None:
+        from .compare import nonzero
+        return nonzero(cond, as_tuple=True)
+    if a is None or b is None:
+        raise ArgumentTypeError("where: give both values (where(cond, a, b)) or neither")
     a2, b2 = promote("where", a, b)
     cond = data_of(cond)
     if cond.dtype != np.bool_:
