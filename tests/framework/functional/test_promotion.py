@@ -42,7 +42,7 @@ BINARY = {
     "floordiv": operator.floordiv, "mod": operator.mod, "pow": operator.pow,
     "lt": operator.lt, "le": operator.le, "gt": operator.gt, "ge": operator.ge,
     "eq": operator.eq, "ne": operator.ne, "and": operator.and_, "or": operator.or_,
-    "xor": operator.xor,
+    "xor": operator.xor, "matmul": operator.matmul,
 }
 # top-level functions of two operands, srgrad's and torch's spelling
 FUNCTIONS = {name: (getattr(sg, name), getattr(torch, name)) for name in (
