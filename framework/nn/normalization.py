@@ -200,22 +200,12 @@ class InstanceNorm2d(Module):
         if x.ndim == 3:  # unbatched (C, H, W), as torch
             return self.forward(x.unsqueeze(0)).squeeze(0)
         check_4d(f"InstanceNorm2d({self.num_features})", x, self.num_features)
-        if self.track_running_stats and not self.training:
-            return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                                False, 0.0, self.eps)
-        if self.track_running_stats:
-            self._track(x.data)
-        return F.group_norm(x, self.num_features, self.weight, self.bias, self.eps)
-
-    def _track(self, x):
-        """running = (1 - m) running + m * batch mean of the planes' statistics. As torch's
-        InstanceNorm: num_batches_tracked stays 0 and momentum None means 0 (no update)."""
-        m = 0.0 if self.momentum is None else self.momentum
-        n = x.shape[2] * x.shape[3]
-        mean = x.mean(axis=(2, 3))
-        var = x.var(axis=(2, 3)) * (n / max(n - 1, 1))
-        self.running_mean.data[...] = (1 - m) * self.running_mean.data + m * mean.mean(axis=0)
-        self.running_var.data[...] = (1 - m) * self.running_var.data + m * var.mean(axis=0)
+        # torch's InstanceNorm: momentum None means 0 (no update); num_batches_tracked stays 0
+        track = self.track_running_stats
+        return F.instance_norm(x, self.running_mean if track else None,
+                               self.running_var if track else None, self.weight, self.bias,
+                               self.training or not track,
+                               0.0 if self.momentum is None else self.momentum, self.eps)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
