@@ -73,9 +73,13 @@ class LRScheduler:
 
     def get_lr(self) -> list[float]:
         """The lrs of iteration `last_epoch`, one per group."""
-        e = self.last_epoch
-        factor = (e + 1) / self.warmup_iters if e + 1 < self.warmup_iters else 1.0
+        e, factor = self.last_epoch, self._warmup()
         return [self._schedule(base_lr, e) * factor for base_lr in self.base_lrs]
+
+    def _warmup(self) -> float:
+        """The linear warm-up factor of iteration `last_epoch` (1 after warmup_iters)."""
+        e = self.last_epoch
+        return (e + 1) / self.warmup_iters if e + 1 < self.warmup_iters else 1.0
 
     def get_last_lr(self) -> list[float]:
         """The lrs most recently set (a copy)."""
@@ -261,8 +265,7 @@ class LambdaLR(LRScheduler):
         super().__init__(optimizer, last_epoch, warmup_iters)
 
     def get_lr(self):
-        e = self.last_epoch
-        factor = (e + 1) / self.warmup_iters if e + 1 < self.warmup_iters else 1.0
+        e, factor = self.last_epoch, self._warmup()
         return [base * float(fn(e)) * factor for base, fn in zip(self.base_lrs, self.lr_lambdas)]
 
     def state_dict(self):
