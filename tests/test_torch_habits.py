@@ -470,3 +470,10 @@ PROBES.update({
     "exp_int": "out = T.exp(t([0, 1]))",
     "where_one_arg": "out = T.where(t([[0., 1.], [2., 0.]]) > 0)",
 })
+PROBES.update({
+    "einsum_diagonal": "out = T.einsum('ii->i', t(R(3, 3)))",
+    "einsum_trace": "a = t(R(3, 3), requires_grad=True); y = T.einsum('ii', a); y.backward(); "
+                    "out = (y, a.grad)",
+    "unfold_unbatched": "out = F.unfold(t(R(2, 4, 4)), 2)",
+    "fold_unbatched": "out = F.fold(t(R(8, 9)), (4, 4), 2)",
+})

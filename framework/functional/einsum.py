@@ -3,7 +3,8 @@
 The equation is first made explicit (ellipses spelled out as letters, the implicit output -- the
 letters used once, in alphabetical order, after the ellipsis axes -- written after "->"), so the
 backward is one more einsum per operand: dL/dA_i = einsum(g and the other operands -> A_i's
-letters), with the letters only A_i has (summed alone in the forward) broadcast back."""
+letters), with the letters only A_i has (summed alone in the forward) broadcast back, and for a
+letter repeated within A_i ("ii->i", a trace "ii") written onto that diagonal."""
 from __future__ import annotations
 
 import string
@@ -36,12 +37,20 @@ class Einsum(Function):
                 continue
             others = [(s, o) for j, (s, o) in enumerate(zip(subscripts, operands)) if j != i]
             have = set(output).union(*(s for s, _ in others))
-            kept = "".join(c for c in sub if c in have)
+            uniq = "".join(dict.fromkeys(sub))  # a repeated letter (a diagonal) once
+            kept = "".join(c for c in uniq if c in have)
             eq = ",".join([output] + [s for s, _ in others]) + "->" + kept
             part = np.einsum(eq, g, *(o for _, o in others), optimize=len(others) > 1)
-            lone = [k for k, c in enumerate(sub) if c not in have]
+            lone = [k for k, c in enumerate(uniq) if c not in have]
             part = np.expand_dims(part, tuple(lone)) if lone else part
-            grads.append(np.ascontiguousarray(np.broadcast_to(part, a.shape), dtype=a.dtype))
+            size = dict(zip(sub, a.shape))
+            part = np.broadcast_to(part, tuple(size[c] for c in uniq))
+            if uniq == sub:
+                grads.append(np.ascontiguousarray(part, dtype=a.dtype))
+                continue
+            ga = np.zeros(a.shape, a.dtype)  # the diagonal's gradient, on the diagonal
+            np.einsum(f"{sub}->{uniq}", ga)[...] = part  # (a writeable view of ga)
+            grads.append(ga)
         return tuple(grads)
 
 
@@ -72,9 +81,6 @@ def _explicit(equation: str, shapes) -> tuple[list[str], str]:
         if len(s) != len(shape):
             raise ValueError(f"einsum: the subscripts {s!r} name {len(s)} dimensions, the operand "
                              f"has {len(shape)} (shape {tuple(shape)})")
-        if len(set(s)) != len(s):
-            raise ValueError(f"einsum: a letter repeated within one operand ({s!r}: a diagonal "
-                             f"or trace) is not supported; take torch.diagonal first")
         out_subs.append(s)
     if arrow:
         out = out.replace("...", ell)

@@ -80,7 +80,10 @@ def _geometry(owner, size, kernel_size, dilation, padding, stride):
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """torch.nn.functional.unfold: (N, C, H, W) -> (N, C kh kw, L) sliding blocks as columns
-    (each of kernel_size, dilation, padding, stride an int or a pair). Differentiable."""
+    (each of kernel_size, dilation, padding, stride an int or a pair); an unbatched (C, H, W)
+    gives (C kh kw, L). Differentiable."""
+    if input.ndim == 3:
+        return unfold(input.unsqueeze(0), kernel_size, dilation, padding, stride).squeeze(0)
     if input.ndim != 4:
         raise ValueError(f"unfold: expects a 4-D (N, C, H, W) input, got shape {input.shape}")
     geo = _geometry("unfold", input.shape[2:], kernel_size, dilation, padding, stride)
@@ -89,7 +92,11 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
 
 def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
     """torch.nn.functional.fold: (N, C kh kw, L) columns summed back into (N, C, H, W) with
-    (H, W) = output_size; L must be the number of blocks unfold gives there. Differentiable."""
+    (H, W) = output_size; L must be the number of blocks unfold gives there; an unbatched
+    (C kh kw, L) gives (C, H, W). Differentiable."""
+    if input.ndim == 2:
+        return fold(input.unsqueeze(0), output_size, kernel_size, dilation, padding,
+                    stride).squeeze(0)
     size = _pair("fold", "output_size", output_size, 1)
     if input.ndim != 3:
         raise ValueError(f"fold: expects a 3-D (N, C*kh*kw, L) input, got shape {input.shape}")
