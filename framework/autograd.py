@@ -157,10 +157,10 @@ def _link_view(t, args, Tensor):
             return
 
 
-def _topological(root):
-    """Nodes reachable from `root`, each after every node that consumes it (iterative DFS, so a chain
-    of any length works without touching Python's recursion limit)."""
-    order, seen, stack = [], set(), [(root, False)]
+def _topological(roots):
+    """Nodes reachable from `roots`, each after every node that consumes it (iterative DFS, so a
+    chain of any length works without touching Python's recursion limit)."""
+    order, seen, stack = [], set(), [(r, False) for r in reversed(roots)]
     while stack:
         node, done = stack.pop()
         if done:
@@ -184,16 +184,37 @@ def _accumulate(slot, g):
 def run_backward(tensor, grad: np.ndarray, retain_graph: bool = False) -> None:
     """Propagate `grad` (the gradient of some scalar with respect to `tensor`) to every leaf that
     requires grad, adding into `leaf.grad` as PyTorch does."""
-    root = tensor._node
-    if root is None:  # a leaf: backward on it just accumulates
-        _to_leaf(tensor, grad)
-        return
-    pending = {id(root): [None] * len(root.out_meta)}
-    pending[id(root)][tensor._index] = grad
-    for node in _topological(root):
+    _propagate([(tensor, grad)], retain_graph)
+
+
+def _propagate(roots, retain_graph, wanted=None) -> dict:
+    """Backward from (tensor, gradient) pairs. wanted None: add into every reached leaf's .grad.
+    wanted {id: tensor}: touch no .grad; return {id: gradient} for those tensors (leaves or
+    graph outputs: an output's gradient is complete when its node comes up in the order)."""
+    got = {}
+
+    def leaf(t, g):
+        if wanted is None:
+            _to_leaf(t, g)
+        elif id(t) in wanted:
+            got[id(t)] = np.array(g, copy=True) if id(t) not in got else got[id(t)] + g
+
+    pending, nodes = {}, []
+    for t, g in roots:
+        if t._node is None:
+            leaf(t, g)
+            continue
+        slots = pending.setdefault(id(t._node), [None] * len(t._node.out_meta))
+        slots[t._index] = _accumulate(slots[t._index], g)
+        nodes.append(t._node)
+    outputs = {(id(t._node), t._index): i for i, t in (wanted or {}).items() if t._node is not None}
+    for node in _topological(nodes):
         gouts = pending.pop(id(node), None)
         if gouts is None or all(g is None for g in gouts):
             continue
+        for i, g in enumerate(gouts):
+            if outputs and (id(node), i) in outputs and g is not None:
+                got[outputs[(id(node), i)]] = g
         if node.ctx is None:
             raise RuntimeError(
                 f"{node.fn.__name__}: trying to backward through the graph a second time; its saved "
@@ -218,12 +239,71 @@ def run_backward(tensor, grad: np.ndarray, retain_graph: bool = False) -> None:
             if g.dtype != t.dtype:
                 g = g.astype(t.dtype)
             if t._node is None:
-                _to_leaf(t, g)
+                leaf(t, g)
             else:
                 slots = pending.setdefault(id(t._node), [None] * len(t._node.out_meta))
                 slots[t._index] = _accumulate(slots[t._index], g)
         if not retain_graph:
             node.ctx = None
+    return got
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph: bool = False,
+         only_inputs: bool = True, allow_unused=None, is_grads_batched: bool = False,
+         materialize_grads: bool = False):
+    """torch.autograd.grad: the gradients of `outputs` (a Tensor or a sequence) with respect to
+    `inputs` (likewise), as a tuple of Tensors, without touching any .grad. grad_outputs: one
+    per output (None: 1 for a one-element output). retain_graph defaults to create_graph. An input
+    the outputs do not depend on is an error unless allow_unused (then None) or
+    materialize_grads (then zeros). create_graph=True is refused: srgrad's backward functions
+    compute with numpy, outside the graph, so there are no higher-order gradients."""
+    Tensor = _tensor_class()
+    if create_graph:
+        raise NotImplementedError("autograd.grad: create_graph=True (higher-order gradients) is "
+                                  "not supported in srgrad: backward functions compute with numpy, "
+                                  "outside the graph")
+    if is_grads_batched:
+        raise NotImplementedError("autograd.grad: is_grads_batched=True is not supported")
+    outs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    ins = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+    gouts = (grad_outputs,) if grad_outputs is None or isinstance(grad_outputs, Tensor) else \
+        tuple(grad_outputs)
+    gouts = gouts * len(outs) if grad_outputs is None else gouts
+    if len(gouts) != len(outs):
+        raise ValueError(f"autograd.grad: {len(gouts)} grad_outputs for {len(outs)} outputs")
+    roots = []
+    for i, (o, g) in enumerate(zip(outs, gouts)):
+        if not (isinstance(o, Tensor) and o.requires_grad):
+            raise RuntimeError(f"autograd.grad: element {i} of outputs does not require grad and "
+                               f"does not have a graph")
+        if g is None:
+            if o.data.size != 1:
+                raise RuntimeError(f"autograd.grad: grad can be implicitly created only for "
+                                   f"one-element outputs; output {i} has shape {o.shape}: pass "
+                                   f"grad_outputs")
+            g = np.ones(o.shape, o.dtype)
+        g = np.asarray(g.data if isinstance(g, Tensor) else g, o.dtype)
+        if g.shape != o.shape:
+            raise RuntimeError(f"autograd.grad: grad_outputs[{i}] has shape {g.shape}, output {i} "
+                               f"has shape {o.shape}")
+        roots.append((o, g))
+    for i, t in enumerate(ins):
+        if not (isinstance(t, Tensor) and t.requires_grad):
+            raise RuntimeError(f"autograd.grad: inputs[{i}] does not require grad")
+    keep = create_graph if retain_graph is None else retain_graph
+    got = _propagate(roots, keep, {id(t): t for t in ins})
+    result = []
+    for t in ins:
+        g = got.get(id(t))
+        if g is None:
+            if materialize_grads:
+                g = np.zeros(t.shape, t.dtype)
+            elif not allow_unused:
+                raise RuntimeError("autograd.grad: one of the differentiated Tensors appears to "
+                                   "not have been used in the graph. Set allow_unused=True if "
+                                   "this is the desired behavior.")
+        result.append(None if g is None else Tensor._wrap(np.asarray(g, t.dtype)))
+    return tuple(result)
 
 
 def _to_leaf(t, g):

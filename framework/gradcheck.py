@@ -42,7 +42,7 @@ def gradcheck(fn, inputs, eps: float = 1e-6, atol: float = 1e-5, rtol: float = 1
     for i in checked:
         t = inputs[i]
         kept.setdefault(id(t), (t, t.data, t.grad))
-        t.data = np.ascontiguousarray(t.data)
+        t.data = np.require(t.data, requirements="C")  # (ascontiguousarray makes a 0-d one 1-d)
     try:
         return _check(fn, inputs, checked, eps, atol, rtol, raise_exception)
     finally:

@@ -25,7 +25,11 @@ def numel(input) -> int:
 
 
 def allclose(input, other, rtol: float = 1e-05, atol: float = 1e-08, equal_nan: bool = False) -> bool:
-    """torch.allclose: |input - other| <= atol + rtol * |other| everywhere (broadcasting)."""
+    """torch.allclose: |input - other| <= atol + rtol * |other| everywhere (broadcasting); two
+    tensors of different dtypes are a TypeError, as in torch (cast one first)."""
+    if isinstance(input, Tensor) and isinstance(other, Tensor) and input.dtype != other.dtype:
+        raise TypeError(f"allclose: dtypes differ ({input.dtype} and {other.dtype}); cast one "
+                        f"first, e.g. .double()")
     return bool(np.allclose(_values(input), _values(other), rtol=rtol, atol=atol,
                             equal_nan=equal_nan))
 

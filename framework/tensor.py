@@ -205,15 +205,21 @@ class Tensor:
         return f"tensor({body}, dtype={self.dtype}{grad})"
 
     def __bool__(self):
-        return bool(self.data)
+        """torch's rule: only a one-element tensor has a truth value. (So `t in list_of_tensors`
+        raises for a multi-element t, as in torch: == is element-wise; compare ids, or use a dict
+        or set, which hash by identity.)"""
+        if self.data.size != 1:
+            what = "no values" if self.data.size == 0 else "more than one value"
+            raise RuntimeError(f"Boolean value of Tensor with {what} is ambiguous")
+        return bool(self.data.reshape(()))
 
     def __float__(self):
         return float(self.item())
 
-    __hash__ = object.__hash__
+    __hash__ = object.__hash__  # identity, as torch's, while == is element-wise
 
     # -- in place ------------------------------------------------------------------------------
-    def _inplace(self, name, update, build, *operands) -> "Tensor":
+    def _inplace(self, name, update, build, *operands, check=True) -> "Tensor":
         """The body of every in-place method. Outside the graph (no_grad, or nothing requires grad)
         `update(array, *operands)` writes the result with numpy. In the graph,
         `build(prev, *operands)` computes it out of place through Functions from a copy `prev` of
@@ -224,19 +230,24 @@ class Tensor:
         if autograd._tracer is not None:
             raise RuntimeError(f"{name}: an in-place op cannot be traced for export; use the "
                                f"out-of-place op")
-        for o in operands:
+        for o in operands if check else ():
             _check_operand(name, self, o)
+        if not self.data.flags.writeable:
+            raise ValueError(f"{name}: this tensor's memory is read-only (an expand() result shows "
+                             f"one element in many places); clone() it first")
         if autograd.is_grad_enabled() and (self._requires_grad or any(
                 isinstance(o, Tensor) and o._requires_grad for o in operands)):
             self._check_graph_inplace(name)
             prev = Tensor._wrap(self.data.copy())
             prev._node, prev._index, prev._requires_grad = self._node, self._index, self._requires_grad
+            _keep_saved(self._node, self.data, prev.data)
             out = build(prev, *(prev if o is self else o for o in operands))
             if out.dtype != self.dtype:
                 out = F.cast(out, self.dtype)
             np.copyto(self.data, out.data)
             self._node, self._index, self._requires_grad = out._node, out._index, out._requires_grad
         else:
+            _keep_saved(self._node, self.data)
             update(self.data, *(o.data if isinstance(o, Tensor) else o for o in operands))
         self._counter()[0] += 1
         return self
@@ -257,22 +268,27 @@ class Tensor:
 
     def mul_(self, other) -> "Tensor":
         """self *= other (broadcast to self's shape), in place; returns self."""
-        return self._inplace("mul_", lambda a, o: np.multiply(a, o, out=a), F.mul, other)
+        return self._inplace("mul_", lambda a, o: np.multiply(a, o, out=a, casting="unsafe"),
+                             F.mul, other)
 
     def div_(self, other) -> "Tensor":
         """self /= other, in place; returns self."""
-        return self._inplace("div_", lambda a, o: np.divide(a, o, out=a), F.div, other)
+        return self._inplace("div_", lambda a, o: np.divide(a, o, out=a, casting="unsafe"),
+                             F.div, other)
 
     def add_(self, other, alpha=1) -> "Tensor":
         """self += alpha * other, in place; returns self."""
         alpha = number("add_", "alpha", alpha)
-        return self._inplace("add_", lambda a, o: np.add(a, _times(o, alpha), out=a),
+        return self._inplace("add_", lambda a, o: np.add(a, _times(o, alpha), out=a,
+                                                         casting="unsafe"),
                              lambda p, o: F.add(p, _times(o, alpha)), other)
 
     def sub_(self, other, alpha=1) -> "Tensor":
         """self -= alpha * other, in place; returns self."""
         alpha = number("sub_", "alpha", alpha)
-        return self._inplace("sub_", lambda a, o: np.subtract(a, _times(o, alpha), out=a),
+        F.elementwise.refuse_bool("sub_", "this operator with a bool operand", self, other)
+        return self._inplace("sub_", lambda a, o: np.subtract(a, _times(o, alpha), out=a,
+                                                              casting="unsafe"),
                              lambda p, o: F.sub(p, _times(o, alpha)), other)
 
     def clamp_(self, min=None, max=None) -> "Tensor":
@@ -300,6 +316,28 @@ class Tensor:
         gradient flows to src."""
         return self._inplace("copy_", lambda a, s: np.copyto(a, s, casting="unsafe"),
                              lambda p, s: F.where(np.zeros(p.shape, bool), p, s), src)
+
+    def masked_fill_(self, mask, value) -> "Tensor":
+        """masked_fill in place; returns self."""
+        m = F._util.data_of(mask)
+        F.masked_fill(self.detach(), m, 0)  # its checks, before anything is written
+        return self._inplace("masked_fill_", lambda a, v: np.copyto(a, v, where=m),
+                             lambda p, v: F.masked_fill(p, m, v), value)
+
+    def __setitem__(self, index, value) -> None:
+        """x[index] = value in place (value broadcast, cast to x's dtype), with torch's autograd
+        rules: refused on a leaf that requires grad (outside no_grad); on a graph tensor the
+        gradient reaches the unassigned part of the old x and a tensor value."""
+        if not isinstance(value, (Tensor, np.ndarray)) and not is_number(value) and \
+                not isinstance(value, (bool, np.bool_)):
+            value = np.asarray(value)  # a list
+        idx = F.shape.put_index(self.shape, index, value)
+        self._inplace("setitem", lambda a, v: a.__setitem__(idx, v),
+                      lambda p, v: F.index_put(p, idx, v), value, check=False)
+
+    def is_contiguous(self) -> bool:
+        """Whether the array is C-contiguous (torch's default memory format)."""
+        return bool(self.data.flags.c_contiguous)
 
     # torch's `x += y` is in place (so `p -= lr * p.grad` under no_grad updates the parameter)
     __iadd__ = add_
@@ -360,20 +398,36 @@ def parse_to(owner: str, args: tuple, kwargs: dict):
     return dtype, bool(copy)
 
 
+def _keep_saved(node, arr, old=None):
+    """The op that produced `arr` may have saved it for its backward (exp, sigmoid, tanh save
+    their output): before an in-place write, point it at `old` (a copy of the values, made here
+    if not given), so its gradient stays right (torch refuses that backward; README: differ on
+    purpose)."""
+    ctx = None if node is None else node.ctx
+    if ctx is None or not (any(a is arr for a in ctx._saved) or
+                           any(v is arr for v in vars(ctx).values())):
+        return
+    old = arr.copy() if old is None else old
+    ctx._saved = tuple(old if a is arr else a for a in ctx._saved)
+    for key, value in list(vars(ctx).items()):
+        if value is arr:
+            setattr(ctx, key, old)
+
+
 def _times(x, alpha: float):
     """alpha * x for add_/sub_ (x itself when alpha is 1; x's dtype kept)."""
     return x if alpha == 1 else x * alpha
 
 
 def _check_operand(owner, t, other):
-    """An in-place op keeps t's shape and dtype: `other` must broadcast to t's shape, its values
-    must cast to t's dtype (float into int does not, as torch), and t must be writable."""
-    if not t.data.flags.writeable:
-        raise ValueError(f"{owner}: this tensor's memory is read-only (an expand() result shows one "
-                         f"element in many places); clone() it first")
-    if type(other) is float or type(other) is int:  # the common cases, cheaply
+    """An in-place op keeps t's shape and dtype: `other` must broadcast to t's shape and the
+    result dtype (torch's promotion) must cast to t's (torch.can_cast: no float into an int)."""
+    if owner == "div_" and t.data.dtype.kind != "f":
+        raise TypeError(f"div_: the result has dtype float32, which cannot be written in place "
+                        f"into a {t.dtype} tensor (true division; use floor_divide_ or //=)")
+    if (type(other) is float or type(other) is int) and t.data.dtype.kind != "b":  # cheaply
         if type(other) is float and t.data.dtype.kind in "iub" and owner != "copy_":
-            raise TypeError(f"{owner}: the result has dtype float64, which cannot be written in "
+            raise TypeError(f"{owner}: the result has dtype float32, which cannot be written in "
                             f"place into a {t.dtype} tensor")
         return
     if isinstance(other, Tensor) and other.data.shape == t.data.shape and \
@@ -390,9 +444,10 @@ def _check_operand(owner, t, other):
     if not fits:
         raise ValueError(f"{owner}: an operand of shape {shape} does not broadcast to this "
                          f"tensor's shape {t.shape}")
-    if owner != "copy_" and not np.can_cast(np.result_type(t.data, arr), t.dtype, "same_kind"):
-        raise TypeError(f"{owner}: the result has dtype {np.result_type(t.data, arr)}, which "
-                        f"cannot be written in place into a {t.dtype} tensor")
+    dtype = F._promote.result_type(t, other)
+    if owner != "copy_" and not F._promote.can_cast(dtype, t.dtype):
+        raise TypeError(f"{owner}: the result has dtype {dtype}, which cannot be written in place "
+                        f"into a {t.dtype} tensor")
 
 
 # -- operators and methods: thin delegations to framework.functional (imported last: it needs Tensor)
@@ -411,10 +466,55 @@ Tensor.__pow__, Tensor.__rpow__ = F.pow, _r(F.pow)
 Tensor.__matmul__, Tensor.__rmatmul__ = F.matmul, _r(F.matmul)
 Tensor.__neg__ = F.neg
 Tensor.__getitem__ = F.getitem
-Tensor.__lt__ = lambda self, o: Tensor._wrap(self.data < F._util.data_of(o))
-Tensor.__le__ = lambda self, o: Tensor._wrap(self.data <= F._util.data_of(o))
-Tensor.__gt__ = lambda self, o: Tensor._wrap(self.data > F._util.data_of(o))
-Tensor.__ge__ = lambda self, o: Tensor._wrap(self.data >= F._util.data_of(o))
+Tensor.__floordiv__, Tensor.__rfloordiv__ = F.floor_divide, _r(F.floor_divide)
+Tensor.__mod__, Tensor.__rmod__ = F.remainder, _r(F.remainder)
+Tensor.__and__, Tensor.__rand__ = F.bitwise_and, _r(F.bitwise_and)
+Tensor.__or__, Tensor.__ror__ = F.bitwise_or, _r(F.bitwise_or)
+Tensor.__xor__, Tensor.__rxor__ = F.bitwise_xor, _r(F.bitwise_xor)
+Tensor.__invert__, Tensor.__abs__, Tensor.__pos__ = F.bitwise_not, F.abs, F.positive
+
+
+def _comparing(op):
+    """An operator == != < ... : element-wise against a Tensor, number, bool or numpy array (as
+    torch's); anything else (None, a string, a list) is NotImplemented, so Python answers
+    `x == None` with False as torch does. Tensor.__hash__ stays identity (see __bool__)."""
+    def method(self, other):
+        if isinstance(other, (Tensor, np.ndarray, np.generic, bool, int, float)):
+            return op(self, other)
+        return NotImplemented
+    return method
+
+
+Tensor.__eq__, Tensor.__ne__ = _comparing(F.eq), _comparing(F.ne)
+Tensor.__lt__, Tensor.__le__ = _comparing(F.lt), _comparing(F.le)
+Tensor.__gt__, Tensor.__ge__ = _comparing(F.gt), _comparing(F.ge)
+for _name in ("eq", "ne", "lt", "le", "gt", "ge", "isfinite", "isnan", "isinf", "logical_not",
+              "logical_and", "logical_or", "bitwise_and", "bitwise_or", "bitwise_xor",
+              "bitwise_not", "masked_fill", "floor_divide", "remainder", "any", "all", "nonzero",
+              "count_nonzero"):
+    setattr(Tensor, _name, getattr(F, _name))
+Tensor.greater, Tensor.less, Tensor.greater_equal, Tensor.less_equal = F.gt, F.lt, F.ge, F.le
+
+
+def _inplace_method(name, op):
+    def method(self, other) -> Tensor:
+        def update(a, o):  # o: a Tensor's array, or the number itself
+            o = Tensor._wrap(o) if isinstance(o, np.ndarray) else o
+            np.copyto(a, op(Tensor._wrap(a), o).data, casting="unsafe")
+        return self._inplace(name, update, op, other)
+    method.__name__ = name
+    method.__doc__ = f"self = {op.__name__}(self, other), in place; returns self."
+    return method
+
+
+# the other in-place operators (+= -= *= /= are add_ ... above), in place as torch's
+for _name, _op, _dunder in (("pow_", F.pow, "__ipow__"), ("floor_divide_", F.floor_divide,
+                            "__ifloordiv__"), ("remainder_", F.remainder, "__imod__"),
+                            ("bitwise_and_", F.bitwise_and, "__iand__"),
+                            ("bitwise_or_", F.bitwise_or, "__ior__"),
+                            ("bitwise_xor_", F.bitwise_xor, "__ixor__")):
+    setattr(Tensor, _name, _inplace_method(_name, _op))
+    setattr(Tensor, _dunder, getattr(Tensor, _name))
 Tensor.exp, Tensor.log, Tensor.sqrt, Tensor.abs = F.exp, F.log, F.sqrt, F.abs
 Tensor.clamp, Tensor.pow, Tensor.matmul = F.clamp, F.pow, F.matmul
 Tensor.sum, Tensor.mean, Tensor.max, Tensor.min = F.sum, F.mean, F.max, F.min
@@ -426,6 +526,7 @@ Tensor.expand_as = lambda self, other: F.expand(self, other.shape)
 Tensor.reshape, Tensor.view, Tensor.permute = F.reshape, F.reshape, F.permute
 Tensor.transpose, Tensor.flatten = F.transpose, F.flatten
 Tensor.roll, Tensor.chunk, Tensor.split = F.roll, F.chunk, F.split
+Tensor.flip, Tensor.repeat = F.flip, F.repeat
 Tensor.T = property(lambda self: F.permute(self, tuple(range(self.ndim))[::-1]))
 Tensor.float = lambda self: self if self.dtype == np.float32 else F.cast(self, np.float32)
 Tensor.double = lambda self: self if self.dtype == np.float64 else F.cast(self, np.float64)

@@ -23,20 +23,6 @@ def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
     return g
 
 
-def as_operand(x, like=None):
-    """Tensor stays a Tensor; anything else becomes an array, with the float dtype of `like` for
-    Python and numpy scalars (so `x * 2.0` never promotes a float32 tensor to float64)."""
-    if isinstance(x, Tensor):
-        return x
-    arr = np.asarray(x)
-    ref = like.data if isinstance(like, Tensor) else None
-    if ref is not None and ref.dtype.kind == "f" and (arr.ndim == 0 or arr.dtype.kind in "biu"):
-        arr = arr.astype(ref.dtype)
-    elif arr.dtype.kind == "f" and arr.dtype != np.float64 and arr.dtype != np.float32:
-        arr = arr.astype(np.float32)
-    return arr
-
-
 def data_of(x) -> np.ndarray:
     return x.data if isinstance(x, Tensor) else np.asarray(x)
 

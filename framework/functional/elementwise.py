@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._check import ArgumentTypeError
 from ..autograd import Function
-from ._util import as_operand, check_broadcast, unbroadcast
+from ..tensor import Tensor
+from ._promote import array_of, result_type
+from ._util import check_broadcast, data_of, unbroadcast
 
 
 class Add(Function):
@@ -66,7 +69,10 @@ class Div(Function):
 class Pow(Function):
     @staticmethod
     def forward(ctx, a, b):
-        out = np.power(a, b)
+        if a.dtype.kind in "iu" and np.any(b < 0):
+            out = _int_power(a, b)
+        else:
+            out = np.power(a, b)
         ctx.save_for_backward(a, b, out)
         return out
 
@@ -81,6 +87,55 @@ class Pow(Function):
                 logs = np.where(a > 0, np.log(np.where(a > 0, a, 1)), 0).astype(out.dtype)
             gb = unbroadcast(g * out * logs, np.shape(b))
         return ga, gb
+
+
+class Remainder(Function):
+    """a - floor(a / b) b, the sign of b's (Python's %, torch.remainder); an int remainder by 0 is
+    a ZeroDivisionError, as torch's."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        _check_int_divisor("remainder", b)
+        ctx.save_for_backward(a, b)
+        return np.remainder(a, b)
+
+    @staticmethod
+    def backward(ctx, g):  # dL/da = g, dL/db = -g floor(a / b)
+        a, b = ctx.saved_tensors
+        na, nb = ctx.needs_input_grad
+        return (unbroadcast(g, np.shape(a)) if na else None), (
+            unbroadcast(-g * np.floor_divide(a, b), np.shape(b)) if nb else None)
+
+
+class FloorDivide(Function):
+    """floor(a / b) (Python's //, torch.floor_divide); torch defines no derivative for it."""
+
+    @staticmethod
+    def forward(ctx, a, b):
+        _check_int_divisor("floor_divide", b)
+        return np.floor_divide(a, b)
+
+    @staticmethod
+    def backward(ctx, g):
+        raise RuntimeError("floor_divide (//): its derivative is not implemented (as in torch: "
+                           "it is 0 almost everywhere); detach() the operands or use div")
+
+
+class IntegerDivisionByZero(ZeroDivisionError, RuntimeError):
+    """An int // or % by 0: Python's ZeroDivisionError, and the RuntimeError torch raises."""
+
+
+def _check_int_divisor(name, b):
+    if np.asarray(b).dtype.kind in "iub" and not np.all(b):
+        raise IntegerDivisionByZero(f"{name}: integer division by zero")
+
+
+def _int_power(a, b):
+    """torch's integer a ** b with negative exponents (a tensor of them): 1 ** b = 1,
+    (-1) ** b = +-1 by parity, anything else 0 (the integer part of a ** b)."""
+    pos = np.power(a, np.maximum(b, 0))
+    neg = np.where(a == 1, 1, np.where(a == -1, np.where(b % 2 == 0, 1, -1), 0)).astype(pos.dtype)
+    return np.where(b < 0, neg, pos)
 
 
 class Neg(Function):
@@ -233,57 +288,146 @@ class Clone(Function):
         return g
 
 
-def _binary(fn, name):
+def promote(name, a, b, *, to_float=False):
+    """(a, b) broadcast-checked and brought to torch's result dtype (_promote.result_type; with
+    `to_float` an int or bool result becomes float32, true division's rule). A Tensor of another
+    dtype is cast differentiably; other operands become arrays."""
+    check_broadcast(name, a, b)
+    if isinstance(a, Tensor):  # the common cases, without the general rule
+        kind = a.data.dtype.kind
+        if isinstance(b, Tensor):
+            if a.data.dtype == b.data.dtype and (not to_float or kind == "f"):
+                return a, b
+        elif kind == "f" and type(b) in (float, int):
+            return a, np.asarray(b, a.data.dtype)
+    elif isinstance(b, Tensor) and b.data.dtype.kind == "f" and type(a) in (float, int):
+        return np.asarray(a, b.data.dtype), b
+    dtype = result_type(a, b)
+    if to_float and dtype.kind != "f":
+        dtype = np.dtype(np.float32)
+    return _to(a, dtype), _to(b, dtype)
+
+
+def _to(x, dtype):
+    if isinstance(x, Tensor):
+        return x if x.data.dtype == dtype else Cast.apply(x, dtype=dtype)
+    return array_of(x, dtype)
+
+
+def refuse_bool(name, what, *xs):
+    """torch's refusals of arithmetic on bools (a mask wants ~, ^, logical_not or .long())."""
+    if any(data_of(x).dtype == np.bool_ or isinstance(x, (bool, np.bool_)) for x in xs):
+        raise TypeError(f"{name}: {what} is not supported on bool tensors (torch's rule; use ^ or "
+                        f"~ for masks, or convert with .long())")
+
+
+def _binary(fn, name, *, to_float=False, bools="ok"):
+    """The wrapper of a binary Function. bools: "ok"; "any" (sub: no bool operand at all);
+    "result" (// %: not when both are bools); "exponent" (pow: a bool base takes only a
+    Python-number exponent, as torch)."""
     def op(a, b):
-        check_broadcast(name, a, b)
-        a2 = as_operand(a, like=b)
-        return fn.apply(a2, as_operand(b, like=a2))
+        if bools == "any":
+            refuse_bool(name, "this operator with a bool operand", a, b)
+        a2, b2 = promote(name, a, b, to_float=to_float)
+        if bools == "exponent" and not isinstance(b, Tensor) and a2.dtype.kind in "iu" and \
+                np.any(b2 < 0):
+            raise ValueError("pow: integers to negative integer powers are not allowed (as torch "
+                             "for a number exponent; use a float base)")
+        if bools != "ok" and a2.dtype == np.bool_:
+            if bools == "result" or isinstance(b, Tensor) or isinstance(a, (bool, np.bool_)):
+                raise TypeError(f"{name}: not implemented for bool tensors (as in torch)")
+            return cast(fn.apply(a2, b2), np.bool_)
+        return fn.apply(a2, b2)
     op.__name__ = name
-    op.__doc__ = f"Elementwise {name} with numpy broadcasting; differentiable in both operands."
+    op.__doc__ = (f"Elementwise {name} with broadcasting and torch's type promotion; "
+                  f"differentiable in both operands.")
     return op
 
 
 add = _binary(Add, "add")
-sub = _binary(Sub, "sub")
+sub = _binary(Sub, "sub", bools="any")
 mul = _binary(Mul, "mul")
-div = _binary(Div, "div")
-pow = _binary(Pow, "pow")
+div = _binary(Div, "div", to_float=True)
+pow = _binary(Pow, "pow", bools="exponent")
 maximum = _binary(Maximum, "maximum")
 minimum = _binary(Minimum, "minimum")
+remainder = _binary(Remainder, "remainder", bools="result")
+floor_divide = _binary(FloorDivide, "floor_divide", bools="result")
 
 
 def neg(x):
+    refuse_bool("neg", "negation (-)", x)
     return Neg.apply(x)
 
 
+def _floating(x):
+    """An int or bool tensor as float32 (torch's default dtype) for a float op: exp, log, sqrt."""
+    if isinstance(x, Tensor) and x.data.dtype.kind not in "f":
+        return Cast.apply(x, dtype=np.dtype(np.float32))
+    return x
+
+
+def positive(x):
+    """+x: x itself (torch.positive), refused on a bool tensor as in torch."""
+    refuse_bool("positive", "unary +", x)
+    return x
+
+
 def exp(x):
-    return Exp.apply(x)
+    return Exp.apply(_floating(x))
 
 
 def log(x):
-    return Log.apply(x)
+    return Log.apply(_floating(x))
 
 
 def sqrt(x):
-    return Sqrt.apply(x)
+    return Sqrt.apply(_floating(x))
 
 
 def abs(x):
+    refuse_bool("abs", "abs", x)
     return Abs.apply(x)
 
 
 def clamp(x, min=None, max=None):
-    """Clip into [min, max] (either may be None); gradient 1 inside the closed interval, 0 outside."""
+    """Clip into [min, max] (either may be None; numbers or tensors that broadcast to x), in
+    torch's promoted dtype (an int x with a float bound is float32); gradient 1 to x inside the
+    closed interval, 0 outside; a tensor bound gets the gradient where it clips."""
     if min is None and max is None:
         raise ValueError("clamp: at least one of min and max must be given")
-    return Clamp.apply(x, min=min, max=max)
+    bounds = [b for b in (min, max) if b is not None]
+    dtype = result_type(x, *bounds)
+    if dtype != x.dtype:
+        x = _to(x, dtype)
+    if any(isinstance(b, np.ndarray) and b.ndim or isinstance(b, Tensor) and (
+            b.ndim or b.requires_grad) for b in bounds):
+        for b in bounds:
+            if np.broadcast_shapes(np.shape(data_of(b)), x.shape) != x.shape:
+                raise ValueError(f"clamp: a bound of shape {np.shape(data_of(b))} does not "
+                                 f"broadcast to the input's shape {x.shape}")
+        if min is not None:  # where(x < lo, lo, x): x's gradient inside, lo's where it clips
+            x = where(data_of(x) < data_of(min), _to(min, dtype), x)
+        if max is not None:
+            x = where(data_of(x) > data_of(max), _to(max, dtype), x)
+        return x
+    lo, hi = (None if b is None else data_of(b).item() for b in (min, max))
+    return Clamp.apply(x, min=lo, max=hi)
 
 
-def where(cond, a, b):
-    """`a` where `cond` is true, else `b` (broadcast); differentiable in `a` and `b`."""
-    check_broadcast("where", a, b)
-    a2 = as_operand(a, like=b)
-    return Where.apply(as_operand(cond), a2, as_operand(b, like=a2))
+def where(cond, a=None, b=None):
+    """`a` where `cond` is true, else `b` (broadcast, torch's promotion); differentiable in `a`
+    and `b`. where(cond) alone is nonzero(cond, as_tuple=True), as torch's."""
+    if a is None and b is None:
+        from .compare import nonzero
+        return nonzero(cond, as_tuple=True)
+    if a is None or b is None:
+        raise ArgumentTypeError("where: give both values (where(cond, a, b)) or neither")
+    a2, b2 = promote("where", a, b)
+    cond = data_of(cond)
+    if cond.dtype != np.bool_:
+        raise TypeError(f"where: the condition must be a bool tensor, got dtype {cond.dtype}")
+    return Where.apply(cond, a2, b2)
 
 
 def cast(x, dtype):

@@ -175,7 +175,8 @@ def linear(x, weight, bias=None):
 def matmul(a, b):
     """Matrix product with numpy semantics: (..., n, k) @ (..., k, m) -> (..., n, m), the batch axes
     broadcast; a 1-D operand is a row (left) or column (right) vector and its axis is dropped. Float
-    operands must share one dtype (float32 @ float64 is a TypeError, as in torch)."""
+    operands must share one dtype (float32 @ float64, float32 @ int64 and int32 @ int64 are
+    TypeErrors, as in torch; so is bool @ bool)."""
     a = a if isinstance(a, Tensor) else np.asarray(a)
     b = b if isinstance(b, Tensor) else np.asarray(b)
     sa, sb = a.shape, b.shape
@@ -190,7 +191,9 @@ def matmul(a, b):
     except ValueError:
         raise ValueError(f"matmul: batch shapes of {sa} and {sb} cannot be broadcast") from None
     da, db = a.dtype, b.dtype
-    if da.kind == "f" and db.kind == "f" and da != db:
+    if da == db == np.bool_:
+        raise TypeError("matmul: not implemented for bool tensors (as in torch); .long() them")
+    if da != db:
         raise TypeError(f"matmul: operand dtypes differ ({da} and {db}); cast one with .float() or "
                         ".double()")
     return MatMulFunction.apply(a, b)

@@ -318,3 +318,27 @@ def group_norm(x, num_groups, weight=None, bias=None, eps=1e-5):
     if xa.size == 0:
         raise ValueError(f"{name}: input of shape {xa.shape} has no element to normalise")
     return GroupNormFunction.apply(x, weight, bias, groups=groups, eps=eps)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """torch.nn.functional.instance_norm on x (N, C, H, W): each (sample, channel) plane
+    normalised by its own mean and biased variance (group_norm with one channel per group), then
+    weight / bias (C,). With use_input_stats=False the running statistics normalise instead
+    (batch_norm's eval). Given running statistics are updated in place from the planes' statistics
+    averaged over the batch (the variance unbiased): running = (1 - momentum) running + momentum
+    stat."""
+    if not use_input_stats:
+        return batch_norm(input, running_mean, running_var, weight, bias, False, 0.0, eps)
+    x = float_array("instance_norm", "input", input)
+    if x.ndim != 4:
+        raise ValueError(f"instance_norm: expects a 4-D (N, C, H, W) input, got shape {x.shape}")
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("instance_norm: give both running_mean and running_var, or neither")
+    if running_mean is not None:
+        n = x.shape[2] * x.shape[3]
+        var = x.var(axis=(2, 3)) * (n / max(n - 1, 1))
+        for stats, value in ((running_mean, x.mean(axis=(2, 3))), (running_var, var)):
+            data = data_of(stats)
+            data[...] = (1 - momentum) * data + momentum * value.mean(axis=0)
+    return group_norm(input, x.shape[1], weight, bias, eps)

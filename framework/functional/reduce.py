@@ -7,7 +7,8 @@ import numpy as np
 from .._check import ArgumentTypeError, flag, float_array, number
 from ..autograd import Function
 from ._util import data_of, dims, expand_to, normalize_axis
-from .elementwise import sqrt
+from ..tensor import Tensor
+from .elementwise import maximum, minimum, sqrt
 
 
 class Sum(Function):
@@ -121,7 +122,9 @@ def sum(x, axis=None, keepdims=False):
 
 @dims
 def mean(x, axis=None, keepdims=False):
-    """Mean over `axis` (None: all; alias dim), in x's dtype."""
+    """Mean over `axis` (None: all; alias dim), in x's dtype (a float one: an int tensor is
+    refused as in torch; .float() it)."""
+    float_array("mean", "input", x)
     axes = normalize_axis(axis, x.ndim, "mean")
     _check_extent("mean", x, axes)
     return Mean.apply(x, axis=axes, keepdims=bool(keepdims))
@@ -131,7 +134,9 @@ def mean(x, axis=None, keepdims=False):
 def max(x, axis=None, keepdims=False):
     """Maximum over `axis` (None: all; alias dim): the values only, as torch.amax (torch's
     x.max(dim) pair of values and indices is (x.max(dim), x.argmax(dim)) here). Tied maxima share
-    the gradient evenly."""
+    the gradient evenly. max(a, b) of two tensors is maximum(a, b), as torch's."""
+    if isinstance(axis, Tensor):
+        return _pairwise(maximum, "max", x, axis, keepdims)
     axes = normalize_axis(axis, x.ndim, "max")
     _check_extent("max", x, axes)
     return Max.apply(x, axis=axes, keepdims=bool(keepdims))
@@ -139,10 +144,20 @@ def max(x, axis=None, keepdims=False):
 
 @dims
 def min(x, axis=None, keepdims=False):
-    """Minimum over `axis` (None: all; alias dim): the values only, as torch.amin."""
+    """Minimum over `axis` (None: all; alias dim): the values only, as torch.amin; min(a, b)
+    of two tensors is minimum(a, b)."""
+    if isinstance(axis, Tensor):
+        return _pairwise(minimum, "min", x, axis, keepdims)
     axes = normalize_axis(axis, x.ndim, "min")
     _check_extent("min", x, axes)
     return Min.apply(x, axis=axes, keepdims=bool(keepdims))
+
+
+def _pairwise(fn, op, x, other, keepdims):
+    if keepdims:
+        raise ArgumentTypeError(f"{op}: keepdim is for a reduction over a dim, not for {op} of two "
+                                f"tensors")
+    return fn(x, other)
 
 
 def _arg(op, x, axis, keepdims):

@@ -1,13 +1,17 @@
-"""Shape ops: reshape, unsqueeze/squeeze, expand, permute/transpose, flatten, getitem, cat, stack,
-pad, roll, chunk/split."""
+"""Shape ops: reshape, unsqueeze/squeeze, expand, permute/transpose, flatten, getitem and setitem
+(x[i] = v), cat, stack, pad, roll, flip, repeat, chunk/split."""
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 
 from .._check import ArgumentTypeError, choice, int_arg, is_int
 from ..autograd import Function
 from ..tensor import Tensor
+from ._promote import promote_types
 from ._util import dims, unbroadcast
+from .elementwise import cast
 
 
 class Reshape(Function):
@@ -60,6 +64,54 @@ class GetItem(Function):
         else:
             out[index] = g
         return out
+
+
+class SetItem(Function):
+    """x with x[index] = v (numpy assignment, v broadcast and cast to x's dtype): the out-of-place
+    form that Tensor.__setitem__ writes back in place (torch's CopySlices)."""
+
+    @staticmethod
+    def forward(ctx, a, v, *, index):
+        ctx.meta = (index, np.shape(v))
+        out = a.copy()
+        out[index] = v
+        return out
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dx = g with the assigned part zeroed; dL/dv = g[index], summed
+        index, vshape = ctx.meta
+        na, nv = ctx.needs_input_grad
+        ga = None
+        if na:
+            ga = g.copy()
+            ga[index] = 0
+        return ga, (unbroadcast(np.asarray(g[index]), vshape) if nv else None)
+
+
+class Flip(Function):
+    @staticmethod
+    def forward(ctx, a, *, axes):
+        ctx.axes = axes
+        return np.flip(a, axes).copy()  # a copy, as torch.flip (a view would share a's version)
+
+    @staticmethod
+    def backward(ctx, g):  # flipping is its own inverse
+        return np.flip(g, ctx.axes).copy()
+
+
+class Repeat(Function):
+    """torch's x.repeat(*sizes) (numpy's tile, with len(sizes) >= x.ndim)."""
+
+    @staticmethod
+    def forward(ctx, a, *, reps):
+        ctx.meta = (a.shape, reps, (1,) * (len(reps) - a.ndim) + a.shape)
+        return np.tile(a, reps)
+
+    @staticmethod
+    def backward(ctx, g):  # dL/dx = the sum over the copies: g as (r0, s0, r1, s1, ...) summed on r
+        shape, reps, full = ctx.meta
+        split = g.reshape(tuple(v for pair in zip(reps, full) for v in pair))
+        return split.sum(axis=tuple(range(0, 2 * len(full), 2))).reshape(shape)
 
 
 def _has_array(index):
@@ -283,8 +335,9 @@ def flatten(x, start_dim=0, end_dim=-1):
     return Reshape.apply(x, shape=shape)
 
 
-def getitem(x, index):
-    """numpy indexing (ints, slices, None, Ellipsis, integer or boolean arrays)."""
+def as_index(owner, shape, index):
+    """(numpy index, the shape it selects): Tensors in the index become their arrays, a list an
+    array; an index that does not fit `shape` is an IndexError naming `owner`."""
     if isinstance(index, Tensor):
         index = index.data
     elif isinstance(index, tuple):
@@ -292,10 +345,59 @@ def getitem(x, index):
     elif isinstance(index, list):
         index = np.asarray(index)
     try:
-        np.empty(x.shape, np.bool_)[index]
+        picked = np.empty(shape, np.bool_)[index]
     except IndexError as e:
-        raise IndexError(f"getitem: index {index!r} on a tensor of shape {x.shape}: {e}") from None
-    return GetItem.apply(x, index=index)
+        raise IndexError(f"{owner}: index {index!r} on a tensor of shape {shape}: {e}") from None
+    return index, np.shape(picked)
+
+
+def getitem(x, index):
+    """numpy indexing (ints, slices, None, Ellipsis, integer or boolean arrays)."""
+    return GetItem.apply(x, index=as_index("getitem", x.shape, index)[0])
+
+
+def put_index(shape, index, value):
+    """The numpy index of `x[index] = value` on a tensor of `shape`, checked: the index fits and
+    the value broadcasts to the part it selects."""
+    index, picked = as_index("setitem", shape, index)
+    vshape = np.shape(value.data if isinstance(value, Tensor) else value)
+    try:
+        np.broadcast_to(np.empty(vshape, np.bool_), picked)
+    except ValueError:
+        raise ValueError(f"setitem: a value of shape {vshape} does not broadcast to the indexed "
+                         f"shape {picked}") from None
+    return index
+
+
+def index_put(x, index, value):
+    """x with x[index] = value, out of place (what `x[index] = value` records): the gradient
+    flows to the unassigned part of x and to a tensor value (summed where it was broadcast)."""
+    index = put_index(x.shape, index, value)
+    if isinstance(value, Tensor) and value.dtype != x.dtype:
+        value = cast(value, x.dtype)
+    return SetItem.apply(x, value if isinstance(value, Tensor) else np.asarray(value), index=index)
+
+
+def flip(x, dims):
+    """torch.flip: x reversed along each axis in `dims` (an int or a sequence; a copy)."""
+    dims = _ints("flip", "dims", dims)
+    axes = tuple(_dim("flip", d, max(x.ndim, 1), "dims") for d in dims)
+    if len(set(axes)) != len(axes):
+        raise ValueError(f"flip: dim {dims} appears more than once")
+    return Flip.apply(x, axes=axes if x.ndim else ())
+
+
+def repeat(x, *sizes):
+    """torch's x.repeat(*sizes): x tiled sizes[i] times along axis i; `sizes` (ints or one
+    sequence) has at least x.ndim entries, extra leading ones add axes."""
+    reps = _ints("repeat", "sizes", sizes[0] if len(sizes) == 1 and
+                 isinstance(sizes[0], (tuple, list)) else sizes)
+    if len(reps) < x.ndim:
+        raise ValueError(f"repeat: {len(reps)} repeat sizes for a tensor with {x.ndim} dimensions "
+                         f"(give at least one per dimension)")
+    if any(r < 0 for r in reps):
+        raise ValueError(f"repeat: sizes must be >= 0, got {reps}")
+    return Repeat.apply(x, reps=reps)
 
 
 @dims
@@ -309,7 +411,7 @@ def cat(tensors, axis=0):
     for t in tensors[1:]:
         if len(t.shape) != len(ref) or any(a != b for i, (a, b) in enumerate(zip(t.shape, ref)) if i != ax):
             raise ValueError(f"cat: shapes {ref} and {t.shape} differ outside axis {axis}")
-    return Cat.apply(*tensors, axis=ax)
+    return Cat.apply(*_one_dtype(tensors), axis=ax)
 
 
 @dims
@@ -321,7 +423,18 @@ def stack(tensors, axis=0):
     for t in tensors[1:]:
         if t.shape != tensors[0].shape:
             raise ValueError(f"stack: shapes {tensors[0].shape} and {t.shape} differ")
-    return Stack.apply(*tensors, axis=axis % (tensors[0].ndim + 1))
+    return Stack.apply(*_one_dtype(tensors), axis=axis % (tensors[0].ndim + 1))
+
+
+def _one_dtype(tensors):
+    """cat's and stack's operands in their promoted dtype (torch's: int64 with float32 is
+    float32), each cast differentiably where it differs."""
+    dtypes = {t.dtype for t in tensors}
+    if len(dtypes) == 1:
+        return tensors
+    dtype = functools.reduce(promote_types, dtypes)
+    return [t if t.dtype == dtype else cast(t, dtype) if isinstance(t, Tensor) else
+            np.asarray(t, dtype) for t in tensors]
 
 
 def pad(x, pad, mode="constant", value=0.0):

@@ -424,3 +424,52 @@ class ModuleList(Module):
 
     def __iter__(self):
         return iter(self._modules.values())
+
+
+class ModuleDict(Module):
+    """An ordered dict of modules, registered under their keys (torch's ModuleDict: [key], keys,
+    values, items, update, pop, `in`, len, iteration over the keys); no forward of its own."""
+
+    def __init__(self, modules=None):
+        super().__init__()
+        if modules is not None:
+            self.update(modules)
+
+    def __getitem__(self, key):
+        return self._modules[key]
+
+    def __setitem__(self, key, module):
+        self.add_module(key, module)
+
+    def __delitem__(self, key):
+        del self._modules[key]
+
+    def __len__(self):
+        return len(self._modules)
+
+    def __iter__(self):
+        return iter(self._modules)
+
+    def __contains__(self, key):
+        return key in self._modules
+
+    def keys(self):
+        return self._modules.keys()
+
+    def values(self):
+        return self._modules.values()
+
+    def items(self):
+        return self._modules.items()
+
+    def pop(self, key):
+        return self._modules.pop(key)
+
+    def clear(self):
+        self._modules.clear()
+
+    def update(self, modules):
+        """Add (key, module) pairs from a mapping or an iterable of pairs."""
+        pairs = modules.items() if hasattr(modules, "items") else modules
+        for key, module in pairs:
+            self[key] = module

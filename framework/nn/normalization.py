@@ -1,5 +1,5 @@
 """Normalisation layers: BatchNorm2d (torch's state_dict keys and running-statistics rule),
-LayerNorm, LayerNorm2d (over the channels of an image) and GroupNorm."""
+LayerNorm, LayerNorm2d (over the channels of an image), GroupNorm and InstanceNorm2d."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +11,7 @@ from ..tensor import Tensor
 from ._util import check_4d
 from .module import Module, Parameter
 
-__all__ = ["BatchNorm2d", "LayerNorm", "LayerNorm2d", "GroupNorm"]
+__all__ = ["BatchNorm2d", "LayerNorm", "LayerNorm2d", "GroupNorm", "InstanceNorm2d"]
 
 
 @LAYERS.register()
@@ -164,3 +164,49 @@ class GroupNorm(Module):
     def extra_repr(self):
         return (f"{self.num_groups}, {self.num_channels}, eps={self.eps}, affine={self.affine}, "
                 f"bias={self.bias is not None}")
+
+
+@LAYERS.register()
+class InstanceNorm2d(Module):
+    """torch's InstanceNorm2d: each (sample, channel) plane of x (N, num_features, H, W) (or an
+    unbatched (C, H, W)) normalised by its own mean and biased variance, (x - mean) /
+    sqrt(var + eps) (group_norm with one channel per group). affine (default False) adds weight
+    (ones) and bias (zeros); track_running_stats (default False) keeps running_mean / running_var /
+    num_batches_tracked as BatchNorm2d (the per-plane statistics averaged over the batch, the
+    variance unbiased; num_batches_tracked is never counted, as in torch) and normalises with them
+    in eval. torch's defaults and state_dict keys."""
+
+    def __init__(self, num_features: int, eps: float = 1e-5, momentum=0.1, affine: bool = False,
+                 track_running_stats: bool = False, dtype=np.float32):
+        super().__init__()
+        self.num_features = int_arg("InstanceNorm2d", "num_features", num_features)
+        self.eps = number("InstanceNorm2d", "eps", eps, low=0)
+        self.momentum = None if momentum is None else number("InstanceNorm2d", "momentum", momentum)
+        self.affine = flag("InstanceNorm2d", "affine", affine)
+        self.track_running_stats = flag("InstanceNorm2d", "track_running_stats",
+                                        track_running_stats)
+        for name, fill in (("weight", np.ones), ("bias", np.zeros)):
+            if self.affine:
+                setattr(self, name, Parameter(fill(num_features, dtype)))
+            else:
+                self.register_parameter(name, None)
+        stats = (("running_mean", np.zeros(num_features, dtype)),
+                 ("running_var", np.ones(num_features, dtype)),
+                 ("num_batches_tracked", np.array(0, np.int64)))
+        for name, value in stats:
+            self.register_buffer(name, Tensor(value) if self.track_running_stats else None)
+
+    def forward(self, x):
+        if x.ndim == 3:  # unbatched (C, H, W), as torch
+            return self.forward(x.unsqueeze(0)).squeeze(0)
+        check_4d(f"InstanceNorm2d({self.num_features})", x, self.num_features)
+        # torch's InstanceNorm: momentum None means 0 (no update); num_batches_tracked stays 0
+        track = self.track_running_stats
+        return F.instance_norm(x, self.running_mean if track else None,
+                               self.running_var if track else None, self.weight, self.bias,
+                               self.training or not track,
+                               0.0 if self.momentum is None else self.momentum, self.eps)
+
+    def extra_repr(self):
+        return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, "
+                f"affine={self.affine}, track_running_stats={self.track_running_stats}")

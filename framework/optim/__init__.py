@@ -4,10 +4,11 @@ EMA (BasicSR's net_g_ema)."""
 from . import lr_scheduler
 from .adam import Adam, AdamW
 from .ema import EMA
-from .lr_scheduler import (CosineAnnealingLR, CosineAnnealingRestartLR, LinearWarmupLR, LRScheduler,
-                           MultiStepLR, StepLR)
+from .lr_scheduler import (CosineAnnealingLR, CosineAnnealingRestartLR, LambdaLR, LinearWarmupLR,
+                           LRScheduler, MultiStepLR, OneCycleLR, StepLR)
 from .optimizer import Optimizer
 from .sgd import SGD
 
 __all__ = ["EMA", "Optimizer", "SGD", "Adam", "AdamW", "lr_scheduler", "LRScheduler", "StepLR",
-           "MultiStepLR", "CosineAnnealingLR", "CosineAnnealingRestartLR", "LinearWarmupLR"]
+           "MultiStepLR", "CosineAnnealingLR", "CosineAnnealingRestartLR", "LinearWarmupLR",
+           "LambdaLR", "OneCycleLR"]

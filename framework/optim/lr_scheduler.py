@@ -26,7 +26,7 @@ from ..tensor import Tensor
 from .optimizer import Optimizer
 
 __all__ = ["LRScheduler", "StepLR", "MultiStepLR", "CosineAnnealingLR", "CosineAnnealingRestartLR",
-           "LinearWarmupLR"]
+           "LinearWarmupLR", "LambdaLR", "OneCycleLR"]
 
 
 class LRScheduler:
@@ -73,9 +73,13 @@ class LRScheduler:
 
     def get_lr(self) -> list[float]:
         """The lrs of iteration `last_epoch`, one per group."""
-        e = self.last_epoch
-        factor = (e + 1) / self.warmup_iters if e + 1 < self.warmup_iters else 1.0
+        e, factor = self.last_epoch, self._warmup()
         return [self._schedule(base_lr, e) * factor for base_lr in self.base_lrs]
+
+    def _warmup(self) -> float:
+        """The linear warm-up factor of iteration `last_epoch` (1 after warmup_iters)."""
+        e = self.last_epoch
+        return (e + 1) / self.warmup_iters if e + 1 < self.warmup_iters else 1.0
 
     def get_last_lr(self) -> list[float]:
         """The lrs most recently set (a copy)."""
@@ -238,3 +242,133 @@ class LinearWarmupLR(LRScheduler):
 
     def _schedule(self, base_lr, epoch):
         return base_lr
+
+
+@SCHEDULERS.register()
+class LambdaLR(LRScheduler):
+    """torch's LambdaLR: lr = base_lr * lr_lambda(epoch), one function or one per group. From
+    Python only: a YAML config cannot hold a function, so `type: LambdaLR` in a config is refused
+    when the config is checked, pointing to the registered closed forms. state_dict() leaves the
+    functions out (as torch's does for plain functions): construct it with them, then load."""
+
+    def __init__(self, optimizer, lr_lambda=None, last_epoch: int = -1, warmup_iters: int = 0):
+        n = len(optimizer.param_groups) if isinstance(optimizer, Optimizer) else 1
+        fns = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) else [lr_lambda] * n
+        if not all(callable(f) for f in fns):
+            raise TypeError(f"LambdaLR: lr_lambda must be a Python function (or a list of one per "
+                            f"parameter group), got {lr_lambda!r}; a YAML config cannot hold one: "
+                            f"use a registered schedule there (StepLR, MultiStepLR, "
+                            f"CosineAnnealingLR, OneCycleLR, ...)")
+        if len(fns) != n:
+            raise ValueError(f"LambdaLR: {len(fns)} lr_lambdas for {n} parameter groups")
+        self.lr_lambdas = fns
+        super().__init__(optimizer, last_epoch, warmup_iters)
+
+    def get_lr(self):
+        e, factor = self.last_epoch, self._warmup()
+        return [base * float(fn(e)) * factor for base, fn in zip(self.base_lrs, self.lr_lambdas)]
+
+    def state_dict(self):
+        state = super().state_dict()
+        state.pop("lr_lambdas")
+        return state
+
+
+@SCHEDULERS.register()
+class OneCycleLR(LRScheduler):
+    """torch's OneCycleLR (the 1cycle policy): the lr rises from max_lr / div_factor to max_lr over
+    the first pct_start of total_steps, then anneals to initial_lr / final_div_factor ("cos" or
+    "linear"); three_phase comes back to the initial lr before the final descent. With
+    cycle_momentum (default True) the momentum (SGD) or beta1 (Adam) moves inversely between
+    max_momentum and base_momentum. total_steps, or epochs * steps_per_epoch; stepping past it is
+    an error, as in torch. max_lr is one number or one per group."""
+
+    def __init__(self, optimizer, max_lr=None, total_steps=None, epochs=None,
+                 steps_per_epoch=None, pct_start: float = 0.3, anneal_strategy: str = "cos",
+                 cycle_momentum: bool = True, base_momentum: float = 0.85,
+                 max_momentum: float = 0.95, div_factor: float = 25.0,
+                 final_div_factor: float = 1e4, three_phase: bool = False, last_epoch: int = -1):
+        name = "OneCycleLR"
+        if not isinstance(optimizer, Optimizer):
+            raise TypeError(f"{name}: {type(optimizer).__name__} is not an Optimizer")
+        groups = optimizer.param_groups
+        if total_steps is None:
+            if epochs is None or steps_per_epoch is None:
+                raise ValueError(f"{name}: give total_steps, or epochs and steps_per_epoch")
+            total_steps = int_arg(name, "epochs", epochs, 1) * int_arg(
+                name, "steps_per_epoch", steps_per_epoch, 1)
+        self.total_steps = int_arg(name, "total_steps", total_steps, 1)
+        maxes = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * len(groups)
+        if len(maxes) != len(groups) or any(m is None for m in maxes):
+            raise ValueError(f"{name}: max_lr must be a number or one per parameter group "
+                             f"({len(groups)}), got {max_lr!r}")
+        self.max_lrs = [number(name, "max_lr", m, low=0) for m in maxes]
+        self.pct_start = number(name, "pct_start", pct_start, low=0, high=1)
+        if anneal_strategy not in ("cos", "linear"):
+            raise ValueError(f"{name}: anneal_strategy must be 'cos' or 'linear', got "
+                             f"{anneal_strategy!r}")
+        self.anneal_strategy = anneal_strategy
+        self.div_factor = number(name, "div_factor", div_factor, low=0)
+        self.final_div_factor = number(name, "final_div_factor", final_div_factor, low=0)
+        self.three_phase = bool(three_phase)
+        self.cycle_momentum = bool(cycle_momentum)
+        self.base_momentum = number(name, "base_momentum", base_momentum, low=0)
+        self.max_momentum = number(name, "max_momentum", max_momentum, low=0)
+        if self.cycle_momentum and any("momentum" not in g and "betas" not in g for g in groups):
+            raise ValueError(f"{name}: the optimizer has no momentum or betas to cycle; pass "
+                             f"cycle_momentum=False")
+        if last_epoch == -1:
+            for g, m in zip(groups, self.max_lrs):
+                g["initial_lr"] = m / self.div_factor  # torch's: the schedule's start
+        super().__init__(optimizer, last_epoch)
+
+    def _phases(self):
+        """(end step, start key, end key) per phase, torch's."""
+        t, p = self.total_steps, self.pct_start
+        if self.three_phase:
+            return [(p * t - 1, "initial", "max"), (2 * p * t - 2, "max", "initial"),
+                    (t - 1, "initial", "min")]
+        return [(p * t - 1, "initial", "max"), (t - 1, "max", "min")]
+
+    def _anneal(self, start, end, pct):
+        if self.anneal_strategy == "cos":
+            return end + (start - end) / 2 * (math.cos(math.pi * pct) + 1)
+        return (end - start) * pct + start
+
+    def _at(self, step, values):
+        begin = 0.0
+        for i, (end, a, b) in enumerate(self._phases()):
+            if step <= end or i == len(self._phases()) - 1:
+                pct = (step - begin) / (end - begin) if end != begin else 1.0
+                return self._anneal(values[a], values[b], pct)
+            begin = end
+        raise AssertionError("unreachable")
+
+    def get_lr(self):
+        step = self.last_epoch
+        if step >= self.total_steps:
+            raise ValueError(f"OneCycleLR: tried to step {step} times; total_steps is "
+                             f"{self.total_steps}")
+        lrs = []
+        for base, top in zip(self.base_lrs, self.max_lrs):
+            lrs.append(self._at(step, {"initial": base, "max": top,
+                                       "min": base / self.final_div_factor}))
+        return lrs
+
+    def _apply(self, lrs):
+        super()._apply(lrs)
+        if not self.cycle_momentum:
+            return
+        m = self._at(self.last_epoch, {"initial": self.max_momentum, "max": self.base_momentum,
+                                       "min": self.max_momentum})
+        for g in self.optimizer.param_groups:
+            if "betas" in g:
+                g["betas"] = (m, *tuple(g["betas"])[1:])
+            else:
+                g["momentum"] = m
+
+    def horizon_mismatch(self, total_iters):
+        if self.total_steps < total_iters:
+            return (f"total_steps {self.total_steps} < total_iters {total_iters}: the schedule "
+                    f"ends (and refuses to step) before the run does")
+        return super().horizon_mismatch(total_iters)

@@ -28,7 +28,7 @@ import os
 import numpy as np
 
 from ..io.atomic import write_atomic
-from ..tensor import Tensor
+from ..tensor import Tensor, check_device
 from .checkpoint import (CHECKPOINT_FORMAT, WEIGHTS_FORMAT, _flatten, _serialize, _unflatten,
                          is_pytorch_file, load_checkpoint, load_weights, read_safetensors)
 from .errors import CheckpointError
@@ -105,12 +105,27 @@ def _restore_int_keys(obj, int_keys):
     return obj
 
 
-def load(path):
+def load(path, map_location=None, pickle_module=None, *, weights_only=None, mmap=None,
+         **pickle_load_args):
     """What `save` wrote (arrays as numpy arrays). A file from elsewhere: a torch.save file gives
     the object torch.load would (read_pth, pickle-free: BasicSR's `{"params": ...,
     "params_ema": ...}` as it is), a plain safetensors file its dict of arrays, an srgrad weights
     file its state_dict, an srgrad training checkpoint load_checkpoint's dict. CheckpointError
-    names the file when it cannot be read."""
+    names the file when it cannot be read.
+
+    torch.load's keywords are accepted: map_location ("cpu", a CPU device, a dict or a function:
+    everything lands on the CPU anyway; "cuda" is refused as everywhere in srgrad), weights_only
+    (True or False read the same way: srgrad never unpickles code, so False does not enable it),
+    mmap, and pickle_module / pickle_load_args (ignored: no pickle runs)."""
+    if isinstance(map_location, str) or hasattr(map_location, "type"):
+        check_device("load", map_location)
+    elif map_location is not None and not (callable(map_location) or
+                                          isinstance(map_location, dict)):
+        raise TypeError(f"load: map_location must be a device, a str, a dict or a function, got "
+                        f"{map_location!r}")
+    for key, value in (("weights_only", weights_only), ("mmap", mmap)):
+        if value is not None and not isinstance(value, bool):
+            raise TypeError(f"load: {key} must be a bool or None, got {value!r}")
     source = os.fspath(path)
     if is_pytorch_file(source):
         return read_pth(source)

@@ -4,7 +4,7 @@ that has no converter and why (tests/framework/onnx/test_coverage.py holds every
 or the other)."""
 from . import (activation, attention, conv, elementwise, linear, normalization,  # noqa: F401
                pixel_shuffle, pool, reduce, softmax)
-from . import grid_sample, jpeg, logistic, resample, shape, windows  # noqa: F401
+from . import einsum, fold, grid_sample, jpeg, logistic, resample, shape, windows  # noqa: F401
 
 from ...functional.dropout import DropoutFunction
 from ...functional.logistic import BCEWithLogitsFunction

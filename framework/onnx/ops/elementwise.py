@@ -1,5 +1,6 @@
 """Elementwise ops: Add Sub Mul Div Pow Max Min (numpy broadcasting is ONNX's multidirectional
-broadcasting), Neg Exp Log Sqrt Abs, Clip, Where, Cast. Constant operands (EDSR's mean, a Python
+broadcasting), Neg Exp Log Sqrt Abs, Clip, Where, Cast, floor division and Python's remainder
+(Floor of Div). Constant operands (EDSR's mean, a Python
 scalar) become initializers in the graph's float type."""
 from __future__ import annotations
 
@@ -21,6 +22,29 @@ for _fn, _op in _BINARY.items():
     register_converter(_fn, _simple(_op, 2))
 for _fn, _op in _UNARY.items():
     register_converter(_fn, _simple(_op, 1))
+
+
+def _floor_div(g, call):
+    """floor(a / b) in the graph's float type (ONNX's integer Div truncates toward 0; Python's //
+    floors), cast back to an int result's dtype."""
+    dtype = call.outputs[0].array.dtype
+    a, b = g.input(0), g.input(1)
+    if dtype.kind != "f":
+        a, b = (g.node("Cast", [v], to=_onnx_type(np.float64)) for v in (a, b))
+    return g.node("Floor", [g.node("Div", [a, b])]), a, b, dtype
+
+
+@register_converter(E.FloorDivide)
+def floor_divide(g, call):
+    q, _, _, dtype = _floor_div(g, call)
+    return q if dtype.kind == "f" else g.node("Cast", [q], to=_onnx_type(dtype))
+
+
+@register_converter(E.Remainder)
+def remainder(g, call):  # a - floor(a / b) b: the sign of b (ONNX's Mod fmod=0 is ints only)
+    q, a, b, dtype = _floor_div(g, call)
+    r = g.node("Sub", [a, g.node("Mul", [q, b])])
+    return r if dtype.kind == "f" else g.node("Cast", [r], to=_onnx_type(dtype))
 
 
 @register_converter(E.Clamp)

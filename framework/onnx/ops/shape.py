@@ -1,5 +1,6 @@
 """Shape ops: Reshape, Transpose, Slice/Gather/Squeeze/Unsqueeze (getitem), Concat (cat, stack),
-Pad (constant, reflect, edge, wrap). Reshape targets copy a dimension (0) or infer one (-1) where
+Pad (constant, reflect, edge, wrap), Slice with step -1 (flip), Tile (repeat), ScatterND
+(setitem, at the traced shape). Reshape targets copy a dimension (0) or infer one (-1) where
 they can, and slices keep the caller's own bounds (None -> open end), so that a graph whose shapes
 follow the input stays valid at other sizes."""
 from __future__ import annotations
@@ -208,3 +209,34 @@ def expand(g, call):
     lead = len(out) - len(src)
     spec = [1 if i >= lead and src[i - lead] == d else d for i, d in enumerate(out)]
     return g.node("Expand", [g.input(0), g.const(np.asarray(spec, np.int64))])
+
+
+@register_converter(S.Flip)
+def flip(g, call):  # Slice from the last element back past the first, step -1, on each axis
+    axes = [int(a) for a in call.options["axes"]]
+    if not axes:
+        return g.node("Identity", [g.input(0)])
+    return g.slice(g.input(0), [-1] * len(axes), [_INT64_MIN] * len(axes), axes, [-1] * len(axes))
+
+
+@register_converter(S.Repeat)
+def repeat(g, call):  # Tile, after a Reshape that adds the new leading axes of size 1
+    reps = [int(r) for r in call.options["reps"]]
+    x, rank = g.input(0), len(g.shape(0))
+    if len(reps) > rank:
+        x = g.unsqueeze(x, list(range(len(reps) - rank)))
+    return g.node("Tile", [x, g.const(np.asarray(reps, np.int64))])
+
+
+@register_converter(S.SetItem)
+def setitem(g, call):
+    """ScatterND of the value (expanded to the indexed part) at the coordinates the index picks,
+    computed at the traced shape (so the graph holds at that size only)."""
+    shape = g.shape(0)
+    flat = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)[call.options["index"]]
+    coords = np.stack(np.unravel_index(np.ravel(flat), shape), axis=-1).astype(np.int64)
+    g.require_static("x[index] = v: the scattered coordinates are those of the traced shape")
+    picked = np.shape(flat)
+    value = g.node("Expand", [g.input(1), g.const(np.asarray(picked, np.int64))])
+    value = g.node("Reshape", [value, g.const(np.asarray([-1], np.int64))])
+    return g.node("ScatterND", [g.input(0), g.const(coords), value])

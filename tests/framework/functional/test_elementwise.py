@@ -14,6 +14,7 @@ BINARY = {
     "pow": (lambda a, b: a ** b, True),
     "maximum": (F.maximum, False),
     "minimum": (F.minimum, False),
+    "remainder": (lambda a, b: a % b, True),  # random values: no a / b lands on an integer
 }
 SHAPES = [((3, 4), (3, 4)), ((2, 3, 4), (4,)), ((3, 1), (1, 4)), ((2, 1, 4), (3, 1))]
 
@@ -116,3 +117,11 @@ def test_clone_of_a_transposed_view_is_contiguous(rng):
     assert not y.numpy().flags.c_contiguous
     assert y.clone().numpy().flags.c_contiguous and y.contiguous().numpy().flags.c_contiguous
     assert x.contiguous() is x
+
+
+def test_clamp_with_tensor_bounds_gradcheck(rng):
+    """clamp(x, lo, hi) with tensor bounds: x's gradient inside, each bound's where it clips."""
+    x = t64(rng, 3, 4)
+    lo = sg.tensor(rng.standard_normal(4) - 1.0, requires_grad=True)
+    hi = sg.tensor(rng.standard_normal((3, 1)) + 1.0, requires_grad=True)
+    assert sg.gradcheck(lambda a, b, c: F.clamp(a, b, c), (x, lo, hi))

@@ -329,3 +329,20 @@ def test_group_norm_errors():
         nn.GroupNorm(4, 6)
     with pytest.raises(ValueError, match=r"GroupNorm\(3, 6\): expected input of shape \(N, 6, ...\)"):
         nn.GroupNorm(3, 6)(sg.tensor(np.zeros((1, 3, 2, 2), np.float32)))
+
+
+@pytest.mark.parametrize("stats", [False, True])
+def test_instance_norm_matches_torch(stats):
+    """F.instance_norm: values, the gradients of input, weight and bias, and the running
+    statistics it updates, against torch; then a float64 gradcheck."""
+    from ._parity import parity, rand, torch
+    rm, rv = (np.zeros(3), np.ones(3)) if stats else (None, None)
+    ours_stats = [None if v is None else sg.tensor(v.copy()) for v in (rm, rv)]
+    theirs_stats = [None if v is None else torch.tensor(v.copy()) for v in (rm, rv)]
+    parity(lambda x, w, b: F.instance_norm(x, *ours_stats, w, b, momentum=0.3),
+           lambda x, w, b: torch.nn.functional.instance_norm(x, *theirs_stats, w, b,
+                                                             momentum=0.3),
+           [rand(2, 3, 4, 5), rand(3, seed=1), rand(3, seed=2)], gradcheck=not stats)
+    if stats:
+        for o, t in zip(ours_stats, theirs_stats):
+            np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-12)

@@ -319,3 +319,24 @@ def test_pad_to_multiple_and_crop_to_stay_dynamic(tmp_path, multiple, scale):
     rep, ops = check(Lambda(fn), image(1, 2, 5, 7), tmp_path,
                      [image(2, 2, 8, 9, seed=1), image(1, 2, 6, 4, seed=2)])
     assert rep.dynamic and "Pad" in ops and "Slice" in ops
+
+
+HABITS = [  # issue 42's new ops: (name, fn, expected node types)
+    ("flip", lambda m, x: F.flip(x, (1, 3)), ["Slice"]),
+    ("repeat", lambda m, x: F.repeat(x, 1, 2, 1, 1, 3), ["Unsqueeze", "Tile"]),
+    ("einsum", lambda m, x: F.einsum("nchw,dc->ndhw", x, m.w), ["Einsum"]),
+    ("unfold", lambda m, x: F.unfold(x, 3, padding=1, stride=2), ["Conv", "Reshape"]),
+    ("fold", lambda m, x: F.fold(F.unfold(x, 2), x.shape[2:], 2), ["Conv", "Reshape", "Col2Im"]),
+    ("floordiv", lambda m, x: (x - 0.5) // 0.3, None),
+    ("remainder", lambda m, x: (x - 0.5) % 0.3, None),
+    ("setitem", lambda m, x: F.index_put(x, (slice(None), 1, slice(0, 2), slice(0, 3)), m.w[0]),
+     None),
+]
+
+
+@pytest.mark.parametrize("name,fn,ops", HABITS, ids=[h[0] for h in HABITS])
+def test_habit_ops(tmp_path, name, fn, ops):
+    model = Lambda(fn, w=P(2, 3))
+    _, got = check(model, image(1, 3, 5, 4), tmp_path)
+    if ops is not None:
+        assert got == ops

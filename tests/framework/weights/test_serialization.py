@@ -142,3 +142,17 @@ def test_torch_reads_a_bare_state_dict_into_its_own_module(tmp_path):
     twin.load_state_dict(torch.load(tmp_path / "lin.pth", weights_only=True))
     np.testing.assert_array_equal(twin.weight.detach().numpy(), lin.weight.numpy())
     np.testing.assert_array_equal(twin.bias.detach().numpy(), lin.bias.numpy())
+
+
+def test_load_takes_torch_load_keywords(tmp_path):
+    """torch.load(path, map_location=..., weights_only=...) in a script runs unchanged; a GPU
+    map_location is refused as everywhere in srgrad."""
+    path = tmp_path / "m.pth"
+    sg.save({"w": sg.ones(2)}, path)
+    for kw in (dict(map_location="cpu", weights_only=True), dict(map_location=sg.device("cpu")),
+               dict(map_location=lambda storage, loc: storage, weights_only=False, mmap=False)):
+        assert sg.load(path, **kw)["w"].tolist() == [1.0, 1.0]
+    with pytest.raises(ValueError, match="CPU only"):
+        sg.load(path, map_location="cuda:0")
+    with pytest.raises(TypeError, match="weights_only must be a bool"):
+        sg.load(path, weights_only="yes")
