@@ -275,7 +275,7 @@ def test_eval_and_export_take_a_name_too(server, monkeypatch, tmp_path, capsys):
     Image.fromarray(rng.integers(0, 256, (24, 28, 3), dtype=np.uint8)).save(hr / "a.png")
     monkeypatch.chdir(tmp_path)
     assert eval_main(["-n", "gen", "--input", str(hr), "--no-progress"]) == 0
-    assert (tmp_path / "eval_gen_hr.csv").exists()  # in the current folder, not the cache
+    assert (tmp_path / "results" / "gen" / "metrics.csv").exists()  # under ./results, not the cache
     pytest.importorskip("onnx")
     assert export_main(["-n", "gen", "--output", str(tmp_path / "gen.onnx")]) == 0
     assert server.paths == ["/gen.pth"]  # downloaded once
