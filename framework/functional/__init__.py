@@ -19,8 +19,9 @@ from .pixel_shuffle import pixel_shuffle, pixel_unshuffle
 from .pool import adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool2d
 from .reduce import argmax, argmin, max, mean, min, std, sum, var
 from .resample import interpolate
-from .shape import (cat, chunk, crop_to, expand, flatten, getitem, pad, pad_to_multiple, permute,
-                    reshape, roll, split, squeeze, stack, transpose, unsqueeze)
+from .shape import (cat, chunk, crop_to, expand, flatten, getitem, pad, pad_to_multiple,
+                    pad_to_requirement, permute, reshape, roll, split, squeeze, stack, transpose,
+                    unsqueeze)
 from .softmax import log_softmax, softmax
 
 __all__ = [
@@ -34,6 +35,7 @@ __all__ = [
     "layer_norm2d", "pixel_shuffle", "pixel_unshuffle", "adaptive_avg_pool2d", "adaptive_max_pool2d",
     "avg_pool2d", "max_pool2d", "argmax",
     "argmin", "max", "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to", "expand",
-    "pad_to_multiple", "chunk", "flatten", "getitem", "pad", "permute", "reshape", "roll", "split",
+    "pad_to_multiple", "pad_to_requirement", "chunk", "flatten", "getitem", "pad", "permute",
+    "reshape", "roll", "split",
     "squeeze", "stack", "transpose", "unsqueeze", "log_softmax", "softmax",
 ]
