@@ -215,7 +215,8 @@ def test_pixel_shuffle_and_unshuffle(tmp_path, channels):
 
 
 @pytest.mark.parametrize("fn", [
-    lambda m, x: F.sum(x, axis=(2, 3), keepdims=True) + F.mean(x, axis=1, keepdims=True),
+    # / 64: the second trace's sums (36 x 70 pixels, ~1300) keep float32's rounding under 1e-4
+    lambda m, x: F.sum(x, axis=(2, 3), keepdims=True) / 64 + F.mean(x, axis=1, keepdims=True),
     lambda m, x: F.max(x, axis=3) * F.mean(x),
     lambda m, x: F.sum(x) + x,
 ])
