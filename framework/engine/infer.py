@@ -44,6 +44,10 @@ def main(argv=None) -> int:
     p.add_argument("--outscale-mode", default="bicubic", choices=OUTSCALE_MODES,
                    help="resampling for --outscale (default bicubic; bicubic, bilinear and lanczos "
                    "are antialiased when shrinking)")
+    p.add_argument("--max-memory", metavar="SIZE", help="memory budget of --tile auto (the "
+                   "default tiling): bytes or 512M, 4G, ... (default: half of MemAvailable in "
+                   "/proc/meminfo). The tile is the largest whose run fits, measured from the "
+                   "model's own activations on two small probe tiles")
     _realesrgan_args(p)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
@@ -120,6 +124,14 @@ def _infer(args) -> int:
     else:
         return error(f"--input {src}: no such file or folder", 2)
     outscale = _outscale(args)
+    max_memory = None
+    if args.max_memory is not None:
+        from .autotile import parse_memory
+        try:
+            max_memory = parse_memory(args.max_memory)
+        except ValueError as exc:
+            return error(str(exc), 2)
+    tile = "auto" if args.tile is None else args.tile  # auto: the whole image when it fits
     model, info = load_model_from_args(args)
     # {scale} in --suffix names the output's scale: 3 for --outscale 3, 1.5 for --outscale 1.5
     shown = int(info["scale"]) if outscale is None else \
@@ -133,7 +145,8 @@ def _infer(args) -> int:
     if outscale is not None:
         _check_outscale_sizes([f for f, _ in todo], outscale)
     for f, dst in tqdm(todo, desc="upscale", unit="img", disable=args.no_progress):
-        shape = upscale_file(model, info, f, dst, args.tile, args.tile_overlap, args.tta,
-                             outscale, args.outscale_mode, args.alpha_upsampler, args.pre_pad)
+        shape = upscale_file(model, info, f, dst, tile, args.tile_overlap, args.tta,
+                             outscale, args.outscale_mode, args.alpha_upsampler, args.pre_pad,
+                             max_memory, say=tqdm.write)
         tqdm.write(f"{f} -> {dst} ({shape[2]}x{shape[1]})")
     return 0
