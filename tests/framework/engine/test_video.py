@@ -157,3 +157,47 @@ def test_srgrad_infer_on_a_clip(tmp_path, capsys):
     assert infer_main(args) == 2  # the output exists: a file run stops (--overwrite replaces it)
     assert "exists" in capsys.readouterr().err
     assert infer_main(args + ["--overwrite"]) == 0
+
+
+_KILLED_RUN = """
+import sys, time
+import framework.functional as F
+from framework import nn
+from framework.engine.video import upscale_video
+
+class Slow(nn.Module):
+    def forward(self, x):
+        time.sleep(0.3)  # a frame batch at a time: segments finish one after another
+        return F.interpolate(x, scale_factor=2, mode="nearest")
+
+upscale_video(Slow(), {"scale": 2, "model": {"type": "nearest x2"}}, sys.argv[1], sys.argv[2],
+              segment=2, batch=1, progress=False)
+"""
+
+
+def test_kill_9_keeps_the_finished_segments(tmp_path):
+    """A real SIGKILL after the first segment: the next run continues and equals one run."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    src = make_clip(tmp_path / "clip.mp4", frames=8, seed=2)
+    dst = tmp_path / "out.mp4"
+    proc = subprocess.Popen([sys.executable, "-c", _KILLED_RUN, str(src), str(dst)],
+                            env={**os.environ, "PYTHONPATH": os.getcwd()})
+    folder, deadline = work_folder(dst), time.monotonic() + 120
+    try:
+        while not (folder / "seg_000000.mkv").exists() and proc.poll() is None \
+                and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    done = sorted(p.name for p in folder.glob("seg_*.mkv"))
+    assert done and "seg_000003.mkv" not in done and not dst.exists()
+    report = upscale_video(Nearest(), INFO, src, dst, segment=2, batch=1, progress=False)
+    assert report["resumed"] == 2 * len(done)
+    upscale_video(Nearest(), INFO, src, tmp_path / "once.mp4", segment=2, batch=1, progress=False)
+    assert dst.read_bytes() == (tmp_path / "once.mp4").read_bytes()
+    assert not folder.exists()
