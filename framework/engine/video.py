@@ -151,7 +151,7 @@ class _Upscaler:
     """RGB float frames (3, H, W) -> quantised SR frames (H', W', 3), a batch at a time."""
 
     def __init__(self, model, info, tile, overlap, self_ensemble, outscale, outscale_mode,
-                 bits, max_memory, shape, say):
+                 bits, max_memory, shape, say, frames_per_batch):
         from .inference import channel_fn, checked_outscale_size, model_in_channels
         self.scale = int(info["scale"])
         self.fn = channel_fn(model, model_in_channels(info), self.scale, self_ensemble)
@@ -159,7 +159,7 @@ class _Upscaler:
         c, h, w = shape
         self.size = None if outscale is None else \
             checked_outscale_size((h, w), outscale, "--outscale", "the video's frames")
-        self.tile, self.batch = tile, None
+        self.tile, self.batch, self.per_batch = tile, None, frames_per_batch
         if tile == "auto":
             from .autotile import auto_tile
             fixed = (c * h * w * 4 + 3 * h * w * self.scale ** 2 * (bits // 8))
@@ -167,7 +167,11 @@ class _Upscaler:
                              self_ensemble)
             self.tile, self.batch = plan.tile, plan.batch
             if self.tile is not None:
+                self.per_batch = 1  # a tiled frame is the budget's batch
                 say(f"{plan}")
+            elif plan.per_pixel and plan.budget:  # whole frames: as many as the budget holds
+                room = (plan.budget - fixed - plan.overhead) / (plan.per_pixel * h * w)
+                self.per_batch = max(1, min(frames_per_batch, int(room)))
 
     def _run_probe(self, lq):
         self.frames([lq])
@@ -274,35 +278,45 @@ def upscale_video(model, info: dict, src, dst, tile=None, overlap: int = 16,
 def _write_segment(av, folder, k, frames, upscaler, colour, pix_fmt, deep, model, info, tile,
                    overlap, self_ensemble, outscale, outscale_mode, max_memory, batch, bar, say):
     """Upscale `frames` and write them as segment k (FFV1 in Matroska, lossless, plus a JSON of
-    their timestamps), atomically: the .json first, the .mkv last (the mark of a finished one)."""
+    their timestamps), atomically: the .json first, the .mkv last (the mark of a finished one).
+    A batch of frames at a time, each encoded as it comes: memory is one batch, not a segment."""
     matrix, tag, rng = colour
-    rgb = [_to_rgb(f, matrix, rng, deep) for f in frames]
-    if upscaler is None:
-        upscaler = _Upscaler(model, info, tile, overlap, self_ensemble, outscale, outscale_mode,
-                             16 if deep else 8, max_memory, rgb[0].shape, say)
-    out = []
-    for i in range(0, len(rgb), batch):
-        out += upscaler.frames(rgb[i:i + batch])
-        bar.update(min(batch, len(rgb) - i))
-    h, w = out[0].shape[:2]
-    if pix_fmt.startswith(("yuv420", "yuvj420", "nv12")) and (h % 2 or w % 2):
-        raise VideoError(f"the upscaled frames are {w}x{h}: {pix_fmt} needs even sizes (choose "
-                         f"an --outscale that gives them)")
     times = {"pts": [f.pts for f in frames], "time_base": [frames[0].time_base.numerator,
                                                            frames[0].time_base.denominator]}
     write_atomic(folder / f"seg_{k:06d}.json", json.dumps(times).encode())
     with atomic_open(folder / f"seg_{k:06d}.mkv") as fh:
         with av.open(fh, "w", format="matroska") as seg:
-            stream = seg.add_stream("ffv1", rate=30)
-            stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
-            for i, q in enumerate(out):
-                frame = _from_rgb(av, q, pix_fmt, matrix, tag, rng, deep)
-                frame.pts = i
-                for packet in stream.encode(frame):
-                    seg.mux(packet)
+            stream, i = None, 0
+            while i < len(frames):
+                rgb = [_to_rgb(f, matrix, rng, deep)
+                       for f in frames[i:i + (upscaler.per_batch if upscaler else 1)]]
+                if upscaler is None:
+                    upscaler = _Upscaler(model, info, tile, overlap, self_ensemble, outscale,
+                                         outscale_mode, 16 if deep else 8, max_memory,
+                                         rgb[0].shape, say, batch)
+                for q in upscaler.frames(rgb):
+                    if stream is None:
+                        stream = _segment_stream(seg, q.shape, pix_fmt)
+                    frame = _from_rgb(av, q, pix_fmt, matrix, tag, rng, deep)
+                    frame.pts = i
+                    i += 1
+                    for packet in stream.encode(frame):
+                        seg.mux(packet)
+                bar.update(len(rgb))
             for packet in stream.encode(None):
                 seg.mux(packet)
     return upscaler
+
+
+def _segment_stream(seg, shape, pix_fmt):
+    """The lossless FFV1 stream of a segment; VideoError for a size the pixel format cannot hold."""
+    h, w = shape[:2]
+    if pix_fmt.startswith(("yuv420", "yuvj420", "nv12")) and (h % 2 or w % 2):
+        raise VideoError(f"the upscaled frames are {w}x{h}: {pix_fmt} needs even sizes (choose "
+                         f"an --outscale that gives them)")
+    stream = seg.add_stream("ffv1", rate=30)
+    stream.width, stream.height, stream.pix_fmt = w, h, pix_fmt
+    return stream
 
 
 def _mux(av, src, dst, fmt, folder, count, codec, crf, preset, colour, pix_fmt):
