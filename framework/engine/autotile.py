@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import math
 import re
+import sys
 import tracemalloc
 from dataclasses import dataclass
 
@@ -67,17 +68,16 @@ def parse_memory(text, name: str = "--max-memory") -> int:
 
 def size_rules(model) -> tuple[int, int]:
     """(multiple, minimum) the model pads an input up to: its window (SwinIR, HAT, Swin2SR, OmniSR),
-    the larger split of DAT, Real-CUGAN's and SAFMN's requirements; (1, 1) for the others. The one
-    place these facts are read (a model card will hold them)."""
-    name = type(model).__name__
-    if name == "RealCUGAN":
-        from models import realcugan
+    the larger split of DAT, Real-CUGAN's and SAFMN's requirements (read from the constants of the
+    model's own module, which framework/ does not import); (1, 1) for the others. The one place
+    these facts are read (a model card will hold them)."""
+    name, module = type(model).__name__, sys.modules.get(type(model).__module__)
+    if name == "RealCUGAN" and module is not None:
         if model.fast:
-            return 4, realcugan._FAST_MINIMUM
-        return realcugan._MULTIPLE.get(model.scale, 2), realcugan._MINIMUM
-    if name == "SAFMN":
-        from models import safmn
-        return int(safmn._MULTIPLE), 1
+            return 4, int(module._FAST_MINIMUM)
+        return int(module._MULTIPLE.get(model.scale, 2)), int(module._MINIMUM)
+    if name == "SAFMN" and module is not None:
+        return int(module._MULTIPLE), 1
     if name == "DAT":
         split = getattr(model, "split_size", None)
         return (int(max(split)), 1) if split else (1, 1)
