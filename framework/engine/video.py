@@ -78,7 +78,8 @@ def _colour(stream, first_frame):
         matrix = "itu709" if stream.codec_context.height >= 720 else "itu601"
     rng = int(first_frame.color_range or stream.codec_context.color_range or 0)
     if rng not in (1, 2):
-        rng = 2 if stream.codec_context.pix_fmt and stream.codec_context.pix_fmt.startswith("yuvj") else 1
+        fmt = stream.codec_context.pix_fmt or ""
+        rng = 2 if fmt.startswith("yuvj") else 1
     tag = int(cs) if int(cs) in _MATRIX else _TAG[matrix]
     return matrix, tag, rng
 

@@ -1,7 +1,7 @@
 """export(): trace -> convert -> (dynamic axes?) -> check -> run in ONNX Runtime and compare -> write.
 
-Dynamic axes: the model is traced twice, at the example's size and at a second one (one more image
-in the batch, 33 more rows and 65 more columns), and both traces are converted. When the two ONNX graphs are the
+Dynamic axes: the model is traced twice, at the example's size and at a second one (one more
+image in the batch, 33 more rows and 65 more columns), and both traces are converted. When the two ONNX graphs are the
 same node for node (attributes and constants included), nothing in the graph depends on the size, and
 the export declares batch, height and width dynamic. Otherwise the first difference names the op
 (a Reshape to numbers taken from the size, a slice or pad computed from it, a weight-table

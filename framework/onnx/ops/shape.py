@@ -46,7 +46,8 @@ def _derived(g, src, out, psrc, pout, free):
         for d in dims[1:]:
             size = g.node("Mul", [size, d])
         rest = int(np.prod([out[j] for j in range(j0, j1) if j != moving[0]]))
-        found[moving[0]] = size if rest == 1 else g.node("Div", [size, g.const(np.asarray([rest], np.int64))])
+        found[moving[0]] = size if rest == 1 else \
+            g.node("Div", [size, g.const(np.asarray([rest], np.int64))])
     return found
 
 

@@ -1,7 +1,7 @@
-"""export() end to end: every registered model through one dynamic graph right at every size, initializers
-equal to the state_dict, no training-only nodes, custom Functions with and without a converter,
-size-dependent graphs (refused with dynamic=True, warned and fixed by default), values computed
-outside the graph caught by the second check, fp16, atomic and safe writing."""
+"""export() end to end: every registered model through one dynamic graph right at every size,
+initializers equal to the state_dict, no training-only nodes, custom Functions with and without a
+converter, size-dependent graphs (refused with dynamic=True, warned and fixed by default), values
+computed outside the graph caught by the second check, fp16, atomic and safe writing."""
 from __future__ import annotations
 
 import warnings
