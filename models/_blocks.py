@@ -66,20 +66,14 @@ def channel_mean(model: str, rgb_mean, channels: int) -> np.ndarray:
 
 
 def pad_to_requirement(x, minimum: int = 0, multiple: int = 1):
-    """spandrel's SizeRequirements(minimum, multiple_of) as its call API meets them: pad (N, C, H, W)
+    """spandrel's SizeRequirements(minimum, multiple) as its call API meets them: pad (N, C, H, W)
     at the bottom and right to max(H, minimum) rounded up to `multiple` (W alike), by reflection as
-    far as the image allows (n - 1 pixels), the rest by replication. Undo with F.crop_to. When
-    reflection alone does it, one F.pad_to_multiple (a graph that stays dynamic in ONNX)."""
-    h, w = x.shape[-2:]
-    if min(h, w) >= minimum and all(-n % multiple < n for n in (h, w)):
-        return F.pad_to_multiple(x, multiple) if multiple > 1 else x
-    ph, pw = (-max(n, minimum) % multiple + max(minimum - n, 0) for n in (h, w))
-    rh, rw = min(ph, h - 1), min(pw, w - 1)
-    if rh or rw:
-        x = F.pad(x, (0, rw, 0, rh), "reflect")
-    if ph > rh or pw > rw:
-        x = F.pad(x, (0, pw - rw, 0, ph - rh), "replicate")
-    return x
+    far as the image allows (n - 1 pixels), the rest by replication. Undo with F.crop_to. One
+    F.pad_to_requirement at every size (an ONNX graph that holds at every size); nothing when there
+    is no requirement."""
+    if minimum <= 1 and multiple <= 1:
+        return x
+    return F.pad_to_requirement(x, max(minimum, 1), multiple)
 
 
 def mean_shift_values(state, spec: dict) -> dict:

@@ -188,7 +188,8 @@ class AdaptiveSpatialAttention(nn.Module):
         m = max(self.split_size)
         pad_r, pad_b = (m - w % m) % m, (m - h % m) % m
         hh, ww = h + pad_b, w + pad_r
-        grid = F.pad(F.reshape(qkv, (b, h, w, 3 * c)), (0, 0, 0, pad_r, 0, pad_b))
+        # zeros at the bottom and right up to multiples of m: one op at every size (ONNX export)
+        grid = F.pad_to_multiple(F.reshape(qkv, (b, h, w, 3 * c)), m, "constant", axes=(1, 2))
         grid = F.reshape(grid, (b, hh, ww, 3, 2, c // 2))
         masks = self.masks(hh, ww, x.dtype) if self.shifted else (None, None)
         halves = []

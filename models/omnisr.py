@@ -348,6 +348,4 @@ class OmniSR(nn.Module):
         params = (spec["res_num"] * osag + conv(cin, d, 3, b) + conv(d, d, 3, b)
                   + conv(d, cout * s * s, 3, b))
         return image_card(s, cin, cout, params, max(_HEADS * w * w, 6 * d, cin, cout * s * s),
-                          pads_to=w, pad_minimum=_MINIMUM,
-                          fixed_onnx="the window and grid partitions reshape to counts taken from "
-                                     "the input size")
+                          pads_to=w, pad_minimum=_MINIMUM)

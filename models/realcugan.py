@@ -275,6 +275,4 @@ class RealCUGAN(nn.Module):
         side = minimum + multiple + 2 * border  # the padded side of the smallest input, at most
         act = -(-64 * grow * grow * side * side // (minimum * minimum))
         return image_card(s, cin, cout, params, max(act, 4 * cout * s * s), pads_to=multiple,
-                          pad_minimum=minimum, channel_keys=("in_channels", "out_channels"),
-                          fixed_onnx="below 32 pixels (40 fast) spandrel's size requirement pads "
-                                     "by a size-dependent replication; dynamic from there")
+                          pad_minimum=minimum, channel_keys=("in_channels", "out_channels"))

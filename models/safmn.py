@@ -152,7 +152,4 @@ class SAFMN(nn.Module):
         block = (2 * norm(d) + _LEVELS * conv(chunk, chunk, 3, groups=chunk) + conv(d, d, 1)
                  + conv(d, hidden) + conv(hidden, d, 1))
         return image_card(s, 3, 3, conv(3, d) + n * block + conv(d, 3 * s * s),
-                          max(d, hidden, 3 * s * s), pads_to=_MULTIPLE, channel_keys=(),
-                          fixed_onnx="traced at 8 pixels its coarsest pooling covers the whole "
-                                     "map (GlobalMaxPool); traced from 16 pixels up the graph is "
-                                     "dynamic")
+                          max(d, hidden, 3 * s * s), pads_to=_MULTIPLE, channel_keys=())

@@ -287,11 +287,11 @@ def reconstruction(spec: dict, aux: bool = False) -> tuple[int, int]:
 
 
 def swin_card(spec: dict, params: int, act: int, pads_to: int):
-    """The SwinIR family's Card: in_chans in and out, reflect-padded to the window inside, one
-    ONNX graph per input size."""
+    """The SwinIR family's Card: in_chans in and out, reflect-padded to the window inside; one
+    ONNX graph for every size (the padding, partition and shifted-window mask built from the
+    input's shape in the graph)."""
     return image_card(spec["scale"], spec["in_chans"], spec["in_chans"], params, act,
-                      pads_to=pads_to, channel_keys=("in_chans",),
-                      fixed_onnx="the window partition and the shifted-window attention mask are computed for the input size")
+                      pads_to=pads_to, channel_keys=("in_chans",))
 
 
 

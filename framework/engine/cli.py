@@ -252,7 +252,9 @@ def model_args(p, tiles: bool = True, weights: bool = True):
                    "sys.path and the current directory)")
     if tiles:
         p.add_argument("-t", "--tile", type=_tile_size, default=None, help="tile size in LR "
-                       "pixels, to bound memory on large images (default 0: the whole image). A "
+                       "pixels, to bound memory on large images; 0: the whole image; auto "
+                       "(srgrad-infer's default): the whole image when its run fits --max-memory, "
+                       "else the largest tile that does (srgrad-eval's default: the whole image). A "
                        "tile also runs its context: an inner tile of T px computes (T + 2 x "
                        "overlap)^2 pixels, with overlap 16 2.25x its own at T=64, 1.56x at 128, "
                        "1.27x at 256, and costs about that much more time. Tiles smaller than "
@@ -264,12 +266,15 @@ def model_args(p, tiles: bool = True, weights: bool = True):
 
 
 def _tile_size(text: str):
-    """--tile: an int >= 0; 0 is no tiling (Real-ESRGAN's -t 0), None."""
+    """--tile: an int >= 0; 0 is no tiling (Real-ESRGAN's -t 0), None; "auto" (srgrad-infer: the
+    largest tile a memory budget allows, engine/autotile.py)."""
+    if text.strip().lower() == "auto":
+        return "auto"
     try:
         value = int(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number of pixels, got {text!r}") \
-            from None
+        raise argparse.ArgumentTypeError(f"expected a whole number of pixels or auto, got "
+                                         f"{text!r}") from None
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0 (0: no tiling), got {value}")
     return value or None

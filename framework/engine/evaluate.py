@@ -86,6 +86,8 @@ def eval_main(argv=None) -> int:
     tta_arg(p)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
+    if args.tile == "auto":  # a number keeps the metrics comparable between runs
+        p.error("argument -t/--tile: auto is srgrad-infer's; srgrad-eval takes a number of pixels")
     return run_guarded(lambda: _evaluate(args))
 
 

@@ -44,6 +44,20 @@ def main(argv=None) -> int:
     p.add_argument("--outscale-mode", default="bicubic", choices=OUTSCALE_MODES,
                    help="resampling for --outscale (default bicubic; bicubic, bilinear and lanczos "
                    "are antialiased when shrinking)")
+    p.add_argument("--max-memory", metavar="SIZE", help="memory budget of --tile auto (the "
+                   "default tiling): bytes or 512M, 4G, ... (default: half of MemAvailable in "
+                   "/proc/meminfo). The tile is the largest whose run fits, measured from the "
+                   "model's own activations on two small probe tiles")
+    video = p.add_argument_group("video (an --input with a video extension: .mp4 .mkv .mov "
+                                 ".webm .avi .m4v; needs pip install 'srgrad[video]')")
+    video.add_argument("--codec", help="the output's video encoder (default libx264; webm: "
+                       "libvpx-vp9); any FFmpeg encoder in PyAV's build")
+    video.add_argument("--crf", type=int, help="the encoder's constant rate factor (default 18 "
+                       "for x264, x265, vp9, svtav1; 0: lossless x264)")
+    video.add_argument("--preset", help="the encoder's preset (x264: ultrafast ... veryslow; "
+                       "default the encoder's own, medium)")
+    video.add_argument("--segment-frames", type=int, default=None, metavar="N",
+                       help="frames per resumable segment (default 64)")
     _realesrgan_args(p)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
@@ -83,6 +97,17 @@ def _outscale(args):
         raise OutputError(str(exc)) from None
 
 
+def _max_memory(args):
+    """--max-memory in bytes (None: the default budget), else a one-line error naming it."""
+    if args.max_memory is None:
+        return None
+    from .autotile import parse_memory
+    try:
+        return parse_memory(args.max_memory)
+    except ValueError as exc:
+        raise OutputError(str(exc)) from None
+
+
 def _check_outscale_sizes(files, outscale) -> None:
     """Every output within the pixel limit and at least 1x1, from the image headers, before any
     work (a one-line error naming --outscale)."""
@@ -113,6 +138,11 @@ def _infer(args) -> int:
     if args.gpu_id is not None:
         print(f"note: --gpu-id {args.gpu_id} ignored: srgrad runs on the CPU", file=sys.stderr)
     src = Path(args.input)
+    from .video import is_video
+    if src.is_file() and is_video(src):
+        return _infer_video(args, src)
+    if args.codec or args.crf is not None or args.preset or args.segment_frames:
+        return error("--codec, --crf, --preset and --segment-frames are for a video --input", 2)
     if src.is_dir():
         files = list_images(src)
     elif src.is_file():
@@ -120,6 +150,8 @@ def _infer(args) -> int:
     else:
         return error(f"--input {src}: no such file or folder", 2)
     outscale = _outscale(args)
+    max_memory = _max_memory(args)
+    tile = "auto" if args.tile is None else args.tile  # auto: the whole image when it fits
     model, info = load_model_from_args(args)
     # {scale} in --suffix names the output's scale: 3 for --outscale 3, 1.5 for --outscale 1.5
     shown = int(info["scale"]) if outscale is None else \
@@ -133,7 +165,35 @@ def _infer(args) -> int:
     if outscale is not None:
         _check_outscale_sizes([f for f, _ in todo], outscale)
     for f, dst in tqdm(todo, desc="upscale", unit="img", disable=args.no_progress):
-        shape = upscale_file(model, info, f, dst, args.tile, args.tile_overlap, args.tta,
-                             outscale, args.outscale_mode, args.alpha_upsampler, args.pre_pad)
+        shape = upscale_file(model, info, f, dst, tile, args.tile_overlap, args.tta,
+                             outscale, args.outscale_mode, args.alpha_upsampler, args.pre_pad,
+                             max_memory, say=tqdm.write)
         tqdm.write(f"{f} -> {dst} ({shape[2]}x{shape[1]})")
+    return 0
+
+
+def _infer_video(args, src: Path) -> int:
+    """srgrad-infer on a video file (engine/video.py): resumable, the same command continues."""
+    from .outputs import check_output
+    from .video import SEGMENT_FRAMES, upscale_video
+    if args.pre_pad or args.alpha_upsampler != "bicubic":
+        return error("--pre_pad and --alpha_upsampler are for images, not video", 2)
+    outscale = _outscale(args)
+    max_memory = _max_memory(args)
+    dst = check_output(args.output, "--output", [("--input", src)], args.overwrite)
+    model, info = load_model_from_args(args)
+    tile = "auto" if args.tile is None else args.tile
+    try:
+        report = upscale_video(model, info, src, dst, tile, args.tile_overlap, args.tta, outscale,
+                               args.outscale_mode, args.codec, args.crf, args.preset,
+                               segment=args.segment_frames or SEGMENT_FRAMES,
+                               max_memory=max_memory, progress=not args.no_progress,
+                               say=lambda m: print(m, file=sys.stderr))
+    except KeyboardInterrupt:
+        from .video import work_folder
+        print(f"interrupted: the finished segments are kept in {work_folder(dst)}; the same "
+              "command continues after them", file=sys.stderr)
+        return 130
+    resumed = f" ({report['resumed']} found done)" if report["resumed"] else ""
+    print(f"{src} -> {dst} ({report['frames']} frames{resumed})")
     return 0

@@ -42,6 +42,16 @@ def model_in_channels(info: dict) -> int:
     return card({"scale": info.get("scale"), **spec} if info.get("scale") else spec).in_channels
 
 
+def size_rules(info: dict) -> tuple[int, int]:
+    """(multiple, minimum) the model pads an input up to (its window, spandrel's requirements):
+    its card's pads_to and pad_minimum; (1, 1) for a model without a card."""
+    spec = info.get("model") or {}
+    if not has_card(spec.get("type")):
+        return 1, 1
+    c = card({"scale": info.get("scale"), **spec} if info.get("scale") else spec)
+    return int(c.pads_to), int(c.pad_minimum)
+
+
 def _model_dtype(model):
     for p in model.parameters():
         return p.data.dtype
@@ -72,10 +82,11 @@ def tile_boxes(h: int, w: int, tile: int | None, overlap: int):
     return boxes
 
 
-def tile_batches(boxes, workers: int | None = None) -> list:
+def tile_batches(boxes, workers: int | None = None, limit: int | None = None) -> list:
     """tile_boxes' boxes as batches: lists of boxes whose contexts have one shape, in the order of
     each shape's first tile, each of at most TILES_PER_WORKER x `workers` tiles (default: the
-    thread count, framework.get_num_threads) and BATCH_PIXELS context pixels (one tile at least)."""
+    thread count, framework.get_num_threads), `limit` tiles (a memory budget's: engine/autotile.py)
+    and BATCH_PIXELS context pixels (one tile at least)."""
     workers = workers or get_num_threads()
     shapes = {}
     for box in boxes:
@@ -83,16 +94,16 @@ def tile_batches(boxes, workers: int | None = None) -> list:
         shapes.setdefault((ey1 - ey0, ex1 - ex0), []).append(box)
     batches = []
     for (h, w), group in shapes.items():
-        size = max(1, min(TILES_PER_WORKER * workers, BATCH_PIXELS // (h * w)))
+        size = max(1, min(TILES_PER_WORKER * workers, BATCH_PIXELS // (h * w), limit or h * w))
         batches += [group[i:i + size] for i in range(0, len(group), size)]
     return batches
 
 
-def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16):
+def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16, batch: int | None = None):
     """Yield ((y0, y1, x0, x1) LR core box, scale s, SR of that core (C', (y1-y0) s, (x1-x0) s)) for
     each tile, batch by batch (tile_batches: not in raster order): `fn(patches)` maps LR patches
     (B, C, h, w) to their SR (B, C', h s, w s); only each core's part is kept. Memory is bounded
-    by one batch (nothing of the full HR size is made here)."""
+    by one batch (nothing of the full HR size is made here); `batch` caps its tiles."""
     if lq.ndim != 3:
         raise ValueError(f"upscale: lq must be (C, H, W), got shape {lq.shape}")
     if tile is not None and tile < 1:
@@ -100,15 +111,15 @@ def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16):
     if overlap < 0:
         raise ValueError(f"upscale: tile overlap must be >= 0, got {overlap}")
     _, h, w = lq.shape
-    for batch in tile_batches(tile_boxes(h, w, tile, overlap)):
-        ey0, ey1, ex0, ex1 = batch[0][1]
-        patches = np.stack([lq[:, a:b, c:d] for _, (a, b, c, d) in batch])
+    for group in tile_batches(tile_boxes(h, w, tile, overlap), limit=batch):
+        ey0, ey1, ex0, ex1 = group[0][1]
+        patches = np.stack([lq[:, a:b, c:d] for _, (a, b, c, d) in group])
         res = fn(patches)
         s = res.shape[2] // (ey1 - ey0) if res.ndim == 4 else 0
-        if res.shape[:1] + res.shape[2:] != (len(batch), (ey1 - ey0) * s, (ex1 - ex0) * s) or s < 1:
+        if res.shape[:1] + res.shape[2:] != (len(group), (ey1 - ey0) * s, (ex1 - ex0) * s) or s < 1:
             raise ValueError(f"upscale: the model maps LR patches {patches.shape} to "
                              f"{res.shape}, not a whole multiple of them")
-        for ((y0, y1, x0, x1), (ey0, _, ex0, _)), one in zip(batch, res):
+        for ((y0, y1, x0, x1), (ey0, _, ex0, _)), one in zip(group, res):
             yield (y0, y1, x0, x1), s, one[:, (y0 - ey0) * s:(y1 - ey0) * s,
                                            (x0 - ex0) * s:(x1 - ex0) * s]
 
@@ -249,9 +260,20 @@ def _pre_pad(planes: np.ndarray, pad: int, src) -> np.ndarray:
     return np.pad(planes, ((0, 0), (0, pad), (0, pad)), mode="reflect")
 
 
+def _fixed_bytes(img, alpha, out, size, bits) -> int:
+    """Bytes of the image's own buffers during the run: the float LR planes (and alpha), the
+    quantised output, and with --outscale the resized output and resize_quantised's float bands."""
+    total = img.nbytes + (0 if alpha is None else alpha.nbytes) + out.nbytes
+    if size is not None and size != out.shape[:2]:
+        total += size[0] * size[1] * out.shape[2] * out.itemsize + 3 * (1 << 20) * (
+            4 if bits == 8 else 8)
+    return total
+
+
 def upscale_file(model, info: dict, src, dst, tile=None, overlap=16, self_ensemble: bool = False,
                  outscale: float | None = None, outscale_mode: str = "bicubic",
-                 alpha_upsampler: str = "bicubic", pre_pad: int = 0) -> tuple:
+                 alpha_upsampler: str = "bicubic", pre_pad: int = 0, max_memory: int | None = None,
+                 say=None) -> tuple:
     """Read `src`, super-resolve, write `dst` atomically (same mode family: RGB stays RGB, gray
     stays gray, alpha is upscaled by `alpha_upsampler`; 16-bit in -> 16-bit out where the output
     format allows). Tile by tile, each tile quantised straight into the output's 8/16-bit buffer:
@@ -260,8 +282,10 @@ def upscale_file(model, info: dict, src, dst, tile=None, overlap=16, self_ensemb
     (Real-ESRGAN's, default 0): the LR image (and an alpha the model upscales) gets that many
     reflected pixels at the bottom and the right, cropped off the SR. `outscale` (default None:
     the model's scale) resizes that buffer, alpha included, to `outscale_size` with
-    `outscale_mode` (resize_quantised: band by band, bounded memory). Returns the output (C, H, W)
-    shape."""
+    `outscale_mode` (resize_quantised: band by band, bounded memory). `tile="auto"`: the largest
+    tile whose run fits `max_memory` bytes (None: a fraction of the available memory), measured
+    from the model (engine/autotile.py); `say` gets the plan when it tiles. Returns the output
+    (C, H, W) shape."""
     from ..io.image import read_image, supports_16bit, write_quantised
     if outscale is not None:
         choice("upscale_file", "outscale_mode", outscale_mode, OUTSCALE_MODES)
@@ -281,11 +305,23 @@ def upscale_file(model, info: dict, src, dst, tile=None, overlap=16, self_ensemb
         if alpha is not None and alpha_upsampler == "realesrgan":
             alpha = _pre_pad(alpha, pre_pad, src)
     fn = channel_fn(model, model_in_channels(info), scale, self_ensemble)
-    _quantise_tiles(out, sr_tiles(fn, img, tile, overlap), slice(0, colour), bits, scale)
+    batch = None
+    if tile == "auto":
+        from .autotile import auto_tile
+
+        def run(lq):  # the untiled pipeline on a probe image, into its own output buffer
+            q = np.empty((lq.shape[1] * scale, lq.shape[2] * scale, colour), out.dtype)
+            _quantise_tiles(q, sr_tiles(fn, lq, None, overlap), slice(0, colour), bits, scale)
+        plan = auto_tile(model, run, img.shape, overlap, max_memory,
+                         _fixed_bytes(img, alpha, out, size, bits), self_ensemble, size_rules(info))
+        tile, batch = plan.tile, plan.batch
+        if tile is not None and say is not None:
+            say(f"{src}: {plan}")
+    _quantise_tiles(out, sr_tiles(fn, img, tile, overlap, batch), slice(0, colour), bits, scale)
     if alpha is not None:
         alpha_fn = _alpha_fn(model, info, scale, alpha_upsampler, self_ensemble)
-        _quantise_tiles(out, sr_tiles(alpha_fn, alpha, tile, overlap), slice(colour, None), bits,
-                        scale)
+        _quantise_tiles(out, sr_tiles(alpha_fn, alpha, tile, overlap, batch), slice(colour, None),
+                        bits, scale)
     del img, alpha, meta  # the LR image is not needed for the resize
     if size is not None and size != out.shape[:2]:
         out = resize_quantised(out, size, outscale_mode)  # then the SR buffer is freed

@@ -26,8 +26,8 @@ from .pool import adaptive_avg_pool2d, adaptive_max_pool2d, avg_pool2d, max_pool
 from .reduce import argmax, argmin, max, mean, min, std, sum, var
 from .resample import interpolate
 from .shape import (cat, chunk, crop_to, expand, flatten, flip, getitem, index_put, pad,
-                    pad_to_multiple, permute, repeat, reshape, roll, split, squeeze, stack,
-                    transpose, unsqueeze)
+                    pad_to_multiple, pad_to_requirement, permute, repeat, reshape, roll, split,
+                    squeeze, stack, transpose, unsqueeze)
 from .softmax import log_softmax, softmax
 
 __all__ = [
@@ -44,7 +44,7 @@ __all__ = [
     "group_norm", "instance_norm", "layer_norm", "layer_norm2d", "pixel_shuffle",
     "pixel_unshuffle", "adaptive_avg_pool2d", "adaptive_max_pool2d", "avg_pool2d", "max_pool2d",
     "argmax", "argmin", "max", "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to",
-    "expand", "pad_to_multiple", "flip", "index_put", "repeat", "chunk", "flatten", "getitem",
+    "expand", "pad_to_multiple", "pad_to_requirement", "flip", "index_put", "repeat", "chunk", "flatten", "getitem",
     "pad", "permute", "reshape", "roll", "split", "squeeze", "stack", "transpose", "unsqueeze",
     "log_softmax", "softmax",
 ]

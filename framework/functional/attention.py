@@ -460,10 +460,15 @@ def _scale(owner, x, scale, heads, per_head_channels=None):
                          f"dtype {x.dtype}, got {tuple(scale.shape)} {scale.dtype}")
     if per_head_channels is None:
         return x * reshape(scale, (heads, 1, 1)), 1.0
-    factors = getitem(scale, np.repeat(np.arange(heads), per_head_channels))
     rest = x.shape[-1] - heads * per_head_channels
-    if rest:
-        factors = cat([factors, Tensor(np.ones(rest, x.dtype))])
+    if not rest:  # heads side by side: a broadcast over (..., heads, channels), no index array
+        # (whose length would follow the image when the "channels" are tokens: DAT's channel
+        # attention; an exported graph then holds at every size)
+        shape = tuple(x.shape)
+        y = reshape(x, shape[:-1] + (heads, per_head_channels)) * reshape(scale, (heads, 1))
+        return reshape(y, shape), 1.0
+    factors = getitem(scale, np.repeat(np.arange(heads), per_head_channels))
+    factors = cat([factors, Tensor(np.ones(rest, x.dtype))])
     return x * factors, 1.0
 
 

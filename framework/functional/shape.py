@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import operator
 
 import numpy as np
 
@@ -205,14 +206,50 @@ class PadToMultipleFunction(Function):
     sizes (framework/onnx)."""
 
     @staticmethod
-    def forward(ctx, a, *, multiple, mode, border=0):
-        h, w = a.shape[-2:]
-        widths = ((border, border + -h % multiple), (border, border + -w % multiple))
-        if mode == "reflect" and (widths[0][1] >= max(h, 1) or widths[1][1] >= max(w, 1)):
+    def forward(ctx, a, *, multiple, mode, border=0, axes=(-2, -1)):
+        axes = [ax % a.ndim for ax in axes]
+        h, w = (a.shape[ax] for ax in axes)
+        two = ((border, border + -h % multiple), (border, border + -w % multiple))
+        if mode == "reflect" and (two[0][1] >= max(h, 1) or two[1][1] >= max(w, 1)):
             mode = "replicate"
+        widths = [(0, 0)] * (a.ndim - axes[0])  # Pad's widths: the trailing axes from the first
+        widths[0], widths[axes[1] - axes[0]] = two
         return Pad.forward(ctx, a, widths=widths, mode=mode, value=0.0)
 
     backward = Pad.backward  # fold the padding back
+
+
+def _requirement_source(n: int, minimum: int, multiple: int) -> np.ndarray:
+    """The source row of each row of an axis of n padded to max(n, minimum) rounded up to
+    `multiple`: itself, then the reflection (2n - 2 - i) as far as it reaches (n - 1 rows), then row
+    0 repeated (the replication of the reflection's last row)."""
+    target = -(-max(n, minimum) // multiple) * multiple
+    pos = np.arange(target)
+    return np.where(pos < n, pos, np.maximum(2 * n - 2 - pos, 0))
+
+
+class PadToRequirementFunction(Function):
+    """Pad the bottom and right of (..., H, W) to max(H, minimum) rounded up to `multiple` (W alike),
+    by reflection as far as the image allows and by replication beyond (spandrel's size
+    requirements as its call API meets them). One op at every size (an ONNX graph that holds at
+    every size: framework/onnx/ops/shape.py)."""
+
+    @staticmethod
+    def forward(ctx, a, *, minimum, multiple):
+        sources = [_requirement_source(n, minimum, multiple) for n in a.shape[-2:]]
+        ctx.meta = (a.shape, sources)
+        return np.ascontiguousarray(a[..., sources[0], :][..., sources[1]])
+
+    @staticmethod
+    def backward(ctx, g):  # fold every copied row back onto its source, axis by axis
+        shape, sources = ctx.meta
+        for axis, src in ((-2, sources[0]), (-1, sources[1])):
+            n = shape[axis]
+            g = np.moveaxis(g, axis, 0)
+            folded = np.array(g[:n])
+            np.add.at(folded, src[n:], g[n:])
+            g = np.moveaxis(folded, 0, axis)
+        return np.ascontiguousarray(g)
 
 
 class CropToFunction(Function):
@@ -535,19 +572,43 @@ def chunk(x, chunks, dim=0):
     return split(x, -(-n // chunks), axis)
 
 
-def pad_to_multiple(x, multiple: int, mode: str = "reflect", border: int = 0):
+def pad_to_multiple(x, multiple: int, mode: str = "reflect", border: int = 0, axes=(-2, -1)):
     """Pad (..., H, W) at the bottom and right so H and W become multiples of `multiple` (what
     SwinIR's and RRDBNet's inference do): mode "reflect" (falls back to "replicate" for an image
     smaller than the padding), "replicate" or "constant" (zeros, OmniSR's). `border` (default 0)
     pads that much more on every side in the same pad, as torch's F.pad(x, (b, b + pw, b, b + ph),
     mode) with pw, ph the padding to the multiple (Real-CUGAN's input padding; a reflection of the
-    unpadded image, not of the padded one). Undo with crop_to (and a crop of the border)."""
+    unpadded image, not of the padded one). Undo with crop_to (and a crop of the border).
+    axes: the two axes padded, (-2, -1) by default; e.g. (1, 2) for channels-last (B, H, W, C)."""
     multiple = int_arg("pad_to_multiple", "multiple", multiple)
     border = int_arg("pad_to_multiple", "border", border, 0)
     choice("pad_to_multiple", "mode", mode, ("reflect", "replicate", "constant"))
     if x.ndim < 2:
         raise ValueError(f"pad_to_multiple: expected (..., H, W), got shape {x.shape}")
-    return PadToMultipleFunction.apply(x, multiple=multiple, mode=mode, border=border)
+    try:
+        raw = tuple(operator.index(a) for a in axes)
+    except TypeError:
+        raise ValueError(f"pad_to_multiple: axes must be two ints, got {axes!r}") from None
+    if len(raw) != 2 or any(not -x.ndim <= a < x.ndim for a in raw) or \
+            raw[0] % x.ndim >= raw[1] % x.ndim:
+        raise ValueError(f"pad_to_multiple: axes must be two increasing axes of a {x.ndim}-D "
+                         f"input, got {axes!r}")
+    axes = tuple(a % x.ndim for a in raw)
+    if axes == (x.ndim - 2, x.ndim - 1):
+        return PadToMultipleFunction.apply(x, multiple=multiple, mode=mode, border=border)
+    return PadToMultipleFunction.apply(x, multiple=multiple, mode=mode, border=border, axes=axes)
+
+
+def pad_to_requirement(x, minimum: int = 1, multiple: int = 1):
+    """Pad (..., H, W) at the bottom and right to max(H, minimum) rounded up to `multiple` (W
+    alike): by reflection as far as the image allows (H - 1 rows), then by replication (spandrel's
+    SizeRequirements(minimum, multiple_of) as its call API pads; Real-CUGAN's and OmniSR's). An
+    image that already meets them comes back unchanged (one copy). Undo with crop_to."""
+    minimum = int_arg("pad_to_requirement", "minimum", minimum, 1)
+    multiple = int_arg("pad_to_requirement", "multiple", multiple, 1)
+    if x.ndim < 2:
+        raise ValueError(f"pad_to_requirement: expected (..., H, W), got shape {x.shape}")
+    return PadToRequirementFunction.apply(x, minimum=minimum, multiple=multiple)
 
 
 def crop_to(y, reference, scale: int = 1):

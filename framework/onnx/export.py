@@ -1,15 +1,24 @@
 """export(): trace -> convert -> (dynamic axes?) -> check -> run in ONNX Runtime and compare -> write.
 
-Dynamic axes: the model is traced twice, at the example's size and at a second one (one more image
-in the batch, a few more pixels), and both traces are converted. When the two ONNX graphs are the
+Dynamic axes: the model is traced twice, at the example's size and at a second one (one more
+image in the batch, 33 more rows and 65 more columns), and both traces are converted. When the two ONNX graphs are the
 same node for node (attributes and constants included), nothing in the graph depends on the size, and
 the export declares batch, height and width dynamic. Otherwise the first difference names the op
 (a Reshape to numbers taken from the size, a slice or pad computed from it, a weight-table
 resampling, ...): dynamic=True is then an error, dynamic=None (the default) a warning and a
 fixed-size export.
+
+Two equal graphs do not prove that the graph holds at every size: Python control flow that takes
+the same branch at both traced sizes (a minimum size padded up to, a parity) is invisible to them.
+So a dynamic graph is then run in ONNX Runtime against srgrad at sizes of every residue class of
+the size rules its converters declared (`Graph.size_rule`: pad multiples, windows, strides,
+unshuffle factors; always parity), once on small images (below the minimum sizes models pad up to)
+and once just above the example (`check_sizes`). A difference at any of them is an ExportError
+with dynamic=True, a warning and a fixed-size export with dynamic=None.
 """
 from __future__ import annotations
 
+import math
 import os
 import warnings
 from collections import Counter
@@ -28,6 +37,14 @@ MIN_OPSET = 17
 TOLERANCE = 1e-4  # max |ORT - srgrad| accepted for a float32 export
 FP16_TOLERANCE = 1e-2  # float16: times max(1, max |srgrad output|)
 _SECOND_SIZE_STEPS = (1, 2, 4, 8)  # the second trace adds this many pixels (the first size that runs)
+# ... plus these: a size padded up to a multiple of up to 32 (a window, a grid) still differs
+# between the traces, and the width differs by 32 more than the height, so a square example gives
+# a second trace whose padded width and height differ too: a size the graph reads from a Shape
+# (ops/shape.py) can be told from a number, and the width from the height.
+_SECOND_EXTRA = (32, 64)
+# Residue classes checked just above the example: all of them up to this period, else parity only
+# (each check runs the model at the example's size; the small band always covers every class).
+_LARGE_BAND_PERIOD = 16
 
 
 class ExportError(ValueError):
@@ -52,6 +69,7 @@ class ExportReport:
     input_shape: list
     output_shapes: list
     notes: list = field(default_factory=list)
+    checked_sizes: list = field(default_factory=list)  # (H, W) the dynamic graph was run at
 
     def __str__(self):
         shape = (lambda dims: "x".join(str(d) for d in dims))
@@ -61,6 +79,9 @@ class ExportReport:
                  + (" (float16 inside)" if self.fp16 else ""),
                  "dynamic batch/height/width" if self.dynamic else self._fixed(),
                  f"max |ONNX Runtime - srgrad| = {self.max_abs_diff:.3g} (tolerance {self.tolerance:.3g})"]
+        if self.checked_sizes:
+            lines.append(f"checked at {len(self.checked_sizes)} sizes: "
+                         + ", ".join(f"{h}x{w}" for h, w in self.checked_sizes))
         return "\n".join(lines + [f"note: {n}" for n in self.notes])
 
 
@@ -191,12 +212,74 @@ def _summary(g, node) -> str:
 
 
 # -- the public entry ------------------------------------------------------------------------------
-def _second_input(x: np.ndarray, step: int) -> np.ndarray:
-    n, c, h, w = x.shape
+def _random_like(x: np.ndarray, shape, seed: int) -> np.ndarray:
+    """Values uniform in the example's range, in its dtype."""
     lo, hi = float(x.min()), float(x.max())
     hi = hi if hi > lo else lo + 1.0
-    rng = np.random.default_rng(7919 + step)  # not a seed an example is likely to come from
-    return rng.uniform(lo, hi, (n + 1, c, h + step, w + step)).astype(x.dtype)
+    rng = np.random.default_rng(7919 + seed)  # not a seed an example is likely to come from
+    return rng.uniform(lo, hi, shape).astype(x.dtype)
+
+
+def _second_input(x: np.ndarray, step: int) -> np.ndarray:
+    n, c, h, w = x.shape
+    return _random_like(x, (n + 1, c, h + step + _SECOND_EXTRA[0], w + step + _SECOND_EXTRA[1]), step)
+
+
+def check_sizes(h: int, w: int, multiples) -> list:
+    """The (H, W) a dynamic graph traced at h x w is verified at: with p = lcm(2, multiples), p
+    small images (3 .. p + 2 pixels: H through every residue mod p, W through every one backwards,
+    so that H != W) and as many just above the example (parity only when p > 16)."""
+    period = math.lcm(2, *(int(m) for m in multiples if m and m > 1))
+    small = [(3 + r, 2 + period - r) for r in range(period)]
+    runs = period if period <= _LARGE_BAND_PERIOD else 2
+    large = [(h + 1 + r, w + period - r) for r in range(runs)]
+    return list(dict.fromkeys(s for s in small + large if s != (h, w)))
+
+
+def _run_model(model, x: np.ndarray) -> list | None:
+    """srgrad's outputs on x in eval mode under no_grad (modes restored), or None when the model
+    refuses x (a size it does not take: nothing to compare there)."""
+    from ..autograd import no_grad
+    from .trace import _set_modes
+    modes = [m.training for m in model.modules()] if hasattr(model, "modules") else []
+    try:
+        if hasattr(model, "eval"):
+            model.eval()
+        with no_grad():
+            out = model(Tensor(x))
+    except Exception:  # noqa: BLE001  the model's own refusal of this size
+        return None
+    finally:
+        _set_modes(model, modes)
+    return [np.asarray(o.data) for o in (out if isinstance(out, (tuple, list)) else (out,))]
+
+
+def _size_check(ort, data, input_name, model, x, multiples, limit):
+    """(None, sizes checked) when ONNX Runtime agrees with srgrad within `limit` at every
+    check_sizes size, else (why not, sizes)."""
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 4  # a size ORT refuses is reported below, not logged to stderr
+    sess = ort.InferenceSession(data, opts, providers=["CPUExecutionProvider"])
+    checked = []
+    for k, (h, w) in enumerate(check_sizes(x.shape[2], x.shape[3], multiples)):
+        inp = _random_like(x, (1, x.shape[1], h, w), 100 + k)
+        want = _run_model(model, inp)
+        if want is None:
+            continue
+        try:
+            got = sess.run(None, {input_name: inp})
+        except Exception as exc:  # noqa: BLE001  ORT refuses a size srgrad takes
+            return (f"ONNX Runtime fails at {h}x{w}, where srgrad runs ({type(exc).__name__}: "
+                    f"{str(exc)[:200]})"), checked
+        diff = max(float(np.abs(np.asarray(a, np.float64) - b).max(initial=0)) if a.shape == b.shape
+                   else np.inf for a, b in zip(got, want))
+        if not diff <= limit:
+            return (f"the graph traced at {x.shape[2]}x{x.shape[3]} differs from srgrad by "
+                    f"{diff:.3g} at {h}x{w} (more than {limit:.3g}): the model computes something "
+                    "from the size that the traces do not show (a minimum size or a parity "
+                    "decided in Python)"), checked
+        checked.append((h, w))
+    return None, checked
 
 
 def _second_trace(model, x):
@@ -220,7 +303,7 @@ def _assemble(g, opset, input_name, output_names, in_dims, out_dims, out_dtypes)
     from onnx import helper, numpy_helper
 
     from .. import __version__
-    inits = [numpy_helper.from_array(np.ascontiguousarray(a), name)
+    inits = [numpy_helper.from_array(np.ascontiguousarray(a) if a.ndim else a, name)
              for name, a in g.initializers.items()]
     graph = helper.make_graph(
         [n for n, _ in g.nodes], "srgrad",
@@ -318,30 +401,49 @@ def export(model, example, path, opset: int = 18, dynamic=None, fp16: bool = Fal
                           "(dynamic=False / --static, with the deployment size as the example)")
     if dynamic is None and not is_dynamic:
         warnings.warn(f"export: fixed-size export at {x.shape}: {reason}", stacklevel=2)
-
-    names = ("batch", "channels", "height", "width")
-    in_dims = _dims(x.shape, tb.input.array.shape if is_dynamic else None, names)
-    out_dims = [_dims(v.array.shape, w.array.shape if is_dynamic else None,
-                      [f"{o}_{n}" if n != "batch" else n for n in names] + ["d4", "d5", "d6"])
-                for o, v, w in zip(output_names, ta.outputs, tb.outputs if is_dynamic else ta.outputs)]
-    proto = _assemble(ga, opset, input_name, output_names, in_dims, out_dims,
-                      [v.array.dtype for v in ta.outputs])
-    onnx.checker.check_model(proto, full_check=True)
-    data = proto.SerializeToString()
-
-    # verification: the example, then a second input (the second size, or new values at this size)
-    checks = [("the example", x, ta.outputs)]
-    if is_dynamic:
-        checks.append((f"a second input of shape {tb.input.array.shape}", tb.input.array, tb.outputs))
-    else:
-        x2 = _second_input(x, 0)[:x.shape[0], :, :x.shape[2], :x.shape[3]] if x.ndim == 4 else \
-            np.random.default_rng(7919).uniform(x.min(), x.max() + 1e-3, x.shape).astype(np.float32)
-        checks.append(("a second input of the same shape", np.ascontiguousarray(x2),
-                       trace(model, x2).outputs))
-    worst, limit = _verify(ort, data, input_name, checks, tolerance, fp16)
+    data, dims, worst, limit = _checked_proto(onnx, ort, ga, ta, tb if is_dynamic else None, model,
+                                              x, opset, input_name, output_names, tolerance, fp16)
+    checked = []
+    if is_dynamic:  # every residue class of the graph's size rules (the module docstring)
+        reason, checked = _size_check(ort, data, input_name, model, x, ga.size_multiples, limit)
+        if reason is not None:
+            if dynamic:
+                raise ExportError(f"export: dynamic axes are impossible: {reason}; nothing "
+                                  "written. Export at a fixed size (dynamic=False / --static, "
+                                  "with the deployment size as the example)")
+            warnings.warn(f"export: fixed-size export at {x.shape}: {reason}", stacklevel=2)
+            is_dynamic, checked = False, []
+            ga = build_graph(ta, opset, fp16, input_name, output_names)
+            data, dims, worst, limit = _checked_proto(onnx, ort, ga, ta, None, model, x, opset,
+                                                      input_name, output_names, tolerance, fp16)
     write_atomic(path, data)
     ops = Counter(n.op_type for n, _ in ga.nodes)
     return ExportReport(path=path, opset=opset, nodes=len(ga.nodes),
                         initializers=len(ga.initializers), ops=dict(ops), dynamic=is_dynamic,
                         reason=reason, max_abs_diff=worst, tolerance=limit, fp16=fp16,
-                        input_shape=in_dims, output_shapes=out_dims, notes=list(ga.notes))
+                        input_shape=dims[0], output_shapes=dims[1], notes=list(ga.notes),
+                        checked_sizes=checked)
+
+
+def _checked_proto(onnx, ort, ga, ta, tb, model, x, opset, input_name, output_names, tolerance,
+                   fp16):
+    """The serialized model of graph `ga` (dynamic when the second trace `tb` is given), checked by
+    onnx.checker and by ONNX Runtime on the example and a second input (tb's, or new values at the
+    example's size): (bytes, (input dims, output dims), max diff, tolerance used)."""
+    names = ("batch", "channels", "height", "width")
+    in_dims = _dims(x.shape, tb.input.array.shape if tb is not None else None, names)
+    out_dims = [_dims(v.array.shape, w.array.shape if tb is not None else None,
+                      [f"{o}_{n}" if n != "batch" else n for n in names] + ["d4", "d5", "d6"])
+                for o, v, w in zip(output_names, ta.outputs, (tb or ta).outputs)]
+    proto = _assemble(ga, opset, input_name, output_names, in_dims, out_dims,
+                      [v.array.dtype for v in ta.outputs])
+    onnx.checker.check_model(proto, full_check=True)
+    data = proto.SerializeToString()
+    checks = [("the example", x, ta.outputs)]
+    if tb is not None:
+        checks.append((f"a second input of shape {tb.input.array.shape}", tb.input.array, tb.outputs))
+    else:
+        x2 = _random_like(x, x.shape, 0)
+        checks.append(("a second input of the same shape", x2, trace(model, x2).outputs))
+    worst, limit = _verify(ort, data, input_name, checks, tolerance, fp16)
+    return data, (in_dims, out_dims), worst, limit

@@ -89,6 +89,7 @@ class Graph:
         self.initializers: dict[str, np.ndarray] = {}
         self.param_names: set[str] = set()
         self.static_reasons: list[str] = []
+        self.size_multiples: set[int] = set()  # size rules the export checks every residue of
         self.notes: list[str] = []
         self.call: Call | None = None
         self.trace = trace
@@ -98,6 +99,8 @@ class Graph:
         self._taken: set[str] = set()
         self._consts: dict[tuple, str] = {}
         self._counter = 0
+        self._dim_sources: dict = {}
+        self.memo: dict = {}  # converters' shared subgraphs (e.g. one shift mask per grid)
 
     # -- names -------------------------------------------------------------------------------
     def reserve(self, name: str) -> str:
@@ -156,6 +159,46 @@ class Graph:
         other = self.peer.calls[self.call.index]
         return other if other.fn is self.call.fn else None
 
+    def peer_shape(self, i: int):
+        """The shape of positional argument i in the peer call (None without one)."""
+        other = self.peer_call()
+        if other is None or i >= len(other.args) or other.args[i] is None:
+            return None
+        return tuple(other.args[i].array.shape)
+
+    def peer_out_shape(self, i: int = 0):
+        other = self.peer_call()
+        return None if other is None else tuple(other.outputs[i].array.shape)
+
+    def dim_source(self, size: int, peer_size: int):
+        """A 1-element int64 tensor holding a size the model took from the input's shape in Python
+        (a Reshape's height, window_reverse's (h, w), a slice's end): the Shape entry of the latest
+        computed value that has `size` on some axis in this trace and `peer_size` on the same axis
+        in the peer trace (None if none has). The export's size check (export.check_sizes) runs
+        the graph at sizes where a coincidence would show."""
+        if self.peer is None or self.call is None:
+            return None
+        key = (int(size), int(peer_size))
+        if key in self._dim_sources:
+            return self._dim_sources[key]
+        pairs = [(self.trace.input, self.peer.input)]
+        for call in self.trace.calls[:self.call.index]:
+            other = self.peer.calls[call.index] if call.index < len(self.peer.calls) else None
+            if other is None or other.fn is not call.fn:
+                break
+            pairs += zip(call.outputs, other.outputs)
+        found = None
+        for v, pv in reversed(pairs):
+            if id(v) not in self._names:
+                continue
+            a, b = v.array.shape, pv.array.shape
+            axis = next((k for k in range(min(len(a), len(b))) if (a[k], b[k]) == key), None)
+            if axis is not None and len(a) == len(b):
+                found = self.node("Shape", [self._names[id(v)]], start=axis, end=axis + 1)
+                break
+        self._dim_sources[key] = found
+        return found
+
     def used(self, i: int) -> bool:
         """Whether output i of the current call is read by anything (e.g. max_pool2d's indices)."""
         return id(self.call.outputs[i]) in self.used_values
@@ -186,7 +229,7 @@ class Graph:
             arr = arr.astype(self.dtype)
         elif arr.dtype.kind in "iu":
             arr = arr.astype(np.int64)
-        arr = np.ascontiguousarray(arr)
+        arr = np.ascontiguousarray(arr) if arr.ndim else arr.copy()  # a scalar stays 0-d (Range)
         key = (arr.dtype.str, arr.shape, hashlib.sha1(arr.tobytes()).hexdigest())
         name = self._consts.get(key)
         if name is None:
@@ -234,6 +277,12 @@ class Graph:
         """Declare that the current call's nodes hold for the traced input size only."""
         self.static_reasons.append(f"{self.call.describe() if self.call else 'graph'}: {reason}")
 
+    def size_rule(self, *multiples) -> None:
+        """Declare that the current call's result depends on the input size modulo each multiple
+        (a padding to a multiple, a window, a stride): a dynamic export is run in ONNX Runtime at
+        sizes of every residue class of them all (export.check_sizes)."""
+        self.size_multiples.update(int(m) for m in multiples if int(m) > 1)
+
     def note(self, text: str) -> None:
         """A remark for the export report (e.g. a weight-table fallback and why)."""
         self.notes.append(f"{self.call.fn.__name__}#{self.call.index}: {text}" if self.call else text)
@@ -253,6 +302,11 @@ class Graph:
 
     def squeeze(self, x: str, axes) -> str:
         return self.node("Squeeze", [x, self.const(np.asarray(axes, np.int64))])
+
+    def dim(self, x: str, axis: int) -> str:
+        """Size `axis` (>= 0) of x as an int64 scalar: Shape's entry, squeezed (for Range and
+        size arithmetic)."""
+        return self.squeeze(self.node("Shape", [x], start=axis, end=axis + 1), [0])
 
     def slice(self, x: str, starts, ends, axes, steps=None) -> str:
         ins = [x, self.const(np.asarray(starts, np.int64)), self.const(np.asarray(ends, np.int64)),

@@ -24,6 +24,7 @@ def _inputs(g):
 @register_converter(Conv2dFunction)
 def conv2d(g, call):  # x (N, C, H, W), w (O, C/g, kh, kw), b (O,) -> Conv
     geo = call.options["geo"]
+    g.size_rule(*geo.stride)  # the end padding follows the size modulo the stride
     ends = [_end_pad(n, o, k, s, d, p) for n, o, k, s, d, p in
             zip(geo.image, geo.features, geo.kernel, geo.stride, geo.dilation, geo.padding)]
     return g.node("Conv", _inputs(g), kernel_shape=list(geo.kernel), strides=list(geo.stride),

@@ -17,6 +17,7 @@ def pixel_shuffle(g, call):  # (N, C r^2, H, W) -> (N, C, H r, W r)
 @register_converter(PixelUnshuffleFunction)
 def pixel_unshuffle(g, call):  # (N, C, H r, W r) -> (N, C r^2, H, W)
     r, c = int(call.options["r"]), g.shape(0)[1]
+    g.size_rule(r)
     y = g.node("SpaceToDepth", [g.input(0)], blocksize=r)
     if c == 1:
         return y  # one channel: DCR and CRD agree

@@ -34,6 +34,7 @@ def average_pool(g, op, args, in_hw):
 @register_converter(MaxPool2dFunction)
 def max_pool2d(g, call):  # -> (y, indices as torch's flat h W + w per plane)
     o, shape = call.options, g.shape(0)
+    g.size_rule(*o["stride"])
     floor = [(n + 2 * p - d * (k - 1) - 1) // s + 1 for n, k, s, p, d in
              zip(shape[2:], o["kernel"], o["stride"], o["padding"], o["dilation"])]
     attrs = dict(kernel_shape=list(o["kernel"]), strides=list(o["stride"]),

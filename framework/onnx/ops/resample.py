@@ -123,6 +123,20 @@ def _node_for(g, op, args, tables):
     return None, f"ONNX has no operator for {what.get(op, op or 'this resampling')}"
 
 
+def _sizes(g, out_hw):
+    """A size-driven Resize's (H, W) read from the Shape of a value that has them when they follow
+    the input size (interpolate(size=other.shape[2:])), else None (the numbers hold)."""
+    peer = g.peer_call()
+    if peer is None:
+        return None
+    peer_hw = tuple(t.m for t in peer.options["tables"])
+    if peer_hw == out_hw:
+        return None
+    parts = [g.const(np.asarray([n], np.int64)) if n == pn else g.dim_source(n, pn)
+             for n, pn in zip(out_hw, peer_hw)]
+    return None if None in parts else g.node("Concat", parts, axis=0)
+
+
 @register_converter(ResampleFunction)
 def resample(g, call):  # x (N, C, H, W) -> (N, C, H_out, W_out)
     tables = call.options["tables"]
@@ -140,6 +154,8 @@ def resample(g, call):  # x (N, C, H, W) -> (N, C, H_out, W_out)
                 kind, values = extra
                 const = g.const(np.asarray(values, np.float32 if kind == "scales" else np.int64),
                                 dtype=np.float32 if kind == "scales" else None)
+                if kind == "sizes":
+                    const = _sizes(g, out_hw) or const
                 ins += ["", const] if kind == "scales" else ["", "", const]
             return g.node(op_type, ins, **attrs)
         reason = f"ONNX Runtime's {op_type} differs from srgrad by {err:.2g}"

@@ -1,6 +1,7 @@
 """windows (framework/functional/windows.py) -> elementary nodes. overlap_windows: a zero Pad that
 holds every neighbourhood, then one Gather of the (window, token) pixels from the flattened padded
-grid; the indices hold for the traced size (a fixed-size graph, as the window partition's)."""
+grid, the indices computed from the input's Shape (Range per axis, broadcast sums): valid at every
+size that is a multiple of the window."""
 from __future__ import annotations
 
 import numpy as np
@@ -11,17 +12,24 @@ from ..graph import register_converter
 
 @register_converter(OverlapWindowsFunction)
 def overlap_windows(g, call):
-    g.require_static("the overlapping windows are gathered for the input size")
     ws, ow = call.options["window"], call.options["overlap"]
-    _, h, w, c = g.shape(0)
+    g.size_rule(ws)
+    c = g.shape(0)[-1]
     pad = (ow - ws) // 2
-    hi_h, hi_w = ((n // ws - 1) * ws - pad + ow - n for n in (h, w))  # past the last window's end
-    hp, wp = pad + h + hi_h, pad + w + hi_w
-    pads = g.const(np.asarray([0, pad, pad, 0, 0, hi_h, hi_w, 0], np.int64))
-    x = g.node("Pad", [g.input(0), pads, g.const(np.zeros((), call.args[0].array.dtype))], mode="constant")
-    x = g.node("Reshape", [x, g.const(np.asarray([-1, hp * wp, c], np.int64))])
-    i0, j0 = np.meshgrid(np.arange(h // ws) * ws, np.arange(w // ws) * ws, indexing="ij")
-    r, s = np.meshgrid(np.arange(ow), np.arange(ow), indexing="ij")
-    index = (i0.reshape(-1, 1) + r.reshape(1, -1)) * wp + (j0.reshape(-1, 1) + s.reshape(1, -1))
-    x = g.node("Gather", [x, g.const(index.reshape(-1).astype(np.int64))], axis=1)
+    hi = ow - ws - pad  # past the last window's end: H is a multiple of ws
+    pads = g.const(np.asarray([0, pad, pad, 0, 0, hi, hi, 0], np.int64))
+    x = g.node("Pad", [g.input(0), pads, g.const(np.zeros((), call.args[0].array.dtype))],
+               mode="constant")
+    zero, step = (g.const(np.asarray(v, np.int64)) for v in (0, ws))
+    h, w = g.dim(g.input(0), 1), g.dim(g.input(0), 2)
+    wp = g.node("Add", [w, g.const(np.asarray(pad + hi, np.int64))])  # the padded row length
+    starts = [g.node("Range", [zero, n, step]) for n in (h, w)]  # i ws, j ws
+    r = g.const(np.arange(ow, dtype=np.int64))
+    rows = g.node("Add", [g.unsqueeze(starts[0], [1, 2, 3]), g.const(
+        np.arange(ow, dtype=np.int64).reshape(1, 1, ow, 1))])  # (nh, 1, o, 1)
+    cols = g.node("Add", [g.unsqueeze(starts[1], [0, 2, 3]), g.unsqueeze(r, [0, 1, 2])])  # (1, nw, 1, o)
+    index = g.node("Add", [g.node("Mul", [rows, wp]), cols])  # (nh, nw, o, o) in the padded grid
+    index = g.node("Reshape", [index, g.const(np.asarray([-1], np.int64))])
+    x = g.node("Reshape", [x, g.const(np.asarray([0, -1, c], np.int64))])
+    x = g.node("Gather", [x, index], axis=1)
     return g.node("Reshape", [x, g.const(np.asarray([-1, ow * ow, c], np.int64))])

@@ -225,6 +225,41 @@ def test_pad_to_multiple_with_a_border_is_torchs_one_pad(hw, multiple, border, m
         F.pad_to_multiple(x, 2, border=-1)
 
 
+@pytest.mark.parametrize("hw,minimum,multiple", [((5, 7), 12, 1), ((3, 20), 8, 4), ((1, 2), 6, 1),
+                                                  ((9, 10), 4, 4), ((6, 6), 1, 1)])
+def test_pad_to_requirement_is_spandrels_reflect_then_replicate(hw, minimum, multiple, rng):
+    """spandrel's size-requirement padding: torch's reflect pad as far as the image allows (n - 1),
+    then a replicate pad of the rest, values and gradient; gradcheck."""
+    torch = pytest.importorskip("torch")
+    x = t64(rng, 1, 2, *hw)
+    y = F.pad_to_requirement(x, minimum, multiple)
+    ph, pw = (-(-max(n, minimum) // multiple) * multiple - n for n in hw)
+    rh, rw = min(ph, hw[0] - 1), min(pw, hw[1] - 1)
+    tx = torch.tensor(x.numpy(), requires_grad=True)
+    ty = torch.nn.functional.pad(tx, (0, rw, 0, rh), "reflect") if rh or rw else tx
+    ty = torch.nn.functional.pad(ty, (0, pw - rw, 0, ph - rh), "replicate")
+    np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+    g = rng.standard_normal(ty.shape)
+    ty.backward(torch.tensor(g))
+    y.backward(sg.tensor(g))
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert sg.gradcheck(lambda a: F.pad_to_requirement(a, minimum, multiple), (x,))
+    with pytest.raises(ValueError, match="pad_to_requirement: multiple must be a positive int, got 0"):
+        F.pad_to_requirement(x, 4, 0)
+
+
+def test_pad_to_multiple_on_other_axes_is_the_same_pad(rng):
+    """axes=(1, 2) on channels-last (B, H, W, C) pads as the default on (B, C, H, W) does (DAT)."""
+    x = t64(rng, 2, 5, 7, 3)
+    y = F.pad_to_multiple(x, 4, mode="constant", axes=(1, 2))
+    want = F.pad_to_multiple(F.permute(x, (0, 3, 1, 2)), 4, mode="constant")
+    np.testing.assert_array_equal(y.numpy(), np.transpose(want.numpy(), (0, 2, 3, 1)))
+    assert sg.gradcheck(lambda a: F.pad_to_multiple(a, 4, mode="reflect", axes=(1, 2)), (x,))
+    for axes in ((2, 1), (1, 4), (1,), ("a", 1)):
+        with pytest.raises(ValueError, match="pad_to_multiple: axes must be two"):
+            F.pad_to_multiple(x, 4, axes=axes)
+
+
 def test_crop_to_undoes_the_padding_and_gradcheck(rng):
     x = t64(rng, 1, 2, 5, 7)
     y = t64(rng, 1, 2, 16, 16)

@@ -1,11 +1,10 @@
 """DAT's ONNX export: fixed-size exports (eval mode: BatchNorm with its statistics) that ONNX
-Runtime runs like srgrad for both upsamplers, at img_size and at a size that pads; dynamic axes
-refused with the reason."""
+Runtime runs like srgrad for both upsamplers, at img_size and at a size that pads; srgrad-export
+of a twin .pth, one dynamic graph (test_dynamic.py checks every residue of the window)."""
 from __future__ import annotations
 
 import pytest
 
-from framework.onnx import ExportError, export
 from tests.models.cases import build
 
 from ._util import check, image, require_onnx
@@ -27,16 +26,10 @@ def test_fixed_size_export_runs_like_srgrad(tmp_path, upsampler, scale, size):
     assert {"MatMul", "Softmax", "Sigmoid"} <= set(ops)
 
 
-def test_dynamic_axes_are_refused_with_the_reason(tmp_path):
-    model, _ = build("DAT", 2, 3, **SMALL)
-    with pytest.raises(ExportError, match=r"dynamic axes are impossible: .*Export at a fixed size"):
-        export(model.eval(), image(1, 3, 8, 8), tmp_path / "m.onnx", dynamic=True)
-
-
 def test_srgrad_export_of_a_twin_pth(tmp_path, capsys):
     """srgrad-export --weights a .pth the torch twin saved (detected, no --model; BatchNorm
     statistics moved off their init): written, checked against srgrad by the command itself
-    (fixed size, with a warning naming the reason)."""
+    (one dynamic graph, checked at every residue of the window)."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
     from framework.engine.export import main
@@ -49,4 +42,5 @@ def test_srgrad_export_of_a_twin_pth(tmp_path, capsys):
                  "--input-size", "12", "8"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert (tmp_path / "dat.onnx").exists() and "fixed-size export" in captured.err
+    assert (tmp_path / "dat.onnx").exists() and "dynamic batch/height/width" in captured.out
+    assert "fixed-size" not in captured.err

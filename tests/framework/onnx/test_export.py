@@ -1,7 +1,7 @@
-"""export() end to end: every registered model through one dynamic graph at two sizes, initializers
-equal to the state_dict, no training-only nodes, custom Functions with and without a converter,
-size-dependent graphs (refused with dynamic=True, warned and fixed by default), values computed
-outside the graph caught by the second check, fp16, atomic and safe writing."""
+"""export() end to end: every registered model through one dynamic graph right at every size,
+initializers equal to the state_dict, no training-only nodes, custom Functions with and without a
+converter, size-dependent graphs (refused with dynamic=True, warned and fixed by default), values
+computed outside the graph caught by the second check, fp16, atomic and safe writing."""
 from __future__ import annotations
 
 import warnings
@@ -26,9 +26,8 @@ from ._util import Lambda, check, image, op_types, ort_run, require_onnx, srgrad
 require_onnx()
 
 # One small spec per image model (its card's role SR or restoration: not the discriminators and
-# KernelGAN's networks); a card's fixed_onnx marks a graph that holds for one input size (their
-# own tests, tests/framework/onnx/test_<name>.py, check the refusal of dynamic axes and the
-# fixed-size export).
+# KernelGAN's networks); a card's fixed_onnx marks a graph that holds for one input size (ZSSRNet:
+# MATLAB imresize exported as its weight tables).
 IMAGE_MODELS = {}
 for _spec in card_cases():
     if card(_spec).role in ("SR", "restoration") and card(_spec).in_channels == 3:
@@ -36,18 +35,26 @@ for _spec in card_cases():
 
 
 @pytest.mark.parametrize("name", sorted(IMAGE_MODELS))
-def test_every_model_one_dynamic_graph_two_sizes(tmp_path, name):
+def test_every_model_one_dynamic_graph_right_at_every_size(tmp_path, name):
+    """Every model exports one dynamic graph (issue 44: the window-attention family too) that the
+    export itself ran at sizes of both parities below and above the example (issue 37.10), and
+    that ONNX Runtime runs like srgrad at other odd and even sizes and a batch of two."""
     spec = IMAGE_MODELS[name]
     fixed = card(spec).fixed_onnx
-    if fixed:  # tests/framework/onnx/test_<name>.py export them at fixed sizes
+    if fixed:
         pytest.skip(f"{name}: one graph per input size ({fixed})")
     init.manual_seed(0)
     model = MODELS.build(spec)
+    model.eval()  # BatchNorm with its statistics (DAT), as the export traces it
     scale = card(spec).scale
     path = tmp_path / f"{name}.onnx"
-    report = export(model, image(1, 3, 8, 8), path, dynamic=True)  # every op has a converter
+    report = export(model, image(1, 3, 16, 16), path, dynamic=True)
     assert report.dynamic and report.input_shape == ["batch", 3, "height", "width"]
-    for x in (image(1, 3, 7, 9, seed=1), image(2, 3, 12, 5, seed=2)):
+    sizes = report.checked_sizes
+    for axis in (0, 1):
+        assert {s[axis] % 2 for s in sizes} == {0, 1}
+        assert min(s[axis] for s in sizes) <= 4 and max(s[axis] for s in sizes) > 16
+    for x in (image(1, 3, 23, 31, seed=1), image(1, 3, 24, 32, seed=2), image(2, 3, 12, 5, seed=3)):
         got, want = ort_run(path, x)[0], srgrad_run(model, x)[0]
         assert got.shape == want.shape == (x.shape[0], 3, x.shape[2] * scale, x.shape[3] * scale)
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)

@@ -1,13 +1,12 @@
 """HAT's ONNX export and its overlapping-windows op: overlap_windows alone (even and odd overlaps)
 and whole HATs at fixed sizes (one that pads, a batch of two, x1 and x3, the identity residual)
-that ONNX Runtime runs like srgrad; dynamic axes refused with the reason."""
+that ONNX Runtime runs like srgrad; a twin .pth through srgrad-export as one dynamic graph."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
 from framework.functional.windows import overlap_windows
-from framework.onnx import ExportError, export
 from tests.models.cases import build
 
 from ._util import Lambda, check, image, require_onnx
@@ -38,16 +37,9 @@ def test_fixed_size_export_runs_like_srgrad(tmp_path, scale, channels, batch, si
     assert {"MatMul", "Softmax", "Gather", "Sigmoid", "GlobalAveragePool"} & set(ops)
 
 
-def test_dynamic_axes_are_refused_with_the_reason(tmp_path):
-    model, _ = build("HAT", 2, 3, **SMALL)
-    with pytest.raises(ExportError, match=r"dynamic axes are impossible: .*Export at a fixed size"):
-        export(model, image(1, 3, 8, 8), tmp_path / "m.onnx", dynamic=True)
-    assert not (tmp_path / "m.onnx").exists()
-
-
 def test_srgrad_export_of_a_twin_pth(tmp_path, capsys):
     """srgrad-export --weights a .pth the torch twin saved (detected, no --model): written, checked
-    against srgrad by the command itself (fixed size, with a warning naming the reason)."""
+    against srgrad by the command itself (one dynamic graph, checked at every residue of the window)."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
     from framework.engine.export import main
@@ -58,4 +50,5 @@ def test_srgrad_export_of_a_twin_pth(tmp_path, capsys):
                  "--input-size", "12", "8"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert (tmp_path / "hat.onnx").exists() and "fixed-size export" in captured.err
+    assert (tmp_path / "hat.onnx").exists() and "dynamic batch/height/width" in captured.out
+    assert "fixed-size" not in captured.err

@@ -218,7 +218,8 @@ def test_pixel_shuffle_and_unshuffle(tmp_path, channels):
 
 
 @pytest.mark.parametrize("fn", [
-    lambda m, x: F.sum(x, axis=(2, 3), keepdims=True) + F.mean(x, axis=1, keepdims=True),
+    # / 64: the second trace's sums (36 x 70 pixels, ~1300) keep float32's rounding under 1e-4
+    lambda m, x: F.sum(x, axis=(2, 3), keepdims=True) / 64 + F.mean(x, axis=1, keepdims=True),
     lambda m, x: F.max(x, axis=3) * F.mean(x),
     lambda m, x: F.sum(x) + x,
 ])
@@ -284,12 +285,13 @@ class _Attention(nn.Module):
 @pytest.mark.parametrize("mode,border", [("reflect", 3), ("replicate", 0), ("replicate", 2),
                                          ("constant", 0)])
 def test_pad_to_multiple_keeps_its_mode_and_border(tmp_path, mode, border):
-    """Real-CUGAN's pad: a border on every side plus the multiple at the bottom/right, one node
-    whatever the size; replicate is exported as edge (it was exported as reflect)."""
+    """Real-CUGAN's pad: a border on every side plus the multiple at the bottom/right, one graph
+    whatever the size; replicate is exported as edge (it was exported as reflect), reflect as a
+    Gather of the reflected rows (exact where the padding reaches the image size)."""
     def fn(m, x):
         return F.pad_to_multiple(x, 2, mode=mode, border=border) * 2.0
     rep, ops = check(Lambda(fn), image(1, 2, 5, 7), tmp_path, [image(2, 2, 8, 9, seed=1)])
-    assert rep.dynamic and "Pad" in ops
+    assert rep.dynamic and ("Gather" if mode == "reflect" else "Pad") in ops
 
 
 def test_layer_norm_linear_softmax_roll_split_dynamic(tmp_path):
@@ -318,7 +320,7 @@ def test_pad_to_multiple_and_crop_to_stay_dynamic(tmp_path, multiple, scale):
         return F.crop_to(y, x, scale)
     rep, ops = check(Lambda(fn), image(1, 2, 5, 7), tmp_path,
                      [image(2, 2, 8, 9, seed=1), image(1, 2, 6, 4, seed=2)])
-    assert rep.dynamic and "Pad" in ops and "Slice" in ops
+    assert rep.dynamic and "Gather" in ops and "Slice" in ops
 
 
 HABITS = [  # issue 42's new ops: (name, fn, expected node types)

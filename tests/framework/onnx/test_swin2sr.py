@@ -1,11 +1,10 @@
 """Swin2SR's ONNX export: fixed-size exports that ONNX Runtime runs like srgrad for every upsampler
 (the scaled cosine attention, the continuous position bias MLP, the pixelshuffle_aux bicubic
-branch), at img_size and at a size that pads; dynamic axes refused with the reason."""
+branch), at img_size and at a size that pads. Dynamic axes: test_dynamic.py."""
 from __future__ import annotations
 
 import pytest
 
-from framework.onnx import ExportError, export
 from tests.models.cases import build
 
 from ._util import check, image, require_onnx
@@ -27,7 +26,3 @@ def test_fixed_size_export_runs_like_srgrad(tmp_path, upsampler, scale, size):
     assert {"MatMul", "Softmax", "Sigmoid", "Exp"} <= set(ops)
 
 
-def test_dynamic_axes_are_refused_with_the_reason(tmp_path):
-    model, _ = build("Swin2SR", 2, 3, **SMALL)
-    with pytest.raises(ExportError, match=r"dynamic axes are impossible: .*Export at a fixed size"):
-        export(model, image(1, 3, 8, 8), tmp_path / "m.onnx", dynamic=True)

@@ -1,12 +1,10 @@
-"""SwinIR's ONNX export: dynamic axes refused with the reason (its window partition and shifted-window
-mask are computed for the input size), fixed-size exports that ONNX Runtime runs like srgrad: at
-img_size (the stored attn_mask) and at a size that pads (the mask computed for the padded size), for
-the upsamplers."""
+"""SwinIR's ONNX export: fixed-size exports that ONNX Runtime runs like srgrad: at img_size (the
+stored attn_mask) and at a size that pads (the mask computed for the padded size), for the
+upsamplers. Dynamic axes: tests/framework/onnx/test_dynamic.py."""
 from __future__ import annotations
 
 import pytest
 
-from framework.onnx import ExportError, export
 from tests.models.cases import build
 
 from ._util import check, image, require_onnx
@@ -15,18 +13,6 @@ require_onnx()
 
 SMALL = {"embed_dim": 8, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
          "mlp_ratio": 2, "drop_path_rate": 0.0}
-
-
-def test_dynamic_axes_are_refused_with_the_reason(tmp_path):
-    model, _ = build("SwinIR", 2, 3, **SMALL)
-    with pytest.raises(ExportError, match=r"dynamic axes are impossible: WindowPartitionFunction\(.*\): "
-                                          r"the window partition and shifted-window attention "
-                                          r"mask are computed for the input size\. Export at a fixed size"):
-        export(model, image(1, 3, 8, 8), tmp_path / "m.onnx", dynamic=True)
-    assert not (tmp_path / "m.onnx").exists()
-    with pytest.warns(UserWarning, match="fixed-size export at \\(1, 3, 8, 8\\)"):
-        report = export(model, image(1, 3, 8, 8), tmp_path / "m.onnx")  # default: warn, fix the size
-    assert not report.dynamic and "window partition" in report.reason
 
 
 @pytest.mark.parametrize("upsampler,scale,size", [("pixelshuffle", 2, (8, 8)),
