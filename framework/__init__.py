@@ -31,6 +31,7 @@ from .gradcheck import GradcheckError, gradcheck
 from .random import manual_seed
 from .weights import load, save
 from .threads import get_num_threads, set_num_threads
+from .precision import autocast
 from . import nn, optim, data
 
 __version__ = "0.1.0"
@@ -63,6 +64,6 @@ __all__ = [
     "reshape", "roll", "sigmoid", "softmax", "split", "sqrt", "squeeze", "stack", "std", "sum",
     "tanh", "transpose", "unsqueeze", "var", "where", "allclose", "equal", "is_floating_point",
     "is_tensor", "numel", "device", "cuda", "GradcheckError", "gradcheck", "manual_seed", "save",
-    "load", "set_num_threads", "get_num_threads", "get_default_dtype", "float16", "float32",
+    "load", "autocast", "set_num_threads", "get_num_threads", "get_default_dtype", "float16", "float32",
     "float64", "half", "double", "int8", "int16", "int32", "int64", "uint8", "long",
 ]
