@@ -13,8 +13,10 @@ keeps 2 x 2 output tiles (32 x 32) in tmm0..tmm3 and streams two tiles of each o
   of 32 channels. The 32 x 32 block is stored to a scratch and from there into y (bias, activation).
 - weight gradient: per tap, rows = input channels (32 consecutive positions of a padded input
   plane from the tap's offset), columns = output channels (the gradient in pairs of flat positions,
-  channels last: _direct_bf16's layout); one step = 32 positions. Every ~sqrt(terms) positions the
-  tiles are added onto the running total and zeroed (_direct's blocked sums).
+  channels last: _direct_bf16's layout); one step = 32 positions. A task owns 32 x 32 of (input,
+  output) channels for every tap and visits all taps per chunk of positions, so the chunk's input
+  and gradient are read from cache kh kw times (a task per tap streamed them from memory each
+  time); every ~sqrt(steps) steps the blocks go onto the running totals (_direct's blocked sums).
 
 Operands are rounded once per call (_direct_bf16's kernels); sums are float32 in the tiles, in the
 order tdpbf16ps takes them (docs/numerics.md gives the bound; tests/framework/functional/test_bf16.py
@@ -151,46 +153,68 @@ def correlate(x, w, features, padding, bias, slope, workers):
     return y
 
 
+CHUNK = 16  # steps of 32 positions per visit of the taps (their input and gradient stay in L2)
+
+
+@kernel
+def _flush(acc, d, c0, o0, T):
+    """d[t, c0 + c, o0 + o] += acc[t, c, o] (32 x 32 per tap), then acc = 0: a block's sums onto the
+    running totals."""
+    for t in range(T):
+        for c in range(32):
+            row, src = d[t, c0 + c, o0:], acc[t, c * 32:]
+            for o in range(32):
+                row[o] += src[o]
+                src[o] = 0
+
+
 @kernel(parallel=True)
-def _weight_grad(xf, gt, dwt, cfg, offsets, plane, rb, scratch, tasks):
+def _weight_grad(xf, gt, dwt, cfg, offsets, plane, rb, accs, tasks):
     """dwt[t, c, o] = sum_{b, q} x[b, c, offsets[t] + q] g[b, q, o] on tiles. xf (N, Cpad plane +
     tail) bfloat16 padded planes; gt (N, P, Opad) uint32 gradient pairs (P a multiple of 16);
-    scratch (threads, 1024) float32; tasks (T, 3): tap, first channel and first output of a 32 x 32
-    block; the sum over each image's positions in blocks of rb steps, each added to the total."""
+    accs (threads, T, 1024) float32, zero: each tap's 32 x 32 block between visits; tasks (T', 2):
+    first channel and first output of a 32 x 32 block. Per image, CHUNK steps at a time, every tap
+    adds its products into its block (the chunk's data stays in cache for all taps); every rb steps
+    and at the end of each image the blocks go onto the totals (_flush): chains of about sqrt(steps)."""
     N, P, Opad = gt.shape
-    X = xf.shape[1]
+    X, T = xf.shape[1], offsets.shape[0]
     for n in prange(tasks.shape[0]):
-        t, c0, o0 = tasks[n, 0], tasks[n, 1], tasks[n, 2]
-        buf, d = scratch[numba.get_thread_id()], dwt[t]
-        for c in range(c0, c0 + 32):
-            for o in range(o0, o0 + 32):
-                d[c, o] = 0
+        c0, o0 = tasks[n, 0], tasks[n, 1]
+        acc = accs[numba.get_thread_id()]
+        for t in range(T):
+            for c in range(c0, c0 + 32):
+                for o in range(o0, o0 + 32):
+                    dwt[t, c, o] = 0
         tile_config(cfg)
         for b in range(N):
-            for p0 in range(0, P, 16 * rb):
-                tile_zero(0)
-                tile_zero(1)
-                tile_zero(2)
-                tile_zero(3)
-                for p in range(p0, min(P, p0 + 16 * rb), 16):
-                    x = (b * X + c0 * plane + offsets[t] + 2 * p) * 2
-                    tile_load(xf, x, plane * 2, 4)
-                    tile_load(xf, x + TILE * plane * 2, plane * 2, 5)
-                    g = ((b * P + p) * Opad + o0) * 4
-                    tile_load(gt, g, Opad * 4, 6)
-                    tile_load(gt, g + 64, Opad * 4, 7)
-                    tile_dot(0, 4, 6)
-                    tile_dot(1, 4, 7)
-                    tile_dot(2, 5, 6)
-                    tile_dot(3, 5, 7)
-                tile_store(buf, 0, 128, 0)
-                tile_store(buf, 64, 128, 1)
-                tile_store(buf, TILE * 128, 128, 2)
-                tile_store(buf, TILE * 128 + 64, 128, 3)
-                for c in range(32):
-                    row, src = d[c0 + c, o0:], buf[c * 32:]
-                    for o in range(32):
-                        row[o] += src[o]
+            since = 0
+            for p0 in range(0, P, 16 * CHUNK):
+                p1 = min(P, p0 + 16 * CHUNK)
+                for t in range(T):
+                    a = acc[t]
+                    tile_load(a, 0, 128, 0)
+                    tile_load(a, 64, 128, 1)
+                    tile_load(a, TILE * 128, 128, 2)
+                    tile_load(a, TILE * 128 + 64, 128, 3)
+                    for p in range(p0, p1, 16):
+                        x = (b * X + c0 * plane + offsets[t] + 2 * p) * 2
+                        tile_load(xf, x, plane * 2, 4)
+                        tile_load(xf, x + TILE * plane * 2, plane * 2, 5)
+                        g = ((b * P + p) * Opad + o0) * 4
+                        tile_load(gt, g, Opad * 4, 6)
+                        tile_load(gt, g + 64, Opad * 4, 7)
+                        tile_dot(0, 4, 6)
+                        tile_dot(1, 4, 7)
+                        tile_dot(2, 5, 6)
+                        tile_dot(3, 5, 7)
+                    tile_store(a, 0, 128, 0)
+                    tile_store(a, 64, 128, 1)
+                    tile_store(a, TILE * 128, 128, 2)
+                    tile_store(a, TILE * 128 + 64, 128, 3)
+                since += (p1 - p0) // 16
+                if since >= rb or p1 == P:
+                    _flush(acc, dwt, c0, o0, T)
+                    since = 0
         tile_release()
 
 
@@ -219,10 +243,10 @@ def weight_grad(x, g, padding, kernel_size):
                         xf, gt.view(np.uint16).reshape(N, P, Opad, 2), -padding[0], padding[1], Wp, Hp)
     i, j = np.unravel_index(np.arange(kh * kw), (kh, kw))
     offsets = (i * Wp + j).astype(np.int64)
-    tasks = np.array([(t, c0, o0) for t in range(kh * kw) for c0 in range(0, Cpad, 32) for o0 in range(0, Opad, 32)],
-                     np.int64)
+    tasks = np.array([(c0, o0) for c0 in range(0, Cpad, 32) for o0 in range(0, Opad, 32)], np.int64)
     rb = max(1, round((N * P / 16) ** 0.5))  # about sqrt(steps) blocks of sqrt(steps) steps
     dwt = np.empty((kh * kw, Cpad, Opad), np.float32)
-    scratch = _aligned_empty((numba.get_num_threads(), 1024), np.float32)
-    _weight_grad(xf, gt, dwt, _amx.CONFIG, offsets, plane, rb, scratch, tasks)
+    accs = _aligned_empty((numba.get_num_threads(), kh * kw, 1024), np.float32)
+    accs[...] = 0
+    _weight_grad(xf, gt, dwt, _amx.CONFIG, offsets, plane, rb, accs, tasks)
     return np.ascontiguousarray(dwt[:, :C, :O].transpose(2, 1, 0).reshape(O, C, kh, kw))
