@@ -176,3 +176,26 @@ def test_precision_is_the_forwards_and_nests():
     assert precision.current() == "fp32"
     np.testing.assert_array_equal(y32.numpy(), F.conv2d(sg.tensor(x), sg.tensor(w), padding=1).numpy())
     assert np.abs(xt.grad.numpy() - inside[1]).max() > 0  # fp32's gradient, not bf16's
+
+
+@needs_amx
+def test_linear_bf16_within_the_bound():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 37, 45)).astype(np.float32)  # 111 rows: not whole tiles
+    w = (rng.standard_normal((50, 45)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(50).astype(np.float32)
+    r = rng.standard_normal((3, 37, 50)).astype(np.float32)
+    xt, wt, bt = (sg.tensor(a, requires_grad=True) for a in (x, w, b))
+    with sg.autocast("bf16"):
+        y = F.linear(xt, wt, bt)
+    (y * sg.tensor(r)).sum().backward()
+    X, Wt, R = (bf(a).numpy() for a in (x.reshape(-1, 45), w, r.reshape(-1, 50)))
+    checks = [(y.numpy().reshape(-1, 50), X @ Wt.T + b, np.abs(X) @ np.abs(Wt.T) + np.abs(b), 46),
+              (xt.grad.numpy().reshape(-1, 45), R @ Wt, np.abs(R) @ np.abs(Wt), 50),
+              (wt.grad.numpy(), R.T @ X, np.abs(R.T) @ np.abs(X), 111)]
+    for value, ref, size, n in checks:
+        err = np.abs(value - ref)
+        assert (err <= gamma(n) * size).all(), (err / size).max() / gamma(n)
+    exact = x.reshape(-1, 45).astype(np.float64) @ w.T.astype(np.float64) + b
+    assert (np.abs(y.numpy().reshape(-1, 50) - exact) / checks[0][2]).max() > 30 * gamma(46)  # rounded
+    np.testing.assert_array_equal(bt.grad.numpy(), r.reshape(-1, 50).sum(axis=0))
