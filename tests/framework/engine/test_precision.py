@@ -115,3 +115,13 @@ def test_infer_bf16_refused_without_instructions(weights, tmp_path, capsys, monk
                        "--no-progress"]) == 1
     assert "--bf16: bfloat16 is not available: this CPU has no AVX512-BF16" in capsys.readouterr().err
     assert not (tmp_path / "b.png").exists()
+
+
+@needs_bf16
+def test_precompile_lists_the_bf16_kernels(make_tiny_config):
+    from framework.engine import precompile
+    cfg = load_config(make_tiny_config(), ["train.precision=bf16", "model.num_feat=[32, 16]"])
+    names = {f"{d.py_func.__module__.rsplit('.', 1)[-1]}.{d.py_func.__name__}" for d, _ in precompile._dry_run(cfg)}
+    assert "_direct_bf16.correlate_tiles" in names  # the 3-channel first conv: AVX512-BF16
+    if precision.support().amx_bf16:
+        assert {"_direct_amx._forward", "_direct_amx._weight_grad"} <= names
