@@ -240,9 +240,8 @@ def vdot_bf16(typingctx, acc, a, b):
             out.append(builder.call(fn, [piece(args[0], k), builder.bitcast(piece(args[1], k), pairs),
                                          builder.bitcast(piece(args[2], k), pairs)]))
         while len(out) > 1:  # concatenate pairwise back into one <lanes x float>
-            n = out[0].type.count
-            out = [builder.shuffle_vector(out[i], out[i + 1], ir.Constant(ir.VectorType(i32, 2 * n), list(range(2 * n))))
-                   for i in range(0, len(out), 2)]
+            both = ir.Constant(ir.VectorType(i32, 2 * out[0].type.count), list(range(2 * out[0].type.count)))
+            out = [builder.shuffle_vector(out[i], out[i + 1], both) for i in range(0, len(out), 2)]
         return out[0]
     return acc(acc, a, b), codegen
 

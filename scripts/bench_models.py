@@ -33,9 +33,10 @@ Each step and inference row keeps the ratio of the separate processes (the media
 run of every round), with the interleaved in-process times in its note.
 
 The same file is the child: `python scripts/bench_models.py --child ours|torch MODEL step|infer ...`
-prints one JSON line {"first_step_s", "step_s", "times_s", "peak_mb", "base_mb"}: the time from its
-start to the end of its first step (or inference), its next ones (`--repeat` of them, their median
-in step_s), its peak RSS and its RSS after the imports and the model, before any work.
+prints one JSON line {"first_step_s", "step_s", "times_s", "cpu_s", "peak_mb", "base_mb"}: the time
+from its start to the end of its first step (or inference), its next ones (`--repeat` of them, their
+median in step_s; cpu_s the median of their CPU time, all threads: on a loaded machine the figure
+that moves least), its peak RSS and its RSS after the imports and the model, before any work.
 """
 from __future__ import annotations
 
@@ -453,13 +454,14 @@ def child_main(argv):
         fn = (_ours_infer if a.framework == "ours" else _torch_infer)(model, _image(a.infer_size), a.precision)
     fn()
     first = time.perf_counter() - _T0
-    times = []
+    times, cpu = [], []
     for _ in range(max(1, a.repeat)):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     print(json.dumps({"first_step_s": first, "step_s": statistics.median(times), "times_s": times,
-                      "peak_mb": _rss_mb("VmHWM"), "base_mb": base}))
+                      "cpu_s": statistics.median(cpu), "peak_mb": _rss_mb("VmHWM"), "base_mb": base}))
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:
