@@ -147,10 +147,17 @@ def bf16_active(dtype) -> bool:
 
 
 @contextlib.contextmanager
-def autocast(precision: str = "bf16", enabled: bool = True):
+def autocast(precision: str = "bf16", dtype=None, enabled: bool = True, cache_enabled=None):
     """Inside, the matmul-like ops of float32 tensors run in `precision` ('bf16' or 'fp32', also
-    torch's names 'bfloat16', 'float32'); enabled=False (or 'fp32') leaves float32. Refuses
-    'bf16' on a machine without the instructions (PrecisionError with the reason). Nests; per thread."""
+    torch's names 'bfloat16', 'float32'); enabled=False (or 'fp32') leaves float32. torch's
+    spelling works too: autocast("cpu", dtype=torch.bfloat16) (dtype by name; "cpu" alone means
+    bfloat16, torch's CPU default; cache_enabled is accepted and changes nothing). Refuses 'bf16'
+    on a machine without the instructions (PrecisionError with the reason). Nests; per thread."""
+    if precision == "cpu":  # torch.autocast(device_type, dtype=...)
+        precision = "bf16" if dtype is None else str(dtype).rsplit(".", 1)[-1]
+    elif dtype is not None:
+        raise PrecisionError(f"autocast: dtype= goes with device_type 'cpu' (torch's spelling), got "
+                             f"{precision!r} and dtype={dtype!r}")
     name = normalise(precision, "autocast") if enabled else "fp32"
     if name == "bf16":
         require_bf16("autocast('bf16')")

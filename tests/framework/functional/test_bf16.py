@@ -67,6 +67,11 @@ def test_support_sees_the_compile_target(monkeypatch):
 
 def test_precision_names():
     assert precision.normalise("bfloat16") == "bf16" and precision.normalise("float32") == "fp32"
+    with sg.autocast("cpu", dtype=torch.float32):  # torch's spelling
+        assert precision.current() == "fp32"
+    with pytest.raises(precision.PrecisionError, match="float16"):
+        with sg.autocast("cpu", dtype=torch.float16):
+            pass
     with pytest.raises(precision.PrecisionError, match="fp16"):
         precision.normalise("fp16", "train.precision")
 
