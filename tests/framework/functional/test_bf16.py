@@ -158,7 +158,7 @@ def test_amx_and_avx512_bf16_routes_agree_within_the_bound():
 
 
 @needs_bf16
-def test_float64_and_other_routes_ignore_autocast():
+def test_float64_ignores_autocast():
     rng = np.random.default_rng(1)
     x = rng.standard_normal((1, 16, 6, 6))
     w = rng.standard_normal((16, 16, 3, 3)) * 0.1
