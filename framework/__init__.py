@@ -32,6 +32,7 @@ from .gradcheck import GradcheckError, gradcheck
 from .random import manual_seed
 from .weights import load, save
 from .threads import get_num_threads, set_num_threads
+from .precision import autocast
 from . import nn, optim, data, utils, backends
 from . import autograd
 from . import card  # models' cards; MODELS.build checks a spec's size with them first
@@ -73,6 +74,6 @@ __all__ = [
     "masked_fill", "floor_divide", "remainder", "einsum", "flip", "any", "all", "nonzero",
     "count_nonzero", "allclose", "equal", "is_floating_point",
     "is_tensor", "numel", "device", "cuda", "GradcheckError", "gradcheck", "manual_seed", "save",
-    "load", "set_num_threads", "get_num_threads", "get_default_dtype", "float16", "float32",
+    "load", "autocast", "set_num_threads", "get_num_threads", "get_default_dtype", "float16", "float32",
     "float64", "half", "double", "int8", "int16", "int32", "int64", "uint8", "long",
 ]

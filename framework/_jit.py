@@ -39,12 +39,12 @@ def source_stamp() -> str:
 
 def stamp_of(root: pathlib.Path) -> str:
     """sha256 of every file under root/framework that imports this module (so defines kernels), and
-    of _simd.py (its intrinsics become part of the kernels that call them), path and text: any edit
-    to any of them invalidates every cached kernel."""
+    of _simd.py and _amx.py (their intrinsics become part of the kernels that call them), path and
+    text: any edit to any of them invalidates every cached kernel."""
     digest = hashlib.sha256()
     for path in sorted((root / "framework").rglob("*.py")):
         text = path.read_bytes()
-        if b"_jit import" in text or path.name in ("_jit.py", "_simd.py"):
+        if b"_jit import" in text or path.name in ("_jit.py", "_simd.py", "_amx.py"):
             digest.update(str(path.relative_to(root)).encode() + b"\0" + text + b"\0")
     return digest.hexdigest()
 

@@ -13,6 +13,12 @@ numba keeps in registers as it keeps any local scalar, and four intrinsics act o
     vfma(a, b, c)        a b + c per lane, rounded once (llvm.fma: IEEE fused multiply-add)
     vadd(a, b)           a + b per lane
     vrelu(v), vleaky(v, s)   activation.rectify_'s relu (-0 to +0, NaN kept) and leaky relu per lane
+    vdot_bf16(acc, a, b)     AVX512-BF16's vdpbf16ps per 16 lanes: a and b are uint32 vectors, each
+                         lane a pair of bfloat16 (low half: element 2i, high: 2i + 1), and lane i of the
+                         float32 acc becomes (acc_i + a_hi b_hi) + a_lo b_lo, each add rounded to
+                         nearest even (the products are exact), bfloat16 denormals read as 0 and
+                         denormal results flushed to 0 (measured: tests/framework/functional/test_bf16.py).
+                         Only on a CPU with AVX512-BF16: framework/precision.py says so before any call.
 
 vfma is exact IEEE arithmetic, not fastmath: the same inputs give the same bits on every CPU, with or
 without FMA hardware (where LLVM calls libm's fma), and lanes never mix, so a lane's sum keeps its
@@ -35,8 +41,8 @@ from numba.core.datamodel import models, register_default
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-__all__ = ["Vector", "vload", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vrelu", "vleaky", "wide",
-           "lanes", "target"]
+__all__ = ["Vector", "vload", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vrelu", "vleaky",
+           "vdot_bf16", "wide", "lanes", "target"]
 
 
 class Vector(types.Type):
@@ -145,8 +151,8 @@ def vstore_part(typingctx, arr, i, v, lo, hi):
 
 @intrinsic
 def vsplat(typingctx, x, n):
-    if not isinstance(x, types.Float):
-        raise TypingError(f"vsplat: a float scalar, got {x}")
+    if not isinstance(x, (types.Float, types.Integer)):
+        raise TypingError(f"vsplat: a float or integer scalar, got {x}")
     count = _literal_lanes(n)
 
     def codegen(context, builder, sig, args):
@@ -199,6 +205,45 @@ def vleaky(typingctx, v, s):
         positive = builder.fcmp_ordered(">", x, ir.Constant(x.type, None))
         return builder.select(positive, x, builder.fmul(x, slope))
     return v(v, s), codegen
+
+
+class _BFloat(ir.Type):
+    """LLVM's bfloat, which llvmlite's IR builder does not name (the AVX512-BF16 intrinsics take it)."""
+
+    def _to_string(self):
+        return "bfloat"
+
+    def __eq__(self, other):
+        return isinstance(other, _BFloat)
+
+    def __hash__(self):
+        return hash(_BFloat)
+
+
+@intrinsic
+def vdot_bf16(typingctx, acc, a, b):
+    if not (isinstance(acc, Vector) and acc.dtype == types.float32 and acc.lanes in (16, 32, 64)
+            and a == b == Vector(types.uint32, acc.lanes)):
+        raise TypingError(f"vdot_bf16: float32 x 16k accumulators and two uint32 x 16k, got {acc}, {a}, {b}")
+
+    def codegen(context, builder, sig, args):
+        f32, i32 = ir.FloatType(), ir.IntType(32)
+        part, pairs = ir.VectorType(f32, 16), ir.VectorType(_BFloat(), 32)
+        fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(part, [part, pairs, pairs]),
+                                            "llvm.x86.avx512bf16.dpbf16ps.512")
+
+        def piece(v, k):  # lanes 16 k .. 16 k + 15 (a register of the whole vector)
+            return builder.shuffle_vector(v, v, ir.Constant(ir.VectorType(i32, 16), list(range(16 * k, 16 * k + 16))))
+
+        out = []
+        for k in range(acc.lanes // 16):
+            out.append(builder.call(fn, [piece(args[0], k), builder.bitcast(piece(args[1], k), pairs),
+                                         builder.bitcast(piece(args[2], k), pairs)]))
+        while len(out) > 1:  # concatenate pairwise back into one <lanes x float>
+            both = ir.Constant(ir.VectorType(i32, 2 * out[0].type.count), list(range(2 * out[0].type.count)))
+            out = [builder.shuffle_vector(out[i], out[i + 1], both) for i in range(0, len(out), 2)]
+        return out[0]
+    return acc(acc, a, b), codegen
 
 
 @intrinsic

@@ -25,13 +25,18 @@ after the harness's own:
                               other's next call in a shared process), this many rounds of one child
                               per framework, alternating; 0 skips them
 
+With the harness's `--precision bf16` both sides run under autocast (srgrad's framework.autocast,
+torch.autocast("cpu", dtype=torch.bfloat16)) and each step and inference row's note also gives
+srgrad's own float32 time (timed the same way) and the speed-up of bf16 over it.
+
 Each step and inference row keeps the ratio of the separate processes (the median of every timed
 run of every round), with the interleaved in-process times in its note.
 
 The same file is the child: `python scripts/bench_models.py --child ours|torch MODEL step|infer ...`
-prints one JSON line {"first_step_s", "step_s", "times_s", "peak_mb", "base_mb"}: the time from its
-start to the end of its first step (or inference), its next ones (`--repeat` of them, their median
-in step_s), its peak RSS and its RSS after the imports and the model, before any work.
+prints one JSON line {"first_step_s", "step_s", "times_s", "cpu_s", "peak_mb", "base_mb"}: the time
+from its start to the end of its first step (or inference), its next ones (`--repeat` of them, their
+median in step_s; cpu_s the median of their CPU time, all threads: on a loaded machine the figure
+that moves least), its peak RSS and its RSS after the imports and the model, before any work.
 """
 from __future__ import annotations
 
@@ -153,7 +158,7 @@ def _ours_model(spec):
     return MODELS.build(spec)
 
 
-def _ours_step(model, lq, gt):
+def _ours_step(model, lq, gt, precision="fp32"):
     import framework as sg
     import framework.functional as F
     from framework.optim import Adam
@@ -162,41 +167,45 @@ def _ours_step(model, lq, gt):
 
     def step():
         opt.zero_grad()
-        F.l1_loss(model(x), y).backward()
+        with sg.autocast(precision):  # the forward; backward runs in each op's forward precision
+            loss = F.l1_loss(model(x), y)
+        loss.backward()
         opt.step()
     return step
 
 
-def _ours_infer(model, lq):
+def _ours_infer(model, lq, precision="fp32"):
     import framework as sg
     x = sg.tensor(lq)
     model.eval()  # SwinIR's drop path (and any dropout) off, as in real inference
 
     def infer():
-        with sg.no_grad():
+        with sg.no_grad(), sg.autocast(precision):
             model(x)
     return infer
 
 
-def _torch_step(twin, lq, gt):
+def _torch_step(twin, lq, gt, precision="fp32"):
     import torch
     tx, ty = torch.from_numpy(lq), torch.from_numpy(gt)
     opt = torch.optim.Adam(twin.parameters(), lr=1e-4)
 
     def step():
         opt.zero_grad()
-        torch.nn.functional.l1_loss(twin(tx), ty).backward()
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
+            loss = torch.nn.functional.l1_loss(twin(tx), ty)
+        loss.backward()
         opt.step()
     return step
 
 
-def _torch_infer(twin, lq):
+def _torch_infer(twin, lq, precision="fp32"):
     import torch
     tx = torch.from_numpy(lq)
     twin.eval()
 
     def infer():
-        with torch.no_grad():
+        with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16"):
             twin(tx)
     return infer
 
@@ -250,21 +259,34 @@ def _rates(gflop, a_ms, b_ms):
     return f"convs {gflop:.1f} GFLOP: {gflop / a_ms * 1e3:.0f} vs {gflop / b_ms * 1e3:.0f} GFLOP/s"
 
 
-def _step_pair(name, spec, side, batch, repeat):
+def _own_fp32(fn, precision, repeat):
+    """With bf16: ' srgrad fp32 X ms (bf16 Yx faster)' from fn('fp32') timed alone, else ''."""
+    if precision == "fp32":
+        return None
+    return time_pair(fn("fp32"), None, repeat)[0]
+
+
+def _speedup(own, a):
+    return "" if own is None else f"; srgrad fp32 {own:.1f} ms, bf16 {own / a:.2f}x faster"
+
+
+def _step_pair(name, spec, side, batch, repeat, precision="fp32"):
     """(ours ms, torch ms, note) of a training step, interleaved in this process."""
     ours, twin, n = _pair(spec)
     lq, gt = _batch(spec, side, batch)
-    a, b = time_pair(_ours_step(ours, lq, gt), _torch_step(twin, lq, gt), repeat)
-    return a, b, f"{n:,} params; {_rates(_conv_gflop(ours, lq, True), a, b)}"
+    a, b = time_pair(_ours_step(ours, lq, gt, precision), _torch_step(twin, lq, gt, precision), repeat)
+    own = _own_fp32(lambda p: _ours_step(ours, lq, gt, p), precision, repeat)
+    return a, b, f"{n:,} params; {_rates(_conv_gflop(ours, lq, True), a, b)}{_speedup(own, a)}"
 
 
-def _infer_pair(name, spec, side, repeat):
+def _infer_pair(name, spec, side, repeat, precision="fp32"):
     """(ours ms, torch ms, note) of the inference on one image, interleaved in this process."""
     ours, twin, _ = _pair(spec)
     lq = _image(side)
     # One warm-up each: the training step before it already compiled every kernel.
-    a, b = time_pair(_ours_infer(ours, lq), _torch_infer(twin, lq), repeat)
-    return a, b, f"repeat {repeat}; {_rates(_conv_gflop(ours, lq, False), a, b)}"
+    a, b = time_pair(_ours_infer(ours, lq, precision), _torch_infer(twin, lq, precision), repeat)
+    own = _own_fp32(lambda p: _ours_infer(ours, lq, p), precision, repeat)
+    return a, b, f"repeat {repeat}; {_rates(_conv_gflop(ours, lq, False), a, b)}{_speedup(own, a)}"
 
 
 def _timing_row(label, target, together, apart):
@@ -274,18 +296,19 @@ def _timing_row(label, target, together, apart):
     if not apart:
         return Row(label, a, b, target, note=f"interleaved in one process; {note}")
     oa, ob = apart["ours"]["step_s"] * 1e3, apart["torch"]["step_s"] * 1e3
-    return Row(label, oa, ob, target, note=f"separate processes ({apart['runs']} runs each); interleaved "
-                                           f"{a:.1f} / {b:.1f} ms = {a / b:.2f}x; {note}")
+    own = apart["ours_fp32"]["step_s"] * 1e3 if "ours_fp32" in apart else None
+    return Row(label, oa, ob, target, note=f"separate processes ({apart['runs']} runs each){_speedup(own, oa)}; "
+                                           f"interleaved {a:.1f} / {b:.1f} ms = {a / b:.2f}x; {note}")
 
 
-def _child(framework, name, phase, args, cache_dir=None, repeat=1):
+def _child(framework, name, phase, args, cache_dir=None, repeat=1, precision=None):
     """Run this file as a fresh child process; its JSON report."""
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads), NUMBA_NUM_THREADS=str(args.threads))
     if cache_dir is not None:
         env["NUMBA_CACHE_DIR"] = cache_dir
     cmd = [sys.executable, str(HERE / "bench_models.py"), "--child", framework, name, phase,
            "--threads", str(args.threads), "--batch", str(args.batch), "--infer-size", str(args.infer_size),
-           "--repeat", str(repeat)]
+           "--repeat", str(repeat), "--precision", precision or args.precision]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"child {' '.join(cmd[2:])} failed:\n{out.stderr[-2000:]}")
@@ -299,9 +322,13 @@ def _apart(name, phase, opts, repeat):
     if opts.apart_rounds <= 0:
         return None
     reports = {"ours": [], "torch": []}
+    if opts.precision != "fp32":
+        reports["ours_fp32"] = []
     for _ in range(opts.apart_rounds):
         for fw in reports:
-            reports[fw].append(_child(fw, name, phase, opts, repeat=repeat))
+            own = fw == "ours_fp32"
+            reports[fw].append(_child("ours" if own else fw, name, phase, opts, repeat=repeat,
+                                      precision="fp32" if own else None))
     out = {"runs": opts.apart_rounds * repeat}
     for fw, rs in reports.items():
         out[fw] = dict(rs[0], step_s=statistics.median(t for r in rs for t in r["times_s"]))
@@ -348,16 +375,20 @@ def _fresh_process_rows(name, side, opts, step, infer):
 
 
 def run(args) -> list:
+    global TITLE
     opts = _options(getattr(args, "rest", []))
     opts.threads = args.threads
+    opts.precision = getattr(args, "precision", "fp32")
+    if opts.precision == "bf16":
+        TITLE = TITLE.replace("float32", "bf16 autocast on both sides (srgrad's own float32 in the notes)")
     together = {}
     for name in opts.models:
         spec, side = CASES[name]
-        together[name, "step"] = _step_pair(name, spec, side, opts.batch, args.repeat)
+        together[name, "step"] = _step_pair(name, spec, side, opts.batch, args.repeat, opts.precision)
         if opts.infer_size:
             repeat = opts.infer_repeat or args.repeat
             repeat = min(repeat, opts.heavy_repeat) if name in HEAVY else repeat
-            together[name, "infer"] = _infer_pair(name, spec, opts.infer_size, repeat)
+            together[name, "infer"] = _infer_pair(name, spec, opts.infer_size, repeat, opts.precision)
     rows = []
     # children after the in-process timings: they would compete for the cores
     for name in opts.models:
@@ -402,6 +433,7 @@ def child_main(argv):
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     a = ap.parse_args(argv)
     spec, side = CASES[a.name]
     sys.path.insert(0, str(HERE.parent))
@@ -419,18 +451,19 @@ def child_main(argv):
     base = _rss_mb()  # libraries, model and interpreter, before any work
     if a.phase == "step":
         lq, gt = _batch(spec, side, a.batch)
-        fn = (_ours_step if a.framework == "ours" else _torch_step)(model, lq, gt)
+        fn = (_ours_step if a.framework == "ours" else _torch_step)(model, lq, gt, a.precision)
     else:
-        fn = (_ours_infer if a.framework == "ours" else _torch_infer)(model, _image(a.infer_size))
+        fn = (_ours_infer if a.framework == "ours" else _torch_infer)(model, _image(a.infer_size), a.precision)
     fn()
     first = time.perf_counter() - _T0
-    times = []
+    times, cpu = [], []
     for _ in range(max(1, a.repeat)):
-        t = time.perf_counter()
+        t, c = time.perf_counter(), time.process_time()
         fn()
         times.append(time.perf_counter() - t)
+        cpu.append(time.process_time() - c)
     print(json.dumps({"first_step_s": first, "step_s": statistics.median(times), "times_s": times,
-                      "peak_mb": _rss_mb("VmHWM"), "base_mb": base}))
+                      "cpu_s": statistics.median(cpu), "peak_mb": _rss_mb("VmHWM"), "base_mb": base}))
 
 
 if __name__ == "__main__" and sys.argv[1:2] == ["--child"]:

@@ -152,6 +152,9 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=os.cpu_count())
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--markdown", default=None, help="also write the tables to this file")
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32",
+                    help="bf16: the sections that know it (models) run srgrad under framework.autocast and "
+                         "torch under torch.autocast (refused, with the reason, on a CPU without bfloat16)")
     args, rest = ap.parse_known_args(argv)
     args.rest = rest
     from framework import malloc
@@ -165,6 +168,9 @@ def main(argv=None):
         tv = torch.__version__
     except ImportError:
         tv = "absent"
+    from framework import precision
+    if args.precision == "bf16" and not precision.support().avx512_bf16:
+        ap.error(f"--precision bf16: {precision.support().reason}")
     names = args.only or (["mpi"] if args.mpi else [s for s in sections() if s != "mpi"])
     unknown = sorted(set(names) - set(sections()))
     if unknown:
@@ -172,7 +178,9 @@ def main(argv=None):
     header = "\n".join([
         f"{datetime.date.today()}, {args.threads} threads, torch {tv}, numba {numba.__version__}; command: "
         f"python scripts/benchmark.py {' '.join(argv if argv is not None else sys.argv[1:])}",
-        *(f"- {line}" for line in machine())])
+        *(f"- {line}" for line in machine()),
+        f"- precision: {args.precision}" + (f" (srgrad's bfloat16 route: {precision.route()})"
+                                            if args.precision == "bf16" else "")])
     print(header)
     blocks = [header]
     for name in names:

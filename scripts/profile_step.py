@@ -5,6 +5,7 @@ first; the gap to the step's total is the framework's own Python and the optimiz
 
     python scripts/profile_step.py SwinIR [--batch 4] [--threads 1] [--top 16]
     python scripts/profile_step.py --summary ESPCN EDSR ... [--batch 16 --threads 2]
+    python scripts/profile_step.py EDSR --precision bf16   (the step under framework.autocast)
 
 `--summary`: one markdown row per model in issue 19's categories: conv forward, conv input gradient,
 conv weight gradient, resampling, activations, the other Functions, the optimizer step, and the
@@ -34,7 +35,7 @@ def _functions():
     return seen
 
 
-def breakdown(name: str, batch: int) -> tuple[float, dict]:
+def breakdown(name: str, batch: int, precision: str = "fp32") -> tuple[float, dict]:
     """(step seconds, {(Function name, "fwd"|"bwd"): seconds}) for one warm step of CASES[name];
     two more keys: ("conv weight grad", "bwd") (inside Conv2dFunction's and ConvTranspose2dFunction's
     backward) and ("optimizer", "step")."""
@@ -44,7 +45,7 @@ def breakdown(name: str, batch: int) -> tuple[float, dict]:
     spec, side = bm.CASES[name]
     model = bm._ours_model(spec)
     lq, gt = bm._batch(spec, side, batch)
-    step = bm._ours_step(model, lq, gt)
+    step = bm._ours_step(model, lq, gt, precision)
     step()  # compile and warm up, untimed
     times = defaultdict(float)
     originals = {}
@@ -132,6 +133,8 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=4)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--top", type=int, default=16)
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32", help="the step under "
+                    "framework.autocast(precision) (default fp32)")
     args = ap.parse_args(argv)
     import framework as sg
     from benchmark import machine
@@ -142,14 +145,14 @@ def main(argv=None) -> int:
         print("| model | step ms | " + " | ".join(CATEGORIES) + " |")
         print("|---|---:|" + "---:|" * len(CATEGORIES))
         for name in args.summary:
-            total, times = breakdown(name, args.batch)
+            total, times = breakdown(name, args.batch, args.precision)
             cats = categories(total, times)
             print(f"| {name} | {1e3 * total:.0f} | "
                   + " | ".join(f"{100 * cats[c] / total:.1f}" for c in CATEGORIES) + " |", flush=True)
         return 0
     if args.model is None:
         ap.error("give a MODEL or --summary MODEL ...")
-    total, times = breakdown(args.model, args.batch)
+    total, times = breakdown(args.model, args.batch, args.precision)
     inside = sum(times.values())
     print(f"{args.model}: one step, batch {args.batch}, {args.threads} thread(s): {1e3 * total:.0f} ms, "
           f"{100 * inside / total:.0f}% inside Functions")

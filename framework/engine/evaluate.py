@@ -29,6 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .bf16_check import bf16_arg
 from .cli import load_model_from_args, model_args, run_guarded, tta_arg
 from .outputs import (Inputs, OutputError, _check_folder, check_output, exists, landing,
                       refuse_input)
@@ -84,6 +85,7 @@ def eval_main(argv=None) -> int:
     p.add_argument("--crop-border", type=int, default=None, help="default: CONFIG's, else the "
                    "scale")
     tta_arg(p)
+    bf16_arg(p)
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     if args.tile == "auto":  # a number keeps the metrics comparable between runs
@@ -325,9 +327,10 @@ def _evaluate(args) -> int:
             _check_folder(paths[0].parent, "the images' folder")
             clean_partial_writes(paths[0].parent)  # what a killed run left half-written
     rows = []
-    for set_name, data in datasets:
-        rows += _score_set(job, model, scale, in_ch, set_name, data, images.get(set_name),
-                           not args.no_progress, multi=multi)
+    with _precision(args, model, scale, in_ch, datasets, job.tta):
+        for set_name, data in datasets:
+            rows += _score_set(job, model, scale, in_ch, set_name, data, images.get(set_name),
+                               not args.no_progress, multi=multi)
     if rows:
         _write_csv(csv_path, rows, job.tta)
     held = (["the SR images in visualization/"] if images else []) + \
@@ -345,6 +348,21 @@ def _evaluate(args) -> int:
     if rows and csv_path.parent != folder:
         print(f"scores: {csv_path}")
     return 0
+
+
+def _precision(args, model, scale, in_ch, datasets, tta):
+    """autocast('bf16') for --bf16, after its measurement on the first LR image (bf16_check),
+    else nothing."""
+    import contextlib
+    from .. import precision
+    from .bf16_check import announce
+    if not args.bf16:
+        return contextlib.nullcontext()
+    precision.require_bf16("--bf16")
+    first = next(((name, data) for name, data in datasets if len(data)), None)
+    if first is not None:
+        announce(model, first[1].get(0)["lq"], scale, in_ch, f"the first image of {first[0]}", tta)
+    return precision.autocast("bf16")
 
 
 def _score_set(job, model, scale, in_ch, set_name, data, images, progress, multi) -> list:

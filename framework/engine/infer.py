@@ -11,6 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
+from .bf16_check import bf16_arg
 from .cli import error, load_model_from_args, model_args, run_guarded, tta_arg
 from .outputs import OutputError
 
@@ -38,6 +39,7 @@ def main(argv=None) -> int:
     p.add_argument("--overwrite", action="store_true", help="replace outputs that exist (an "
                    "input is never replaced); without it a folder run skips them, a file run stops")
     tta_arg(p)
+    bf16_arg(p)
     p.add_argument("-s", "--outscale", metavar="F", help="final size F x the input's, floor(F*h) "
                    "x floor(F*w) as Real-ESRGAN (default: the model's scale, no resize; "
                    "Real-ESRGAN's default is 4 whatever the model); {scale} in --suffix becomes F")
@@ -122,10 +124,13 @@ def _check_outscale_sizes(files, outscale) -> None:
 
 
 def _infer(args) -> int:
+    import contextlib
     from tqdm.auto import tqdm
+    from .. import precision
     from ..io.atomic import clean_partial_writes
-    from ..io.image import list_images
-    from .inference import upscale_file
+    from ..io.image import list_images, read_image
+    from .bf16_check import announce
+    from .inference import model_in_channels, upscale_file
     from .outputs import plan_outputs
     if args.face_enhance:
         return error("--face_enhance is not available: face restoration needs GFPGAN, which is not "
@@ -164,11 +169,17 @@ def _infer(args) -> int:
         print(f"skipped {f}: {dst} exists (--overwrite replaces it)", file=sys.stderr)
     if outscale is not None:
         _check_outscale_sizes([f for f, _ in todo], outscale)
-    for f, dst in tqdm(todo, desc="upscale", unit="img", disable=args.no_progress):
-        shape = upscale_file(model, info, f, dst, tile, args.tile_overlap, args.tta,
-                             outscale, args.outscale_mode, args.alpha_upsampler, args.pre_pad,
-                             max_memory, say=tqdm.write)
-        tqdm.write(f"{f} -> {dst} ({shape[2]}x{shape[1]})")
+    if args.bf16:
+        precision.require_bf16("--bf16")
+        if todo:  # once per model: the first image's crop both ways
+            announce(model, read_image(todo[0][0])[0], int(info["scale"]), model_in_channels(info),
+                     todo[0][0], args.tta)
+    with precision.autocast("bf16") if args.bf16 else contextlib.nullcontext():
+        for f, dst in tqdm(todo, desc="upscale", unit="img", disable=args.no_progress):
+            shape = upscale_file(model, info, f, dst, tile, args.tile_overlap, args.tta,
+                                 outscale, args.outscale_mode, args.alpha_upsampler, args.pre_pad,
+                                 max_memory, say=tqdm.write)
+            tqdm.write(f"{f} -> {dst} ({shape[2]}x{shape[1]})")
     return 0
 
 

@@ -160,6 +160,7 @@ def _dry_run(cfg: dict, folder: str | None = None) -> list:
     import numpy as np
 
     from ..autograd import no_grad
+    from ..precision import autocast
     from ..tensor import Tensor
     from .trainer import Trainer
 
@@ -178,7 +179,8 @@ def _dry_run(cfg: dict, folder: str | None = None) -> list:
                 with _jit.recording(run=True) as data_calls:
                     batch = trainer.loader.get_batch(0)
             # recorded kernels leave garbage in their outputs: the dry step checks nothing
-            with _jit.recording() as step_calls:
+            # the kernels of the run's precision (train.precision: bf16's are others)
+            with _jit.recording() as step_calls, autocast(cfg["train"]["precision"]):
                 recipe.dry_step(batch)
                 recipe.model.eval()
                 with no_grad():

@@ -79,6 +79,10 @@ _BASE = {
         "grad_clip": Field(float, None, minimum=0, exclusive=True, nullable=True),
         # what a NaN/Inf loss does: stop (leaving the last checkpoint untouched) or skip the batch
         "nonfinite_loss": Field(str, "stop", choices=("stop", "skip")),
+        # the matmul-like ops' operands (framework.autocast; traiNNer-redux's amp_bf16): fp32, or
+        # bf16 operands with float32 sums where the CPU has AVX512-BF16 / AMX; weights, optimizer
+        # state, losses, metrics and checkpoints stay float32 (docs/numerics.md)
+        "precision": Field(str, "fp32", choices=("fp32", "bf16")),
         "log_every": Field(int, 10, minimum=1),
         # background batch loading (framework.data.Prefetcher): threads that decode, crop and
         # degrade the next `prefetch` batches while a step runs; 0 workers = load in the step
@@ -416,6 +420,7 @@ def _check_training(cfg, source, errors):
         errors.append(f"{where('train.ema_decay')}: must be < 1 (0 turns the EMA off), got "
                       f"{t['ema_decay']!r}")
     errors += check_pretrained(t, "pretrained", where)
+    _check_precision(cfg, where, errors)
     _check_recipes(cfg, where, errors)
 
 
@@ -457,6 +462,17 @@ def _check_term_list(cfg, where, errors):
         errors.append(f"{where(f'train.losses[{sharp[0]}].target')}: gt_usm is the sharpened GT, "
                       f"which the training set must produce: set datasets.train.gt_usm: true "
                       f"(RealESRGANDataset)")
+
+
+def _check_precision(cfg, where, errors):
+    """train.precision: bf16 needs float32 tensors and a CPU (and kernels) with bfloat16."""
+    if cfg["train"]["precision"] != "bf16":
+        return
+    from .. import precision
+    if cfg["dtype"] != "float32":
+        errors.append(f"{where('train.precision')}: bf16 rounds float32 operands; dtype is {cfg['dtype']}")
+    elif not precision.support().avx512_bf16:
+        errors.append(f"{where('train.precision')}: bf16 is not available: {precision.support().reason}")
 
 
 def _check_recipes(cfg, where, errors):

@@ -27,6 +27,7 @@ import numpy as np
 
 from .. import random
 from ..metrics import higher_is_better
+from ..precision import autocast, route
 from ..registry import DATASETS, RECIPES
 from . import distributed
 from .recipes import NonFinite, config_key, recipe_name
@@ -182,9 +183,10 @@ class Trainer:
 
     def _hashed_config(self):
         # total_iters may grow on resume (train longer) without being a different run; recipe:
-        # null is what every config meant before the key existed; so is train.ema_power: null
+        # null, ema_power: null and precision: fp32 are what every config meant before the keys existed
         cfg = {k: v for k, v in self.cfg.items() if not (k == "recipe" and v is None)}
-        train = {k: v for k, v in self.cfg["train"].items() if not (k == "ema_power" and v is None)}
+        train = {k: v for k, v in self.cfg["train"].items()
+                 if not (k == "ema_power" and v is None) and not (k == "precision" and v == "fp32")}
         return {**cfg, "train": {**train, "total_iters": None}}
 
     def _summary(self):
@@ -204,6 +206,8 @@ class Trainer:
         self._say(f"data: {images(len(self.train_set), 'training')} "
                   f"({type(self.train_set).__name__}, "
                   f"{crops}, batch {tcfg['batch_size']}){val}")
+        if tcfg["precision"] == "bf16":
+            self._say(f"precision: bf16 operands, float32 sums, weights and optimizer state ({route()})")
         self._say(f"threads: {numba.get_num_threads()}, ranks: {self.world_size}; iterations "
                   f"{self.iteration} -> {tcfg['total_iters']}; run folder {self.run_dir}")
 
@@ -278,7 +282,8 @@ class Trainer:
         skipped non-finite batch; a non-finite value under nonfinite_loss: stop is a
         TrainingError naming the iteration and the last good checkpoint."""
         try:
-            return self.recipe.step(batch, self.iteration)
+            with autocast(self.cfg["train"]["precision"]):  # the ops read it; the rest stays float32
+                return self.recipe.step(batch, self.iteration)
         except NonFinite as exc:
             raise TrainingError(
                 f"{exc.what} at iteration {self.iteration + 1}: training stopped. The last good "
@@ -344,7 +349,8 @@ class Trainer:
         Returns the means (metric name -> value)."""
         ema = self.recipe.ema
         model = ema.module if ema is not None else self.model
-        means = self.validator(model, self.iteration, stop=lambda: self._stop_signal is not None)
+        with autocast(self.cfg["train"]["precision"]):  # validated as trained (traiNNer-redux's amp)
+            means = self.validator(model, self.iteration, stop=lambda: self._stop_signal is not None)
         if not self.is_main or not means:
             return means
         vcfg = self.cfg["val"]

@@ -18,6 +18,9 @@ matrix; `_direct_route` says when), its input gradient the direct forward of the
 Depthwise, grouped and the other large-kernel stride-1 correlations take _depthwise.py's loops over
 padded planes, or the frequency domain for very many multiply-adds per output (`_large_route`);
 everything else takes im2col / col2im (serial numba kernels) and a product (np.matmul, BLAS).
+Under `framework.autocast("bf16")` the direct route of float32 tensors takes bfloat16 operands with
+float32 sums: on AMX tiles (_direct_amx.py) from 16 channels on the image side where the CPU has
+AMX, else AVX512-BF16 (_direct_bf16.py); the other routes stay float32 (docs/numerics.md).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image; a multiple of
 the workers). The direct route runs its tiles in one numba parallel region per call (a fork/join of
@@ -36,9 +39,9 @@ from typing import NamedTuple
 import numpy as np
 
 from .._check import float_array, int_arg, int_pair, number
-from .. import autograd
+from .. import autograd, precision
 from ..autograd import Function
-from . import _depthwise, _direct, _tiles
+from . import _depthwise, _direct, _direct_amx, _direct_bf16, _tiles
 from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
 
@@ -181,14 +184,30 @@ def _direct_tiles(x_side, geo):
     return tiles, _direct.buffer_elems(tiles, C, OW, kh, kw, dtype)
 
 
+def _amx_route(c):
+    """Whether a bfloat16 direct correlation with c channels on its image side runs on AMX tiles
+    (_direct_amx.py), else on AVX512-BF16 (_direct_bf16.py)."""
+    return c >= _direct_amx.MIN_CHANNELS and precision.support().amx_bf16
+
+
 def _direct_correlate(x, w, geo, bias, slope):
-    """_correlate by the direct route, the activation fused (_direct.correlate)."""
+    """_correlate by the direct route, the activation fused (_direct.correlate; under
+    autocast('bf16') with bfloat16 operands, on AMX or AVX512-BF16)."""
+    if precision.bf16_active(x.dtype):
+        if _amx_route(x.shape[1]):
+            return _direct_amx.correlate(x, w, geo.features, geo.padding, bias, slope, _workers())
+        return _direct_bf16.correlate(x, w, geo.features, geo.padding, bias, slope,
+                                      _direct_tiles((x.shape[0], x.shape[1], x.dtype), geo)[0])
     tiles, elems = _direct_tiles((x.shape[0], x.shape[1], x.dtype), geo)
     return _direct.correlate(x, w, geo.features, geo.padding, bias, slope, tiles, elems)
 
 
 def _direct_weight_grad(x, y, geo):
-    """_weight_grad by the direct route (_direct.weight_grad)."""
+    """_weight_grad by the direct route (_direct.weight_grad; bfloat16 operands under autocast)."""
+    if precision.bf16_active(x.dtype):
+        if _amx_route(x.shape[1]):
+            return _direct_amx.weight_grad(x, y, geo.padding, geo.kernel)
+        return _direct_bf16.weight_grad(x, y, geo.padding, geo.kernel, _workers())
     return _direct.weight_grad(x, y, geo.padding, geo.kernel, _workers())
 
 
@@ -328,7 +347,7 @@ class Conv2dFunction(Function):
         x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
         y = _correlate(x, w, geo, b, relu_slope)
         ctx.save_for_backward(x, w, y if relu_slope is not None else None)
-        ctx.geo, ctx.relu_slope = geo, relu_slope
+        ctx.geo, ctx.relu_slope, ctx.precision = geo, relu_slope, precision.current()
         return y
 
     @staticmethod
@@ -336,8 +355,9 @@ class Conv2dFunction(Function):
         x, w, y = ctx.saved_tensors  # g first through the fused activation: g [y > 0] (or slope)
         nx, nw, nb = ctx.needs_input_grad
         g = np.ascontiguousarray(g) if y is None else rectify_grad(g, y, ctx.relu_slope)
-        gx = _correlate_adjoint(g, w, ctx.geo, x.shape[1]) if nx else None
-        gw = _weight_grad(x, g, ctx.geo, w.shape) if nw else None
+        with precision.autocast(ctx.precision):  # the forward's precision (as torch's autocast)
+            gx = _correlate_adjoint(g, w, ctx.geo, x.shape[1]) if nx else None
+            gw = _weight_grad(x, g, ctx.geo, w.shape) if nw else None
         gb = g.sum(axis=(0, 2, 3)) if nb else None
         return gx, gw, gb
 
@@ -347,7 +367,7 @@ class ConvTranspose2dFunction(Function):
     def forward(ctx, x, w, b=None, *, geo):
         x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
         ctx.save_for_backward(x, w)
-        ctx.geo = geo
+        ctx.geo, ctx.precision = geo, precision.current()
         return _correlate_adjoint(x, w, geo, w.shape[1] * geo.groups, b)
 
     @staticmethod
@@ -355,8 +375,9 @@ class ConvTranspose2dFunction(Function):
         x, w = ctx.saved_tensors
         nx, nw, nb = ctx.needs_input_grad
         g = np.ascontiguousarray(g)
-        gx = _correlate(g, w, ctx.geo) if nx else None
-        gw = _weight_grad(g, x, ctx.geo, w.shape) if nw else None
+        with precision.autocast(ctx.precision):
+            gx = _correlate(g, w, ctx.geo) if nx else None
+            gw = _weight_grad(g, x, ctx.geo, w.shape) if nw else None
         gb = g.sum(axis=(0, 2, 3)) if nb else None
         return gx, gw, gb
 

@@ -7,15 +7,18 @@ runs those rows in fixed chunks on conv's worker threads with single-threaded BL
 batched product (attention's q k^T and attn v: thousands of 64 x 30 matrices) is one small BLAS call
 per matrix, and BLAS runs matrices this small on one thread; above a size the batch runs as a few
 slices on conv's worker threads, each with single-threaded BLAS (framework/functional/_tiles.py).
+Under `autocast("bf16")` on an AMX CPU linear's products are _gemm_bf16.py's instead (bfloat16
+operands, float32 sums); matmul stays float32 (docs/numerics.md).
 """
 from __future__ import annotations
 
 import numpy as np
 
+from .. import precision
 from .._check import float_array
 from ..autograd import Function
 from ..tensor import Tensor
-from . import _tiles
+from . import _gemm_bf16, _tiles
 from ._util import unbroadcast
 
 __all__ = ["linear", "matmul"]
@@ -107,12 +110,25 @@ def _sum_partials(parts):
     return total
 
 
+def _bf16(dtype) -> bool:
+    """Whether linear's products run with bfloat16 operands now (autocast('bf16'), float32, AMX)."""
+    return precision.bf16_active(dtype) and _gemm_bf16.available()
+
+
 class LinearFunction(Function):
-    """x (..., in), weight (out, in), bias (out,) or None -> x W^T + b (..., out)."""
+    """x (..., in), weight (out, in), bias (out,) or None -> x W^T + b (..., out). Under
+    autocast('bf16') on an AMX CPU the three products take bfloat16 operands (_gemm_bf16.py)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
         x2 = _rows(x)
+        ctx.save_for_backward(x2, weight)
+        ctx.shape, ctx.precision = x.shape, precision.current()
+        if _bf16(x2.dtype):
+            out = _gemm_bf16.matmul(x2, weight.T)
+            if bias is not None:
+                out += bias
+            return out.reshape(x.shape[:-1] + (weight.shape[0],))
         out = np.empty((x2.shape[0], weight.shape[0]), np.result_type(x2, weight))
         wt = weight.T
 
@@ -122,8 +138,6 @@ class LinearFunction(Function):
                 out[lo:hi] += bias
 
         _over_rows(x2.shape[0], chunk)
-        ctx.save_for_backward(x2, weight)
-        ctx.shape = x.shape
         return out.reshape(x.shape[:-1] + (weight.shape[0],))
 
     @staticmethod
@@ -131,6 +145,11 @@ class LinearFunction(Function):
         x2, weight = ctx.saved_tensors
         need_x, need_w, need_b = ctx.needs_input_grad
         g2 = _rows(g)
+        with precision.autocast(ctx.precision):  # the forward's precision
+            if _bf16(g2.dtype):
+                return ((_gemm_bf16.matmul(g2, weight).reshape(ctx.shape) if need_x else None),
+                        (_gemm_bf16.matmul(g2.T, x2) if need_w else None),
+                        (g2.sum(axis=0) if need_b else None))
         gx = np.empty(x2.shape, x2.dtype) if need_x else None
 
         def chunk(lo, hi):

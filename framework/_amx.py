@@ -1,0 +1,123 @@
+"""AMX tile instructions for numba kernels, as inline assembly (functional/_direct_amx.py uses them).
+
+LLVM's AMX intrinsics take its `x86_amx` type, which llvmlite cannot name, so each instruction here
+is one `asm sideeffect` statement on the explicit tile registers tmm0..tmm7 (a compile-time
+constant), its addresses in general registers. The statements clobber memory, so LLVM neither
+reorders them nor moves loads and stores across them; the tile registers are invisible to LLVM,
+which never uses them itself.
+
+    tile_config(cfg)                 ldtilecfg: every tile 16 rows x 64 bytes (CONFIG); once per
+                                     thread before its first tile instruction (the state is per thread)
+    tile_load(a, offset, stride, t)  tileloadd: tmm_t row r = the 64 bytes at a's data + offset + r stride
+    tile_store(a, offset, stride, t) tilestored: the reverse
+    tile_zero(t)                     tilezero
+    tile_dot(c, a, b)                tdpbf16ps tmm_c += tmm_a . tmm_b: c[m, n] (float32) += sum_k
+                                     a[m, 2k] b[k, 2n] + a[m, 2k + 1] b[k, 2n + 1] (bfloat16 pairs)
+    tile_release()                   tilerelease: the thread's tile state back to its initial state
+
+Offsets and strides are in bytes and unchecked: validate before the kernel runs. A process must ask
+Linux for the tile data first (framework/precision.py does, once), or its first tile instruction
+is killed by SIGILL.
+"""
+from __future__ import annotations
+
+import numpy as np
+import llvmlite.binding as llvm
+from llvmlite import ir
+from numba import types
+from numba.core.errors import TypingError
+from numba.extending import intrinsic
+
+__all__ = ["CONFIG", "tile_config", "tile_load", "tile_store", "tile_zero", "tile_dot", "tile_release"]
+
+# LLVM compiles inline assembly through its assembly parser, which numba does not initialise
+llvm.initialize_native_asmparser()
+
+
+def _config():
+    """The 64-byte tile configuration: palette 1, tmm0..tmm7 each 16 rows of 64 bytes."""
+    cfg = np.zeros(64, np.uint8)
+    cfg[0] = 1
+    cfg[16:32].view(np.uint16)[:] = 64  # bytes per row of each tile
+    cfg[48:56] = 16  # rows of each tile
+    return cfg
+
+
+CONFIG = _config()
+_I64 = ir.IntType(64)
+
+
+def _tile(t, what):
+    if not isinstance(t, types.IntegerLiteral) or not 0 <= t.literal_value < 8:
+        raise TypingError(f"{what}: a tile register must be a constant 0..7, got {t}")
+    return t.literal_value
+
+
+def _address(context, builder, arrty, arr, offset=None):
+    """The integer address of arr's data (+ offset bytes)."""
+    p = builder.ptrtoint(context.make_array(arrty)(context, builder, arr).data, _I64)
+    return p if offset is None else builder.add(p, offset)
+
+
+def _asm(builder, text, operands, constraint=""):
+    fnty = ir.FunctionType(ir.VoidType(), [_I64] * len(operands))
+    builder.asm(fnty, text, ",".join([constraint] * len(operands) + ["~{memory}"]) if operands else "~{memory}",
+                operands, side_effect=True)
+
+
+@intrinsic
+def tile_config(typingctx, cfg):
+    def codegen(context, builder, sig, args):
+        _asm(builder, "ldtilecfg ($0)", [_address(context, builder, sig.args[0], args[0])], "r")
+        return context.get_dummy_value()
+    return types.none(cfg), codegen
+
+
+@intrinsic
+def tile_release(typingctx):
+    def codegen(context, builder, sig, args):
+        _asm(builder, "tilerelease", [])
+        return context.get_dummy_value()
+    return types.none(), codegen
+
+
+def _memory_op(name, text):
+    def typer(typingctx, arr, offset, stride, t):
+        if not isinstance(arr, types.Array):
+            raise TypingError(f"{text}: an array, got {arr}")
+        tmm = _tile(t, text)
+
+        def codegen(context, builder, sig, args):
+            off = context.cast(builder, args[1], sig.args[1], types.int64)
+            stride_ = context.cast(builder, args[2], sig.args[2], types.int64)
+            _asm(builder, text.format(t=tmm), [_address(context, builder, sig.args[0], args[0], off), stride_], "r")
+            return context.get_dummy_value()
+        return types.none(arr, offset, stride, t), codegen
+    typer.__name__ = typer.__qualname__ = name
+    return typer
+
+
+tile_load = intrinsic(_memory_op("tile_load", "tileloadd ($0,$1,1), %tmm{t}"))
+tile_store = intrinsic(_memory_op("tile_store", "tilestored %tmm{t}, ($0,$1,1)"))
+
+
+@intrinsic
+def tile_zero(typingctx, t):
+    tmm = _tile(t, "tile_zero")
+
+    def codegen(context, builder, sig, args):
+        _asm(builder, f"tilezero %tmm{tmm}", [])
+        return context.get_dummy_value()
+    return types.none(t), codegen
+
+
+@intrinsic
+def tile_dot(typingctx, c, a, b):
+    tc, ta, tb = _tile(c, "tile_dot"), _tile(a, "tile_dot"), _tile(b, "tile_dot")
+    if len({tc, ta, tb}) < 3:
+        raise TypingError(f"tile_dot: three different tiles, got tmm{tc}, tmm{ta}, tmm{tb}")
+
+    def codegen(context, builder, sig, args):
+        _asm(builder, f"tdpbf16ps %tmm{tb}, %tmm{ta}, %tmm{tc}", [])
+        return context.get_dummy_value()
+    return types.none(c, a, b), codegen

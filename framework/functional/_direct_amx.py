@@ -1,0 +1,252 @@
+"""The direct convolution with bfloat16 operands on AMX tiles (tdpbf16ps, framework/_amx.py): conv.py's
+route under `autocast("bf16")` where the CPU has AMX-BF16 and the correlation has at least
+MIN_CHANNELS channels on its image side.
+
+A tile product adds, for 16 x 16 float32 outputs, 32 bfloat16 terms each (16 pairs). Each kernel
+keeps 2 x 2 output tiles (32 x 32) in tmm0..tmm3 and streams two tiles of each operand per step
+(tmm4, tmm5 and tmm6, tmm7):
+
+- forward (and the input gradient, the forward of the flipped kernel): rows = output channels,
+  columns = flat output positions q = h Wp + w (_direct_bf16's padded planes of channel pairs,
+  which are tdpbf16ps's pair layout already: row k of a tile is channel pair k at 16 positions from
+  q + i Wp + j), the weights as 16 output channels x 32 input channels per tap; one step = one tap
+  of 32 channels. The 32 x 32 block is stored to a scratch and from there into y (bias, activation).
+- weight gradient: per tap, rows = input channels (32 consecutive positions of a padded input
+  plane from the tap's offset), columns = output channels (the gradient in pairs of flat positions,
+  channels last: _direct_bf16's layout); one step = 32 positions. A task owns 32 x 32 of (input,
+  output) channels for every tap and visits all taps per chunk of positions, so the chunk's input
+  and gradient are read from cache kh kw times (a task per tap streamed them from memory each
+  time); every ~sqrt(steps) steps the blocks go onto the running totals (_direct's blocked sums).
+
+Operands are rounded once per call (_direct_bf16's kernels); sums are float32 in the tiles, in the
+order tdpbf16ps takes them (docs/numerics.md gives the bound; tests/framework/functional/test_bf16.py
+measures the difference to the AVX512-BF16 route).
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .. import _amx, precision
+from .._amx import tile_config, tile_dot, tile_load, tile_release, tile_store, tile_zero
+from .._jit import kernel, prange
+from ._direct import _aligned_empty, _blocks
+from ._direct_bf16 import _grad_pairs, _pad_bits, _pad_pairs, round_bits
+
+MIN_CHANNELS = 16  # below, padding to 32 channels wastes more than half of each product
+TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
+
+
+@kernel
+def _put_block(buf, bias, y, b, o0, q, Wp, slope, act):
+    """y[b, o0 + n, h, w] = act(buf[n, p - q] + bias[o0 + n]) for the 32 flat positions p = h Wp + w
+    from q that are pixels of y (w < OW, h < OH) and the channels o0 + n of y."""
+    O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
+    p = q
+    while p < q + 32:
+        h, w = p // Wp, p % Wp
+        if w >= OW:  # a row's junk end
+            p += Wp - w
+            continue
+        n = min(OW - w, q + 32 - p)
+        if h >= OH:
+            break
+        for k in range(min(32, O - o0)):
+            src, dst, bk = buf[k * 32 + p - q:], y[b, o0 + k, h, w:], bias[o0 + k]
+            for t in range(n):
+                v = src[t] + bk
+                if act:  # activation.rectify_: relu sends -0 and 0 to +0; NaN stays
+                    if slope == 0:
+                        if v <= 0:
+                            v = np.float32(0)
+                    elif not v > 0:
+                        v = v * slope
+                dst[t] = v
+        p += n
+
+
+@kernel(parallel=True)
+def _forward_layout(xu, xp, top, left, Wp):
+    """xp: each image rounded and padded into planes of channel pairs (_pad_pairs). (Its own
+    parallel region: numba mis-ran two loops in one parallel function, _direct.py.)"""
+    for b in prange(xu.shape[0]):
+        _pad_pairs(xu, xp[b:b + 1], b, -top, left, Wp)
+
+
+@kernel(parallel=True)
+def _forward(xp, wa, bias, y, cfg, Wp, kh, kw, slope, act, scratch, tasks):
+    """y = act(W * x + bias) on tiles. xp (N, 16 KB, S) uint32 planes of channel pairs
+    (_forward_layout); wa (kh kw, KB, Opad, 32) bfloat16 (tap, block of 32 channels, output
+    channel, channel); scratch (threads, 1024) float32; tasks (T, 3): image, first and end flat
+    position (multiples of 32)."""
+    S = xp.shape[2]
+    KB, Opad = wa.shape[1], wa.shape[2]
+    for n in prange(tasks.shape[0]):
+        b, q0, q1 = tasks[n, 0], tasks[n, 1], tasks[n, 2]
+        buf = scratch[numba.get_thread_id()]
+        tile_config(cfg)
+        for q in range(q0, q1, 32):
+            for o0 in range(0, Opad, 32):
+                tile_zero(0)
+                tile_zero(1)
+                tile_zero(2)
+                tile_zero(3)
+                for i in range(kh):
+                    for j in range(kw):
+                        for kb in range(KB):
+                            a = (((i * kw + j) * KB + kb) * Opad + o0) * 64
+                            tile_load(wa, a, 64, 4)
+                            tile_load(wa, a + TILE * 64, 64, 5)
+                            x = ((b * KB + kb) * TILE * S + q + i * Wp + j) * 4
+                            tile_load(xp, x, S * 4, 6)
+                            tile_load(xp, x + TILE * 4, S * 4, 7)
+                            tile_dot(0, 4, 6)
+                            tile_dot(1, 4, 7)
+                            tile_dot(2, 5, 6)
+                            tile_dot(3, 5, 7)
+                tile_store(buf, 0, 128, 0)
+                tile_store(buf, 64, 128, 1)
+                tile_store(buf, TILE * 128, 128, 2)
+                tile_store(buf, TILE * 128 + 64, 128, 3)
+                _put_block(buf, bias, y, b, o0, q, Wp, slope, act)
+        tile_release()
+
+
+def pack_weight(w):
+    """W (O, C, kh, kw) float32 -> (kh kw, C/32, O, 32) bfloat16 bits, C and O padded with zeros
+    to multiples of 32: tile rows of 32 channels of one output and tap."""
+    O, C, kh, kw = w.shape
+    bits = np.zeros((_blocks(O, 32) * 32, _blocks(C, 32) * 32, kh, kw), np.uint16)
+    bits[:O, :C] = round_bits(w)
+    out = bits.reshape(bits.shape[0], -1, 32, kh * kw).transpose(3, 1, 0, 2)
+    return np.ascontiguousarray(out)
+
+
+def _tasks(N, Q, workers):
+    """(image, q0, q1) tasks: blocks of 32 flat positions, about 4 tasks per worker in all."""
+    blocks = Q // 32
+    per = max(1, _blocks(N * blocks, 4 * workers))
+    return np.array([(b, s * 32, min(blocks, s + per) * 32) for b in range(N) for s in range(0, blocks, per)],
+                    np.int64).reshape(-1, 3)
+
+
+def correlate(x, w, features, padding, bias, slope, workers):
+    """conv.py's direct correlate on tiles: x (N, C, H, W), w (O, C, kh, kw) float32 -> (N, O, OH, OW)
+    float32, the activation fused (slope None: none, 0: relu, > 0: leaky)."""
+    precision.require_amx("conv2d")
+    N, C = x.shape[:2]
+    O, _, kh, kw = w.shape
+    OH, OW = features
+    wa = pack_weight(w)
+    Wp = OW + kw - 1
+    Q = _blocks(OH * Wp, 32) * 32
+    S = Q + (kh - 1) * Wp + kw - 1 + 32  # a step's 32 positions from the last tap's offset
+    b = np.zeros(wa.shape[2], np.float32)
+    if bias is not None:
+        b[:O] = bias
+    y = np.empty((N, O, OH, OW), np.float32)
+    xp = np.empty((N, wa.shape[1] * TILE, S), np.uint32)
+    scratch = _aligned_empty((numba.get_num_threads(), 1024), np.float32)
+    _forward_layout(np.ascontiguousarray(x).view(np.uint32), xp, padding[0], padding[1], Wp)
+    _forward(xp, wa, b, y, _amx.CONFIG, Wp, kh, kw, np.float32(0 if slope is None else slope), slope is not None,
+             scratch, _tasks(N, Q, workers))
+    return y
+
+
+CHUNK = 16  # steps of 32 positions per visit of the taps (their input and gradient stay in L2)
+
+
+@kernel
+def _flush(acc, d, c0, o0, T):
+    """d[t, c0 + c, o0 + o] += acc[t, c, o] (32 x 32 per tap), then acc = 0: a block's sums onto the
+    running totals."""
+    for t in range(T):
+        for c in range(32):
+            row, src = d[t, c0 + c, o0:], acc[t, c * 32:]
+            for o in range(32):
+                row[o] += src[o]
+                src[o] = 0
+
+
+@kernel(parallel=True)
+def _weight_grad(xf, gt, dwt, cfg, offsets, plane, rb, accs, tasks):
+    """dwt[t, c, o] = sum_{b, q} x[b, c, offsets[t] + q] g[b, q, o] on tiles. xf (N, Cpad plane +
+    tail) bfloat16 padded planes; gt (N, P, Opad) uint32 gradient pairs (P a multiple of 16);
+    accs (threads, T, 1024) float32, zero: each tap's 32 x 32 block between visits; tasks (T', 2):
+    first channel and first output of a 32 x 32 block. Per image, CHUNK steps at a time, every tap
+    adds its products into its block (the chunk's data stays in cache for all taps); every rb steps
+    and at the end of each image the blocks go onto the totals (_flush): chains of about sqrt(steps)."""
+    N, P, Opad = gt.shape
+    X, T = xf.shape[1], offsets.shape[0]
+    for n in prange(tasks.shape[0]):
+        c0, o0 = tasks[n, 0], tasks[n, 1]
+        acc = accs[numba.get_thread_id()]
+        for t in range(T):
+            for c in range(c0, c0 + 32):
+                for o in range(o0, o0 + 32):
+                    dwt[t, c, o] = 0
+        tile_config(cfg)
+        for b in range(N):
+            since = 0
+            for p0 in range(0, P, 16 * CHUNK):
+                p1 = min(P, p0 + 16 * CHUNK)
+                for t in range(T):
+                    a = acc[t]
+                    tile_load(a, 0, 128, 0)
+                    tile_load(a, 64, 128, 1)
+                    tile_load(a, TILE * 128, 128, 2)
+                    tile_load(a, TILE * 128 + 64, 128, 3)
+                    for p in range(p0, p1, 16):
+                        x = (b * X + c0 * plane + offsets[t] + 2 * p) * 2
+                        tile_load(xf, x, plane * 2, 4)
+                        tile_load(xf, x + TILE * plane * 2, plane * 2, 5)
+                        g = ((b * P + p) * Opad + o0) * 4
+                        tile_load(gt, g, Opad * 4, 6)
+                        tile_load(gt, g + 64, Opad * 4, 7)
+                        tile_dot(0, 4, 6)
+                        tile_dot(1, 4, 7)
+                        tile_dot(2, 5, 6)
+                        tile_dot(3, 5, 7)
+                    tile_store(a, 0, 128, 0)
+                    tile_store(a, 64, 128, 1)
+                    tile_store(a, TILE * 128, 128, 2)
+                    tile_store(a, TILE * 128 + 64, 128, 3)
+                since += (p1 - p0) // 16
+                if since >= rb or p1 == P:
+                    _flush(acc, dwt, c0, o0, T)
+                    since = 0
+        tile_release()
+
+
+@kernel(parallel=True)
+def _weight_grad_layout(xu, gu, xf, gt, top, left, Wp, Hp):
+    """xf: each image rounded and padded (_pad_bits); gt: its gradient in pairs (_grad_pairs)."""
+    for b in prange(xu.shape[0]):
+        _pad_bits(xu, xf[b], b, top, left, Wp, Hp)
+        _grad_pairs(gu, gt[b], b, Wp)
+
+
+def weight_grad(x, g, padding, kernel_size):
+    """conv.py's direct weight gradient on tiles: x (N, C, H, W), g (N, O, OH, OW) float32 ->
+    dW (O, C, kh, kw) float32."""
+    precision.require_amx("conv2d")
+    N, C = x.shape[:2]
+    O, OH, OW = g.shape[1:]
+    kh, kw = kernel_size
+    Hp, Wp = OH + kh - 1, OW + kw - 1
+    Cpad, Opad = _blocks(C, 32) * 32, _blocks(O, 32) * 32
+    plane = Hp * Wp
+    P = _blocks(_blocks(OH * Wp, 2), 16) * 16  # pairs of flat positions, whole steps of 16 (zero past)
+    xf = np.empty((N, Cpad * plane + 2 * P + Wp + 32), np.uint16)  # planes past C: zeros (_pad_bits)
+    gt = np.empty((N, P, Opad), np.uint32)
+    _weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
+                        xf, gt.view(np.uint16).reshape(N, P, Opad, 2), -padding[0], padding[1], Wp, Hp)
+    i, j = np.unravel_index(np.arange(kh * kw), (kh, kw))
+    offsets = (i * Wp + j).astype(np.int64)
+    tasks = np.array([(c0, o0) for c0 in range(0, Cpad, 32) for o0 in range(0, Opad, 32)], np.int64)
+    rb = max(1, round((N * P / 16) ** 0.5))  # about sqrt(steps) blocks of sqrt(steps) steps
+    dwt = np.empty((kh * kw, Cpad, Opad), np.float32)
+    accs = _aligned_empty((numba.get_num_threads(), kh * kw, 1024), np.float32)
+    accs[...] = 0
+    _weight_grad(xf, gt, dwt, _amx.CONFIG, offsets, plane, rb, accs, tasks)
+    return np.ascontiguousarray(dwt[:, :C, :O].transpose(2, 1, 0).reshape(O, C, kh, kw))

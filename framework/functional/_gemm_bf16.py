@@ -1,0 +1,107 @@
+"""C = A B with bfloat16 operands and float32 sums on AMX tiles (framework/_amx.py): linear's three
+products under `autocast("bf16")` where the CPU has AMX-BF16 (linear.py).
+
+A (M, K) is rounded into rows of K bfloat16 (a tile: 16 rows x 32 terms), B (K, N) into tdpbf16ps's
+pair layout (K/2, N, 2) (a tile: 16 pairs of rows x 16 columns), both zero-padded to multiples of
+32. A task owns 32 rows of C; per 32 x 32 block (tmm0..tmm3) it runs over K in steps of 32 (two tiles
+of each operand, four products per step); every max(4, ~sqrt(K/32)) steps the tiles go onto the
+block's running total (blocked sums, as _direct.py's), so the order of every sum is fixed: the
+result depends neither on threads nor on the machine, only on the route.
+"""
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from .. import _amx, precision
+from .._amx import tile_config, tile_dot, tile_load, tile_release, tile_store, tile_zero
+from .._jit import kernel, prange
+from ._direct import _aligned_empty, _blocks
+from ._direct_bf16 import _rne
+
+TILE = 16
+
+
+@kernel(parallel=True)
+def _gemm(a, b, c, cfg, rb, scratch):
+    """c[m, n] = sum_k a[m, k] b[k, n]: a (Mp, Kp) bfloat16 bits, b (Kp/2, Np, 2) bfloat16 pairs,
+    c (Mp, Np) float32 (written whole); scratch (threads, 1024) float32. A task: 32 rows of c."""
+    Mp, Kp = a.shape
+    Np = c.shape[1]
+    for mb in prange(Mp // 32):
+        m0 = mb * 32
+        buf = scratch[numba.get_thread_id()]
+        tile_config(cfg)
+        for n0 in range(0, Np, 32):
+            for k0 in range(0, Kp, 32 * rb):
+                tile_zero(0)
+                tile_zero(1)
+                tile_zero(2)
+                tile_zero(3)
+                for k in range(k0, min(Kp, k0 + 32 * rb), 32):
+                    x = (m0 * Kp + k) * 2
+                    tile_load(a, x, Kp * 2, 4)
+                    tile_load(a, x + TILE * Kp * 2, Kp * 2, 5)
+                    y = ((k // 2) * Np + n0) * 4
+                    tile_load(b, y, Np * 4, 6)
+                    tile_load(b, y + 64, Np * 4, 7)
+                    tile_dot(0, 4, 6)
+                    tile_dot(1, 4, 7)
+                    tile_dot(2, 5, 6)
+                    tile_dot(3, 5, 7)
+                if k0 == 0:  # the first block straight into c, the others added onto it
+                    z = (m0 * Np + n0) * 4
+                    tile_store(c, z, Np * 4, 0)
+                    tile_store(c, z + 64, Np * 4, 1)
+                    tile_store(c, z + TILE * Np * 4, Np * 4, 2)
+                    tile_store(c, z + TILE * Np * 4 + 64, Np * 4, 3)
+                    continue
+                tile_store(buf, 0, 128, 0)
+                tile_store(buf, 64, 128, 1)
+                tile_store(buf, TILE * 128, 128, 2)
+                tile_store(buf, TILE * 128 + 64, 128, 3)
+                for m in range(32):
+                    row, src = c[m0 + m, n0:], buf[m * 32:]
+                    for n in range(32):
+                        row[n] += src[n]
+        tile_release()
+
+
+@kernel(parallel=True)
+def _pack_a(au, out):
+    """out[m, k] = bf16(a[m, k]) (au: a's float32 bits, any strides), 0 past a: A's rows of terms."""
+    M, K = au.shape
+    for m in prange(out.shape[0]):
+        row = out[m]
+        for k in range(out.shape[1]):
+            row[k] = np.uint16(_rne(au[m, k])) if m < M and k < K else 0
+
+
+@kernel(parallel=True)
+def _pack_b(bu, out):
+    """out[p, n, h] = bf16(b[2 p + h, n]) (bu: b's float32 bits), 0 past b: tdpbf16ps's pairs."""
+    K, N = bu.shape
+    for p in prange(out.shape[0]):
+        for h in range(2):
+            k = 2 * p + h
+            for n in range(out.shape[1]):
+                out[p, n, h] = np.uint16(_rne(bu[k, n])) if k < K and n < N else 0
+
+
+def available() -> bool:
+    return precision.support().amx_bf16
+
+
+def matmul(a, b):
+    """a (M, K) @ b (K, N) float32 (arrays or views) -> (M, N) float32, bfloat16 operands rounded to
+    nearest even, float32 sums."""
+    precision.require_amx("linear")
+    (M, K), N = a.shape, b.shape[1]
+    Mp, Kp, Np = (_blocks(n, 32) * 32 for n in (M, K, N))
+    ab, bb = np.empty((Mp, Kp), np.uint16), np.empty((Kp // 2, Np, 2), np.uint16)
+    _pack_a(a.view(np.uint32), ab)  # rounded once, in one pass each (views read in place)
+    _pack_b(b.view(np.uint32), bb)
+    c = np.empty((Mp, Np), np.float32)
+    rb = max(4, round((Kp / 32) ** 0.5))  # blocks of at least 128 terms, about sqrt(K) for long sums
+    _gemm(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 1024), np.float32))
+    return c[:M, :N]

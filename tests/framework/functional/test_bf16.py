@@ -1,0 +1,206 @@
+"""bfloat16 under framework.autocast('bf16'): rounding, the kernels' sums, the bounds of docs/numerics.md.
+
+The bound (docs/numerics.md, "bfloat16"): operands rounded to bfloat16 (relative error <= u_b = 2^-9
+each) multiply exactly in float32 (8 x 8 significant bits), and any float32 summation of n terms is
+within gamma_n = n u / (1 - n u), u = 2^-24, of their exact sum, times sum |terms|. So against the
+float64 result of the ROUNDED operands |y - ref| <= gamma_n sum|t| (which float32 operands would
+break: their rounding error is ~2^-9), and against the float64 result of the original operands
+|y - ref| <= (2 u_b + u_b^2 + gamma_n (1 + u_b)^2) sum|x w|.
+"""
+import numpy as np
+import pytest
+import torch
+
+import framework as sg
+import framework.functional as F
+from framework import precision
+from framework.functional import _direct_amx, _direct_bf16
+
+U, UB = 2.0 ** -24, 2.0 ** -9
+HAS_BF16 = precision.support().avx512_bf16
+HAS_AMX = precision.support().amx_bf16
+needs_bf16 = pytest.mark.skipif(not HAS_BF16, reason=f"bfloat16 kernels: {precision.support().reason}")
+needs_amx = pytest.mark.skipif(not HAS_AMX, reason="AMX-BF16: this CPU or OS has no AMX tiles")
+
+
+def gamma(n):
+    return n * U / (1 - n * U)
+
+
+def bf(a):
+    """The float64 values of a's bfloat16 rounding."""
+    return torch.from_numpy(_direct_bf16.widen(_direct_bf16.round_bits(np.asarray(a, np.float32))).astype(np.float64))
+
+
+def test_round_bits_is_torchs_bfloat16():
+    # ties both ways, the largest finite, overflow to inf, denormals, signed zeros, inf and NaN
+    rng = np.random.default_rng(0)
+    special = np.array([1 + 2 ** -8, 1 + 3 * 2 ** -8, 1 + 2 ** -8 + 2 ** -20, 3.3895314e38, 3.4028235e38,
+                        1e-40, -1e-40, 0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan], np.float32)
+    a = np.concatenate([special, rng.standard_normal(4000).astype(np.float32) * 10.0 ** rng.integers(-40, 38, 4000)])
+    a = a.astype(np.float32)
+    theirs = torch.from_numpy(a).to(torch.bfloat16).view(torch.int16).numpy().view(np.uint16)
+    ours, nan = _direct_bf16.round_bits(a), np.isnan(a)
+    np.testing.assert_array_equal(ours[~nan], theirs[~nan])
+    assert (ours[nan] == 0x7FC0).all()  # torch's NaN bits depend on its kernel (0x7FC0 or 0xFFFF)
+
+
+def test_autocast_refuses_without_instructions(monkeypatch):
+    monkeypatch.setattr(precision, "support", lambda: precision.Support(False, False, "this CPU has no AVX512-BF16"))
+    with pytest.raises(precision.PrecisionError, match="autocast.*this CPU has no AVX512-BF16"):
+        with sg.autocast("bf16"):
+            pass
+    with sg.autocast("fp32"), sg.autocast("bf16", enabled=False):  # fp32 asks for nothing
+        assert precision.current() == "fp32"
+
+
+def test_support_sees_the_compile_target(monkeypatch):
+    from framework import _simd
+    monkeypatch.setattr(_simd, "target", lambda: ("haswell", "+avx2,+fma,-avx512bf16"))
+    precision.support.cache_clear()
+    try:
+        s = precision.support()
+        assert not s.avx512_bf16 and (not precision._host_features().get("avx512bf16") or "haswell" in s.reason)
+    finally:
+        precision.support.cache_clear()
+
+
+def test_precision_names():
+    assert precision.normalise("bfloat16") == "bf16" and precision.normalise("float32") == "fp32"
+    with sg.autocast("cpu", dtype=torch.float32):  # torch's spelling
+        assert precision.current() == "fp32"
+    with pytest.raises(precision.PrecisionError, match="float16"):
+        with sg.autocast("cpu", dtype=torch.float16):
+            pass
+    with pytest.raises(precision.PrecisionError, match="fp16"):
+        precision.normalise("fp16", "train.precision")
+
+
+def _conv_case(rng, N, C, O, H, W, k):
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((O, C, k, k)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    r = rng.standard_normal((N, O, H, W)).astype(np.float32)  # dL/dy of L = sum(y r)
+    return x, w, b, r
+
+
+def _bf16_conv(x, w, b, r, p):
+    xt, wt, bt = (sg.tensor(a, requires_grad=True) for a in (x, w, b))
+    with sg.autocast("bf16"):
+        y = F.conv2d(xt, wt, bt, padding=p)
+    (y * sg.tensor(r)).sum().backward()  # outside autocast: backward in the forward's precision
+    return y.numpy(), xt.grad.numpy(), wt.grad.numpy(), bt.grad.numpy()
+
+
+@needs_bf16
+@pytest.mark.parametrize("C, O", [(12, 13), (32, 40)])  # AVX512-BF16 (< 16 channels), AMX where present
+def test_conv2d_bf16_within_the_bound(C, O):
+    rng = np.random.default_rng(C)
+    N, H, W, k, p = 2, 6, 9, 3, 1
+    x, w, b, r = _conv_case(rng, N, C, O, H, W, k)
+    y, dx, dw, db = _bf16_conv(x, w, b, r, p)
+    conv, T = torch.nn.functional.conv2d, torch.from_numpy
+    X, Wt, R, B = bf(x), bf(w), bf(r), T(b.astype(np.float64))
+    checks = [  # (value, float64 of the rounded operands, sum of |terms|, terms per output)
+        (y, conv(X, Wt, B, padding=p), conv(X.abs(), Wt.abs(), B.abs(), padding=p), C * k * k + 1),
+        (dx, torch.nn.grad.conv2d_input(x.shape, Wt, R, padding=p),
+         torch.nn.grad.conv2d_input(x.shape, Wt.abs(), R.abs(), padding=p), O * k * k),
+        (dw, torch.nn.grad.conv2d_weight(X, w.shape, R, padding=p),
+         torch.nn.grad.conv2d_weight(X.abs(), w.shape, R.abs(), padding=p), N * H * W)]
+    for value, ref, size, n in checks:
+        err = np.abs(value - ref.numpy())
+        assert (err <= gamma(n) * size.numpy() + 1e-30).all(), (err / size.numpy()).max() / gamma(n)
+    # against the unrounded operands: the bfloat16 rounding dominates, and stays within its bound
+    exact = conv(T(x.astype(np.float64)), T(w.astype(np.float64)), B, padding=p).numpy()
+    size = conv(T(np.abs(x).astype(np.float64)), T(np.abs(w).astype(np.float64)), B.abs(), padding=p).numpy()
+    bound = (2 * UB + UB ** 2 + gamma(C * k * k + 1) * (1 + UB) ** 2) * size
+    assert (np.abs(y - exact) <= bound).all()
+    assert (np.abs(y - exact) / size).max() > 30 * gamma(C * k * k + 1)  # the operands were rounded
+    np.testing.assert_array_equal(db, r.sum(axis=(0, 2, 3)))  # the bias gradient stays float32
+
+
+@needs_bf16
+def test_avx512_bf16_forward_is_its_chain_bit_for_bit():
+    # one block (C kh kw <= BLOCK_TERMS): each output is bias, then per channel pair and tap
+    # (acc + x_odd w_odd) + x_even w_even, each add rounded to float32: numpy's float32 adds, exactly
+    rng = np.random.default_rng(3)
+    N, C, O, H, W, k = 1, 8, 12, 5, 7, 3
+    x, w, b, _ = _conv_case(rng, N, C, O, H, W, k)
+    y = _direct_bf16.correlate(x, w, (H, W), (1, 1), b, None, [(0, N, 0, H)])
+    xb = np.pad(bf(x).numpy().astype(np.float32), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    wb = bf(w).numpy().astype(np.float32)
+    acc = np.broadcast_to(b[None, :, None, None], y.shape).astype(np.float32)
+    for c in range(0, C, 2):
+        for i in range(k):
+            for j in range(k):
+                for cc in (c + 1, c):
+                    acc = acc + xb[:, None, cc, i:i + H, j:j + W] * wb[None, :, cc, i, j, None, None]
+    np.testing.assert_array_equal(y, acc)
+
+
+@needs_amx
+def test_amx_and_avx512_bf16_routes_agree_within_the_bound():
+    # the same rounded operands, sums in different orders: each within gamma_n sum|t| of the exact
+    # sum, so within twice that of each other (both relu-fused: the activation is the same code)
+    rng = np.random.default_rng(5)
+    N, C, O, H, W, k = 2, 32, 24, 7, 10, 3
+    x, w, b, r = _conv_case(rng, N, C, O, H, W, k)
+    tiles = [(0, 1, 0, 4), (0, 1, 4, H), (1, 2, 0, H)]
+    a = _direct_amx.correlate(x, w, (H, W), (1, 1), b, 0.1, 2)
+    v = _direct_bf16.correlate(x, w, (H, W), (1, 1), b, 0.1, tiles)
+    size = torch.nn.functional.conv2d(bf(x).abs(), bf(w).abs(), torch.from_numpy(np.abs(b).astype(np.float64)),
+                                      padding=1).numpy()
+    assert (np.abs(a - v) <= 2 * gamma(C * k * k + 1) * size).all()
+    ga = _direct_amx.weight_grad(x, r, (1, 1), (k, k))
+    gv = _direct_bf16.weight_grad(x, r, (1, 1), (k, k), 2)
+    size = torch.nn.grad.conv2d_weight(bf(x).abs(), w.shape, bf(r).abs(), padding=1).numpy()
+    assert (np.abs(ga - gv) <= 2 * gamma(N * H * W) * size).all()
+
+
+@needs_bf16
+def test_float64_ignores_autocast():
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 16, 6, 6))
+    w = rng.standard_normal((16, 16, 3, 3)) * 0.1
+    with sg.autocast("bf16"):
+        y64 = F.conv2d(sg.tensor(x), sg.tensor(w), padding=1).numpy()
+    np.testing.assert_array_equal(y64, F.conv2d(sg.tensor(x), sg.tensor(w), padding=1).numpy())
+
+
+@needs_bf16
+def test_precision_is_the_forwards_and_nests():
+    rng = np.random.default_rng(2)
+    x, w, b, r = _conv_case(rng, 1, 16, 16, 5, 5, 3)
+    inside = _bf16_conv(x, w, b, r, 1)
+    xt, wt = sg.tensor(x, requires_grad=True), sg.tensor(w, requires_grad=True)
+    with sg.autocast("bf16"):
+        with sg.autocast("fp32"):
+            y32 = F.conv2d(xt, wt, padding=1)
+        assert precision.current() == "bf16"
+    (y32 * sg.tensor(r)).sum().backward()
+    assert precision.current() == "fp32"
+    np.testing.assert_array_equal(y32.numpy(), F.conv2d(sg.tensor(x), sg.tensor(w), padding=1).numpy())
+    assert np.abs(xt.grad.numpy() - inside[1]).max() > 0  # fp32's gradient, not bf16's
+
+
+@needs_amx
+def test_linear_bf16_within_the_bound():
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((3, 37, 45)).astype(np.float32)  # 111 rows: not whole tiles
+    w = (rng.standard_normal((50, 45)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(50).astype(np.float32)
+    r = rng.standard_normal((3, 37, 50)).astype(np.float32)
+    xt, wt, bt = (sg.tensor(a, requires_grad=True) for a in (x, w, b))
+    with sg.autocast("bf16"):
+        y = F.linear(xt, wt, bt)
+    (y * sg.tensor(r)).sum().backward()
+    X, Wt, R = (bf(a).numpy() for a in (x.reshape(-1, 45), w, r.reshape(-1, 50)))
+    checks = [(y.numpy().reshape(-1, 50), X @ Wt.T + b, np.abs(X) @ np.abs(Wt.T) + np.abs(b), 46),
+              (xt.grad.numpy().reshape(-1, 45), R @ Wt, np.abs(R) @ np.abs(Wt), 50),
+              (wt.grad.numpy(), R.T @ X, np.abs(R.T) @ np.abs(X), 111)]
+    for value, ref, size, n in checks:
+        err = np.abs(value - ref)
+        assert (err <= gamma(n) * size).all(), (err / size).max() / gamma(n)
+    exact = x.reshape(-1, 45).astype(np.float64) @ w.T.astype(np.float64) + b
+    assert (np.abs(y.numpy().reshape(-1, 50) - exact) / checks[0][2]).max() > 30 * gamma(46)  # rounded
+    np.testing.assert_array_equal(bt.grad.numpy(), r.reshape(-1, 50).sum(axis=0))
