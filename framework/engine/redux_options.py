@@ -22,7 +22,7 @@ high_order_degradation: true an on-the-fly degradation run):
 - the OTF keys go to srgrad's RealESRGANDataset, which takes Real-ESRGAN's and traiNNer-redux's
   own (blur_prob, jpeg_prob, kernel_range, resize_mode_list, ...); blur_prob2 is its
   second_blur_prob, crop_pad_size is gt_size + 32 as traiNNer-redux's dataset pads;
-- use_amp + amp_bf16 -> train.precision: bf16 when srgrad's schema has it; the GPU switches
+- use_amp + amp_bf16 -> train.precision: bf16 (refused on a CPU without bfloat16); the GPU switches
   (use_channels_last, fast_matmul, use_compile, num_gpu: auto) are dropped;
 - val.val_enabled: false -> no validation; val.tile_size (0: whole images) -> val.tile.
 """
@@ -184,25 +184,18 @@ def _top(t, opts, training=True):
     if not training:
         for key, value in (("use_amp", amp), ("amp_bf16", bf16)):
             if value is not None:
-                t.drop(key, "srgrad-eval runs in float32")
-    elif amp and bf16 and _has_precision():
+                t.drop(key, "srgrad-eval runs in float32 (srgrad-eval --bf16 asks for bfloat16)")
+    elif amp and bf16:  # refused when the config is checked on a CPU without bfloat16
         train["precision"] = "bf16"
-        t.notes.append("use_amp, amp_bf16: true -> train.precision: bf16")
-    elif amp and bf16:
-        t.drop("use_amp", "bf16 training is not implemented yet in this srgrad: the run is "
-                          "float32")
+        t.notes.append("use_amp, amp_bf16: true -> train.precision: bf16 (bfloat16 operands, "
+                       "float32 accumulation and weights, as traiNNer-redux's amp_bf16)")
     elif amp is not None:
         t.drop("use_amp", "fp16 autocast is a CUDA feature: srgrad trains in float32" if amp
                else "false: float32, as srgrad trains")
-    if training and bf16 is not None and not (amp and bf16 and _has_precision()):
+    if training and bf16 is not None and not (amp and bf16):
         t.drop("amp_bf16", ("true: see use_amp" if bf16 else "false: fp16, see use_amp") if amp
                else "use_amp is false")
     return cfg, train
-
-
-def _has_precision() -> bool:
-    from .schema import full_schema
-    return "precision" in full_schema()[0]["train"]
 
 
 def _discriminator(t, block) -> dict:

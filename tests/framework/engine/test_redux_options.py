@@ -3,6 +3,7 @@ architectures srgrad has (x fidelity, OTF_fidelity, gan, OTF_gan, and its test t
 stand-ins written from their keys (redux_templates.py), translates into a valid srgrad config,
 every key mapped or dropped with a note; each architecture then trains one step on the bundled
 images (models shrunk, the patches tiny); srgrad-train reads such a file directly."""
+import copy
 import math
 from pathlib import Path
 
@@ -10,6 +11,7 @@ import pytest
 from PIL import Image
 
 from framework.engine import Trainer
+from framework import precision
 from framework.engine.basicsr_options import is_basicsr_options
 from framework.engine.options import translate_any, translate_options
 from framework.engine.recipes.terms import loss_terms
@@ -77,6 +79,10 @@ def test_every_training_template_translates(folders, arch, kind):
     options = _options(folders, arch, kind)
     assert is_basicsr_options(options) and is_redux_options(options)
     cfg, notes = translate_options(options, f"{arch}_{kind}.yml")
+    if arch in BF16 and not precision.support().avx512_bf16:  # refused, with the reason
+        with pytest.raises(ConfigError, match="train.precision: bf16 is not available"):
+            validate(copy.deepcopy(cfg), f"{arch}_{kind}.yml")
+        cfg["train"]["precision"] = "fp32"
     validate(cfg, f"{arch}_{kind}.yml")
     srgrad_type, preset = PRESETS[ARCHS[arch]["type"]]
     assert cfg["model"]["type"] == srgrad_type
@@ -88,9 +94,9 @@ def test_every_training_template_translates(folders, arch, kind):
     for key in ("num_gpu", "use_channels_last", "use_compile", "fast_matmul", "use_amp",
                 "amp_bf16", "datasets.train.num_worker_per_gpu", "logger.save_checkpoint_format"):
         assert _dropped_or_mapped(notes, key), (key, notes)
-    if arch in BF16:  # the switch asks for bf16, which this srgrad has not (yet): said so
-        assert any("bf16 training is not implemented yet" in n for n in notes) or \
-            cfg["train"].get("precision") == "bf16"
+    if arch in BF16:  # use_amp + amp_bf16: bf16 training, as traiNNer-redux's
+        assert "use_amp, amp_bf16: true -> train.precision: bf16" in " ".join(notes)
+        assert translate_options(options)[0]["train"]["precision"] == "bf16"
     terms = loss_terms(cfg["train"])
     if kind.endswith("gan"):
         assert cfg["model_d"]["type"] == "UNetDiscriminatorSN"
@@ -149,7 +155,7 @@ def test_each_architecture_trains_a_step_from_its_template(folders, tmp_path, vg
     kind = KINDS[list(ARCHS).index(arch) % len(KINDS)]
     cfg, notes = translate_options(_options(folders, arch, kind, lq_size=8))
     cfg["model"].update(SHRINK[cfg["model"]["type"]])
-    cfg["train"].update(total_iters=1, batch_size=2)
+    cfg["train"].update(total_iters=1, batch_size=2, precision="fp32")  # bf16: tests/.../test_bf16.py
     cfg["train"].pop("pretrained", None)  # the template's pretrain path is a placeholder
     cfg.update(run_root=str(tmp_path / "runs"), dtype="float32")
     for entry in cfg["train"]["losses"]:
