@@ -125,7 +125,11 @@ def _options(rest):
     ap.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--apart-rounds", type=int, default=2)
+    ap.add_argument("--capture", choices=("on", "off"), default="on",
+                    help="srgrad's step and inference through captured graphs (srgrad-train's and "
+                         "srgrad-infer's default) or the eager engine")
     opts = ap.parse_known_args(rest)[0]
+    opts.capture = opts.capture == "on"
     groups = {"modern": MODERN, "efficient": EFFICIENT, "transformers": TRANSFORMERS,
               "spandrel": SPANDREL}
     opts.models = [m for name in opts.models for m in groups.get(name, [name])]
@@ -153,28 +157,36 @@ def _ours_model(spec):
     return MODELS.build(spec)
 
 
-def _ours_step(model, lq, gt):
+def _ours_step(model, lq, gt, capture=False):
+    """One training step; `capture`: as srgrad-train runs it by default (train.capture: auto), the
+    forward, loss and backward replayed from a captured graph after two recorded calls, Adam fused."""
     import framework as sg
     import framework.functional as F
+    from framework.capture import Capture
     from framework.optim import Adam
     x, y = sg.tensor(lq), sg.tensor(gt)
-    opt = Adam(model.parameters(), lr=1e-4)
+    opt = Adam(model.parameters(), lr=1e-4, fused=capture)
+    cap = Capture([model], enabled=capture)
 
     def step():
         opt.zero_grad()
-        F.l1_loss(model(x), y).backward()
+        cap(lambda x, y: {"loss": F.l1_loss(model(x), y)}, x, y)
         opt.step()
     return step
 
 
-def _ours_infer(model, lq):
+def _ours_infer(model, lq, capture=False):
+    """One image under no_grad; `capture`: through a captured inference graph (srgrad-infer's way)
+    after two recorded calls."""
     import framework as sg
+    from framework.capture import Capture
     x = sg.tensor(lq)
     model.eval()  # SwinIR's drop path (and any dropout) off, as in real inference
+    cap = Capture([model], train=False, enabled=capture)
 
     def infer():
         with sg.no_grad():
-            model(x)
+            cap(lambda x: {"sr": model(x)}, x)
     return infer
 
 
@@ -250,20 +262,25 @@ def _rates(gflop, a_ms, b_ms):
     return f"convs {gflop:.1f} GFLOP: {gflop / a_ms * 1e3:.0f} vs {gflop / b_ms * 1e3:.0f} GFLOP/s"
 
 
-def _step_pair(name, spec, side, batch, repeat):
+def _step_pair(name, spec, side, batch, repeat, capture=False):
     """(ours ms, torch ms, note) of a training step, interleaved in this process."""
     ours, twin, n = _pair(spec)
     lq, gt = _batch(spec, side, batch)
-    a, b = time_pair(_ours_step(ours, lq, gt), _torch_step(twin, lq, gt), repeat)
+    step = _ours_step(ours, lq, gt, capture)
+    step()  # a captured step records its first two calls; time_pair warms up once more
+    a, b = time_pair(step, _torch_step(twin, lq, gt), repeat)
     return a, b, f"{n:,} params; {_rates(_conv_gflop(ours, lq, True), a, b)}"
 
 
-def _infer_pair(name, spec, side, repeat):
+def _infer_pair(name, spec, side, repeat, capture=False):
     """(ours ms, torch ms, note) of the inference on one image, interleaved in this process."""
     ours, twin, _ = _pair(spec)
     lq = _image(side)
+    infer = _ours_infer(ours, lq, capture)
+    if capture:
+        infer()  # the graph records its first two calls
     # One warm-up each: the training step before it already compiled every kernel.
-    a, b = time_pair(_ours_infer(ours, lq), _torch_infer(twin, lq), repeat)
+    a, b = time_pair(infer, _torch_infer(twin, lq), repeat)
     return a, b, f"repeat {repeat}; {_rates(_conv_gflop(ours, lq, False), a, b)}"
 
 
@@ -285,7 +302,7 @@ def _child(framework, name, phase, args, cache_dir=None, repeat=1):
         env["NUMBA_CACHE_DIR"] = cache_dir
     cmd = [sys.executable, str(HERE / "bench_models.py"), "--child", framework, name, phase,
            "--threads", str(args.threads), "--batch", str(args.batch), "--infer-size", str(args.infer_size),
-           "--repeat", str(repeat)]
+           "--repeat", str(repeat), "--capture", "on" if args.capture else "off"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"child {' '.join(cmd[2:])} failed:\n{out.stderr[-2000:]}")
@@ -353,11 +370,11 @@ def run(args) -> list:
     together = {}
     for name in opts.models:
         spec, side = CASES[name]
-        together[name, "step"] = _step_pair(name, spec, side, opts.batch, args.repeat)
+        together[name, "step"] = _step_pair(name, spec, side, opts.batch, args.repeat, opts.capture)
         if opts.infer_size:
             repeat = opts.infer_repeat or args.repeat
             repeat = min(repeat, opts.heavy_repeat) if name in HEAVY else repeat
-            together[name, "infer"] = _infer_pair(name, spec, opts.infer_size, repeat)
+            together[name, "infer"] = _infer_pair(name, spec, opts.infer_size, repeat, opts.capture)
     rows = []
     # children after the in-process timings: they would compete for the cores
     for name in opts.models:
@@ -402,7 +419,9 @@ def child_main(argv):
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=1)
+    ap.add_argument("--capture", choices=("on", "off"), default="on")
     a = ap.parse_args(argv)
+    capture = a.framework == "ours" and a.capture == "on"
     spec, side = CASES[a.name]
     sys.path.insert(0, str(HERE.parent))
     sys.path.insert(0, str(HERE))
@@ -419,11 +438,14 @@ def child_main(argv):
     base = _rss_mb()  # libraries, model and interpreter, before any work
     if a.phase == "step":
         lq, gt = _batch(spec, side, a.batch)
-        fn = (_ours_step if a.framework == "ours" else _torch_step)(model, lq, gt)
+        fn = _ours_step(model, lq, gt, capture) if a.framework == "ours" else _torch_step(model, lq, gt)
     else:
-        fn = (_ours_infer if a.framework == "ours" else _torch_infer)(model, _image(a.infer_size))
+        image = _image(a.infer_size)
+        fn = _ours_infer(model, image, capture) if a.framework == "ours" else _torch_infer(model, image)
     fn()
     first = time.perf_counter() - _T0
+    if capture:
+        fn()  # the second recorded call: the timed ones replay
     times = []
     for _ in range(max(1, a.repeat)):
         t = time.perf_counter()

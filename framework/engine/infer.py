@@ -100,7 +100,7 @@ def _infer(args) -> int:
     from tqdm.auto import tqdm
     from ..io.atomic import clean_partial_writes
     from ..io.image import list_images
-    from .inference import upscale_file
+    from .inference import capture_inference, upscale_file
     from .outputs import plan_outputs
     if args.face_enhance:
         return error("--face_enhance is not available: face restoration needs GFPGAN, which is not "
@@ -121,6 +121,7 @@ def _infer(args) -> int:
         return error(f"--input {src}: no such file or folder", 2)
     outscale = _outscale(args)
     model, info = load_model_from_args(args)
+    capture_inference(model)  # its tiles through captured graphs (the weights are final here)
     # {scale} in --suffix names the output's scale: 3 for --outscale 3, 1.5 for --outscale 1.5
     shown = int(info["scale"]) if outscale is None else \
         (int(outscale) if outscale.is_integer() else outscale)
