@@ -102,7 +102,7 @@ class Symbolic:
         if root is not None:
             from ..autograd import _topological
             order = []
-            for node in _topological(root._node):
+            for node in _topological([root._node]):
                 if id(node) not in index:
                     raise CaptureRefused("the loss depends on a graph built before the step began")
                 order.append(index[id(node)])
