@@ -108,7 +108,7 @@ def launch(kern, small: bool, *args):
 
 @contextlib.contextmanager
 def recording(run: bool = False):
-    """Inside, a call of any numba kernel from Python appends (kernel, argument types) to the list
+    """Inside, a call of any kernel (made by `kernel`) from Python appends (kernel, argument types) to the list
     this yields. Without `run` the call returns None WITHOUT compiling or running the kernel: its
     outputs keep whatever np.empty held. With `run` the kernel then runs (compiling it if needed):
     for code that uses a kernel's result in Python. engine/precompile.py's dry run uses it to list
@@ -118,6 +118,8 @@ def recording(run: bool = False):
     original = CPUDispatcher.__call__
 
     def record(self, *args, **kwargs):
+        if not isinstance(self._cache, _Cache):  # numba's own jitted code (typed.List's) runs
+            return original(self, *args, **kwargs)
         calls.append((self, tuple(self.typeof_pyval(a) for a in args)))
         return original(self, *args, **kwargs) if run else None
 

@@ -17,6 +17,9 @@ _state = threading.local()
 # framework.onnx's tracer while it records a model (framework/onnx/trace.py), else None: the one
 # check every Function.apply pays.
 _tracer = None
+# framework.capture's recorder while it records a step (framework/capture.py), else None: called
+# with every Function call (cls, args, kwargs, ctx, output Tensors), and told of in-place ops.
+_recorder = None
 
 
 def is_grad_enabled() -> bool:
@@ -93,6 +96,11 @@ class Function:
     """Base class of every differentiable op. Subclass it with static `forward` and `backward`, then
     call `MyFn.apply(*args, **options)`; Tensor positional arguments are the differentiable inputs."""
 
+    # None, or why a captured step or graph (framework/capture.py) cannot replay this op by calling
+    # its forward and backward again with the recorded options (e.g. a random mask drawn per step
+    # outside forward): the step then runs eagerly and says this reason.
+    uncapturable: str | None = None
+
     @staticmethod
     def forward(ctx, *args, **kwargs):
         raise NotImplementedError
@@ -131,6 +139,8 @@ class Function:
                     t._node, t._index = node, i
         if _tracer is not None:
             _tracer(cls, args, kwargs, tensors)
+        if _recorder is not None:
+            _recorder(cls, args, kwargs, ctx, tensors)
         return tensors if multi else tensors[0]
 
 

@@ -235,6 +235,8 @@ class Tensor:
         if not self.data.flags.writeable:
             raise ValueError(f"{name}: this tensor's memory is read-only (an expand() result shows "
                              f"one element in many places); clone() it first")
+        if autograd._recorder is not None:  # a captured step cannot replay a write into memory
+            autograd._recorder.inplace(name)
         if autograd.is_grad_enabled() and (self._requires_grad or any(
                 isinstance(o, Tensor) and o._requires_grad for o in operands)):
             self._check_graph_inplace(name)

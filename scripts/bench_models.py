@@ -130,7 +130,11 @@ def _options(rest):
     ap.add_argument("--memory", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--first-step", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--apart-rounds", type=int, default=2)
+    ap.add_argument("--capture", choices=("on", "off"), default="on",
+                    help="srgrad's step and inference through captured graphs (srgrad-train's and "
+                         "srgrad-infer's default) or the eager engine")
     opts = ap.parse_known_args(rest)[0]
+    opts.capture = opts.capture == "on"
     groups = {"modern": MODERN, "efficient": EFFICIENT, "transformers": TRANSFORMERS,
               "spandrel": SPANDREL}
     opts.models = [m for name in opts.models for m in groups.get(name, [name])]
@@ -158,30 +162,38 @@ def _ours_model(spec):
     return MODELS.build(spec)
 
 
-def _ours_step(model, lq, gt, precision="fp32"):
+def _ours_step(model, lq, gt, precision="fp32", capture=False):
+    """One training step; `capture`: as srgrad-train runs it by default (train.capture: auto), the
+    forward, loss and backward replayed from a captured graph after two recorded calls, Adam fused;
+    `precision`: the forward under framework.autocast (its backward runs in each op's precision)."""
     import framework as sg
     import framework.functional as F
+    from framework.capture import Capture
     from framework.optim import Adam
     x, y = sg.tensor(lq), sg.tensor(gt)
-    opt = Adam(model.parameters(), lr=1e-4)
+    opt = Adam(model.parameters(), lr=1e-4, fused=capture)
+    cap = Capture([model], enabled=capture)
 
     def step():
         opt.zero_grad()
-        with sg.autocast(precision):  # the forward; backward runs in each op's forward precision
-            loss = F.l1_loss(model(x), y)
-        loss.backward()
+        with sg.autocast(precision):
+            cap(lambda x, y: {"loss": F.l1_loss(model(x), y)}, x, y)
         opt.step()
     return step
 
 
-def _ours_infer(model, lq, precision="fp32"):
+def _ours_infer(model, lq, precision="fp32", capture=False):
+    """One image under no_grad; `capture`: through a captured inference graph (srgrad-infer's way)
+    after two recorded calls."""
     import framework as sg
+    from framework.capture import Capture
     x = sg.tensor(lq)
     model.eval()  # SwinIR's drop path (and any dropout) off, as in real inference
+    cap = Capture([model], train=False, enabled=capture)
 
     def infer():
         with sg.no_grad(), sg.autocast(precision):
-            model(x)
+            cap(lambda x: {"sr": model(x)}, x)
     return infer
 
 
@@ -270,22 +282,27 @@ def _speedup(own, a):
     return "" if own is None else f"; srgrad fp32 {own:.1f} ms, bf16 {own / a:.2f}x faster"
 
 
-def _step_pair(name, spec, side, batch, repeat, precision="fp32"):
+def _step_pair(name, spec, side, batch, repeat, precision="fp32", capture=False):
     """(ours ms, torch ms, note) of a training step, interleaved in this process."""
     ours, twin, n = _pair(spec)
     lq, gt = _batch(spec, side, batch)
-    a, b = time_pair(_ours_step(ours, lq, gt, precision), _torch_step(twin, lq, gt, precision), repeat)
-    own = _own_fp32(lambda p: _ours_step(ours, lq, gt, p), precision, repeat)
+    step = _ours_step(ours, lq, gt, precision, capture)
+    step()  # a captured step records its first two calls; time_pair warms up once more
+    a, b = time_pair(step, _torch_step(twin, lq, gt, precision), repeat)
+    own = _own_fp32(lambda p: _ours_step(ours, lq, gt, p, capture), precision, repeat)
     return a, b, f"{n:,} params; {_rates(_conv_gflop(ours, lq, True), a, b)}{_speedup(own, a)}"
 
 
-def _infer_pair(name, spec, side, repeat, precision="fp32"):
+def _infer_pair(name, spec, side, repeat, precision="fp32", capture=False):
     """(ours ms, torch ms, note) of the inference on one image, interleaved in this process."""
     ours, twin, _ = _pair(spec)
     lq = _image(side)
+    infer = _ours_infer(ours, lq, precision, capture)
+    if capture:
+        infer()  # the graph records its first two calls
     # One warm-up each: the training step before it already compiled every kernel.
-    a, b = time_pair(_ours_infer(ours, lq, precision), _torch_infer(twin, lq, precision), repeat)
-    own = _own_fp32(lambda p: _ours_infer(ours, lq, p), precision, repeat)
+    a, b = time_pair(infer, _torch_infer(twin, lq, precision), repeat)
+    own = _own_fp32(lambda p: _ours_infer(ours, lq, p, capture), precision, repeat)
     return a, b, f"repeat {repeat}; {_rates(_conv_gflop(ours, lq, False), a, b)}{_speedup(own, a)}"
 
 
@@ -308,7 +325,8 @@ def _child(framework, name, phase, args, cache_dir=None, repeat=1, precision=Non
         env["NUMBA_CACHE_DIR"] = cache_dir
     cmd = [sys.executable, str(HERE / "bench_models.py"), "--child", framework, name, phase,
            "--threads", str(args.threads), "--batch", str(args.batch), "--infer-size", str(args.infer_size),
-           "--repeat", str(repeat), "--precision", precision or args.precision]
+           "--repeat", str(repeat), "--precision", precision or args.precision,
+           "--capture", "on" if args.capture else "off"]
     out = subprocess.run(cmd, env=env, capture_output=True, text=True, check=False)
     if out.returncode != 0:
         raise RuntimeError(f"child {' '.join(cmd[2:])} failed:\n{out.stderr[-2000:]}")
@@ -384,11 +402,13 @@ def run(args) -> list:
     together = {}
     for name in opts.models:
         spec, side = CASES[name]
-        together[name, "step"] = _step_pair(name, spec, side, opts.batch, args.repeat, opts.precision)
+        together[name, "step"] = _step_pair(name, spec, side, opts.batch, args.repeat, opts.precision,
+                                            opts.capture)
         if opts.infer_size:
             repeat = opts.infer_repeat or args.repeat
             repeat = min(repeat, opts.heavy_repeat) if name in HEAVY else repeat
-            together[name, "infer"] = _infer_pair(name, spec, opts.infer_size, repeat, opts.precision)
+            together[name, "infer"] = _infer_pair(name, spec, opts.infer_size, repeat, opts.precision,
+                                                  opts.capture)
     rows = []
     # children after the in-process timings: they would compete for the cores
     for name in opts.models:
@@ -434,7 +454,9 @@ def child_main(argv):
     ap.add_argument("--infer-size", type=int, default=512)
     ap.add_argument("--repeat", type=int, default=1)
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
+    ap.add_argument("--capture", choices=("on", "off"), default="on")
     a = ap.parse_args(argv)
+    capture = a.framework == "ours" and a.capture == "on"
     spec, side = CASES[a.name]
     sys.path.insert(0, str(HERE.parent))
     sys.path.insert(0, str(HERE))
@@ -451,11 +473,16 @@ def child_main(argv):
     base = _rss_mb()  # libraries, model and interpreter, before any work
     if a.phase == "step":
         lq, gt = _batch(spec, side, a.batch)
-        fn = (_ours_step if a.framework == "ours" else _torch_step)(model, lq, gt, a.precision)
+        fn = _ours_step(model, lq, gt, a.precision, capture) if a.framework == "ours" else \
+            _torch_step(model, lq, gt, a.precision)
     else:
-        fn = (_ours_infer if a.framework == "ours" else _torch_infer)(model, _image(a.infer_size), a.precision)
+        image = _image(a.infer_size)
+        fn = _ours_infer(model, image, a.precision, capture) if a.framework == "ours" else \
+            _torch_infer(model, image, a.precision)
     fn()
     first = time.perf_counter() - _T0
+    if capture:
+        fn()  # the second recorded call: the timed ones replay
     times, cpu = [], []
     for _ in range(max(1, a.repeat)):
         t, c = time.perf_counter(), time.process_time()

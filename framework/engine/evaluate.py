@@ -300,6 +300,8 @@ def _evaluate(args) -> int:
     if csv_path is not None:  # before any work: the files a folder of HR images holds, the weights
         check_output(csv_path, "--csv", _listed_inputs(args), args.overwrite)
     model, info = load_model_from_args(args, job.model)
+    from .inference import capture_inference
+    capture_inference(model)  # its tiles through captured graphs (the weights are final here)
     _check_metrics(job.metrics)
     from ..registry import METRICS
     from .hub import fetch_for  # the pretrained files of lpips, dists, ... (before any work)

@@ -130,7 +130,7 @@ def _infer(args) -> int:
     from ..io.atomic import clean_partial_writes
     from ..io.image import list_images, read_image
     from .bf16_check import announce
-    from .inference import model_in_channels, upscale_file
+    from .inference import capture_inference, model_in_channels, upscale_file
     from .outputs import plan_outputs
     if args.face_enhance:
         return error("--face_enhance is not available: face restoration needs GFPGAN, which is not "
@@ -158,6 +158,7 @@ def _infer(args) -> int:
     max_memory = _max_memory(args)
     tile = "auto" if args.tile is None else args.tile  # auto: the whole image when it fits
     model, info = load_model_from_args(args)
+    capture_inference(model)  # its tiles through captured graphs (the weights are final here)
     # {scale} in --suffix names the output's scale: 3 for --outscale 3, 1.5 for --outscale 1.5
     shown = int(info["scale"]) if outscale is None else \
         (int(outscale) if outscale.is_integer() else outscale)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import weakref
 from fractions import Fraction
 
 import numpy as np
@@ -21,6 +22,7 @@ import numpy as np
 from .. import functional as F
 from .._check import choice, number, pair
 from ..autograd import no_grad
+from ..capture import Capture
 from ..card import card, has_card
 from ..functional.resample import _NEAREST_LARGE, MODES, Table, axis_table, resample
 from ..registry import BASELINES
@@ -29,7 +31,7 @@ from ..threads import get_num_threads
 from .tta import self_ensemble as ensemble
 
 __all__ = ["upscale", "bicubic", "upscale_file", "model_in_channels", "outscale_size",
-           "resize_quantised", "OUTSCALE_MODES", "ALPHA_UPSAMPLERS"]
+           "capture_inference", "resize_quantised", "OUTSCALE_MODES", "ALPHA_UPSAMPLERS"]
 
 
 def model_in_channels(info: dict) -> int:
@@ -124,15 +126,32 @@ def sr_tiles(fn, lq: np.ndarray, tile=None, overlap: int = 16, batch: int | None
                                            (x0 - ex0) * s:(x1 - ex0) * s]
 
 
+# The captured inference graphs of the models whose weights are final (`capture_inference`): the
+# commands that only run a model (srgrad-infer, srgrad-eval) register theirs; validation during
+# training does not (its weights change between calls).
+_CAPTURES = weakref.WeakKeyDictionary()
+
+
+def capture_inference(model) -> None:
+    """Run `model` through captured inference graphs from now on (framework/capture: one per tile
+    shape, recorded on its first two tiles, then replayed with the weights folded and packed once;
+    the same bits as eager). Only for a model whose weights no longer change."""
+    _CAPTURES.setdefault(model, Capture([model], train=False))
+
+
 def model_fn(model, self_ensemble: bool = False):
     """patches (B, C, h, w) -> the model's output (B, C', h s, w s), under no_grad, in the model's
     dtype; with `self_ensemble` the mean of the 8 flipped/transposed runs (engine/tta.py),
-    unclipped."""
+    unclipped. Through the model's captured graphs when `capture_inference` registered it."""
     dtype = _model_dtype(model)
+    capture = _CAPTURES.get(model)
 
     def fn(patches):
+        x = Tensor(patches.astype(dtype, copy=False))
         with no_grad():
-            return model(Tensor(patches.astype(dtype, copy=False))).data
+            if capture is None:
+                return model(x).data
+            return capture(lambda x: {"sr": model(x)}, x)["sr"].data
     return ensemble(fn) if self_ensemble else fn
 
 

@@ -83,6 +83,9 @@ _BASE = {
         # bf16 operands with float32 sums where the CPU has AVX512-BF16 / AMX; weights, optimizer
         # state, losses, metrics and checkpoints stay float32 (docs/numerics.md)
         "precision": Field(str, "fp32", choices=("fp32", "bf16")),
+        # auto: the step is recorded on its first two iterations and replayed from a captured graph
+        # when it is static (framework/capture), with the same bits as eager; off: always eager
+        "capture": Field(str, "auto", choices=("auto", "off")),
         "log_every": Field(int, 10, minimum=1),
         # background batch loading (framework.data.Prefetcher): threads that decode, crop and
         # degrade the next `prefetch` batches while a step runs; 0 workers = load in the step
@@ -375,6 +378,8 @@ def _field(value, spec, path, source, errors):
         if problem:
             errors.append(f"{where}: {problem}")
         return value
+    if kind is str and value is False and allowed and "off" in allowed:
+        value = "off"  # YAML 1.1 reads an unquoted `off` as false
     ok = {
         int: isinstance(value, numbers.Integral) and not isinstance(value, bool),
         float: isinstance(value, numbers.Real) and not isinstance(value, bool),

@@ -210,6 +210,7 @@ class Trainer:
             self._say(f"precision: bf16 operands, float32 sums, weights and optimizer state ({route()})")
         self._say(f"threads: {numba.get_num_threads()}, ranks: {self.world_size}; iterations "
                   f"{self.iteration} -> {tcfg['total_iters']}; run folder {self.run_dir}")
+        self._say(self.recipe.capture_summary())
 
     def _open_tensorboard(self):
         if not self.cfg["train"].get("tensorboard"):
@@ -245,6 +246,8 @@ class Trainer:
                 random.manual_seed([self.cfg["seed"], self.iteration, _STEP_STREAM, 1])
                 values = self._train_step(batch)
                 self.iteration += 1
+                if self.iteration - start == 2 and self.recipe.capture.enabled:
+                    self._say(f"step: {self.recipe.capture.status()}")
                 self.elapsed = time.perf_counter() - t0
                 for k, v in (values or {}).items():
                     self._terms.setdefault(k, []).append(v)

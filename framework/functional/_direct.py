@@ -337,16 +337,12 @@ def _thread_buffers(elems, dtype):
     return _aligned_empty((numba.get_num_threads(), _blocks(elems, slack) * slack), dtype)
 
 
-def correlate(x, w, features, padding, bias, slope, tiles, elems):
-    """conv.py's _correlate for a stride-1, undilated, ungrouped kernel, with the activation fused
-    (slope None: none, 0: relu, > 0: leaky relu). x (N, C, H, W), w (O, C, kh, kw) -> (N, O, OH, OW)
-    with features = (OH, OW); tiles (b0, b1, r0, r1) over (images, output rows), run on numba's
-    threads with a buffer of elems (buffer_elems) each."""
-    N, C = x.shape[:2]
-    O, _, kh, kw = w.shape
-    OH, OW = features
-    dt = x.dtype
-    NP, L = forward_block(dt)
+def pack(w, bias, dt):
+    """The forward's weight layout (o-block, c, i, j, o % NP) and its zero-padded bias, from
+    w (O, C, kh, kw) and bias (O,) or None: made per call by `correlate`, or once by a captured
+    inference graph (framework/capture) for weights that no longer change."""
+    O, C, kh, kw = w.shape
+    NP, _ = forward_block(dt)
     OB = _blocks(O, NP)
     wt = _aligned_empty((OB, C, kh, kw, NP), dt)  # (o-block, c, i, j, o % NP): a tap's weights together
     whole = O // NP * NP  # the whole blocks in one copy, the partial last one (zero-filled) apart
@@ -357,6 +353,21 @@ def correlate(x, w, features, padding, bias, slope, tiles, elems):
     b = np.zeros(OB * NP + MAX_BLOCK, dt)  # (a0..a7 read past the last block)
     if bias is not None:
         b[:O] = bias
+    return wt, b
+
+
+def correlate(x, w, features, padding, bias, slope, tiles, elems, packed=None):
+    """conv.py's _correlate for a stride-1, undilated, ungrouped kernel, with the activation fused
+    (slope None: none, 0: relu, > 0: leaky relu). x (N, C, H, W), w (O, C, kh, kw) -> (N, O, OH, OW)
+    with features = (OH, OW); tiles (b0, b1, r0, r1) over (images, output rows), run on numba's
+    threads with a buffer of elems (buffer_elems) each. `packed`: pack(w, bias, x.dtype), if
+    already made."""
+    N, C = x.shape[:2]
+    O, _, kh, kw = w.shape
+    OH, OW = features
+    dt = x.dtype
+    NP, L = forward_block(dt)
+    wt, b = pack(w, bias, dt) if packed is None else packed
     y = np.empty((N, O, OH, OW), dt)
     act, s = slope is not None, dt.type(0 if slope is None else slope)
     cb = _blocks(C, _blocks(C * kh * kw, BLOCK_TERMS))  # channels per block, the blocks even

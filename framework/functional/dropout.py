@@ -23,6 +23,8 @@ class DropoutFunction(Function):
     """y = x * keep * scale; keep (bool) broadcasts over x: x's shape for dropout, (N, 1, ...) for
     drop_path."""
 
+    uncapturable = "its mask is drawn afresh each step, outside the op (dropout, drop path)"
+
     @staticmethod
     def forward(ctx, x, *, keep, scale):
         ctx.mask = (keep, x.dtype.type(scale))

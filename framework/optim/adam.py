@@ -6,6 +6,7 @@ import numpy as np
 
 from .._check import is_number, number
 from ..registry import OPTIMIZERS
+from . import fused as _fused
 from .optimizer import Optimizer
 
 
@@ -27,16 +28,26 @@ class Adam(Optimizer):
         eps (float): default 1e-8. weight_decay (float): default 0.
         amsgrad (bool): default False. maximize (bool): default False.
         decoupled_weight_decay (bool): AdamW's decay. Default False.
+        fused (bool or None): update every parameter in one numba pass (optim/fused.py), with the
+            same bits as the per-parameter update; None (default) or False: per parameter. Not part
+            of the state_dict (a way of computing, not an option of the method).
     State per parameter: "step" (int), "exp_avg", "exp_avg_sq" and, with amsgrad, "max_exp_avg_sq".
     """
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
                  weight_decay: float = 0.0, amsgrad: bool = False, *, maximize: bool = False,
-                 decoupled_weight_decay: bool = False):
+                 decoupled_weight_decay: bool = False, fused: bool | None = None):
         defaults = dict(lr=lr, betas=_betas(betas), eps=eps, weight_decay=weight_decay,
                         amsgrad=amsgrad, maximize=maximize,
                         decoupled_weight_decay=decoupled_weight_decay)
         super().__init__(params, defaults)
+        if fused is not None and not isinstance(fused, (bool, np.bool_)):
+            raise TypeError(f"{type(self).__name__}: fused must be a bool or None, got {fused!r}")
+        self.fused = None if fused is None else bool(fused)
+
+    def _step_all(self) -> None:
+        if not (self.fused and _fused.step(self)):
+            super()._step_all()
 
     def _check_group(self, group: dict) -> None:
         name = type(self).__name__
@@ -93,9 +104,10 @@ class AdamW(Adam):
     the Adam step. Same arguments as Adam, but weight_decay defaults to 1e-2."""
 
     def __init__(self, params, lr: float = 1e-3, betas=(0.9, 0.999), eps: float = 1e-8,
-                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False):
+                 weight_decay: float = 1e-2, amsgrad: bool = False, *, maximize: bool = False,
+                 fused: bool | None = None):
         super().__init__(params, lr, betas, eps, weight_decay, amsgrad, maximize=maximize,
-                         decoupled_weight_decay=True)
+                         decoupled_weight_decay=True, fused=fused)
 
     def _check_group(self, group: dict) -> None:
         if not group.get("decoupled_weight_decay", True):

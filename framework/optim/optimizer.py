@@ -109,6 +109,11 @@ class Optimizer:
         if closure is not None:
             with enable_grad():
                 loss = closure()
+        self._step_all()
+        return loss
+
+    def _step_all(self) -> None:
+        """`_update` on every parameter that has a gradient (a fused optimizer overrides this)."""
         for group in self.param_groups:
             for p in group["params"]:
                 if p.grad is None:
@@ -118,7 +123,6 @@ class Optimizer:
                     raise ValueError(f"{type(self).__name__}.step: gradient shape {grad.shape} "
                                      f"does not match parameter shape {p.shape}")
                 self._update(group, p.data, grad.astype(p.dtype, copy=False), self.state[p])
-        return loss
 
     def _update(self, group: dict, p: np.ndarray, grad: np.ndarray, state: dict) -> None:
         raise NotImplementedError

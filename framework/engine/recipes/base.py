@@ -16,7 +16,10 @@ a subclass registered in RECIPES (`@RECIPES.register("name")`, the config's `rec
   keys is set in a config that trains with another recipe;
 - `build()`: the networks beyond the generator (`add_network`) and their optimizers
   (`add_optimizer`), in a fixed order (weights are drawn from the run's seed);
-- `step(batch, iteration, dry)`: one optimisation step, each optimizer's through `update()`;
+- `step(batch, iteration, dry)`: one optimisation step, each optimizer's through `update()`; the
+  generator's forward, losses and backward through `generator_backward`, which replays a captured
+  graph when train.capture allows it (framework/capture); UNCAPTURED says why a recipe's step
+  never is;
 - `done()`, when the recipe decides its own end (ZSSR's learning-rate policy);
 - TERMS / `columns()`: its loss-term columns.
 Checkpoint state, pretrained weights, the EMA, the data-parallel reduction and the non-finite
@@ -32,6 +35,7 @@ import numpy as np
 
 from ... import nn
 from ... import weights as ckpt
+from ...capture import Capture
 from ...io.config import ConfigError
 from ...optim import EMA
 from ...registry import LOSSES, MODELS, OPTIMIZERS, SCHEDULERS
@@ -92,6 +96,7 @@ class Recipe:
     UNUSED: dict = {}
     TERMS: tuple = ()
     PRETRAINED = {"model": "pretrained"}  # network -> its train.<key> weights to start from
+    UNCAPTURED: str | None = None  # why this recipe's step is never captured (None: it may be)
 
     def __init__(self, cfg: dict, comm, say=print):
         self.cfg, self.comm, self.say = cfg, comm, say
@@ -110,6 +115,7 @@ class Recipe:
         decay = cfg["train"]["ema_decay"]
         self.ema = EMA(self.model, decay, cfg["train"]["ema_power"]) if decay > 0 else None
         self.criteria = self.build_losses()
+        self.capture = self.build_capture()
 
     # -- building -----------------------------------------------------------------------------
     def build(self) -> None:
@@ -150,6 +156,41 @@ class Recipe:
                 fn = LOSSES.build(term.spec)
             criteria[term.role] = fn.to(self.dtype) if isinstance(fn, nn.Module) else fn
         return criteria
+
+    def build_capture(self) -> Capture:
+        """The capture of the generator's forward, losses and backward (`generator_backward`):
+        off under train.capture: off or an UNCAPTURED recipe; else its Adam updates every
+        parameter in one pass (optim/fused.py: the same bits), unless the config set fused."""
+        why = "train.capture: off" if self.cfg["train"].get("capture", "auto") == "off" \
+            else self.UNCAPTURED
+        modules = [self.model] + [c for c in self.criteria.values() if isinstance(c, nn.Module)]
+        capture = Capture(modules, enabled=why is None)
+        capture.reason = why
+        if why is None and getattr(self.optimizer, "fused", False) is None:
+            self.optimizer.fused = True
+        return capture
+
+    def capture_summary(self) -> str:
+        """The start-up summary's line on the captured step."""
+        if not self.capture.enabled:
+            return f"step: eager ({self.capture.reason})"
+        fused = " and a fused Adam" if getattr(self.optimizer, "fused", False) else ""
+        return (f"step: captured (train.capture: auto): recorded on the first two iterations, "
+                f"then replayed{fused} if they agree (the same bits as eager)")
+
+    def generator_backward(self, lq, targets: dict):
+        """The generator's loss terms on (lq, targets) (`generator_terms`) and their sum, with the
+        sum backpropagated into the model's .grad: through the captured graph when it replays,
+        else eagerly. Returns (loss, {term name: Tensor})."""
+        roles = tuple(targets)
+
+        def run(lq, *ts):
+            terms = self.generator_terms(self.model(lq), dict(zip(roles, ts)))
+            return {"loss": total(terms), **terms}
+
+        out = self.capture(run, lq, *targets.values(), key=roles)
+        loss = out.pop("loss")
+        return loss, out
 
     def columns(self) -> list[str]:
         """metrics.csv's loss-term columns when there is more than one loss term: TERMS for the

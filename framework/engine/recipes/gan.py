@@ -68,6 +68,8 @@ class GANRecipe(Recipe):
     TERMS = ("l_g_pix", "l_g_percep", "l_g_style", "l_g_gan", "l_d_real", "l_d_fake",
              "out_d_real", "out_d_fake")
     PRETRAINED = {"model": "pretrained", "net_d": "pretrained_d"}
+    UNCAPTURED = ("recipe gan: two networks trained in turn through a detached output, and "
+                  "the discriminators' spectral norm or batch norm changes buffers every step")
 
     def build(self) -> None:
         self.net_d = self.add_network("net_d", self.cfg["model_d"], "model_d")

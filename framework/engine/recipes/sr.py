@@ -3,7 +3,7 @@ RealESRNetModel, with a RealESRGANDataset and train.gt_usm)."""
 from __future__ import annotations
 
 from ...registry import RECIPES
-from .base import Recipe, total
+from .base import Recipe
 
 __all__ = ["SRRecipe"]
 
@@ -19,9 +19,7 @@ class SRRecipe(Recipe):
     def step(self, batch: dict, iteration: int, dry: bool = False):
         lq, targets = self.tensors(batch)
         self.optimizer.zero_grad()
-        terms = self.generator_terms(self.model(lq), targets)
-        loss = total(terms)
-        loss.backward()
+        loss, terms = self.generator_backward(lq, targets)
         values = {"loss": float(loss.item())}
         if len(terms) > 1:
             values.update({k: float(t.item()) for k, t in terms.items()})

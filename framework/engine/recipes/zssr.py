@@ -131,8 +131,8 @@ class ZSSRRecipe(Recipe):
     def step(self, batch: dict, iteration: int, dry: bool = False):
         lq, targets = self.tensors(batch)
         self.optimizer.zero_grad()
-        (loss,) = self.generator_terms(self.model(lq), targets).values()  # one term: the check
-        loss.backward()
+        loss, terms = self.generator_backward(lq, targets)
+        (loss,) = terms.values()  # one term (the check): the pixel loss, which is also the sum
         values, stepped = self.update("optimizer", {"loss": float(loss.item())}, iteration,
                                       "pair skipped", dry)
         if dry or not stepped:

@@ -1,0 +1,134 @@
+"""Captured steps and graphs (issue 39): a function of a few input Tensors whose ops do not depend on
+the data (an SR model's forward and loss at a fixed input shape) is recorded while it runs eagerly,
+twice, then replayed from flat lists without the autograd engine's per-op Python.
+
+    capture = Capture(modules=[model, loss_module])       # their buffers must not change
+    out = capture(lambda x, y: {"loss": F.l1_loss(model(x), y)}, x, y)
+    # out["loss"] is a Tensor; every parameter's .grad holds the gradient of out["loss"]
+
+`capture(fn, *inputs)` runs `fn(*inputs)` (a dict of output Tensors) and, for a training capture,
+the backward of its first output, as `fn(*inputs)["..."].backward()` would. Per input signature
+(shapes, dtypes, grad mode, the modules' training flags, `key`):
+1. the first call runs eagerly and is recorded (_record.py);
+2. the second runs eagerly, is recorded again and compared with the first: a different op, option
+   or constant is data-dependent and that signature stays eager, with the reason (`reason`);
+3. later calls replay the compiled graph (_graph.py) when its guards hold (every parameter that took
+   a gradient still requires one, no frozen one was unfrozen), else it is recorded again.
+Refused, with the reason: an op whose Function declares `uncapturable` (dropout's mask), an
+in-place op on a tensor, a tensor made from the step's data outside the ops, a loss that reaches a
+graph built before the call, a module buffer changed during the step (batch-norm statistics,
+spectral norm's power iteration), more than MAX_GRAPHS signatures.
+
+What a replay cannot see: Python in `fn` that changes with anything but the inputs' data after
+the two recordings (an iteration counter, a global, a monkeypatched loss): the replay runs the ops
+that were recorded. Such a step needs capture off (train.capture: off).
+
+The replay calls the same Functions' forward and backward on the same arrays in the same order,
+and adds gradients exactly as the eager engine does: the results are bit-identical to the eager
+step's (tests/framework/test_capture.py checks every registered model and recipe).
+"""
+from __future__ import annotations
+
+from .. import autograd
+from ._graph import Graph
+from ._record import CaptureRefused, Recording, Symbolic, compare, same
+
+__all__ = ["Capture", "CaptureRefused"]
+
+# Signatures a Capture keeps graphs for: a training run has one (its patch size); a tiled inference
+# up to ~9 (the inner tiles, the edges' and corners' batches; their packed weights are shared);
+# more means the shapes change from call to call.
+MAX_GRAPHS = {True: 4, False: 16}
+
+
+class Capture:
+    """Capture `fn` per input signature (see the module docstring). `modules`: whose buffers must
+    stay unchanged by the step and whose training flags are part of the signature. `train`: also
+    run the backward of the first output. `enabled=False`: always eager (`reason` says "off")."""
+
+    def __init__(self, modules=(), train: bool = True, enabled: bool = True):
+        self.modules, self.train, self.enabled = list(modules), train, enabled
+        self._states = {}  # signature -> Symbolic (recorded once), Graph, or the refusal's reason
+        self._packed = {}  # the inference graphs' packed weights, shared between their shapes
+        self.reason = None if enabled else "off"
+        self.replays = 0
+
+    def __call__(self, fn, *inputs, key=()) -> dict:
+        sig = (key, tuple((t.shape, t.dtype.str) for t in inputs), autograd.is_grad_enabled(),
+               tuple(m.training for m in self.modules))
+        state = self._states.get(sig)
+        if isinstance(state, Graph):
+            if state.valid():
+                self.replays += 1
+                return state.run([t.data for t in inputs])
+            state = None
+        if not self.enabled or isinstance(state, str) or autograd._recorder is not None:
+            return self._eager(fn, inputs)
+        if sig not in self._states and len(self._states) >= MAX_GRAPHS[self.train]:
+            self.reason = (f"more than {MAX_GRAPHS[self.train]} input shapes: they change from "
+                           f"call to call")
+            return self._eager(fn, inputs)
+        outputs, sym = self._recorded(fn, inputs)
+        try:
+            if isinstance(sym, str):
+                raise CaptureRefused(sym)
+            if state is None:
+                self._states[sig] = sym
+            else:
+                self._states[sig] = Graph(sym, compare(state, sym), self.train, self._packed)
+                self.reason = None
+        except CaptureRefused as exc:
+            self._states[sig] = self.reason = str(exc)
+        except Exception as exc:  # noqa: BLE001  a bug here must not stop training: eager, said
+            self._states[sig] = self.reason = f"the graph could not be built ({type(exc).__name__}: {exc})"
+        return outputs
+
+    @property
+    def graphs(self) -> list:
+        """The compiled graphs (one per signature that replays)."""
+        return [s for s in self._states.values() if isinstance(s, Graph)]
+
+    def status(self) -> str:
+        """One phrase: what the last signatures did."""
+        if self.graphs and self.reason is None:
+            ops = max(len(g.forward) for g in self.graphs)
+            return f"replayed from a captured graph ({ops} ops)"
+        if self.reason is None:
+            return "not recorded yet"
+        return "eager (capture off)" if self.reason == "off" else f"eager: {self.reason}"
+
+    # -- eager runs -----------------------------------------------------------------------------
+    def _eager(self, fn, inputs):
+        outputs = fn(*inputs)
+        if self.train:
+            next(iter(outputs.values())).backward()
+        return outputs
+
+    def _recorded(self, fn, inputs):
+        """fn(*inputs) (and its backward) eagerly, recorded: (outputs, Symbolic or the reason)."""
+        before = self._buffers()
+        rec = Recording(inputs)
+        prev, autograd._recorder = autograd._recorder, rec
+        try:
+            outputs = fn(*inputs)
+        finally:
+            autograd._recorder = prev
+        try:
+            sym = Symbolic(rec, outputs, next(iter(outputs.values())) if self.train else None)
+        except CaptureRefused as exc:
+            sym = str(exc)
+        except Exception as exc:  # noqa: BLE001  as in __call__
+            sym = f"the step could not be recorded ({type(exc).__name__}: {exc})"
+        if self.train:
+            next(iter(outputs.values())).backward()
+        changed = next((name for name, arr in self._buffers().items()
+                        if not same(arr, before.get(name))), None)
+        if changed is not None and not isinstance(sym, str):
+            sym = (f"the buffer {changed} changes during the step (running statistics, spectral "
+                   f"norm): the step is not a function of its inputs alone")
+        del rec
+        return outputs, sym
+
+    def _buffers(self) -> dict:
+        return {f"{i}.{name}": b.data.copy() for i, m in enumerate(self.modules)
+                for name, b in m.named_buffers() if b is not None}

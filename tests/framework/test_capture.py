@@ -1,0 +1,233 @@
+"""framework.capture: a captured training step and a captured inference graph give the same bits as
+the eager engine, for every registered model; what cannot be captured runs eagerly and says why."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import framework as sg
+import framework.functional as F
+import models  # noqa: F401  registers every architecture
+from framework.capture import Capture
+from framework.nn import init
+from framework.optim import Adam
+from framework.registry import MODELS
+
+from ..models.cases import SMALL, build
+
+# Small builds of the registered models that tests/models/cases.py does not make small, and of the
+# networks that are not x`scale` SR models (discriminators, KernelGAN's pair): spec, LR side, scale
+# of the target (0: the loss is the output's mean).
+OTHER = {
+    "RRDBNet": ({"type": "RRDBNet", "scale": 2, "num_feat": 8, "num_block": 1, "num_grow_ch": 4}, 8, 2),
+    "SPAN": ({"type": "SPAN", "scale": 2, "feature_channels": 8, "num_blocks": 1}, 8, 2),
+    "RealCUGAN": ({"type": "RealCUGAN", "scale": 2, "fast": True}, 40, 2),
+    "UNetDiscriminatorSN": ({"type": "UNetDiscriminatorSN", "num_in_ch": 3, "num_feat": 4}, 16, 0),
+    "VGGStyleDiscriminator": ({"type": "VGGStyleDiscriminator", "num_in_ch": 3, "num_feat": 4,
+                               "input_size": 128}, 128, 0),
+    "KernelGANGenerator": ({"type": "KernelGANGenerator", "G_chan": 4}, 16, 0),
+    "KernelGANDiscriminator": ({"type": "KernelGANDiscriminator", "D_chan": 4, "D_n_layers": 3}, 16, 0),
+}
+# Networks whose training step cannot be captured, and why (checked: the reason is reported).
+EAGER = {"UNetDiscriminatorSN": "buffer", "VGGStyleDiscriminator": "buffer", "DAT": "buffer",
+         "KernelGANDiscriminator": "buffer"}  # spectral norm, batch-norm statistics
+
+
+def _network(name):
+    """(model, LR side, target scale) of a small build of registered model `name`."""
+    if name in OTHER:
+        spec, side, scale = OTHER[name]
+        init.manual_seed(0)
+        return MODELS.build(spec), side, scale
+    model, _ = build(name, 2, 3, small=name in SMALL)
+    return model, 8, 2
+
+
+def _train(name, capture: bool, steps=4):
+    model, side, scale = _network(name)
+    model.train()
+    opt = Adam(model.parameters(), lr=1e-2)
+    cap = Capture([model], enabled=capture)
+    losses = []
+    for i in range(steps):
+        rng = np.random.default_rng(i)
+        x = sg.tensor(rng.uniform(0, 1, (2, 3, side, side)).astype(np.float32))
+        y = sg.tensor(rng.uniform(0, 1, (2, 3, side * scale, side * scale)).astype(np.float32))
+
+        def step(x, y):
+            out = model(x)
+            return {"loss": F.l1_loss(out, y) if scale else (out * out).mean()}
+
+        opt.zero_grad()
+        losses.append(cap(step, x, y)["loss"].data.copy())
+        opt.step()
+    return model, opt, losses, cap
+
+
+def _assert_same_run(a, b):
+    (ma, oa, la, _), (mb, ob, lb, _) = a, b
+    assert all(np.array_equal(x, y) for x, y in zip(la, lb))
+    for (n, p), q in zip(ma.named_parameters(), mb.parameters()):
+        assert np.array_equal(p.data, q.data), n
+        assert (p.grad is None) == (q.grad is None), n
+        assert p.grad is None or np.array_equal(p.grad.data, q.grad.data), n
+    sa, sb = oa.state_dict()["state"], ob.state_dict()["state"]
+    assert sa.keys() == sb.keys()
+    for k in sa:
+        for key in sa[k]:
+            assert np.array_equal(sa[k][key], sb[k][key]), (k, key)
+
+
+@pytest.mark.parametrize("name", MODELS.names())
+def test_captured_step_is_bit_identical_to_eager(name):
+    eager = _train(name, capture=False)
+    captured = _train(name, capture=True)
+    cap = captured[3]
+    if name in EAGER:
+        assert cap.replays == 0 and EAGER[name] in cap.reason, cap.status()
+    else:
+        assert cap.replays == 2, cap.status()  # steps 1-2 record, 3-4 replay
+    _assert_same_run(eager, captured)
+
+
+@pytest.mark.parametrize("name", MODELS.names())
+def test_captured_inference_is_bit_identical_to_eager(name):
+    model, side, _ = _network(name)
+    model.eval()
+    cap = Capture([model], train=False)
+    for i in range(4):  # calls 1-2 record, 3-4 replay
+        x = sg.tensor(np.random.default_rng(i).uniform(0, 1, (1, 3, side, side)).astype(np.float32))
+        with sg.no_grad():
+            eager = model(x).data
+            got = cap(lambda x: {"sr": model(x)}, x)["sr"].data
+        assert got.dtype == eager.dtype and np.array_equal(got, eager), i
+    assert cap.replays == 2, cap.status()
+
+
+def _inference_graph(name):
+    model, _ = build(name, 2, 3, small=True)
+    model.eval()
+    cap = Capture([model], train=False)
+    x = sg.tensor(np.zeros((1, 3, 8, 8), np.float32))
+    with sg.no_grad():
+        for _ in range(2):
+            cap(lambda x: {"sr": model(x)}, x)
+    (graph,) = cap.graphs
+    return graph
+
+
+def test_inference_graph_packs_the_direct_routes_weights_once():
+    from framework.functional.conv import Conv2dFunction
+    graph = _inference_graph("EDSR")
+    forwards = [op[0] for op in graph.forward]
+    lowered = [f for f in forwards if f.__qualname__.startswith("_conv2d")]
+    # EDSR small: 4 body convs, conv_after_body and the upsampler's 16 -> 64; the 3-channel
+    # first and last convs stay on im2col (not the direct route)
+    assert len(lowered) == 6 and forwards.count(Conv2dFunction.forward) == 2
+
+
+def test_inference_graph_computes_constant_ops_once():
+    graph = _inference_graph("SwinIR")  # the relative-position bias gathered from its table
+    assert len(graph.forward) == len(graph.meta) - 6
+
+
+def _linear_case(seed=0):
+    init.manual_seed(seed)
+    return sg.nn.Linear(4, 3)
+
+
+def _run_capture(fn, model, calls=3, shape=(2, 4)):
+    cap = Capture([model])
+    for i in range(calls):
+        x = sg.tensor(np.random.default_rng(i).standard_normal(shape).astype(np.float32))
+        model.zero_grad()
+        cap(lambda x: {"loss": fn(model, x)}, x)
+    return cap
+
+
+@pytest.mark.parametrize("fn,reason", [
+    (lambda m, x: F.dropout(m(x), 0.5).sum(), "DropoutFunction: its mask is drawn afresh"),
+    (lambda m, x: m(x).clone().mul_(2).sum(), "in-place op (mul_)"),
+    # Python that branches on the data: a different op on the second call
+    (lambda m, x: (m(x).exp() if x.data[0, 0] > 0.2 else m(x)).sum(), "data-dependent control flow"),
+    # a constant computed from the data outside the ops
+    (lambda m, x: (m(x) * sg.tensor(x.data.sum())).sum(), "tensor made outside the ops"),
+    (lambda m, x: (m(x) * float(x.data.sum())).sum(), "argument 1 differs"),
+])
+def test_what_is_not_static_runs_eagerly_with_the_reason(fn, reason):
+    cap = _run_capture(fn, _linear_case())
+    assert cap.replays == 0 and reason in cap.reason, cap.reason
+    assert cap.status().startswith("eager: ")
+
+
+def test_a_new_shape_is_a_new_graph_and_the_guards_rerecord():
+    model = _linear_case()
+    cap = _run_capture(lambda m, x: m(x).sum(), model)
+    assert cap.replays == 1 and len(cap.graphs) == 1
+    for _ in range(3):
+        cap(lambda x: {"loss": model(x).sum()}, sg.tensor(np.ones((5, 4), np.float32)))
+    assert cap.replays == 2 and len(cap.graphs) == 2
+    model.bias.requires_grad_(False)  # a frozen parameter: the graphs no longer apply
+    model.zero_grad()
+    out = cap(lambda x: {"loss": model(x).sum()}, sg.tensor(np.ones((5, 4), np.float32)))
+    assert cap.replays == 2 and model.bias.grad is None and model.weight.grad is not None
+    assert np.array_equal(model.weight.grad.data, np.full((3, 4), 5, np.float32))
+    assert out["loss"].shape == ()
+
+
+def test_the_recorder_ignores_other_threads():
+    import threading
+    model = _linear_case()
+    stop = threading.Event()
+
+    def busy():  # another thread's ops (a batch prefetcher's degradations) while the step records
+        while not stop.is_set():
+            F.relu(sg.tensor(np.ones(3, np.float32)))
+    t = threading.Thread(target=busy)
+    t.start()
+    try:
+        cap = _run_capture(lambda m, x: m(x).sum(), model, calls=4)
+    finally:
+        stop.set()
+        t.join()
+    assert cap.replays == 2, cap.reason
+
+
+def test_tiled_inference_through_captured_graphs_is_bit_identical():
+    from framework.engine import inference
+    model, _ = build("EDSR", 2, 3, small=True)
+    model.eval()
+    lq = np.random.default_rng(0).uniform(0, 1, (3, 48, 45)).astype(np.float32)  # 16 inner tiles
+    eager = inference.upscale(model, lq, tile=8, overlap=2)
+    inference.capture_inference(model)  # as srgrad-infer and srgrad-eval do
+    captured = inference.upscale(model, lq, tile=8, overlap=2)
+    assert np.array_equal(captured, eager)
+    cap = inference._CAPTURES[model]
+    assert cap.replays > 0 and len(cap.graphs) > 1, cap.status()
+    assert len(cap._packed) == 6  # EDSR small's direct-route convs, packed once for every shape
+
+
+@pytest.mark.skipif(not sg.precision.support().avx512_bf16,
+                    reason=f"bfloat16 kernels: {sg.precision.support().reason}")
+def test_a_captured_inference_graph_runs_in_the_calls_precision():
+    """The packed direct-route convolutions are float32's: under autocast('bf16') a replay takes
+    the op's bf16 route, as eager does (srgrad-infer --bf16 registers its model too), and a later
+    float32 call is float32 again."""
+    model, _ = build("EDSR", 2, 3, small=True)
+    model.eval()
+    x = sg.tensor(np.random.default_rng(1).uniform(0, 1, (1, 3, 12, 10)).astype(np.float32))
+    with sg.no_grad():
+        fp32 = model(x).data.copy()
+        with sg.autocast("bf16"):
+            bf16 = model(x).data.copy()
+    assert not np.array_equal(fp32, bf16)
+    cap = Capture([model], train=False)
+    with sg.no_grad():
+        for _ in range(2):
+            cap(lambda x: {"sr": model(x)}, x)  # recorded in float32
+        with sg.autocast("bf16"):
+            replayed = cap(lambda x: {"sr": model(x)}, x)["sr"]
+        again = cap(lambda x: {"sr": model(x)}, x)["sr"]
+    assert cap.replays >= 2
+    assert np.array_equal(np.asarray(getattr(replayed, "data", replayed)), bf16)
+    assert np.array_equal(np.asarray(getattr(again, "data", again)), fp32)
