@@ -14,8 +14,9 @@ import reprlib
 
 import numpy as np
 
-__all__ = ["ArgumentTypeError", "is_int", "is_number", "int_arg", "pair", "int_pair", "int_list", "number", "flag", "choice",
-           "float_array", "did_you_mean", "show", "clip_message", "name_problem"]
+__all__ = ["ArgumentTypeError", "is_int", "is_number", "int_arg", "pair", "int_pair", "int_list",
+           "number", "flag", "choice", "float_array", "did_you_mean", "show", "clip_message",
+           "name_problem"]
 
 _REPR = reprlib.Repr()
 _REPR.maxstring = _REPR.maxother = 160

@@ -10,7 +10,8 @@ integers count as ints; a wrong type raises ArgumentTypeError (a TypeError and a
 The implementation is framework/_check.py; this module is its public name.
 """
 from ._check import (ArgumentTypeError, choice, clip_message, did_you_mean, flag, float_array,
-                     int_arg, int_list, int_pair, is_int, is_number, number, pair, show)
+                     int_arg, int_list, int_pair, is_int, is_number, name_problem, number, pair, show)
 
 __all__ = ["ArgumentTypeError", "is_int", "is_number", "int_arg", "pair", "int_pair", "int_list",
-           "number", "flag", "choice", "float_array", "did_you_mean", "show", "clip_message"]
+           "number", "flag", "choice", "float_array", "did_you_mean", "show", "clip_message",
+           "name_problem"]
