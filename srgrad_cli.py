@@ -52,36 +52,36 @@ def _exit(code) -> None:
 
 
 def train():
-    run("framework.engine.cli", "train_main")
+    run("framework.engine.commands.cli", "train_main")
 
 
 def infer():
-    run("framework.engine.cli", "infer_main")
+    run("framework.engine.commands.cli", "infer_main")
 
 
 def evaluate():
-    run("framework.engine.cli", "eval_main")
+    run("framework.engine.commands.cli", "eval_main")
 
 
 def export():
-    run("framework.engine.export", "main")
+    run("framework.engine.commands.export", "main")
 
 
 def convert():
-    run("framework.engine.convert", "main")
+    run("framework.engine.commands.convert", "main")
 
 
 def prepare():
-    run("framework.engine.prepare", "main")
+    run("framework.engine.commands.prepare", "main")
 
 
 def degrade():
-    run("framework.engine.degrade", "main")
+    run("framework.engine.commands.degrade", "main")
 
 
 def precompile():
-    run("framework.engine.precompile", "main")
+    run("framework.engine.run.precompile", "main")
 
 
 def zssr():
-    run("framework.engine.zssr", "main")
+    run("framework.engine.zeroshot.zssr", "main")

@@ -111,7 +111,7 @@ def recording(run: bool = False):
     """Inside, a call of any kernel (made by `kernel`) from Python appends (kernel, argument types) to the list
     this yields. Without `run` the call returns None WITHOUT compiling or running the kernel: its
     outputs keep whatever np.empty held. With `run` the kernel then runs (compiling it if needed):
-    for code that uses a kernel's result in Python. engine/precompile.py's dry run uses it to list
+    for code that uses a kernel's result in Python. engine/run/precompile.py's dry run uses it to list
     the signatures a run will compile. Process-wide while it lasts: nothing else may call kernels
     meanwhile."""
     calls = []

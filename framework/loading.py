@@ -1,5 +1,5 @@
 """Put a weights file into a built model: `load_into(model, path)` (also `framework.load_into`), the
-one path from a file into a model (srgrad-infer and the other commands through engine/loading.py's
+one path from a file into a model (srgrad-infer and the other commands through engine/inference/loading.py's
 load_model, train.pretrained, --resume, srgrad-convert). It sits above weights/ (the file formats),
 nn/ and detect.py (the models' rules), which it uses; none of them imports it.
 

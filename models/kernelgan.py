@@ -17,7 +17,7 @@ discriminator's convolutions keep torch's default (KernelGAN's weights_init_D wr
 spectral norm's derived `weight`, which the next forward overwrites: its weight_orig stays at the
 default), its biases 0, the BatchNorm weights N(1, 0.02) and biases 0.
 Registered in MODELS (as BasicSR registers discriminators); they do not upscale, so they take no
-`scale` and have no `detect` rule. framework/engine/kernelgan.py trains them.
+`scale` and have no `detect` rule. framework/engine/zeroshot/kernelgan.py trains them.
 """
 from __future__ import annotations
 

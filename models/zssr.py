@@ -3,7 +3,7 @@ Learning", CVPR 2018; assafshocher/ZSSR's build_network): 8 convolutions 3x3 wit
 ReLU between them, no biases, learning the residual between the interpolated input and the HR
 image. The interpolation (MATLAB's bicubic imresize, as ZSSR's upscale_method 'cubic') is inside
 the model, so it maps LR (N, C, h, w) to SR (N, C, h*scale, w*scale) like every other model; it is
-trained on the test image alone (framework/engine/recipes/zssr.py)."""
+trained on the test image alone (framework/engine/run/recipes/zssr.py)."""
 from __future__ import annotations
 
 import math

@@ -102,7 +102,7 @@ def make_trainer(workdir, vgg_path, batch: int, gt: int, perceptual: bool, dtype
     perceptual term), a one-image training folder in `workdir` (built, never read)."""
     from PIL import Image
     from framework.engine import Trainer
-    from framework.engine.schema import load_config
+    from framework.engine.config.schema import load_config
     root = pathlib.Path(workdir) / "train"
     root.mkdir(exist_ok=True)
     Image.fromarray(np.zeros((gt, gt, 3), np.uint8)).save(root / "blank.png")

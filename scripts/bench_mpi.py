@@ -24,7 +24,7 @@ import sys
 import tempfile
 import time
 
-from framework.engine import distributed
+from framework.engine.run import distributed
 
 HERE = pathlib.Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -56,9 +56,9 @@ def launch(ranks: int, steps: int, warmup: int) -> dict:
 def worker(steps: int, warmup: int) -> None:
     """One rank: train `warmup + steps` steps of the quickstart config, print rank 0's timings."""
     sys.path.insert(0, str(REPO))
-    from framework.engine import distributed
-    from framework.engine.trainer import Trainer
-    from framework.engine.schema import load_config
+    from framework.engine.run import distributed
+    from framework.engine.run.trainer import Trainer
+    from framework.engine.config.schema import load_config
     comm = distributed.init("mpi")
     with tempfile.TemporaryDirectory() as tmp:
         cfg = load_config(CONFIG, [f"run_root={tmp}", "datasets.val=null"])

@@ -4,7 +4,7 @@ a fresh process in a temporary folder with its own NUMBA_CACHE_DIR; "first step"
 trainer prints its first iteration's log line (`log_every: 1`, `--no-progress`).
 
     cold, compiled as it goes     SRGRAD_PRECOMPILE=0: each kernel compiles on its first call
-    cold, srgrad-train default    one precompile child per core first (engine/precompile.py)
+    cold, srgrad-train default    one precompile child per core first (engine/run/precompile.py)
     after srgrad-precompile       the ahead-of-time route: the command's time is its own row
     warm                          a second run of the same config (the marker skips precompiling)
 
@@ -68,7 +68,7 @@ def _one_round(threads: int) -> dict:
         out["warm"] = _first_step_s(_train_cmd(tmp / "r3"), env)
         aot = dict(base, NUMBA_CACHE_DIR=str(tmp / "aot"), SRGRAD_PRECOMPILE="1")
         t = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "framework.engine.precompile",
+        subprocess.run([sys.executable, "-m", "framework.engine.run.precompile",
                         str(REPO / "configs" / "quickstart.yaml")], env=aot, cwd=REPO, check=True,
                        capture_output=True)
         out["precompile"] = time.perf_counter() - t

@@ -40,9 +40,9 @@ def main(argv=None) -> int:
 
     import numpy as np
     from framework.engine import bicubic, load_model, upscale
-    from framework.engine.runlog import detail_box, labelled_strip
-    from framework.engine.schema import load_config
-    from framework.engine.zoo import load_zoo
+    from framework.engine.run.runlog import detail_box, labelled_strip
+    from framework.engine.config.schema import load_config
+    from framework.engine.inference.zoo import load_zoo
     from framework.io.image import write_image
     from framework.metrics.measure import measure
     from framework.registry import DATASETS

@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from benchmark import machine  # noqa: E402  the CPU, BLAS core, numba target, knobs, load
-from framework.engine.inference import tile_boxes, upscale_file  # noqa: E402
+from framework.engine.inference.upscale import tile_boxes, upscale_file  # noqa: E402
 from framework.nn import init  # noqa: E402
 
 # The bundled training images, each resized (bicubic) to this longer side: 179-566 px.
@@ -89,7 +89,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     tiles = [None if t == "none" else int(t) for t in args.tiles]
     from framework.engine import build_model
-    from framework.engine.zoo import load_zoo
+    from framework.engine.inference.zoo import load_zoo
     load_zoo()
     init.manual_seed(0)
     model = build_model(SPEC).eval()

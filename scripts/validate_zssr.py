@@ -21,9 +21,9 @@ from framework.autograd import no_grad
 from framework.data import degradations as D
 from framework.data.degradations.kernel_file import centre_kernel
 from framework.engine import load_model
-from framework.engine.inference import bicubic, upscale
-from framework.engine.kernelgan import estimate_kernel
-from framework.engine.zssr import PRESETS, zssr
+from framework.engine.inference.upscale import bicubic, upscale
+from framework.engine.zeroshot.kernelgan import estimate_kernel
+from framework.engine.zeroshot.zssr import PRESETS, zssr
 from framework.io.image import read_image, write_image
 from framework.metrics.psnr import psnr
 from framework.tensor import Tensor

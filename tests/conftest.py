@@ -14,7 +14,7 @@ if (os.cpu_count() or 1) < 2:
 # threads spin and the torch twins' backward passes run 10-30x slower. Tests time nothing: wait
 # passively.
 os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-# srgrad-train's precompile children (engine/precompile.py) would start for every tiny test config;
+# srgrad-train's precompile children (engine/run/precompile.py) would start for every tiny test config;
 # tests/framework/engine/test_precompile.py turns them on where it tests them.
 os.environ["SRGRAD_PRECOMPILE"] = "0"
 

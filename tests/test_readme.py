@@ -35,7 +35,7 @@ def test_extending_example_trains_from_yaml(tmp_path, tiny_train):
         val: {{every: 2, metrics: [psnr, mae]}}
         checkpoint: {{every: 2}}
         """))
-    code = ("import sys; from framework.engine.cli import train_main; "
+    code = ("import sys; from framework.engine.commands.cli import train_main; "
             "sys.exit(train_main([sys.argv[1], '--no-progress']))")
     run = subprocess.run([sys.executable, "-c", code, str(tmp_path / "cfg.yaml")], cwd=REPO,
                          capture_output=True, text=True, timeout=300)

@@ -17,9 +17,9 @@ import numpy as np
 
 from ..autograd import Context
 from ..tensor import Tensor
-
-# argument sources: a slot, a live Tensor (its .data read at every call), a fixed value
-_SLOT, _LIVE, _FIXED = 0, 1, 2
+# argument sources: a slot, a live Tensor (its .data read at every call), a fixed value (they are
+# the lowering's data: _lower.py folds fixed arguments)
+from ._lower import _FIXED, _LIVE, _SLOT, fold
 
 
 class Graph:
@@ -66,7 +66,6 @@ class Graph:
         if train:
             self._compile_backward(sym, leaf_index)
         else:  # the weights are constants from here on
-            from ._lower import fold
             fold(self, {} if packed is None else packed)
         self._plan_frees()
 

@@ -16,7 +16,11 @@ import numpy as np
 from .. import precision
 from ..autograd import Context
 from ..functional import _direct, conv
-from ._graph import _FIXED, _LIVE, _SLOT
+
+
+# The kinds of an op's argument in a captured graph: a slot (an intermediate or the input), a live
+# tensor read at each call (a parameter, in a training graph), a fixed array (a constant).
+_SLOT, _LIVE, _FIXED = 0, 1, 2
 
 
 def fold(graph, packed: dict) -> None:

@@ -174,7 +174,7 @@ def _parser():
                 "skipped.")
     p.add_argument("--input", required=True, metavar="HR_DIR", help="folder of HR images (or, "
                    "through srgrad-prepare, --dataset NAME [--sha256 HEX]: a data set srgrad "
-                   "fetches by name, engine/datahub.py)")
+                   "fetches by name, engine/hub/datasets.py)")
     p.add_argument("--output", required=True, metavar="OUT_DIR", help="writes OUT_DIR/HR and "
                    "OUT_DIR/LR_bicubic/X<s> (must not be HR_DIR or inside it)")
     p.add_argument("--crop-size", type=int, default=480, help="sub-image side (default 480)")
@@ -202,7 +202,7 @@ def _same(a: Path, b_stat) -> bool:
 def _within(path: Path, folder_stat) -> bool:
     """Whether `path` (existing or not) is the folder or inside it, by file identity: symlinks
     and `..` are followed, so two spellings of one folder are the same."""
-    from ..engine.outputs import landing
+    from ..engine.commands.outputs import landing
     resolved = landing(path)
     return any(_same(p, folder_stat) for p in (resolved, *resolved.parents))
 

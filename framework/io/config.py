@@ -1,7 +1,7 @@
 """YAML config files: the safe loader, `--set key.path=value` overrides and the `imports:` policy.
 
 What a training config must contain, and the checks against it, live beside the trainer
-(framework/engine/schema.py); this module only turns text into plain data, safely.
+(framework/engine/config/schema.py); this module only turns text into plain data, safely.
 
 A config is code: `imports:` names Python modules (module names, never file paths) that are imported
 before the registries are used, so their registered layers and models resolve. The config file's own

@@ -1,4 +1,4 @@
-"""Downloads of release files (engine/hub.py's published models) with the standard library only:
+"""Downloads of release files (engine/hub/models.py's published models) with the standard library only:
 resumable, checked against a sha256 before use, installed atomically.
 
 `download(url, dest, sha256)` writes to `<dest>.partial` beside `dest` (opened without following a

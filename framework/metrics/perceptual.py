@@ -79,7 +79,7 @@ def dists(sr, hr, crop_border: int = 0, y_channel: bool = True) -> float:
 
 lpips.higher_is_better = lpips_vgg.higher_is_better = dists.higher_is_better = False
 lpips.channels = lpips_vgg.channels = dists.channels = "rgb"  # metrics.csv: lpips_rgb, whatever --rgb
-# the files each needs in srgrad's model cache (engine/hub.py's AUXILIARY: the commands fetch them)
+# the files each needs in srgrad's model cache (engine/hub/models.py's AUXILIARY: the commands fetch them)
 lpips.weight_files = ("alexnet-owt-7be5be79.pth", "lpips_v0.1_alex.pth")
 lpips_vgg.weight_files = ("vgg16-397923af.pth", "lpips_v0.1_vgg.pth")
 dists.weight_files = ("vgg16-397923af.pth", "DISTS_weights.pt")

@@ -25,7 +25,7 @@ def call(layer: str, fn, *args):
 def weight_file(owner: str, given, env: str, url: str, keyword: str, kind: str, cached: str) -> str:
     """The path of a pretrained file: the keyword's value `given`, else the environment variable
     `env`, else `cached` in srgrad's model cache ($SRGRAD_HOME/models: where the commands download
-    it, engine/hub.py's AUXILIARY); else a FileNotFoundError naming where to download it (`url`)
+    it, engine/hub/models.py's AUXILIARY); else a FileNotFoundError naming where to download it (`url`)
     and how to point srgrad at it."""
     from ..io.download import srgrad_home
     path = given if given is not None else os.environ.get(env)

@@ -141,7 +141,7 @@ class DISTSLoss(Module):
 
     @staticmethod
     def weight_files(kwargs: dict) -> tuple:
-        """The files srgrad's model cache must hold unless the spec names them (engine/hub.py)."""
+        """The files srgrad's model cache must hold unless the spec names them (engine/hub/models.py)."""
         return tuple(f for f, key in zip(FILES, ("backbone_weights", "weights")) if kwargs.get(key) is None)
 
     @classmethod

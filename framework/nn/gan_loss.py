@@ -67,7 +67,7 @@ class GANLoss(Module):
     forward(input, target_is_real, is_disc=False) -> the scalar loss, in input's dtype.
     """
 
-    # what makes a loss adversarial for the training recipes (engine/recipes/terms.py): called
+    # what makes a loss adversarial for the training recipes (engine/run/recipes/terms.py): called
     # (prediction, target_is_real, is_disc) on the discriminator's output, never on an image
     is_gan = True
 

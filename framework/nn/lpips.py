@@ -213,14 +213,14 @@ class LPIPSLoss(Module):
 
     @staticmethod
     def weight_files(kwargs: dict) -> tuple:
-        """The files srgrad's model cache must hold unless the spec names them (engine/hub.py)."""
+        """The files srgrad's model cache must hold unless the spec names them (engine/hub/models.py)."""
         net = kwargs.get("net", "vgg")
         return tuple(f for f, key in zip(weight_files(net), ("backbone_weights", "weights"))
                      if kwargs.get(key) is None)
 
     @classmethod
     def check_files(cls, kwargs: dict) -> None:
-        """The two weight files exist (before training starts: engine/preflight.py)."""
+        """The two weight files exist (before training starts: engine/config/preflight.py)."""
         net = kwargs.get("net", "vgg")
         choice("LPIPSLoss", "net", net, tuple(NETS))
         _path("LPIPSLoss", net, kwargs.get("backbone_weights"), "backbone")

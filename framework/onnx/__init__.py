@@ -6,7 +6,7 @@
 The model is traced (trace.py), each recorded Function call is converted by its registered
 converter (graph.py, ops/), and the graph is checked with onnx.checker and run in ONNX Runtime
 against srgrad's own output before it is written (export.py). Command line: `srgrad-export`
-(framework/engine/export.py).
+(framework/engine/commands/export.py).
 Needs the optional `export` extra (onnx, onnxruntime) to export; registering a converter does not.
 """
 from .graph import ConversionError, Graph, converter_for, converters, register_converter

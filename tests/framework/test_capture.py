@@ -194,7 +194,7 @@ def test_the_recorder_ignores_other_threads():
 
 
 def test_tiled_inference_through_captured_graphs_is_bit_identical():
-    from framework.engine import inference
+    from framework.engine.inference import upscale as inference
     model, _ = build("EDSR", 2, 3, small=True)
     model.eval()
     lq = np.random.default_rng(0).uniform(0, 1, (3, 48, 45)).astype(np.float32)  # 16 inner tiles

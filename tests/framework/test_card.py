@@ -104,7 +104,7 @@ def test_the_largest_activation_of_the_smallest_input_is_counted_too(machine):
 
 
 def test_a_config_with_an_oversized_model_is_a_config_error(machine, tmp_path):
-    from framework.engine.schema import load_config
+    from framework.engine.config.schema import load_config
     from framework.io.config import ConfigError
     path = tmp_path / "c.yaml"
     path.write_text("name: t\nscale: 2\nmodel: {type: PLKSR, dim: 1000000}\ndatasets:\n"
@@ -116,7 +116,7 @@ def test_a_config_with_an_oversized_model_is_a_config_error(machine, tmp_path):
 
 
 def test_srgrad_export_refuses_an_oversized_model_arg_in_one_line(machine, tmp_path, capsys):
-    from framework.engine.export import main
+    from framework.engine.commands.export import main
     from framework.nn import init
     from framework.weights import save_weights
     spec = {"type": "PLKSR", "dim": 8, "n_blocks": 1, "kernel_size": 5, "scale": 2}

@@ -49,7 +49,7 @@ def check_pth_both_ways(spec: dict, shape, tmp_path):
 
 def check_published_file_infers(spec: dict, shape, tmp_path, want_spec: dict | None = None):
     """A file in the published layout, written by the twin (torch.save of its state_dict, as
-    chaiNNer and traiNNer-redux users share them), through framework.engine.inference.load_model
+    chaiNNer and traiNNer-redux users share them), through framework.engine.inference.upscale.load_model
     with no model spec: detected as `want_spec` (default: spec), its eval() output the twin's."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
@@ -82,7 +82,7 @@ def check_export_cli(spec: dict, hw, tmp_path, other_shape=None):
         pytest.skip(unavailable_reason())
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    from framework.engine.export import main
+    from framework.engine.commands.export import main
     from tests.framework.onnx._util import op_types, ort_run
 
     torch.manual_seed(6)

@@ -7,4 +7,4 @@ import sys
 sys.stderr.write("ready\n")
 sys.stderr.flush()
 
-from framework.engine.cli import train_main as main  # noqa: E402,F401
+from framework.engine.commands.cli import train_main as main  # noqa: E402,F401

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from framework.engine.trainer import find_latest_checkpoint
+from framework.engine.run.trainer import find_latest_checkpoint
 from framework.weights import checkpoint as ckpt
 
 from .conftest import run_train, start_train

@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 
 from framework.engine import Trainer
-from framework.engine.cli import train_main
-from framework.engine.runlog import MetricsLog
+from framework.engine.commands.cli import train_main
+from framework.engine.run.runlog import MetricsLog
 from framework.io import atomic
 from framework.weights import checkpoint as ckpt
 
@@ -371,7 +371,7 @@ def test_skip_option_skips_non_finite_batches_and_leaves_the_state_alone(make_ti
     """train.nonfinite_loss: skip: a NaN loss, an Inf loss and a NaN gradient (with a finite loss)
     are each skipped with a warning naming the iteration; weights and optimizer state do not
     change on those iterations; training completes."""
-    from framework.engine.schema import load_config
+    from framework.engine.config.schema import load_config
     cfg = load_config(make_tiny_config(iters=6, every=6), ["train.nonfinite_loss=skip"])
     t = Trainer(cfg, progress=False)
     loss_fn, reduce = t.recipe.criteria["pixel"], t.recipe.reduce
@@ -539,7 +539,7 @@ def test_full_disk_when_a_resumed_run_writes_its_config(make_tiny_config, tmp_pa
 
 def test_full_disk_while_logging_names_the_file(make_tiny_config, tmp_path, monkeypatch, capsys):
     """metrics.csv is appended every log_every iterations: ENOSPC there names the file too."""
-    import framework.engine.runlog as runlog
+    import framework.engine.run.runlog as runlog
     cfg = make_tiny_config(iters=6, every=2)
     real_open = open
 
@@ -584,7 +584,7 @@ def test_unusable_run_root_is_a_clear_error(make_tiny_config, tmp_path, capsys):
 def test_crash_while_rewriting_metrics_on_resume_keeps_every_row(tmp_path, monkeypatch):
     """On resume metrics.csv is rewritten without the rows after the checkpoint; a failure (or a
     kill) in the middle must leave the old file whole."""
-    import framework.engine.runlog as runlog
+    import framework.engine.run.runlog as runlog
     path = tmp_path / "metrics.csv"
     log = MetricsLog(path, ["iteration", "loss"])
     for i in range(1, 6):
@@ -674,7 +674,7 @@ def _race(args):
     """One contender: wait at the barrier, try the lock, hold it 20 ms if won. Returns the
     (monotonic, system-wide) interval it owned the lock, or None."""
     run, barrier = args
-    from framework.engine.runlog import RunLock, RunLockedError
+    from framework.engine.run.runlog import RunLock, RunLockedError
     lock = RunLock(run)
     barrier.wait()
     try:

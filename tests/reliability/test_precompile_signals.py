@@ -1,4 +1,4 @@
-"""The kernel-compile children of a first run (framework/engine/precompile.py) end with their parent
+"""The kernel-compile children of a first run (framework/engine/run/precompile.py) end with their parent
 (issue 37 point 9): SIGTERM (or kill -9) to srgrad-train while its 2 children dry-run and compile
 left them compiling for 19 s, and their temporary folder behind."""
 import os

@@ -9,7 +9,7 @@ import pytest
 from framework.weights import save_weights
 from framework.io.image import read_image, write_image
 from framework.nn import init
-from framework.engine.zoo import load_zoo
+from framework.engine.inference.zoo import load_zoo
 from framework.registry import MODELS
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))

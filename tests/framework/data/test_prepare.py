@@ -299,7 +299,7 @@ def test_a_translated_basicsr_option_file_reads_the_output(hr_dir, tmp_path, cap
     """BasicSR's option files read sub-image folders with filename_tmpl '{}' (extract_subimages.py
     names an LR sub-image as its HR one); srgrad-prepare writes that layout, so the translation
     of such a file reads its output (it wrote <stem>_sNNNx4.png, and the two disagreed)."""
-    from framework.engine.options import translate_options
+    from framework.engine.config.options import translate_options
     from framework.registry import DATASETS
     out = tmp_path / "out"
     assert _run(capsys, "--input", hr_dir, "--output", out, "--crop-size", 16, "--step", 16,

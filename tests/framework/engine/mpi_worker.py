@@ -29,8 +29,9 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[3]))
 import numba  # noqa: E402
 import numpy as np  # noqa: E402
 
-from framework.engine import distributed  # noqa: E402
-from framework.engine import cli, trainer  # noqa: E402
+from framework.engine.run import distributed  # noqa: E402
+from framework.engine.commands import cli
+from framework.engine.run import trainer  # noqa: E402
 
 
 def _flat_weights(model):

@@ -8,9 +8,9 @@ import tracemalloc
 import numpy as np
 import pytest
 
-from framework.engine import autotile
-from framework.engine.autotile import parse_memory, plan_tile
-from framework.engine.inference import upscale_file
+from framework.engine.inference import autotile
+from framework.engine.inference.autotile import parse_memory, plan_tile
+from framework.engine.inference.upscale import upscale_file
 from framework.io.image import read_image, write_image
 from tests.models.cases import build
 
@@ -113,7 +113,7 @@ def test_srgrad_infer_tiles_by_default_under_max_memory(tmp_path, capsys):
     """The command: no --tile is --tile auto; --max-memory sets the budget (the plan is printed)
     and the image equals --tile with the printed size; a bad --max-memory is one line, exit 2."""
     from framework.engine import build_model
-    from framework.engine.cli import eval_main, infer_main
+    from framework.engine.commands.cli import eval_main, infer_main
     from framework.nn import init
     from framework.weights import save_weights
     spec = {"type": "FSRCNN", "d": 8, "s": 4, "m": 1}
@@ -146,7 +146,7 @@ def test_size_rules_are_the_models_padding(name, kw, want):
     """The multiple and minimum each model pads an input up to (its window, spandrel's
     requirements), from its card: the tile's context is a multiple of the first and at least the
     second."""
-    from framework.engine.inference import size_rules
+    from framework.engine.inference.upscale import size_rules
     from tests.models.cases import spec_of
     spec = spec_of(name, 2, 3, small=True, **kw)
     assert size_rules({"model": spec, "scale": 2}) == want

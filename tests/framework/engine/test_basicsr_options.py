@@ -13,11 +13,11 @@ import yaml
 
 import framework as sg
 from framework import nn
-from framework.engine.basicsr_options import BASICSR_SPELLINGS
-from framework.engine.options import translate_options
-from framework.engine.preflight import check_training_files
-from framework.engine.schema import SCHEMA, validate
-from framework.engine.zoo import load_zoo
+from framework.engine.config.basicsr_options import BASICSR_SPELLINGS
+from framework.engine.config.options import translate_options
+from framework.engine.config.preflight import check_training_files
+from framework.engine.config.schema import SCHEMA, validate
+from framework.engine.inference.zoo import load_zoo
 from framework.io.config import ConfigError, ConfigLoader
 from framework.io.image import write_image
 
@@ -906,7 +906,7 @@ def test_realesrnet_x4plus():
         dropped(notes, key)
     assert not any(n.startswith("train.ema_decay") for n in notes)  # key params_ema: as BasicSR
     # the translation is what srgrad-convert writes, and it reads back as a valid config
-    from framework.engine.schema import parse_config
+    from framework.engine.config.schema import parse_config
     from framework.io.config import dump_config
     resolved = parse_config(dump_config(cfg), "written.yaml", do_imports=False)
     assert resolved["datasets"]["train"] == REAL_DATASET

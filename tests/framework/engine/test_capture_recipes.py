@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from framework.engine import Trainer
-from framework.engine.schema import load_config
+from framework.engine.config.schema import load_config
 from framework.registry import RECIPES
 
 from .conftest import config_text

@@ -11,8 +11,9 @@ import pytest
 from PIL import Image
 
 import models  # noqa: F401  registers the architectures
-from framework.engine import build_model, inference, load_model
-from framework.engine.cli import eval_main, infer_main
+from framework.engine import build_model, load_model
+from framework.engine.inference import upscale as inference
+from framework.engine.commands.cli import eval_main, infer_main
 from framework.io import image as image_io
 from framework.weights import save_weights
 from framework.nn import init

@@ -10,8 +10,8 @@ from PIL import Image
 
 import models  # noqa: F401  registers the architectures
 from framework.engine import build_model
-from framework.engine.cli import infer_main
-from framework.engine.inference import model_fn, upscale
+from framework.engine.commands.cli import infer_main
+from framework.engine.inference.upscale import model_fn, upscale
 from framework.io.image import quantise_into, read_image
 from framework.nn import init
 from framework.weights import save_weights

@@ -8,7 +8,7 @@ import pytest
 
 import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, load_model
-from framework.engine.convert import main
+from framework.engine.commands.convert import main
 from framework.weights import load_weights
 from framework.nn import init
 
@@ -132,7 +132,7 @@ def test_options_translate_validate_and_name_what_cannot_be_translated(tmp_path,
     assert main(["options", str(src), "-o", str(out)]) == 0
     err = capsys.readouterr().err
     assert "note: num_gpu" in err and "note: dist_params" in err, err
-    from framework.engine.schema import load_config
+    from framework.engine.config.schema import load_config
     cfg = load_config(out)
     assert cfg["model"]["type"] == "EDSR" and cfg["scale"] == 2 and cfg["seed"] == 10
     assert cfg["train"]["optimizer"]["lr"] == 1e-4 and cfg["train"]["total_iters"] == 300000

@@ -1,4 +1,4 @@
-"""framework/engine/datahub.py: data sets by name through a loopback server with tiny stand-in
+"""framework/engine/hub/datasets.py: data sets by name through a loopback server with tiny stand-in
 archives: fetched, checked, extracted once; hostile archives refused; offline and unknown-hash
 entries say what to do."""
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from framework.engine import datahub
-from framework.engine.datahub import Archive, ArchiveError, SETS
+from framework.engine.hub import datasets as datahub
+from framework.engine.hub.datasets import Archive, ArchiveError, SETS
 from framework.io.download import DownloadError
 from tests.conftest import loopback_server, refused_url
 
@@ -156,8 +156,8 @@ def test_offline_unknown_hash_and_by_hand(server, monkeypatch):
 def test_eval_benchmark_table_equals_one_set_evaluations(server, monkeypatch, tmp_path, capsys):
     """srgrad-eval --benchmark Set5 Set14: the sets fetched by name, each scored as --input on its HR
     folder would be, and the summary table (model and bicubic rows) written as benchmark.md."""
-    from framework.engine.cli import eval_main
-    from framework.engine.zoo import load_zoo
+    from framework.engine.commands.cli import eval_main
+    from framework.engine.inference.zoo import load_zoo
     from framework.nn import init
     from framework.registry import MODELS
     from framework.weights import write_pth
@@ -190,7 +190,7 @@ def test_eval_benchmark_table_equals_one_set_evaluations(server, monkeypatch, tm
 
 def test_prepare_a_dataset_by_name(server, monkeypatch, tmp_path):
     """srgrad-prepare --dataset DIV2K fetches the train HR archive and cuts it as --input would."""
-    from framework.engine.prepare import main
+    from framework.engine.commands.prepare import main
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w") as z:
         for i in (1, 2):
@@ -216,9 +216,9 @@ def test_lpips_files_come_through_the_registry(server, monkeypatch, tmp_path, ca
     import sys
     from pathlib import Path
 
-    from framework.engine import hub
-    from framework.engine.cli import eval_main
-    from framework.engine.zoo import load_zoo
+    from framework.engine.hub import models as hub
+    from framework.engine.commands.cli import eval_main
+    from framework.engine.inference.zoo import load_zoo
     from framework.metrics.perceptual import _network
     from framework.nn import init
     from framework.registry import MODELS

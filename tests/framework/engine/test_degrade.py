@@ -11,7 +11,7 @@ from PIL import Image
 
 from framework.data import BatchLoader, RealESRGANDataset
 from framework.data.realesrgan import TRACE_KEYS
-from framework.engine.degrade import main
+from framework.engine.commands.degrade import main
 from tests.conftest import partial_name, smooth_image
 
 SEED, BATCH = 3, 2

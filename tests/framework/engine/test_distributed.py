@@ -1,4 +1,4 @@
-"""framework.engine.distributed: launch detection, thread defaults, the flat gradient buffer and its one
+"""framework.engine.run.distributed: launch detection, thread defaults, the flat gradient buffer and its one
 Allreduce, the install hint; and real 2-rank training under mpirun (skipped without mpirun or
 mpi4py)."""
 import json
@@ -15,8 +15,8 @@ import pytest
 
 import framework as sg
 from framework import nn
-from framework.engine import distributed
-from framework.engine.distributed import DistributedError, FlatGradients, MPICommunicator, SingleProcess
+from framework.engine.run import distributed
+from framework.engine.run.distributed import DistributedError, FlatGradients, MPICommunicator, SingleProcess
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 WORKER = REPO / "tests" / "framework" / "engine" / "mpi_worker.py"
@@ -111,7 +111,7 @@ def test_mpi_requested_without_mpi4py_says_how_to_install(plain_env):
 
 
 def test_train_command_line_says_how_to_install(plain_env, capsys):
-    from framework.engine.cli import train_main
+    from framework.engine.commands.cli import train_main
     plain_env.setitem(sys.modules, "mpi4py", None)
     assert train_main(["unused.yaml", "--distributed", "mpi"]) == 2
     assert re.search(r"error: MPI training was requested \(--distributed mpi\).*" + HINT,
@@ -277,8 +277,8 @@ checkpoint: {{every: 1, keep: 10}}
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory):
     """A tiny image folder, the config, and the single-process reference run (batch 8, 5 steps)."""
-    from framework.engine.trainer import Trainer
-    from framework.engine.schema import load_config
+    from framework.engine.run.trainer import Trainer
+    from framework.engine.config.schema import load_config
     from framework.io.image import write_image
     root = tmp_path_factory.mktemp("dp")
     images = root / "images"
@@ -369,9 +369,9 @@ def test_two_ranks_equal_one_process_and_each_other(setup, two_ranks):
 ])
 def test_a_dying_rank_ends_the_job_and_the_checkpoint_survives(setup, two_ranks, tmp_path, how,
                                                                message, resume_ranks):
-    from framework.engine.trainer import Trainer, find_latest_checkpoint
+    from framework.engine.run.trainer import Trainer, find_latest_checkpoint
     from framework.weights import checkpoint as ckpt
-    from framework.engine.schema import load_config
+    from framework.engine.config.schema import load_config
     name = f"dies_{how}"
     config = _set_name(setup, name)
     proc = _mpirun(config, tmp_path, "--fail-at", "3", "--fail-how", how)

@@ -8,10 +8,10 @@ import pytest
 import yaml
 from PIL import Image
 
-from framework.engine.cli import eval_main
-from framework.engine.convert import main as convert_main
-from framework.engine.inference import super_resolve
-from framework.engine.zoo import load_zoo
+from framework.engine.commands.cli import eval_main
+from framework.engine.commands.convert import main as convert_main
+from framework.engine.inference.upscale import super_resolve
+from framework.engine.inference.zoo import load_zoo
 from framework.metrics import psnr
 from framework.nn import init
 from framework.registry import MODELS

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from framework.engine.export import main
+from framework.engine.commands.export import main
 from framework.weights import save_weights
 from tests.models.cases import build
 from tests.framework.onnx._util import image, ort_run, require_onnx, srgrad_run

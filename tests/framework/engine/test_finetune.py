@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from framework.engine import Trainer, load_model, upscale
-from framework.engine.cli import train_main
-from framework.engine.schema import load_config
+from framework.engine.commands.cli import train_main
+from framework.engine.config.schema import load_config
 from framework.weights import checkpoint as ckpt
 from framework.weights import CheckpointError
 from framework.weights import write_pth
@@ -111,7 +111,7 @@ def test_a_mismatch_is_said_before_kernels_compile(make_config, tmp_path, publis
                                                    monkeypatch):
     """srgrad-train loaded train.pretrained after precompiling (~11 s on a fresh machine) and only
     then reported a mismatch; it is checked before precompile starts, nothing written."""
-    from framework.engine import precompile
+    from framework.engine.run import precompile
     started = []
     monkeypatch.setattr(precompile, "ensure", lambda *a, **k: started.append(a))
     pth, _ = published

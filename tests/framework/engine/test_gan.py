@@ -1,4 +1,4 @@
-"""GAN training (framework/engine/recipes/gan.py): two iterations equal Real-ESRGAN's optimize_parameters run
+"""GAN training (framework/engine/run/recipes/gan.py): two iterations equal Real-ESRGAN's optimize_parameters run
 on torch twins with the same weights and data (float64, the generator held back by
 net_d_init_iters in the first), every term logged, a run killed with SIGKILL resumes bit for bit,
 and the config checks that need the GAN losses registered."""
@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from framework.engine import Trainer
-from framework.engine.recipes import GANRecipe
-from framework.engine.schema import load_config
+from framework.engine.run.recipes import GANRecipe
+from framework.engine.config.schema import load_config
 from framework.weights import checkpoint as ckpt
 from framework.io.config import ConfigError
 

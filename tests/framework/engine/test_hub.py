@@ -1,4 +1,4 @@
-"""engine/hub.py: the registry of published models (names, official URLs, real sha256 values, specs
+"""engine/hub/models.py: the registry of published models (names, official URLs, real sha256 values, specs
 the originals build), the cache folder, fetch on first use through a loopback HTTP server, and
 Real-ESRGAN's -dn blend. Never the real network."""
 import hashlib
@@ -11,7 +11,8 @@ import numpy as np
 import pytest
 
 import models  # noqa: F401  registers the architectures
-from framework.engine import build_model, hub
+from framework.engine import build_model
+from framework.engine.hub import models as hub
 from framework.io.download import DownloadError
 from framework.registry import MODELS
 from framework.weights.pth_write import write_pth
@@ -201,8 +202,8 @@ def _srvgg_pth(path, seed):
 
 def test_infer_by_name_blends_the_denoise_pair(server, monkeypatch, tmp_path):
     from PIL import Image
-    from framework.engine.cli import infer_main
-    from framework.engine.inference import upscale
+    from framework.engine.commands.cli import infer_main
+    from framework.engine.inference.upscale import upscale
     spec, a = _srvgg_pth(tmp_path / "a.pth", 1)
     _, b = _srvgg_pth(tmp_path / "b.pth", 2)
     _publish(monkeypatch, server, "gen", (tmp_path / "a.pth").read_bytes(), spec=spec,
@@ -231,7 +232,7 @@ def test_infer_by_name_blends_the_denoise_pair(server, monkeypatch, tmp_path):
 
 
 def test_list_models_prints_the_registry_without_other_arguments(capsys, monkeypatch, tmp_path):
-    from framework.engine.cli import infer_main
+    from framework.engine.commands.cli import infer_main
     monkeypatch.setenv("SRGRAD_HOME", str(tmp_path))
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "RealESRGAN_x4plus.pth").write_bytes(b"cached")
@@ -248,7 +249,7 @@ def test_list_models_prints_the_registry_without_other_arguments(capsys, monkeyp
 
 
 def test_name_and_hash_arguments_are_checked(tmp_path, capsys):
-    from framework.engine.cli import infer_main
+    from framework.engine.commands.cli import infer_main
     (tmp_path / "a.png").write_bytes(b"")
     base = ["-i", str(tmp_path / "a.png"), "-o", str(tmp_path / "b.png")]
     assert infer_main(["-n", "RealESRGAN_x8", *base]) == 2
@@ -264,8 +265,8 @@ def test_name_and_hash_arguments_are_checked(tmp_path, capsys):
 
 
 def test_eval_and_export_take_a_name_too(server, monkeypatch, tmp_path, capsys):
-    from framework.engine.cli import eval_main
-    from framework.engine.export import main as export_main
+    from framework.engine.commands.cli import eval_main
+    from framework.engine.commands.export import main as export_main
     from PIL import Image
     spec, _ = _srvgg_pth(tmp_path / "a.pth", 1)
     _publish(monkeypatch, server, "gen", (tmp_path / "a.pth").read_bytes(), spec=spec)

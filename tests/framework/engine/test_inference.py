@@ -7,7 +7,7 @@ from PIL import Image
 
 import models  # noqa: F401  registers the architectures
 from framework.engine import build_model, load_model, upscale
-from framework.engine.cli import eval_main, infer_main
+from framework.engine.commands.cli import eval_main, infer_main
 from framework.weights import save_weights
 from framework.nn import init
 
@@ -39,7 +39,7 @@ def test_tiled_equals_untiled_when_overlap_covers_the_receptive_field(name):
 def test_small_tiles_run_as_batches_of_one_shape():
     """Tiles whose contexts share a shape run together, at most 2 per worker and BATCH_PIXELS
     pixels a batch; every tile exactly once (issue 28: one small tile per call left a core idle)."""
-    from framework.engine.inference import tile_batches, tile_boxes
+    from framework.engine.inference.upscale import tile_batches, tile_boxes
     boxes = tile_boxes(80, 80, 16, 4)  # contexts 20 px at the borders, 24 px inside
     batches = tile_batches(boxes, workers=2)
     assert sorted(b for batch in batches for b in batch) == sorted(boxes)
@@ -58,7 +58,7 @@ def test_batched_tiles_equal_tiles_run_one_by_one_exactly(spec, tta):
     before tile_batches, issue 28): a conv does each image's arithmetic in one fixed order whatever
     the batch, and picks its route (im2col or direct) from shapes, never from the batch."""
     from framework import nn
-    from framework.engine.inference import model_fn, tile_boxes
+    from framework.engine.inference.upscale import model_fn, tile_boxes
 
     class Recorder(nn.Module):
         def __init__(self, inner):

@@ -1,4 +1,4 @@
-"""KernelGAN's estimator (framework/engine/kernelgan.py) and its crops
+"""KernelGAN's estimator (framework/engine/zeroshot/kernelgan.py) and its crops
 (framework/data/kernelgan.py): the regularisers' values against KernelGAN's formulas written out,
 their gradients, the schedule of the weights and learning rates, the crops by gradient
 probability (pure in seed and iteration, drawn where the edges are), and a few real steps."""
@@ -9,7 +9,7 @@ import pytest
 
 from framework import Tensor
 from framework.data.kernelgan import KernelGANCrops, gradient_map, probability_map
-from framework.engine.kernelgan import KernelGAN, Schedule, estimate_kernel, kernel_losses, \
+from framework.engine.zeroshot.kernelgan import KernelGAN, Schedule, estimate_kernel, kernel_losses, \
     penalty_mask
 from framework.gradcheck import gradcheck
 

@@ -1,4 +1,4 @@
-"""engine/loading.py (and framework/loading.py under it): a stored model spec is checked against the
+"""engine/inference/loading.py (and framework/loading.py under it): a stored model spec is checked against the
 file's tensors before anything is built (a ~100-byte file asking for a huge model is refused at
 once, in one line, allocating nothing big); --model-arg without --model reaches the model (the detection, or the stored spec);
 a published layout converts with srgrad-convert and fine-tunes through train.pretrained."""
@@ -13,8 +13,8 @@ import pytest
 import models  # noqa: F401  registers the architectures
 from framework.engine import load_model
 from framework.loading import load_into
-from framework.engine.cli import infer_main
-from framework.engine.convert import main as convert_main
+from framework.engine.commands.cli import infer_main
+from framework.engine.commands.convert import main as convert_main
 from framework.weights import CheckpointError, load_weights, save_weights
 from framework.nn import init
 from framework.registry import MODELS

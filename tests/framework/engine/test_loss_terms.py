@@ -1,4 +1,4 @@
-"""The generator's loss as data (framework/engine/recipes/terms.py): `train.losses` as one list of
+"""The generator's loss as data (framework/engine/run/recipes/terms.py): `train.losses` as one list of
 typed entries (traiNNer-redux's), the old spellings read into the same terms, GAN losses known by
 their class's `is_gan`, and train.ema_power's warm-up."""
 import csv
@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 
 from framework.engine import Trainer
-from framework.engine.recipes.terms import loss_terms
-from framework.engine.schema import config_hash, load_config
+from framework.engine.run.recipes.terms import loss_terms
+from framework.engine.config.schema import config_hash, load_config
 from framework.io.config import ConfigError
 from framework.nn import Linear
 from framework.optim import EMA

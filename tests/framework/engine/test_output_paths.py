@@ -1,4 +1,4 @@
-"""One rule for every output path of every command (framework/engine/outputs.py): an output is
+"""One rule for every output path of every command (framework/engine/commands/outputs.py): an output is
 compared with the inputs as spelled (normalised) and where the write lands (resolved through the
 part that exists), so `nosuch/../x.png` is x.png even before `nosuch` exists, and a link on the way
 is followed as the kernel follows it. `srgrad-eval --csv nosuch/../x.png` turned the evaluated image
@@ -11,7 +11,7 @@ from PIL import Image
 
 import models  # noqa: F401  registers the architectures
 from framework.engine import build_model
-from framework.engine.outputs import OutputError, check_output
+from framework.engine.commands.outputs import OutputError, check_output
 from framework.nn import init
 from framework.weights import save_weights
 
@@ -40,7 +40,7 @@ def _unchanged(root):
 
 
 def test_landing_resolves_through_the_existing_part(here):
-    from framework.engine.outputs import exists, landing
+    from framework.engine.commands.outputs import exists, landing
     assert landing("nosuch/../hr/a.png") == here / "hr" / "a.png"
     assert landing("nosuch/x/../../hr/./a.png") == here / "hr" / "a.png"
     # a link, then "..": the kernel goes to the link target's parent, not back to here
@@ -61,7 +61,7 @@ def test_check_output_refuses_an_input_however_spelled(here, spelling):
 
 
 def test_eval_csv(here, capsys):
-    from framework.engine.cli import eval_main
+    from framework.engine.commands.cli import eval_main
     before = _unchanged(here)
     for csv_path, what in (("nosuch/../hr/a.png", "input image hr/a.png"),
                            ("nosuch2/../net.safetensors", "--weights file net.safetensors")):
@@ -81,7 +81,7 @@ def test_eval_csv(here, capsys):
 def test_eval_results_folder(here, capsys):
     """An earlier evaluation's results folder spelled through a folder that does not exist is
     still found: the new one goes to <name>_2 (it replaced the earlier images)."""
-    from framework.engine.cli import eval_main
+    from framework.engine.commands.cli import eval_main
     args = ["--weights", "net.safetensors", "--input", "hr", "--csv", "s.csv", "--no-progress"]
     assert eval_main([*args, "--results", "res"]) == 0
     image = here / "res" / "net" / "visualization" / "hr" / "a_net.png"
@@ -98,7 +98,7 @@ def test_eval_results_folder(here, capsys):
 
 def test_export_output(here, capsys):
     pytest.importorskip("onnx")
-    from framework.engine.export import main
+    from framework.engine.commands.export import main
     before = _unchanged(here)
     assert main(["--weights", "net.safetensors", "--output", "nosuch/../net.safetensors",
                  "--overwrite"]) == 2
@@ -109,7 +109,7 @@ def test_export_output(here, capsys):
 
 
 def test_convert_outputs(here, capsys):
-    from framework.engine.convert import main
+    from framework.engine.commands.convert import main
     (here / "o.yml").write_text("name: x\nmodel_type: SRModel\nscale: 2\n")
     before = _unchanged(here)
     assert main(["weights", "net.safetensors", "nosuch/../net.safetensors", "--overwrite"]) == 2
@@ -124,7 +124,7 @@ def test_convert_outputs(here, capsys):
 
 
 def test_degrade_output_folder(here, capsys):
-    from framework.engine.degrade import main
+    from framework.engine.commands.degrade import main
     (here / "c.yaml").write_text(
         "name: look\nscale: 2\nmodel: {type: FSRCNN, d: 8, s: 4, m: 1}\n"
         "datasets:\n  train: {type: RealESRGANDataset, root: nowhere, gt_size: 16, "
@@ -147,8 +147,8 @@ def test_prepare_output_folder(here, capsys):
 
 
 def test_infer_and_zssr_outputs(here, capsys):
-    from framework.engine.cli import infer_main
-    from framework.engine.zssr import main as zssr_main
+    from framework.engine.commands.cli import infer_main
+    from framework.engine.zeroshot.zssr import main as zssr_main
     before = _unchanged(here)
     for spelling in ("nosuch/../hr/a.png", "link/nosuch/../../../hr/a.png"):
         assert infer_main(["--weights", "net.safetensors", "--input", "hr/a.png", "--output",

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from framework import functional as F
-from framework.engine.inference import (OUTSCALE_MODES, check_outscale, checked_outscale_size,
+from framework.engine.inference.upscale import (OUTSCALE_MODES, check_outscale, checked_outscale_size,
                                         outscale_size, resize_quantised)
 from framework.io import image as image_io
 from framework.tensor import Tensor

@@ -1,11 +1,11 @@
-"""What a --set override changes beyond its value (framework/engine/overrides.py): the gt_usm roles
+"""What a --set override changes beyond its value (framework/engine/config/overrides.py): the gt_usm roles
 of a nulled loss, and --fit-schedule's scaled schedules."""
 from pathlib import Path
 
 import pytest
 
-from framework.engine.cli import train_main
-from framework.engine.schema import load_config
+from framework.engine.commands.cli import train_main
+from framework.engine.config.schema import load_config
 from framework.io.config import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]

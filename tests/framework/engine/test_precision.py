@@ -10,8 +10,8 @@ import framework.functional as F
 import models  # noqa: F401  registers the architectures
 from framework import nn, precision
 from framework.engine import Trainer, build_model
-from framework.engine.cli import infer_main
-from framework.engine.schema import load_config
+from framework.engine.commands.cli import infer_main
+from framework.engine.config.schema import load_config
 from framework.io.config import ConfigError
 from framework.nn import init
 from framework.optim import Adam
@@ -119,7 +119,7 @@ def test_infer_bf16_refused_without_instructions(weights, tmp_path, capsys, monk
 
 @needs_bf16
 def test_precompile_lists_the_bf16_kernels(make_tiny_config):
-    from framework.engine import precompile
+    from framework.engine.run import precompile
     cfg = load_config(make_tiny_config(), ["train.precision=bf16", "model.num_feat=[32, 16]"])
     names = {f"{d.py_func.__module__.rsplit('.', 1)[-1]}.{d.py_func.__name__}" for d, _ in precompile._dry_run(cfg)}
     assert "_direct_bf16.correlate_tiles" in names  # the 3-channel first conv: AVX512-BF16

@@ -1,4 +1,4 @@
-"""engine/precompile.py: the dry run lists a run's kernel signatures without compiling, the children
+"""engine/run/precompile.py: the dry run lists a run's kernel signatures without compiling, the children
 compile them into the cache, and the run itself then compiles nothing."""
 import os
 import re
@@ -12,8 +12,8 @@ from PIL import Image
 
 import framework.data  # noqa: F401  (registers the datasets)
 from framework import _jit
-from framework.engine import precompile
-from framework.engine.schema import load_config, parse_config
+from framework.engine.run import precompile
+from framework.engine.config.schema import load_config, parse_config
 from framework.functional import _im2col
 from framework.registry import DATASETS, RECIPES
 
@@ -47,7 +47,7 @@ def test_srgrad_train_precompiles_once_and_then_compiles_nothing(make_tiny_confi
     config = make_tiny_config(iters=1)
     env = dict(os.environ, SRGRAD_PRECOMPILE="1", NUMBA_CACHE_DIR=str(tmp_path / "cache"),
                NUMBA_DEBUG_CACHE="1")
-    cmd = [sys.executable, "-c", "from framework.engine.cli import train; train()", str(config),
+    cmd = [sys.executable, "-c", "from framework.engine.commands.cli import train; train()", str(config),
            "--no-progress"]
     first = subprocess.run(cmd, env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert first.returncode == 0, first.stderr[-3000:]
@@ -77,11 +77,11 @@ def test_srgrad_precompile_ahead_of_time_leaves_srgrad_train_nothing_to_do(make_
     config = make_tiny_config(iters=1)
     env = dict(os.environ, SRGRAD_PRECOMPILE="1", NUMBA_CACHE_DIR=str(tmp_path / "cache"),
                NUMBA_DEBUG_CACHE="1")
-    aot = subprocess.run([sys.executable, "-m", "framework.engine.precompile", str(config), "--jobs", "1"],
+    aot = subprocess.run([sys.executable, "-m", "framework.engine.run.precompile", str(config), "--jobs", "1"],
                          env=env, cwd=tmp_path, capture_output=True, text=True, timeout=600)
     assert aot.returncode == 0, aot.stderr[-3000:]
     assert re.search(r"compiled (\d+) of \1 kernel signatures", aot.stdout), aot.stdout[-2000:]
-    run = subprocess.run([sys.executable, "-c", "from framework.engine.cli import train; train()",
+    run = subprocess.run([sys.executable, "-c", "from framework.engine.commands.cli import train; train()",
                           str(config), "--no-progress"], env=env, cwd=tmp_path, capture_output=True,
                          text=True, timeout=600)
     assert run.returncode == 0, run.stderr[-3000:]

@@ -1,7 +1,7 @@
-"""srgrad-train's checks before anything starts (framework/engine/preflight.py): files a config
+"""srgrad-train's checks before anything starts (framework/engine/config/preflight.py): files a config
 names that only training reads. The config itself validates without them."""
-from framework.engine.cli import train_main
-from framework.engine.schema import load_config
+from framework.engine.commands.cli import train_main
+from framework.engine.config.schema import load_config
 
 
 def test_a_missing_vgg_file_stops_training_at_once_but_not_validation(make_tiny_config, tmp_path,
@@ -33,7 +33,7 @@ def test_a_mismatched_pretrained_d_is_said_before_anything_starts(tmp_path, tiny
     import pytest
 
     from framework import random
-    from framework.engine.preflight import check_pretrained
+    from framework.engine.config.preflight import check_pretrained
     from framework.io.config import ConfigError
     from framework.registry import MODELS
     from framework.weights import write_pth

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from framework.engine import Trainer
-from framework.engine.schema import load_config
+from framework.engine.config.schema import load_config
 from framework.registry import RECIPES
 
 from .conftest import config_text
@@ -22,7 +22,7 @@ USER = "user_counting"  # the user's recipe of USER_MODULE
 
 # a user's module: an SR recipe with its own checkpointed state (a step counter), as ZSSR's policy
 USER_MODULE = f'''
-from framework.engine.recipes import SRRecipe
+from framework.engine.run.recipes import SRRecipe
 from framework.registry import RECIPES
 
 
@@ -129,7 +129,7 @@ def test_every_recipe_has_a_tiny_config():
 
 @pytest.mark.parametrize("recipe", sorted(set(RECIPES.names()) | {USER}))
 def test_every_recipe_resumes_bit_identical(recipe, tiny_data, tmp_path, user_module):
-    from framework.engine.runfolder import TrainingInterrupted
+    from framework.engine.run.runfolder import TrainingInterrupted
     assert recipe in TINY, f"recipe {recipe!r} has no tiny config in TINY"
     cfg = _config(tiny_data, tmp_path, recipe)
     whole = _run(cfg, tmp_path / "whole")

@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from framework.engine import Trainer
-from framework.engine.fields import Field
-from framework.engine.recipes import Recipe
-from framework.engine.schema import full_schema, load_config
+from framework.engine.config.fields import Field
+from framework.engine.run.recipes import Recipe
+from framework.engine.config.schema import full_schema, load_config
 from framework.weights import checkpoint as ckpt
 from framework.io.config import ConfigError
 from framework.registry import RECIPES
@@ -94,8 +94,8 @@ def test_a_gan_checkpoint_holds_what_it_always_held(config, tmp_path):
 
 # a user's module: a recipe for distillation from a frozen teacher, with its own keys
 DISTILL = '''
-from framework.engine.fields import Block, Field
-from framework.engine.recipes import SRRecipe, total
+from framework.engine.config.fields import Block, Field
+from framework.engine.run.recipes import SRRecipe, total
 from framework.registry import LOSSES, MODELS, RECIPES
 
 

@@ -1,4 +1,4 @@
-"""traiNNer-redux option files (framework/engine/redux_options.py): every template of the 13
+"""traiNNer-redux option files (framework/engine/config/redux_options.py): every template of the 13
 architectures srgrad has (x fidelity, OTF_fidelity, gan, OTF_gan, and its test template), as
 stand-ins written from their keys (redux_templates.py), translates into a valid srgrad config,
 every key mapped or dropped with a note; each architecture then trains one step on the bundled
@@ -12,14 +12,14 @@ from PIL import Image
 
 from framework.engine import Trainer
 from framework import precision
-from framework.engine.basicsr_options import is_basicsr_options
-from framework.engine.options import translate_any, translate_options
-from framework.engine.recipes.terms import loss_terms
-from framework.engine.redux_archs import PRESETS
-from framework.engine.redux_options import is_redux_options
-from framework.engine.schema import load_config, validate
-from framework.engine.testconfig import validate_test_config
-from framework.engine.zoo import load_zoo
+from framework.engine.config.basicsr_options import is_basicsr_options
+from framework.engine.config.options import translate_any, translate_options
+from framework.engine.run.recipes.terms import loss_terms
+from framework.engine.config.redux_archs import PRESETS
+from framework.engine.config.redux_options import is_redux_options
+from framework.engine.config.schema import load_config, validate
+from framework.engine.config.testconfig import validate_test_config
+from framework.engine.inference.zoo import load_zoo
 from framework.io.config import ConfigError
 
 from .redux_templates import ARCHS, BF16, KINDS, OTHER_PRESETS, dump, eval_template, train_template
@@ -259,7 +259,7 @@ def test_the_paths_note_leaves_out_what_set_gives(folders, tmp_path):
 def test_srgrad_eval_runs_a_test_template_directly(folders, tmp_path, capsys):
     """srgrad-eval on traiNNer-redux's test template: its preset built, the weights read (no param
     key: the file's own), the LR images upscaled into <results>/<name>/ (metrics_enabled: false)."""
-    from framework.engine.cli import eval_main
+    from framework.engine.commands.cli import eval_main
     from framework.nn import init
     from framework.registry import MODELS
     from framework.weights import write_pth
@@ -297,7 +297,7 @@ def test_a_discriminator_trains_only_with_a_gan_loss_as_in_redux(folders):
 def test_srgrad_convert_writes_a_config_that_loads_as_written(folders, tmp_path, capsys):
     """srgrad-convert options on an OTF GAN template: a commented srgrad config naming its source,
     which load_config reads back to the same resolved config as the on-the-fly translation."""
-    from framework.engine.convert import main as convert_main
+    from framework.engine.commands.convert import main as convert_main
     src = tmp_path / "SwinIR_OTF_gan.yml"
     src.write_text(dump(_options(folders, "SwinIR", "OTF_gan")))
     out = tmp_path / "swinir.yaml"

@@ -8,11 +8,11 @@ import os
 import pytest
 
 from framework.engine import Trainer
-from framework.engine.cli import train_main
-from framework.engine.runfolder import TrainingError
-from framework.engine.schema import load_config
+from framework.engine.commands.cli import train_main
+from framework.engine.run.runfolder import TrainingError
+from framework.engine.config.schema import load_config
 
-MARKER = ".srgrad-run"  # framework.engine.runfolder.MARKER: the name is part of the run format
+MARKER = ".srgrad-run"  # framework.engine.run.runfolder.MARKER: the name is part of the run format
 
 
 def _files(root):
@@ -88,8 +88,8 @@ def test_model_names_and_suffixes_of_the_commands_are_names(tmp_path, capsys):
     from PIL import Image
     import models  # noqa: F401  registers the architectures
     from framework.engine import build_model
-    from framework.engine.cli import eval_main, infer_main
-    from framework.engine.zssr import main as zssr_main
+    from framework.engine.commands.cli import eval_main, infer_main
+    from framework.engine.zeroshot.zssr import main as zssr_main
     from framework.weights import save_weights
     spec = {"type": "FSRCNN", "d": 8, "s": 4, "m": 1}
     save_weights(tmp_path / "w.safetensors", build_model(spec, scale=2).state_dict(),

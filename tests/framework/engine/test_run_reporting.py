@@ -5,9 +5,9 @@ import shutil
 import pytest
 
 from framework.engine import Trainer
-from framework.engine import tensorboard
-from framework.engine.schema import load_config
-from framework.engine.tensorboard import scalar_tag
+from framework.engine.run import tensorboard
+from framework.engine.config.schema import load_config
+from framework.engine.run.tensorboard import scalar_tag
 
 
 class Recorder:

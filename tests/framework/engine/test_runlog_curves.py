@@ -2,7 +2,7 @@
 import pytest
 from PIL import Image
 
-from framework.engine.runlog import MetricsLog, curve_panels, plot_curves
+from framework.engine.run.runlog import MetricsLog, curve_panels, plot_curves
 
 GAN = ["iteration", "time_s", "loss", "lr", "l_g_pix", "l_g_percep", "l_g_style", "l_g_gan",
        "l_d_real", "l_d_fake", "out_d_real", "out_d_fake", "psnr_y", "bicubic_psnr_y"]

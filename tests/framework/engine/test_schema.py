@@ -4,7 +4,7 @@ import textwrap
 
 import pytest
 
-from framework.engine.schema import load_config, parse_config
+from framework.engine.config.schema import load_config, parse_config
 from framework.io.config import ConfigError
 
 BASE = """\
@@ -206,7 +206,7 @@ def test_all_problems_reported_together():
 def test_shipped_configs_are_valid(tmp_path, monkeypatch):
     import pathlib
     # without the perceptual loss's VGG19 file (not shipped: a download), which srgrad-train asks
-    # for when it starts (framework/engine/preflight.py), not the config check
+    # for when it starts (framework/engine/config/preflight.py), not the config check
     monkeypatch.delenv("SRGRAD_VGG19_WEIGHTS", raising=False)
     root = pathlib.Path(__file__).resolve().parents[3]
     files = sorted((root / "configs").glob("*.yaml"))

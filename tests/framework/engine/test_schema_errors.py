@@ -7,9 +7,9 @@ import re
 import pytest
 import yaml
 
-from framework.engine.cli import train_main
-from framework.engine.schema import SCHEMA, Field, load_config
-from framework.engine.zoo import load_zoo
+from framework.engine.commands.cli import train_main
+from framework.engine.config.schema import SCHEMA, Field, load_config
+from framework.engine.inference.zoo import load_zoo
 from framework.io import config as config_mod
 from framework.io.config import ConfigError
 from framework.registry import DATASETS, LAYERS, LOSSES, MODELS, OPTIMIZERS, SCHEDULERS

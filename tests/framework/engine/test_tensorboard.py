@@ -1,4 +1,4 @@
-"""framework.engine.tensorboard (tensorboardX underneath): event files read back record by record
+"""framework.engine.run.tensorboard (tensorboardX underneath): event files read back record by record
 (TFRecord framing and both CRCs checked by a decoder written here, each record parsed by TensorFlow's
 Event message as tensorboardX ships it), the images' pixels, the missing-package message, and a
 training run's scalars and validation images."""
@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 
 import framework as sg
-from framework.engine.cli import train_main
-from framework.engine.schema import load_config
-from framework.engine.tensorboard import MISSING, SummaryWriter
+from framework.engine.commands.cli import train_main
+from framework.engine.config.schema import load_config
+from framework.engine.run.tensorboard import MISSING, SummaryWriter
 
 event_pb2 = pytest.importorskip("tensorboardX.proto.event_pb2")
 

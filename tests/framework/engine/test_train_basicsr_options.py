@@ -5,7 +5,7 @@ import numpy as np
 import yaml
 from PIL import Image
 
-from framework.engine.cli import train_main
+from framework.engine.commands.cli import train_main
 
 from tests.conftest import smooth_image
 
@@ -141,7 +141,7 @@ def test_basicsrs_best_known_example_translates_with_niqe(tmp_path, capsys):
     """The whole file was refused for its NIQE validation metric (then NIQE was dropped, when
     srgrad had none); now it translates to psnr and niqe, NIQE's crop_border shared, its
     `better: lower` known."""
-    from framework.engine.convert import main as convert_main
+    from framework.engine.commands.convert import main as convert_main
     src = tmp_path / "train_MSRResNet_x4.yml"
     src.write_text(MSRRESNET_X4)
     out = tmp_path / "msrresnet_x4.yaml"
@@ -155,7 +155,7 @@ def test_basicsrs_best_known_example_translates_with_niqe(tmp_path, capsys):
 
 
 def test_only_unknown_metrics_leave_srgrads_defaults_with_a_note():
-    from framework.engine.options import translate_options
+    from framework.engine.config.options import translate_options
     opts = yaml.safe_load(MSRRESNET_X4)
     del opts["val"]["metrics"]["psnr"]
     opts["val"]["metrics"]["niqe"]["type"] = "calculate_fid"  # one srgrad lacks
@@ -166,7 +166,7 @@ def test_only_unknown_metrics_leave_srgrads_defaults_with_a_note():
 
 
 def test_which_files_are_basicsr_options():
-    from framework.engine.basicsr_options import is_basicsr_options, is_test_options
+    from framework.engine.config.basicsr_options import is_basicsr_options, is_test_options
     basicsr = yaml.safe_load(MSRRESNET_X4)
     assert is_basicsr_options(basicsr) and not is_test_options(basicsr)
     test = {"name": "x", "model_type": "SRModel", "network_g": {"type": "EDSR"},

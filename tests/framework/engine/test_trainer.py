@@ -10,10 +10,10 @@ import numpy as np
 import pytest
 
 from framework.engine import Trainer, TrainingError, TrainingInterrupted, load_model
-from framework.engine.cli import train_main
-from framework.engine.runlog import RunLock, RunLockedError
+from framework.engine.commands.cli import train_main
+from framework.engine.run.runlog import RunLock, RunLockedError
 from framework.weights import checkpoint as ckpt
-from framework.engine.schema import load_config
+from framework.engine.config.schema import load_config
 
 REPO = pathlib.Path(__file__).resolve().parents[3]
 
@@ -185,7 +185,7 @@ def test_custom_layer_trains_from_yaml_through_imports(tiny_data, tmp_path):
     model, _ = load_model(tmp_path / cfg["name"] / "net_latest.safetensors")
     np.testing.assert_array_equal(model.state_dict()["body.0.extra.weight"], scales[0].weight.data)
     # inference: the shipped config brings the imports, the weights their own (smaller) spec
-    from framework.engine.cli import infer_main
+    from framework.engine.commands.cli import infer_main
     assert infer_main(["--weights", str(tmp_path / cfg["name"] / "net_latest.safetensors"),
                        "--config", str(REPO / "configs" / "custom_layer.yaml"), "--input",
                        str(tiny_data / "val" / "v_rgb.png"), "--output", str(tmp_path / "o.png"),
@@ -256,7 +256,7 @@ def test_y_channel_training_and_rgb_inference(tiny_data, tmp_path):
     """BasicSR's Y-channel setting: 1-channel model on Y data; inference on an RGB file runs the
     model on Y and bicubic on Cb/Cr, and writes RGB."""
     from PIL import Image
-    from framework.engine.cli import infer_main
+    from framework.engine.commands.cli import infer_main
     from .conftest import config_text
     text = config_text(tiny_data, tmp_path / "runs", iters=2, every=2,
                        model="{type: FSRCNN, d: 8, s: 4, m: 1, num_in_ch: 1, num_out_ch: 1}")

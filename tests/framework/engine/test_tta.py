@@ -7,8 +7,8 @@ import pytest
 import models  # noqa: F401  registers the architectures
 from framework import nn
 from framework.engine import build_model, upscale
-from framework.engine.inference import super_resolve
-from framework.engine.tta import dihedral, self_ensemble, undo_dihedral
+from framework.engine.inference.upscale import super_resolve
+from framework.engine.inference.tta import dihedral, self_ensemble, undo_dihedral
 from framework.nn import init
 
 

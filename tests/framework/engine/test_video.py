@@ -12,8 +12,8 @@ av = pytest.importorskip("av", reason="video needs PyAV (pip install 'srgrad[vid
 import framework.functional as F  # noqa: E402
 import models  # noqa: E402,F401  registers the architectures
 from framework import nn  # noqa: E402
-from framework.engine import video  # noqa: E402
-from framework.engine.video import VideoError, upscale_video, work_folder  # noqa: E402
+from framework.engine.inference import video  # noqa: E402
+from framework.engine.inference.video import VideoError, upscale_video, work_folder  # noqa: E402
 
 INFO = {"scale": 2, "model": {"type": "nearest x2"}}
 
@@ -140,7 +140,7 @@ def test_refusals(tmp_path, dst, match):
 
 def test_srgrad_infer_on_a_clip(tmp_path, capsys):
     from framework.engine import build_model
-    from framework.engine.cli import infer_main
+    from framework.engine.commands.cli import infer_main
     from framework.nn import init
     from framework.weights import save_weights
     spec = {"type": "FSRCNN", "d": 8, "s": 4, "m": 1}
@@ -163,7 +163,7 @@ _KILLED_RUN = """
 import sys, time
 import framework.functional as F
 from framework import nn
-from framework.engine.video import upscale_video
+from framework.engine.inference.video import upscale_video
 
 class Slow(nn.Module):
     def forward(self, x):

@@ -1,4 +1,4 @@
-"""ZSSR end to end (framework/engine/zssr.py, the recipe's learning-rate policy): the policy drops
+"""ZSSR end to end (framework/engine/zeroshot/zssr.py, the recipe's learning-rate policy): the policy drops
 the rate on a flat error curve and not on a falling one, back-projection makes the SR consistent
 with the input, Ctrl-C keeps the network so far, and `srgrad-zssr` on a tiny image (output rules,
 the kernel file, values)."""
@@ -9,8 +9,8 @@ import pytest
 from PIL import Image
 
 from framework.data.zssr import downscale
-from framework.engine import zssr as Z
-from framework.engine.recipes.zssr import LearningRatePolicy, ZSSRRecipe
+from framework.engine.zeroshot import zssr as Z
+from framework.engine.run.recipes.zssr import LearningRatePolicy, ZSSRRecipe
 from framework.io.image import read_image, write_image
 
 GRAVEL = Path(__file__).resolve().parents[3] / "data" / "val" / "gravel.png"
@@ -122,7 +122,7 @@ def test_command_x2_values_and_output_rules(case, capsys):
     # back-projected: its bicubic downscale is the input, to the 8-bit rounding
     assert _psnr(downscale(sr, 2), lr) > 40
     # and at least as close to the HR image as bicubic interpolation
-    from framework.engine.inference import bicubic
+    from framework.engine.inference.upscale import bicubic
     assert _psnr(sr, hr) > _psnr(np.clip(bicubic(lr.astype(np.float32), 2), 0, 1), hr)
     before = out.read_bytes()
     assert Z.main(list(map(str, args))) == 2  # exists: refused without --overwrite

@@ -8,9 +8,9 @@ import sys
 import pytest
 import yaml
 
-from framework.engine.cli import train_main
+from framework.engine.commands.cli import train_main
 from framework.io import config as config_mod
-from framework.engine.schema import load_config, parse_config
+from framework.engine.config.schema import load_config, parse_config
 from framework.io.config import ConfigError
 
 from tests.conftest import tiny_config_text
@@ -140,7 +140,7 @@ def test_check_size_counts_the_expanded_values_and_names_the_key():
 
 BOMB_RUN = """
 import sys
-from framework.engine.cli import train_main
+from framework.engine.commands.cli import train_main
 print(train_main([sys.argv[1], "--no-progress"]))
 print(train_main([sys.argv[2], "--no-progress", "--set", "model.num_feat=" + sys.argv[3]]))
 """

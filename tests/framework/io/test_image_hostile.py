@@ -11,7 +11,7 @@ import pytest
 from PIL import Image, ImageFile
 
 from framework.data import HRImageDataset
-from framework.engine.cli import train_main
+from framework.engine.commands.cli import train_main
 from framework.io import image as image_io
 from framework.io.image import image_size, read_image
 

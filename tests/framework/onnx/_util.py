@@ -77,7 +77,7 @@ def export_published(model, tmp_path, name, size, wrap=None):
     Returns (the .onnx path, srgrad-export's printout, the model srgrad loads from the .pth)."""
     import torch
     from framework.engine import load_model
-    from framework.engine.export import main
+    from framework.engine.commands.export import main
     state = {k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()}
     path, out = tmp_path / f"{name}.pth", tmp_path / f"{name}.onnx"
     torch.save({wrap: state} if wrap else state, path)

@@ -32,7 +32,7 @@ def test_srgrad_export_of_a_twin_pth(tmp_path, capsys):
     (one dynamic graph, checked at every residue of the window)."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    from framework.engine.export import main
+    from framework.engine.commands.export import main
     torch.manual_seed(0)
     twin = twins.build_twin({"type": "DAT", "scale": 2, **SMALL})
     with torch.no_grad():

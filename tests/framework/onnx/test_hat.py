@@ -42,7 +42,7 @@ def test_srgrad_export_of_a_twin_pth(tmp_path, capsys):
     against srgrad by the command itself (one dynamic graph, checked at every residue of the window)."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    from framework.engine.export import main
+    from framework.engine.commands.export import main
     torch.manual_seed(0)
     twin = twins.build_twin({"type": "HAT", "scale": 2, **SMALL})
     torch.save({"params_ema": twin.state_dict()}, str(tmp_path / "hat.pth"))

@@ -53,7 +53,7 @@ def test_an_op_ncnn_is_not_written_for_is_refused_by_name(tmp_path):
 
 def test_srgrad_export_format_ncnn_of_a_published_pth(tmp_path, capsys):
     torch = pytest.importorskip("torch")
-    from framework.engine.export import main
+    from framework.engine.commands.export import main
     from framework.nn import init
     init.manual_seed(1)
     model = MODELS.build({"type": "SRVGGNetCompact", "scale": 4, "num_feat": 8, "num_conv": 2})

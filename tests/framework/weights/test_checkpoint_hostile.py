@@ -12,7 +12,7 @@ import pytest
 
 import models  # noqa: F401  registers the architectures
 from framework.engine import load_model
-from framework.engine.cli import infer_main, train_main
+from framework.engine.commands.cli import infer_main, train_main
 from framework.weights import checkpoint as ckpt
 from framework.loading import load_into
 from framework.weights import CheckpointError

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import models  # noqa: F401  registers the architectures
-from framework.engine.cli import infer_main, train_main
-from framework.engine.convert import main as convert_main
-from framework.engine.export import main as export_main
+from framework.engine.commands.cli import infer_main, train_main
+from framework.engine.commands.convert import main as convert_main
+from framework.engine.commands.export import main as export_main
 from framework.registry import MODELS
 from framework.loading import load_into
 from framework.weights import CheckpointError, load_weights, save_weights, write_pth
