@@ -24,6 +24,7 @@ from .realplksr import RealPLKSR
 from .realcugan import RealCUGAN
 from .safmn import SAFMN
 from .omnisr import OmniSR
+from .drct import DRCT
 from .zssr import ZSSRNet
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -32,5 +33,5 @@ NON_UPSCALING = DISCRIMINATORS + ("KernelGANGenerator", "KernelGANDiscriminator"
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
-           "RealCUGAN", "SAFMN", "OmniSR",
+           "RealCUGAN", "SAFMN", "OmniSR", "DRCT",
            "ZSSRNet"]

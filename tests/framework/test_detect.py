@@ -59,6 +59,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "num_heads": [2, 4], "window_size": 4, "mlp_ratio": 2.0, "upsampler": "pixelshuffle"}, ()),
     ({"type": "HAT", "scale": 4, "embed_dim": 12, "depths": [2, 1], "num_heads": [2, 3],
       "window_size": 4, "mlp_ratio": 2.0, "compress_ratio": 3, "squeeze_factor": 4}, ()),
+    ({"type": "DRCT", "scale": 3, "embed_dim": 12, "depths": [6, 6], "num_heads": [2, 4],
+      "window_size": 4, "img_size": 16, "gc": 6, "resi_connection": "identity"}, ()),
     ({"type": "Swin2SR", "scale": 2, "img_size": 16, "embed_dim": 8, "depths": [2, 1],
       "num_heads": [2, 4], "window_size": 4, "mlp_ratio": 2.0, "upsampler": "pixelshuffle_aux"}, ()),
     ({"type": "DAT", "scale": 3, "img_size": 8, "embed_dim": 32, "split_size": [2, 4],

@@ -30,6 +30,8 @@ SIZE_DEPENDENT = {"SwinIR": "the window partition and the shifted-window attenti
                             "computed for the input size",
                   "HAT": "the window partition and the shifted-window attention mask are "
                          "computed for the input size",
+                  "DRCT": "the window partition and the shifted-window attention mask are "
+                          "computed for the input size",
                   "Swin2SR": "the window partition and the shifted-window attention mask are "
                              "computed for the input size",
                   "DAT": "the window partition and the shifted-window attention masks are "
