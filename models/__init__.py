@@ -25,6 +25,7 @@ from .realcugan import RealCUGAN
 from .safmn import SAFMN
 from .omnisr import OmniSR
 from .drct import DRCT
+from .mosr import MoSR
 from .zssr import ZSSRNet
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -33,5 +34,5 @@ NON_UPSCALING = DISCRIMINATORS + ("KernelGANGenerator", "KernelGANDiscriminator"
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
-           "RealCUGAN", "SAFMN", "OmniSR", "DRCT",
+           "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR",
            "ZSSRNet"]

@@ -31,13 +31,14 @@ __all__ = ["upscale", "bicubic", "upscale_file", "model_in_channels", "outscale_
            "resize_quantised", "OUTSCALE_MODES", "ALPHA_UPSAMPLERS"]
 
 
-# The input-channel keyword of each naming: BasicSR's, SwinIR's, Real-CUGAN's (spandrel's).
-_IN_CHANNEL_KEYS = ("num_in_ch", "in_chans", "in_channels")
+# The input-channel keyword of each naming: BasicSR's, SwinIR's, Real-CUGAN's (spandrel's),
+# RealPLKSR's and MoSR's (neosr's).
+_IN_CHANNEL_KEYS = ("num_in_ch", "in_chans", "in_channels", "in_ch")
 
 
 def model_in_channels(info: dict) -> int:
-    """Channels the model expects (its num_in_ch, in_chans or in_channels; 3 by default as in every
-    bundled model)."""
+    """Channels the model expects (its num_in_ch, in_chans, in_channels or in_ch; 3 by default as
+    in every bundled model)."""
     spec = info.get("model", {})
     return int(next((spec[k] for k in _IN_CHANNEL_KEYS if k in spec), 3))
 

@@ -29,7 +29,8 @@ BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixel
 # PLKSR and SAFMN have none (RGB only, as the originals); Real-CUGAN: spandrel's keywords.
 CHANNEL_KEYS = {"SwinIR": ("in_chans",), "PLKSR": (), "RealPLKSR": ("in_ch", "out_ch"),
                 "HAT": ("in_chans",), "Swin2SR": ("in_chans",), "DAT": ("in_chans",), "SAFMN": (),
-                "RealCUGAN": ("in_channels", "out_channels"), "DRCT": ("in_chans",)}
+                "RealCUGAN": ("in_channels", "out_channels"), "DRCT": ("in_chans",),
+                "MoSR": ("in_ch", "out_ch")}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
@@ -43,6 +44,7 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
                     "mlp_ratio": 2, "drop_path_rate": 0.0},  # 0: deterministic in train()
          "HAT": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
                  "mlp_ratio": 2, "compress_ratio": 3, "squeeze_factor": 4, "drop_path_rate": 0.0},
+         "MoSR": {"dim": 8, "n_block": 2, "kernel_size": 5},
          "DRCT": {"embed_dim": 12, "depths": [1], "num_heads": [2], "window_size": 4, "img_size": 8,
                   "mlp_ratio": 2, "gc": 4, "drop_path_rate": 0.0},
          "Swin2SR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,

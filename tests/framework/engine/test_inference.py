@@ -132,10 +132,12 @@ def test_infer_16bit_gray_gives_16bit_gray(weights, tmp_path):
 @pytest.mark.parametrize("spec", [
     {"type": "SwinIR", "in_chans": 1, "upsampler": "pixelshuffledirect", "img_size": 8, "embed_dim": 8,
      "depths": [1], "num_heads": [2], "window_size": 4, "mlp_ratio": 1},
-    {"type": "RealCUGAN", "in_channels": 1, "out_channels": 1}])
+    {"type": "RealCUGAN", "in_channels": 1, "out_channels": 1},
+    {"type": "MoSR", "in_ch": 1, "out_ch": 1, "dim": 8, "n_block": 1}])
 def test_a_gray_model_of_any_keyword_naming_gets_a_gray_image(spec, tmp_path):
     """A 1-channel model whatever its keyword (num_in_ch, SwinIR's in_chans, Real-CUGAN's
-    in_channels): an RGB input goes through it as Y (was: fed as 3 channels, a conv error)."""
+    in_channels, MoSR's and RealPLKSR's in_ch): an RGB input goes through it as Y (was: fed as 3
+    channels, a conv error)."""
     path = tmp_path / "gray.safetensors"
     save_weights(path, tiny_model({**spec, "scale": 2}).state_dict(), model={**spec, "scale": 2}, scale=2,
                  dtype="float32")
