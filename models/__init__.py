@@ -26,6 +26,7 @@ from .safmn import SAFMN
 from .omnisr import OmniSR
 from .drct import DRCT
 from .mosr import MoSR
+from .swiftsrgan import SwiftSRGAN
 from .zssr import ZSSRNet
 from .discriminators import DISCRIMINATORS, UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -34,5 +35,5 @@ NON_UPSCALING = DISCRIMINATORS + ("KernelGANGenerator", "KernelGANDiscriminator"
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
-           "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR",
+           "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN",
            "ZSSRNet"]

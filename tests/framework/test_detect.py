@@ -62,6 +62,7 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "MoSR", "scale": 2, "dim": 8, "n_block": 2, "upsampler": "dys", "out_ch": 1}, ()),
     ({"type": "MoSR", "scale": 3, "in_ch": 1, "out_ch": 1, "dim": 6, "n_block": 1, "upsampler": "gps",
       "kernel_size": 3, "expansion_ratio": 2.0}, ()),
+    ({"type": "SwiftSRGAN", "scale": 4, "in_channels": 1, "num_channels": 8, "num_blocks": 2}, ()),
     ({"type": "DRCT", "scale": 3, "embed_dim": 12, "depths": [6, 6], "num_heads": [2, 4],
       "window_size": 4, "img_size": 16, "gc": 6, "resi_connection": "identity"}, ()),
     ({"type": "Swin2SR", "scale": 2, "img_size": 16, "embed_dim": 8, "depths": [2, 1],

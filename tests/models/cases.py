@@ -30,7 +30,7 @@ BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixel
 CHANNEL_KEYS = {"SwinIR": ("in_chans",), "PLKSR": (), "RealPLKSR": ("in_ch", "out_ch"),
                 "HAT": ("in_chans",), "Swin2SR": ("in_chans",), "DAT": ("in_chans",), "SAFMN": (),
                 "RealCUGAN": ("in_channels", "out_channels"), "DRCT": ("in_chans",),
-                "MoSR": ("in_ch", "out_ch")}
+                "MoSR": ("in_ch", "out_ch"), "SwiftSRGAN": ("in_channels",)}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
@@ -45,6 +45,7 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          "HAT": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
                  "mlp_ratio": 2, "compress_ratio": 3, "squeeze_factor": 4, "drop_path_rate": 0.0},
          "MoSR": {"dim": 8, "n_block": 2, "kernel_size": 5},
+         "SwiftSRGAN": {"num_channels": 8, "num_blocks": 2},
          "DRCT": {"embed_dim": 12, "depths": [1], "num_heads": [2], "window_size": 4, "img_size": 8,
                   "mlp_ratio": 2, "gc": 4, "drop_path_rate": 0.0},
          "Swin2SR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,

@@ -51,6 +51,7 @@ SIZE_DEPENDENT = {"SwinIR": "the window partition and the shifted-window attenti
 def test_every_model_one_dynamic_graph_two_sizes(tmp_path, name):
     scale = SCALES.get(name, (2,))[0]
     model, _ = build(name, scale, 3, small=True)
+    model.eval()  # an exported graph is inference: BatchNorm (Swift-SRGAN) uses its running statistics
     path = tmp_path / f"{name}.onnx"
     if name in SIZE_DEPENDENT:  # tests/framework/onnx/test_<name>.py export them at fixed sizes
         pytest.skip(f"{name}: one graph per input size ({SIZE_DEPENDENT[name]})")
