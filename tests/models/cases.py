@@ -39,6 +39,10 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
                     "mlp_ratio": 2, "drop_path_rate": 0.0},  # 0: deterministic in train()
          "HAT": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
                  "mlp_ratio": 2, "compress_ratio": 3, "squeeze_factor": 4, "drop_path_rate": 0.0},
+         "MoSR": {"dim": 8, "n_block": 2, "kernel_size": 5},
+         "SwiftSRGAN": {"num_channels": 8, "num_blocks": 2},
+         "DRCT": {"embed_dim": 12, "depths": [1], "num_heads": [2], "window_size": 4, "img_size": 8,
+                  "mlp_ratio": 2, "gc": 4, "drop_path_rate": 0.0},
          "Swin2SR": {"embed_dim": 12, "depths": [2], "num_heads": [2], "window_size": 4, "img_size": 8,
                      "mlp_ratio": 2, "drop_path_rate": 0.0},
          # a spatial, a channel and a shifted spatial block; 64 features: a 2-wide position-bias

@@ -133,10 +133,11 @@ def test_infer_16bit_gray_gives_16bit_gray(weights, tmp_path):
     {"type": "SwinIR", "in_chans": 1, "upsampler": "pixelshuffledirect", "img_size": 8, "embed_dim": 8,
      "depths": [1], "num_heads": [2], "window_size": 4, "mlp_ratio": 1},
     {"type": "RealCUGAN", "in_channels": 1, "out_channels": 1},
-    {"type": "RealPLKSR", "in_ch": 1, "out_ch": 1, "dim": 8, "n_blocks": 1, "kernel_size": 5}])
+    {"type": "RealPLKSR", "in_ch": 1, "out_ch": 1, "dim": 8, "n_blocks": 1, "kernel_size": 5},
+    {"type": "MoSR", "in_ch": 1, "out_ch": 1, "dim": 8, "n_block": 1}])
 def test_a_gray_model_of_any_keyword_naming_gets_a_gray_image(spec, tmp_path):
     """A 1-channel model whatever its keyword (num_in_ch, SwinIR's in_chans, Real-CUGAN's
-    in_channels, RealPLKSR's in_ch; the model's card says): an RGB input goes through it as Y
+    in_channels, MoSR's and RealPLKSR's in_ch; the model's card says): an RGB input goes through it as Y
     (was: fed as 3 channels, a conv error), by srgrad-infer and srgrad-eval."""
     path = tmp_path / "gray.safetensors"
     save_weights(path, tiny_model({**spec, "scale": 2}).state_dict(), model={**spec, "scale": 2}, scale=2,
