@@ -15,7 +15,8 @@ The kernel: "bicubic" (MATLAB's imresize), a kernel array / .npy file, or "estim
 (engine/zeroshot/kernelgan.py) x2 kernel of the image, used by every x2 stage, unless the guard
 (engine/zeroshot/kernel_guard.py: the estimate must explain the image's cross-scale sharpness
 clearly better than bicubic) falls back to the bicubic kernel; the command says which, and why,
-in one line with the estimate's orientation, widths and confidence (`--no-guard` keeps the estimate).
+in one line with the estimate's orientation, widths and confidence (`--no-guard` keeps the
+estimate).
 
 Presets (docs/benchmarks.md has their cost): "paper" is ZSSR's and KernelGAN's configs (3000
 iterations at most, crops of 128, KernelGAN 3000 iterations); "fast" caps ZSSR at 600 iterations
@@ -321,7 +322,7 @@ def _estimate(img, settings, args, path):
 
 def guarded_kernel(img, k, guard: bool = True, say=print):
     """The kernel ZSSR uses after an estimate `k` of `img`: `k`, or "bicubic" when the guard
-    (engine/kernel_guard.py) does not trust it; `say` gets one line with the estimate's
+    (engine/zeroshot/kernel_guard.py) does not trust it; `say` gets one line with the estimate's
     orientation, widths, confidence and the verdict (with `guard` False: the verdict is only
     reported, the estimate is used)."""
     from .kernel_guard import kernel_guard
