@@ -12,7 +12,11 @@ weights carry over from stage to stage, the learning rate and the policy start a
 init_net_for_each_sf False); the stage's output joins the sources of fathers.
 
 The kernel: "bicubic" (MATLAB's imresize), a kernel array / .npy file, or "estimate": KernelGAN's
-(engine/zeroshot/kernelgan.py) x2 kernel of the image, used by every x2 stage.
+(engine/zeroshot/kernelgan.py) x2 kernel of the image, used by every x2 stage, unless the guard
+(engine/zeroshot/kernel_guard.py: the estimate must explain the image's cross-scale sharpness
+clearly better than bicubic) falls back to the bicubic kernel; the command says which, and why,
+in one line with the estimate's orientation, widths and confidence (`--no-guard` keeps the
+estimate).
 
 Presets (docs/benchmarks.md has their cost): "paper" is ZSSR's and KernelGAN's configs (3000
 iterations at most, crops of 128, KernelGAN 3000 iterations); "fast" caps ZSSR at 600 iterations
@@ -33,7 +37,7 @@ from ...autograd import no_grad
 from ...tensor import Tensor
 from ..inference.tta import dihedral, undo_dihedral
 
-__all__ = ["PRESETS", "back_projection", "zssr", "main"]
+__all__ = ["PRESETS", "back_projection", "zssr", "guarded_kernel", "main"]
 
 PRESETS = {
     "paper": {"iters": 3000, "crop_size": 128, "kernelgan_iters": 3000},
@@ -191,8 +195,11 @@ def main(argv=None) -> int:
     p.add_argument("--scale", type=int, default=2, choices=(2, 4), help="2 (default) or 4 (two "
                    "x2 stages, ZSSR's gradual way)")
     p.add_argument("--kernel", default="bicubic", help="the image's downscaling kernel: "
-                   "bicubic (default), estimate (KernelGAN; writes <output stem>_kernel.npy) or a "
+                   "bicubic (default), estimate (KernelGAN, writes <output stem>_kernel.npy; "
+                   "a guard falls back to bicubic unless the estimate is clearly better) or a "
                    ".npy file")
+    p.add_argument("--no-guard", action="store_true", help="with --kernel estimate: use the "
+                   "estimate even when the guard finds it not clearly better than bicubic")
     p.add_argument("--preset", default="paper", choices=tuple(PRESETS), help="paper (default: "
                    "ZSSR's and KernelGAN's iteration counts and crops) or fast")
     p.add_argument("--iters", type=int, help="ZSSR's iterations at most, per x2 stage (default: "
@@ -253,6 +260,8 @@ def _run(args) -> int:
     todo, skipped = plan_outputs(files, args.output, src.is_dir(), args.suffix, args.ext,
                                  args.overwrite, args.scale)
     kernel_files = {}
+    if args.no_guard and not (isinstance(kernel, str) and kernel == "estimate"):
+        print("note: --no-guard applies to --kernel estimate only: ignored", file=sys.stderr)
     if isinstance(kernel, str) and kernel == "estimate":
         for f, dst in todo:
             kernel_files[f] = check_output(dst.with_name(dst.stem + "_kernel.npy"), "kernel file",
@@ -307,4 +316,19 @@ def _estimate(img, settings, args, path):
     print(f"  kernel: KernelGAN, {settings['kernelgan_iters']} iterations in "
           f"{time.perf_counter() - start:.0f} s -> {path} ({k.shape[0]}x{k.shape[1]})",
           file=sys.stderr)
-    return k
+    return guarded_kernel(img, k, not args.no_guard,
+                          lambda m: print(f"  kernel {m}", file=sys.stderr))
+
+
+def guarded_kernel(img, k, guard: bool = True, say=print):
+    """The kernel ZSSR uses after an estimate `k` of `img`: `k`, or "bicubic" when the guard
+    (engine/zeroshot/kernel_guard.py) does not trust it; `say` gets one line with the estimate's
+    orientation, widths, confidence and the verdict (with `guard` False: the verdict is only
+    reported, the estimate is used)."""
+    from .kernel_guard import kernel_guard
+    decision = kernel_guard(img, k)
+    if not guard:
+        say(f"{decision.describe()}; --no-guard: using the estimate")
+        return k
+    say(decision.describe())
+    return k if decision.use_estimate else "bicubic"
