@@ -187,8 +187,9 @@ def _top(t, opts, training=True):
                 t.drop(key, "srgrad-eval runs in float32 (srgrad-eval --bf16 asks for bfloat16)")
     elif amp and bf16:  # refused when the config is checked on a CPU without bfloat16
         train["precision"] = "bf16"
-        t.notes.append("use_amp, amp_bf16: true -> train.precision: bf16 (bfloat16 operands, "
+        t.notes.append("use_amp -> train.precision: bf16 (with amp_bf16: true: bfloat16 operands, "
                        "float32 accumulation and weights, as traiNNer-redux's amp_bf16)")
+        t.notes.append("amp_bf16 -> train.precision: bf16 (see use_amp)")
     elif amp is not None:
         t.drop("use_amp", "fp16 autocast is a CUDA feature: srgrad trains in float32" if amp
                else "false: float32, as srgrad trains")
