@@ -25,11 +25,12 @@ from .realplksr import RealPLKSR
 from .realcugan import RealCUGAN
 from .safmn import SAFMN
 from .omnisr import OmniSR
+from .nafnet import NAFNet
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
-           "RealCUGAN", "SAFMN", "OmniSR",
+           "RealCUGAN", "SAFMN", "OmniSR", "NAFNet",
            "ZSSRNet"]

@@ -75,6 +75,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "RealCUGAN", "scale": 3, "pro": True}, ()),
     ({"type": "SAFMN", "dim": 8, "n_blocks": 2, "ffn_scale": 1.5, "scale": 3}, ()),
     ({"type": "OmniSR", "num_feat": 8, "window_size": 4, "res_num": 2, "scale": 2}, ()),
+    ({"type": "NAFNet", "img_channel": 1, "width": 4, "middle_blk_num": 2, "enc_blk_nums": [1, 0],
+      "dec_blk_nums": [2, 1]}, ()),
 ]
 
 

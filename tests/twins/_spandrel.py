@@ -34,3 +34,34 @@ def sized(cls, minimum, multiple, scale):
 
     Sized.__name__ = cls.__name__
     return Sized
+
+
+def spandrel_architecture(name: str):
+    """spandrel 0.4.2's own `spandrel.architectures.<name>` module (its network class and its
+    Architecture: detect + load), imported without spandrel's package __init__, which imports every
+    architecture and so torchvision and einops (torchvision does not import beside torch 2.13).
+    pytest.skip with the reason when spandrel 0.4.2 is not installed
+    (`pip install --no-deps spandrel==0.4.2`: its own imports are torch and typing_extensions)."""
+    import importlib
+    import importlib.util
+    import os
+    import sys
+    import types
+
+    import pytest
+
+    package = sys.modules.get("spandrel")
+    if package is None:
+        spec = importlib.util.find_spec("spandrel")
+        if spec is None or not spec.submodule_search_locations:
+            pytest.skip("spandrel is not installed (pip install --no-deps spandrel==0.4.2)")
+        # a bare package: its submodules import, its __init__ does not run
+        package = types.ModuleType("spandrel")
+        package.__path__ = list(spec.submodule_search_locations)
+        sys.modules["spandrel"] = package
+    root = list(package.__path__)[0]
+    with open(os.path.join(root, "__init__.py"), encoding="utf-8") as f:
+        version = next((line.split('"')[1] for line in f if line.startswith("__version__")), None)
+    if version != "0.4.2":
+        pytest.skip(f"spandrel {version} is installed, these tests read 0.4.2")
+    return importlib.import_module(f"spandrel.architectures.{name}")
