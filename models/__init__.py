@@ -26,11 +26,12 @@ from .realcugan import RealCUGAN
 from .safmn import SAFMN
 from .omnisr import OmniSR
 from .nafnet import NAFNet
+from .drunet import DRUNet
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
-           "RealCUGAN", "SAFMN", "OmniSR", "NAFNet",
+           "RealCUGAN", "SAFMN", "OmniSR", "NAFNet", "DRUNet",
            "ZSSRNet"]

@@ -77,6 +77,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "OmniSR", "num_feat": 8, "window_size": 4, "res_num": 2, "scale": 2}, ()),
     ({"type": "NAFNet", "img_channel": 1, "width": 4, "middle_blk_num": 2, "enc_blk_nums": [1, 0],
       "dec_blk_nums": [2, 1]}, ()),
+    ({"type": "DRUNet", "in_nc": 2, "out_nc": 1, "nc": [4, 6, 8, 10], "nb": 2,
+      "upsample_mode": "pixelshuffle"}, ()),
 ]
 
 
