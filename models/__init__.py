@@ -27,11 +27,12 @@ from .safmn import SAFMN
 from .omnisr import OmniSR
 from .nafnet import NAFNet
 from .drunet import DRUNet
+from .scunet import SCUNet
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
-           "RealCUGAN", "SAFMN", "OmniSR", "NAFNet", "DRUNet",
+           "RealCUGAN", "SAFMN", "OmniSR", "NAFNet", "DRUNet", "SCUNet",
            "ZSSRNet"]

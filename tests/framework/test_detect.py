@@ -79,6 +79,7 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "dec_blk_nums": [2, 1]}, ()),
     ({"type": "DRUNet", "in_nc": 2, "out_nc": 1, "nc": [4, 6, 8, 10], "nb": 2,
       "upsample_mode": "pixelshuffle"}, ()),
+    ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
 ]
 
 

@@ -175,6 +175,8 @@ VARIANTS = {
                for i, o, b, d, u in ((4, 3, 2, "strideconv", "convtranspose"),
                                      (2, 1, 1, "avgpool", "pixelshuffle"),
                                      (4, 3, 1, "strideconv", "upconv"))],
+    "SCUNet": [dict(in_nc=c, dim=64, config=k) for c, k in ((3, [1, 0, 0, 1, 0, 0, 1]),
+                                                            (1, [0, 2, 0, 0, 0, 0, 0]))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
     "KernelGANGenerator": [dict(G_chan=8), dict(G_structure=[5, 3, 1], G_chan=4, scale_factor=0.25)],

@@ -46,5 +46,5 @@ from . import classic  # noqa: E402,F401  (registers; after `register` exists)
 from . import srvgg, msrresnet, rrdbnet, rcan, swinir, hat, swin2sr, dat  # noqa: E402,F401
 from . import span, plksr  # noqa: E402,F401
 from . import realcugan, safmn, omnisr  # noqa: E402,F401
-from . import nafnet, drunet  # noqa: E402,F401
+from . import nafnet, drunet, scunet  # noqa: E402,F401
 from . import discriminators, kernelgan, zssr  # noqa: E402,F401
