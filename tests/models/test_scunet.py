@@ -36,7 +36,7 @@ def test_keys_are_the_originals():
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("kw,shape", [
     ({}, (1, 3, 23, 45)),  # padded to 40 (reflect + replicate), then to 64: every block
-    ({"in_nc": 1, "config": [0, 2, 0, 0, 0, 1, 0], "input_resolution": 16}, (2, 1, 64, 70)),
+    ({"in_nc": 1, "config": [0, 2, 0, 0, 0, 1, 0], "input_resolution": 16}, (2, 1, 41, 64)),
 ])
 def test_matches_the_twin(kw, shape, dtype):
     """The second case: level 1 (input_resolution 16 // 2 = 8) does not shift; its second
