@@ -123,7 +123,7 @@ def test_infer_says_the_noise_level_and_takes_it(tmp_path, capsys):
     """srgrad-infer on a detected file says it assumed noise_level 15 and how to change it;
     --model-arg noise_level=40 runs the map at 40 / 255 (the model's own output for that level)."""
     torch = pytest.importorskip("torch")
-    from framework.engine.cli import infer_main
+    from framework.engine.commands.cli import infer_main
     model = checks.build(spec(noise_level=40), seed=3)
     torch.save({k: torch.from_numpy(v.copy()) for k, v in model.state_dict().items()},
                tmp_path / "drunet.pth")

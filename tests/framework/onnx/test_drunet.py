@@ -28,7 +28,7 @@ def test_export_a_published_file(tmp_path):
     assert op_types(out).count("ConvTranspose") == 3
     for x in (image(1, 3, 13, 10), image(2, 3, 16, 24, seed=1), image(1, 3, 9, 12, seed=2)):
         np.testing.assert_allclose(ort_run(out, x)[0], srgrad_run(model, x)[0], rtol=0, atol=1e-4)
-    from framework.engine.export import main
+    from framework.engine.commands.export import main
     other = tmp_path / "drunet_50.onnx"
     with contextlib.redirect_stdout(io.StringIO()):
         assert main(["--weights", str(tmp_path / "drunet_color.pth"), "--output", str(other),

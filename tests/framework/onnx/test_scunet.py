@@ -22,7 +22,7 @@ def test_export_a_published_file(tmp_path):
     spec = {"type": "SCUNet", "in_nc": 3, "dim": 64, "config": [2, 0, 0, 1, 0, 0, 1]}
     model = MODELS.build(spec)
     out, text, model = export_published(model, tmp_path, "scunet_color_25", (37, 45))
-    assert card(spec).fixed_onnx and "computed for the input size" in text
+    assert card(spec).fixed_onnx and "takes 37x45 (height x width) inputs only" in text
     for seed in (0, 1):
         x = image(1, 3, 37, 45, seed=seed)
         np.testing.assert_allclose(ort_run(out, x)[0], srgrad_run(model, x)[0], rtol=0, atol=1e-4)
