@@ -28,11 +28,15 @@ from .omnisr import OmniSR
 from .drct import DRCT
 from .mosr import MoSR
 from .swiftsrgan import SwiftSRGAN
+from .nafnet import NAFNet
+from .drunet import DRUNet
+from .scunet import SCUNet
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
-           "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN",
+           "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet", "DRUNet",
+           "SCUNet",
            "ZSSRNet"]

@@ -81,6 +81,11 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "RealCUGAN", "scale": 3, "pro": True}, ()),
     ({"type": "SAFMN", "dim": 8, "n_blocks": 2, "ffn_scale": 1.5, "scale": 3}, ()),
     ({"type": "OmniSR", "num_feat": 8, "window_size": 4, "res_num": 2, "scale": 2}, ()),
+    ({"type": "NAFNet", "img_channel": 1, "width": 4, "middle_blk_num": 2, "enc_blk_nums": [1, 0],
+      "dec_blk_nums": [2, 1]}, ()),
+    ({"type": "DRUNet", "in_nc": 2, "out_nc": 1, "nc": [4, 6, 8, 10], "nb": 2,
+      "upsample_mode": "pixelshuffle"}, ()),
+    ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
 ]
 
 

@@ -173,6 +173,14 @@ VARIANTS = {
     "Swin2SR": [dict(SMALL["Swin2SR"], scale=s, upsampler=u) for s, u in (
         (2, "pixelshuffle_aux"), (3, "pixelshuffledirect"), (4, "nearest+conv"), (1, ""))],
     "DAT": [dict(SMALL["DAT"], scale=3, upsampler="pixelshuffledirect", resi_connection="3conv")],
+    "NAFNet": [dict(img_channel=c, width=4, middle_blk_num=1, enc_blk_nums=e, dec_blk_nums=d)
+               for c, e, d in ((3, [1, 1], [1, 1]), (1, [], []), (3, [0, 2, 1], [1, 0, 1]))],
+    "DRUNet": [dict(in_nc=i, out_nc=o, nc=[4, 6, 8, 10], nb=b, downsample_mode=d, upsample_mode=u)
+               for i, o, b, d, u in ((4, 3, 2, "strideconv", "convtranspose"),
+                                     (2, 1, 1, "avgpool", "pixelshuffle"),
+                                     (4, 3, 1, "strideconv", "upconv"))],
+    "SCUNet": [dict(in_nc=c, dim=64, config=k) for c, k in ((3, [1, 0, 0, 1, 0, 0, 1]),
+                                                            (1, [0, 2, 0, 0, 0, 0, 0]))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
     "KernelGANGenerator": [dict(G_chan=8), dict(G_structure=[5, 3, 1], G_chan=4, scale_factor=0.25)],

@@ -26,7 +26,7 @@ def check_spandrel_file(module, network, tmp_path, size=(20, 27), wrap=None, see
     keywords) and srgrad-infer --weights on one RGB PNG of `size` (h, w) -> the two 8-bit images
     differ by at most 1 level. Returns spandrel's hyperparameters for the file."""
     import torch
-    from framework.engine.cli import infer_main
+    from framework.engine.commands.cli import infer_main
     arch = next(v for k, v in vars(module).items() if k.endswith("Arch") and isinstance(v, type))()
     network = network.eval()
     state = network.state_dict()

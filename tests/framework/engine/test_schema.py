@@ -218,7 +218,7 @@ def test_shipped_configs_are_valid(tmp_path, monkeypatch):
         cfg = load_config(f)
         s = cfg["scale"]
         train = cfg["datasets"]["train"]  # a folder of images, or ZSSR's one image
-        assert s in (2, 3, 4) and ((root / train["root"]).is_dir() if "root" in train else
+        assert s in (1, 2, 3, 4) and ((root / train["root"]).is_dir() if "root" in train else
                                    (root / train["path"]).is_file()), f.name
         model = MODELS.build({**cfg["model"], "scale": s})  # every shipped model builds and runs
         with no_grad():
