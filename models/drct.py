@@ -223,9 +223,7 @@ class DRCT(nn.Module):
                            + conv(width, c if k == _BLOCKS - 1 else gc, 1))
                 act += [h * window * window, 3 * width, hidden]
         return image_card(s, spec["in_chans"], spec["in_chans"], params, max(act),
-                          pads_to=spec["window_size"], channel_keys=("in_chans",),
-                          fixed_onnx="the window partition and the shifted-window attention mask "
-                                     "are computed for the input size")
+                          pads_to=spec["window_size"], channel_keys=("in_chans",))
 
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:

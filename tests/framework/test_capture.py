@@ -11,9 +11,10 @@ import models  # noqa: F401  registers every architecture
 from framework.capture import Capture
 from framework.nn import init
 from framework.optim import Adam
+from framework.card import card
 from framework.registry import MODELS
 
-from ..models.cases import SMALL, build
+from ..models.cases import SMALL, build, card_cases
 
 # Small builds of the registered models that tests/models/cases.py does not make small, and of the
 # networks that are not x`scale` SR models (discriminators, KernelGAN's pair): spec, LR side, scale
@@ -30,7 +31,7 @@ OTHER = {
 }
 # Networks whose training step cannot be captured, and why (checked: the reason is reported).
 EAGER = {"UNetDiscriminatorSN": "buffer", "VGGStyleDiscriminator": "buffer", "DAT": "buffer",
-         "KernelGANDiscriminator": "buffer"}  # spectral norm, batch-norm statistics
+         "KernelGANDiscriminator": "buffer", "SwiftSRGAN": "buffer"}  # spectral norm, batch norm
 
 
 def _network(name):
@@ -39,8 +40,15 @@ def _network(name):
         spec, side, scale = OTHER[name]
         init.manual_seed(0)
         return MODELS.build(spec), side, scale
-    model, _ = build(name, 2, 3, small=name in SMALL)
-    return model, 8, 2
+    scale = _scale_of(name)
+    model, _ = build(name, scale, 3, small=name in SMALL)
+    return model, 8 if scale > 1 else 16, scale
+
+
+def _scale_of(name):
+    """2, or 1 for a restoration network (its card says so: NAFNet, DRUNet, SCUNet)."""
+    spec = next((s for s in card_cases() if s["type"] == name), None)
+    return 1 if spec is not None and card(spec).role == "restoration" else 2
 
 
 def _train(name, capture: bool, steps=4):

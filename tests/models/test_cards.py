@@ -105,7 +105,7 @@ def test_roles_scales_and_sizes_of_the_model_families():
     assert card({"type": "SAFMN", "dim": 36}).pads_to == 8
     assert card({"type": "EDSR", "scale": 2}).fixed_onnx is None
     assert card({"type": "HAT"}).fixed_onnx is None  # the window family: one graph (issue 44.4)
-    assert "imresize" in card({"type": "ZSSRNet"}).fixed_onnx
+    assert "imresize" in card({"type": "ZSSRNet", "scale": 2}).fixed_onnx
 
 
 def test_full_spec_fills_the_constructor_defaults():

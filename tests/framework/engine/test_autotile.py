@@ -141,7 +141,7 @@ def test_srgrad_infer_tiles_by_default_under_max_memory(tmp_path, capsys):
 
 @pytest.mark.parametrize("name,kw,want", [
     ("RealCUGAN", {}, (2, 32)), ("RealCUGAN", {"fast": True}, (4, 40)), ("SAFMN", {}, (8, 1)),
-    ("DAT", {}, (4, 1)), ("SwinIR", {}, (4, 1)), ("OmniSR", {}, (4, 1)), ("EDSR", {}, (1, 1))])
+    ("DAT", {}, (4, 1)), ("SwinIR", {}, (4, 1)), ("OmniSR", {}, (4, 16)), ("EDSR", {}, (1, 1))])
 def test_size_rules_are_the_models_padding(name, kw, want):
     """The multiple and minimum each model pads an input up to (its window, spandrel's
     requirements), from its card: the tile's context is a multiple of the first and at least the

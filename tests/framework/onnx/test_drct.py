@@ -1,14 +1,16 @@
 """DRCT's ONNX export: whole DRCTs at fixed sizes (one that pads, a batch of two, x3 with the
-identity residual on one channel) that ONNX Runtime runs like srgrad; dynamic axes refused with
-the reason; srgrad-export of a twin's .pth (detected)."""
+identity residual on one channel) that ONNX Runtime runs like srgrad; one dynamic graph (SwinIR's
+window partition and mask built from the input's shape) right at other sizes; srgrad-export of a
+twin's .pth (detected)."""
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
-from framework.onnx import ExportError, export
+from framework.onnx import export
 from tests.models.cases import build
 
-from ._util import check, image, require_onnx
+from ._util import check, image, ort_run, require_onnx, srgrad_run
 
 require_onnx()
 
@@ -27,19 +29,23 @@ def test_fixed_size_export_runs_like_srgrad(tmp_path, scale, channels, batch, si
     assert {"MatMul", "Softmax", "Concat", "LeakyRelu"} <= set(ops)
 
 
-def test_dynamic_axes_are_refused_with_the_reason(tmp_path):
+def test_one_dynamic_graph_right_at_every_size(tmp_path):
     model, _ = build("DRCT", 2, 3, **SMALL)
-    with pytest.raises(ExportError, match=r"dynamic axes are impossible: .*Export at a fixed size"):
-        export(model, image(1, 3, 8, 8), tmp_path / "m.onnx", dynamic=True)
-    assert not (tmp_path / "m.onnx").exists()
+    model.eval()
+    report = export(model, image(1, 3, 16, 16), tmp_path / "m.onnx", dynamic=True)
+    assert report.dynamic and {s[0] % 4 for s in report.checked_sizes} == {0, 1, 2, 3}
+    for x in (image(1, 3, 23, 31, seed=1), image(2, 3, 12, 5, seed=2)):
+        got, want = ort_run(tmp_path / "m.onnx", x)[0], srgrad_run(model, x)[0]
+        assert got.shape == (x.shape[0], 3, x.shape[2] * 2, x.shape[3] * 2)
+        np.testing.assert_allclose(got, want, rtol=0, atol=1e-4)
 
 
 def test_srgrad_export_of_a_twin_pth(tmp_path, capsys):
     """srgrad-export --weights a .pth the torch twin saved (detected, no --model): written, checked
-    against srgrad by the command itself (fixed size, with a warning naming the reason)."""
+    against srgrad by the command itself, one dynamic graph (no fixed-size warning)."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
-    from framework.engine.export import main
+    from framework.engine.commands.export import main
     torch.manual_seed(0)
     twin = twins.build_twin({"type": "DRCT", "scale": 2, **SMALL})
     torch.save({"params_ema": twin.state_dict()}, str(tmp_path / "drct.pth"))
@@ -47,4 +53,4 @@ def test_srgrad_export_of_a_twin_pth(tmp_path, capsys):
                  "--input-size", "12", "8"])
     captured = capsys.readouterr()
     assert code == 0, captured.err
-    assert (tmp_path / "drct.onnx").exists() and "fixed-size export" in captured.err
+    assert (tmp_path / "drct.onnx").exists() and "fixed-size export" not in captured.err
