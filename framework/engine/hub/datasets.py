@@ -28,7 +28,8 @@ import zipfile
 from pathlib import Path, PurePosixPath
 from typing import NamedTuple
 
-from ...io.download import DownloadError, check_sha256, download, sha256_of, srgrad_home
+from ...io.download import DownloadError, check_sha256, download, srgrad_home
+from .models import checked_cached
 
 __all__ = ["Archive", "DataSet", "SETS", "get", "data_dir", "fetch", "folder_of", "listing",
            "ArchiveError"]
@@ -136,15 +137,7 @@ def _archive_file(key: str, archive: Archive, sha256, progress, say) -> Path:
     expected = sha256 or archive.sha256
     path = data_dir() / "archives" / archive.file
     if path.is_file():
-        if expected is None:
-            say(f"note: {path} was put there by hand; srgrad knows no sha256 for {archive.file} "
-                f"(pass --sha256 to check it)")
-            return path
-        got = sha256_of(path)
-        if got != expected:
-            raise DownloadError(f"{path}: its sha256 is {got}, expected {expected} for {key}; delete "
-                                f"it to download the archive again")
-        return path
+        return checked_cached(path, expected, key, say)
     if archive.url is None:
         raise DownloadError(f"{key}: {archive.file} is shared only through {SETS[key].page}: srgrad "
                             f"cannot download it. Get it there and save it as {path}")

@@ -198,15 +198,7 @@ def fetch(name: str, sha256: str | None = None, progress: bool = True, say=None)
     expected = given or entry.sha256
     path = cache_dir() / entry.file
     if path.is_file():
-        if expected is None:
-            say(f"note: {path} was put there by hand; srgrad knows no sha256 for {entry.file} "
-                f"(pass --sha256 to check it)")
-            return path
-        got = sha256_of(path)
-        if got != expected:
-            raise DownloadError(f"{path}: its sha256 is {got}, expected {expected} for {key}; "
-                                f"delete it to download the release file again")
-        return path
+        return checked_cached(path, expected, key, say)
     if entry.url is None:
         raise DownloadError(f"-n {key}: the original project publishes {entry.file} only at "
                             f"{entry.page}: srgrad cannot download it. Download it by hand and "
@@ -248,10 +240,7 @@ def fetch_auxiliary(files, progress: bool = True, say=None) -> list[Path]:
         url, expected = AUXILIARY[name]
         path = cache_dir() / name
         if path.is_file():
-            got = sha256_of(path)
-            if got != expected:
-                raise DownloadError(f"{path}: its sha256 is {got}, expected {expected}; delete it "
-                                    f"to download {url} again")
+            checked_cached(path, expected, name, say)
         else:
             make_folder(path.parent, "the model cache (SRGRAD_HOME moves it)")
             say(f"downloading {url} into {path}")
@@ -268,6 +257,20 @@ def fetch_for(classes_and_specs, progress: bool = True, say=None) -> list[Path]:
         declared = getattr(owner, "weight_files", ())
         files += list(declared(spec) if callable(declared) else declared)
     return fetch_auxiliary(files, progress, say) if files else []
+
+
+def checked_cached(path: Path, expected: str | None, key: str, say) -> Path:
+    """A file already in the cache: checked against `expected` (a mismatch is an error naming both
+    hashes; the file is left alone: it may be the user's), or, with no hash known, used with a note."""
+    if expected is None:
+        say(f"note: {path} was put there by hand; srgrad knows no sha256 for {path.name} "
+            f"(pass --sha256 to check it)")
+        return path
+    got = sha256_of(path)
+    if got != expected:
+        raise DownloadError(f"{path}: its sha256 is {got}, expected {expected} for {key}; delete it "
+                            f"to download it again")
+    return path
 
 
 def denoise_blend(state: dict, partner: dict, strength: float) -> dict:
