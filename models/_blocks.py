@@ -6,12 +6,14 @@ requirement (the padding its call API applies before a model that needs a minimu
 multiple)."""
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import numpy as np
 
 import framework.functional as F
 from framework import nn
 from framework.nn.conv import conv_act
-from framework.check import int_arg, is_number, number
+from framework.check import flag, int_arg, is_number, number
 from framework.nn import init
 
 from framework.card import conv
@@ -131,6 +133,26 @@ def drop_rates(model: str, drop_rate, attn_drop_rate, drop_path_rate) -> tuple[f
     """The Swin family's three dropout keywords (SwinIR, HAT, Swin2SR, DAT), each in [0, 1)."""
     return tuple(number(model, key, value, 0.0, 1.0, high_open=True) for key, value in (
         ("drop_rate", drop_rate), ("attn_drop_rate", attn_drop_rate), ("drop_path_rate", drop_path_rate)))
+
+
+def swin_options(model: str, embed_dim: int, mlp_ratio, qkv_bias, qk_scale, drop_rate,
+                 attn_drop_rate, drop_path_rate, ape, patch_norm, img_range) -> SimpleNamespace:
+    """The transformer keywords SwinIR, HAT and DRCT check alike, checked: mlp_ratio (> 0 and at
+    least one hidden feature), qkv_bias, qk_scale (None or > 0), the three dropout rates, ape,
+    patch_norm, img_range (> 0). Returns them as attributes of one namespace."""
+    mlp_ratio = number(model, "mlp_ratio", mlp_ratio, low=0, low_open=True)
+    if int(embed_dim * mlp_ratio) < 1:
+        raise ValueError(f"{model}: mlp_ratio {mlp_ratio} leaves the MLP no hidden feature "
+                         f"(int(embed_dim * mlp_ratio) = 0)")
+    if qk_scale is not None:
+        qk_scale = number(model, "qk_scale", qk_scale, low=0, low_open=True)
+    drop_rate, attn_drop_rate, drop_path_rate = drop_rates(model, drop_rate, attn_drop_rate,
+                                                           drop_path_rate)
+    return SimpleNamespace(
+        mlp_ratio=mlp_ratio, qkv_bias=flag(model, "qkv_bias", qkv_bias), qk_scale=qk_scale,
+        drop_rate=drop_rate, attn_drop_rate=attn_drop_rate, drop_path_rate=drop_path_rate,
+        ape=flag(model, "ape", ape), patch_norm=flag(model, "patch_norm", patch_norm),
+        img_range=number(model, "img_range", img_range, low=0, low_open=True))
 
 
 def trunc_normal_linears(model) -> None:

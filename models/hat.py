@@ -32,14 +32,14 @@ import numpy as np
 
 import framework.functional as F
 from framework import nn
-from framework.check import choice, flag, int_arg, int_list, number, pair
+from framework.check import choice, int_arg, int_list, number, pair
 from framework.functional.attention import relative_position_index, shift_mask
 from framework.functional.windows import overlap_position_index, overlap_windows
 from framework.nn import init
 from framework.registry import MODELS
 from framework.card import conv, linear, norm
 
-from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_normal_linears,
+from ._blocks import (PixelShuffleUpsampler, embed_tokens, swin_options, trunc_normal_linears,
                       upsampler_scale)
 from framework.detect import NoMatch, count, need
 from .rcan import ChannelAttention
@@ -266,17 +266,12 @@ class HAT(nn.Module):
         conv_scale = number(name, "conv_scale", conv_scale)
         overlap_ratio = number(name, "overlap_ratio", overlap_ratio, low=0)
         self.overlap_win_size = self.window_size + int(overlap_ratio * self.window_size)
-        mlp_ratio = number(name, "mlp_ratio", mlp_ratio, low=0, low_open=True)
-        if int(embed_dim * mlp_ratio) < 1:
-            raise ValueError(f"{name}: mlp_ratio {mlp_ratio} leaves the MLP no hidden feature")
-        qkv_bias = flag(name, "qkv_bias", qkv_bias)
-        if qk_scale is not None:
-            qk_scale = number(name, "qk_scale", qk_scale, low=0, low_open=True)
-        drop_rate, attn_drop_rate, drop_path_rate = drop_rates(name, drop_rate, attn_drop_rate,
-                                                               drop_path_rate)
-        self.ape = flag(name, "ape", ape)
-        patch_norm = flag(name, "patch_norm", patch_norm)
-        self.img_range = number(name, "img_range", img_range, low=0, low_open=True)
+        o = swin_options(name, embed_dim, mlp_ratio, qkv_bias, qk_scale, drop_rate, attn_drop_rate,
+                         drop_path_rate, ape, patch_norm, img_range)
+        mlp_ratio, qkv_bias, qk_scale, drop_rate, attn_drop_rate, drop_path_rate, patch_norm = (
+            o.mlp_ratio, o.qkv_bias, o.qk_scale, o.drop_rate, o.attn_drop_rate, o.drop_path_rate,
+            o.patch_norm)
+        self.ape, self.img_range = o.ape, o.img_range
         self.upsampler = choice(name, "upsampler", upsampler, ("pixelshuffle",))
         resi_connection = choice(name, "resi_connection", resi_connection, ("1conv", "identity"))
         scale = int_arg(name, "scale", scale)

@@ -27,13 +27,13 @@ import numpy as np
 import framework.functional as F
 from framework import nn
 from framework.functional.attention import relative_position_index, shift_mask
-from framework.check import choice, flag, int_arg, int_list, number, pair
+from framework.check import choice, int_arg, int_list, pair
 from framework.nn import init
 from framework.nn.module import claim
 from framework.registry import MODELS
 from framework.card import conv, image_card, linear, norm
 
-from ._blocks import (PixelShuffleUpsampler, drop_rates, embed_tokens, trunc_normal_linears,
+from ._blocks import (PixelShuffleUpsampler, embed_tokens, swin_options, trunc_normal_linears,
                       upsampler_scale)
 from framework.detect import Assumed, NoMatch, Unknown, count, need
 
@@ -343,18 +343,12 @@ class SwinIR(nn.Module):
         if bad:
             raise ValueError(f"{name}: num_heads must divide embed_dim {embed_dim}, got {bad[0]}")
         window_size = int_arg(name, "window_size", window_size)
-        mlp_ratio = number(name, "mlp_ratio", mlp_ratio, low=0, low_open=True)
-        if int(embed_dim * mlp_ratio) < 1:
-            raise ValueError(f"{name}: mlp_ratio {mlp_ratio} leaves the MLP no hidden feature "
-                             f"(int(embed_dim * mlp_ratio) = 0)")
-        qkv_bias = flag(name, "qkv_bias", qkv_bias)
-        if qk_scale is not None:
-            qk_scale = number(name, "qk_scale", qk_scale, low=0, low_open=True)
-        drop_rate, attn_drop_rate, drop_path_rate = drop_rates(name, drop_rate, attn_drop_rate,
-                                                               drop_path_rate)
-        self.ape = flag(name, "ape", ape)
-        patch_norm = flag(name, "patch_norm", patch_norm)
-        self.img_range = number(name, "img_range", img_range, low=0, low_open=True)
+        o = swin_options(name, embed_dim, mlp_ratio, qkv_bias, qk_scale, drop_rate, attn_drop_rate,
+                         drop_path_rate, ape, patch_norm, img_range)
+        mlp_ratio, qkv_bias, qk_scale, drop_rate, attn_drop_rate, drop_path_rate, patch_norm = (
+            o.mlp_ratio, o.qkv_bias, o.qk_scale, o.drop_rate, o.attn_drop_rate, o.drop_path_rate,
+            o.patch_norm)
+        self.ape, self.img_range = o.ape, o.img_range
         self.upsampler = choice(name, "upsampler", upsampler, _UPSAMPLERS)
         resi_connection = choice(name, "resi_connection", resi_connection, _RESI)
         if resi_connection == "3conv" and embed_dim < 4:
