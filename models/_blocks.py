@@ -155,6 +155,19 @@ def swin_options(model: str, embed_dim: int, mlp_ratio, qkv_bias, qk_scale, drop
         img_range=number(model, "img_range", img_range, low=0, low_open=True))
 
 
+def kair_unet(net, x0):
+    """KAIR's U-Net pass (DRUNet, SCUNet): m_head, three downs (m_down1..3), m_body, three ups
+    (m_up3..1) each taking the sum with its skip, m_tail on the sum with the head's output."""
+    x1 = net.m_head(x0)
+    x2 = net.m_down1(x1)
+    x3 = net.m_down2(x2)
+    x4 = net.m_down3(x3)
+    x = net.m_up3(net.m_body(x4) + x4)
+    x = net.m_up2(x + x3)
+    x = net.m_up1(x + x2)
+    return net.m_tail(x + x1)
+
+
 def trunc_normal_linears(model) -> None:
     """The Swin family's _init_weights (SwinIR, HAT, Swin2SR, DAT): every Linear weight ~
     trunc_normal(std 0.02), its bias 0; LayerNorm keeps ones / zeros and convolutions torch's

@@ -28,7 +28,7 @@ from framework.check import choice, int_arg, int_list, number
 from framework.detect import Assumed, NoMatch, count, need
 from framework.registry import MODELS
 
-from ._blocks import pad_to_requirement
+from ._blocks import kair_unet, pad_to_requirement
 
 _MULTIPLE = 8  # spandrel's SizeRequirements(multiple_of=8): three 2x downsamplings
 ACT_MODES = {"R": lambda: nn.ReLU(), "L": lambda: nn.LeakyReLU(0.2)}  # KAIR's conv() letters
@@ -133,15 +133,7 @@ class DRUNet(nn.Module):
             # ONNX graph keeps dynamic sizes
             level = x0[:, :1] * 0.0 + self.noise_level / 255.0
             x0 = F.cat([x0, level], axis=1)
-        x1 = self.m_head(x0)
-        x2 = self.m_down1(x1)
-        x3 = self.m_down2(x2)
-        x4 = self.m_down3(x3)
-        x = self.m_body(x4)
-        x = self.m_up3(x + x4)
-        x = self.m_up2(x + x3)
-        x = self.m_up1(x + x2)
-        return F.crop_to(self.m_tail(x + x1), image)
+        return F.crop_to(kair_unet(self, x0), image)
 
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:

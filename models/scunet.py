@@ -33,7 +33,7 @@ from framework.functional.attention import relative_position_index, shift_mask
 from framework.nn import init
 from framework.registry import MODELS
 
-from ._blocks import pad_to_requirement
+from ._blocks import kair_unet, pad_to_requirement
 
 WINDOW, HEAD_DIM = 8, 32  # the original's constants
 _MINIMUM, _MULTIPLE = 40, 64  # spandrel's size requirement; the original's check_image_size
@@ -162,15 +162,7 @@ class SCUNet(nn.Module):
 
     def forward(self, image):
         x0 = F.pad_to_multiple(pad_to_requirement(image, _MINIMUM), _MULTIPLE, mode="reflect")
-        x1 = self.m_head(x0)
-        x2 = self.m_down1(x1)
-        x3 = self.m_down2(x2)
-        x4 = self.m_down3(x3)
-        x = self.m_body(x4)
-        x = self.m_up3(x + x4)
-        x = self.m_up2(x + x3)
-        x = self.m_up1(x + x2)
-        return F.crop_to(self.m_tail(x + x1), image)
+        return F.crop_to(kair_unet(self, x0), image)
 
     @staticmethod
     def detect(shapes: dict, known: dict) -> dict:
