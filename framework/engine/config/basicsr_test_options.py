@@ -12,7 +12,7 @@ params, as BasicSR) -> weights; path.results_root -> results_root; val.save_img 
 """
 from __future__ import annotations
 
-from .basicsr_options import Translation, dataset_block, val_section
+from .basicsr_options import Translation, _io_backend, dataset_block, val_section
 
 __all__ = ["translate_basicsr_test"]
 
@@ -85,12 +85,7 @@ def _single(t, opts, prefix) -> dict:
     if "dataroot_lq" in opts:
         out["lq_root"] = opts.pop("dataroot_lq")
         t.paths.append((f"{prefix}lq_root", out["lq_root"]))
-    backend = t.section(opts.pop("io_backend", None), f"{prefix}io_backend")
-    if backend.get("type", "disk") == "disk":
-        t.drop(f"{prefix}io_backend", "srgrad reads image files from disk")
-    else:
-        t.refuse(f"{prefix}io_backend", f"type {backend.get('type')!r}: srgrad reads image "
-                                        f"folders, not LMDB")
+    _io_backend(t, opts, prefix)
     if "color" in opts:
         out["color"] = "y" if opts.pop("color") == "y" else "rgb"
     for key in ("mean", "std"):
