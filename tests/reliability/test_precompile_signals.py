@@ -46,9 +46,12 @@ def test_the_compile_children_end_with_their_parent(make_tiny_config, tmp_path):
     proc = start_train([make_tiny_config(iters=1)], SRGRAD_PRECOMPILE="1", TMPDIR=tmp,
                        NUMBA_CACHE_DIR=tmp_path / "cache")  # a cold cache: a long compile
     try:
-        # the children are at work once one of them has begun its dry run (its folder exists)
-        assert _wait(lambda: any("srgrad-dry-run-" in str(p) for p in tmp.rglob("*")), 60), \
-            proc.stderr.read() if proc.poll() is not None else "no dry run started"
+        # the children are at work once one of them has claimed a signature to compile (a file
+        # in their claims folder; their dry runs before it last tens of milliseconds, too short
+        # to be seen reliably)
+        assert _wait(lambda: any(p.is_file() and p.parent.name.startswith("srgrad-precompile-")
+                                 for p in tmp.rglob("*")), 60), \
+            proc.stderr.read() if proc.poll() is not None else "no compile started"
         children = _processes_naming(str(tmp))
         assert len(children) == 2, children
         proc.send_signal(signum)
