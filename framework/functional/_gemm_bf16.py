@@ -79,13 +79,26 @@ def _pack_a(au, out):
 
 @kernel(parallel=True)
 def _pack_b(bu, out):
-    """out[p, n, h] = bf16(b[2 p + h, n]) (bu: b's float32 bits), 0 past b: tdpbf16ps's pairs."""
+    """out[p, n] = bf16(b[2 p, n]) | bf16(b[2 p + 1, n]) << 16 (bu: b's float32 bits), 0 past b:
+    tdpbf16ps's pairs as one uint32 each (little-endian: the (K/2, N, 2) uint16 layout), stored
+    contiguously so that the loop vectorises."""
     K, N = bu.shape
     for p in prange(out.shape[0]):
-        for h in range(2):
-            k = 2 * p + h
-            for n in range(out.shape[1]):
-                out[p, n, h] = np.uint16(_rne(bu[k, n])) if k < K and n < N else 0
+        row = out[p]
+        k = 2 * p
+        for n in range(N, out.shape[1]):
+            row[n] = 0
+        if k >= K:
+            for n in range(N):
+                row[n] = 0
+        elif k + 1 < K:
+            lo, hi = bu[k], bu[k + 1]
+            for n in range(N):
+                row[n] = _rne(lo[n]) | (_rne(hi[n]) << np.uint32(16))
+        else:
+            lo = bu[k]
+            for n in range(N):
+                row[n] = _rne(lo[n])
 
 
 def available() -> bool:
@@ -100,7 +113,7 @@ def matmul(a, b):
     Mp, Kp, Np = (_blocks(n, 32) * 32 for n in (M, K, N))
     ab, bb = np.empty((Mp, Kp), np.uint16), np.empty((Kp // 2, Np, 2), np.uint16)
     _pack_a(a.view(np.uint32), ab)  # rounded once, in one pass each (views read in place)
-    _pack_b(b.view(np.uint32), bb)
+    _pack_b(b.view(np.uint32), bb.view(np.uint32)[..., 0])
     c = np.empty((Mp, Np), np.float32)
     rb = max(4, round((Kp / 32) ** 0.5))  # blocks of at least 128 terms, about sqrt(K) for long sums
     _gemm(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 1024), np.float32))
