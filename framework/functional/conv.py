@@ -20,9 +20,7 @@ padded planes, or the frequency domain for very many multiply-adds per output (`
 everything else takes im2col / col2im (serial numba kernels) and a product (np.matmul, BLAS).
 Under `framework.autocast("bf16")` the direct route of float32 tensors takes bfloat16 operands with
 float32 sums: on AMX tiles (_direct_amx.py) from 16 channels on the image side where the CPU has
-AMX, else AVX512-BF16 (_direct_bf16.py), and a 1x1 convolution (a plain product) is one AMX GEMM per
-call (_gemm_bf16.py, as linear's) where the CPU has AMX; the other routes stay float32
-(docs/numerics.md).
+AMX, else AVX512-BF16 (_direct_bf16.py); the other routes stay float32 (docs/numerics.md).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image; a multiple of
 the workers). The direct route runs its tiles in one numba parallel region per call (a fork/join of
@@ -43,7 +41,7 @@ import numpy as np
 from .._check import float_array, int_arg, int_pair, number
 from .. import autograd, precision
 from ..autograd import Function
-from . import _depthwise, _direct, _direct_amx, _direct_bf16, _gemm_bf16, _tiles
+from . import _depthwise, _direct, _direct_amx, _direct_bf16, _tiles
 from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
 
@@ -192,23 +190,6 @@ def _amx_route(c):
     return c >= _direct_amx.MIN_CHANNELS and precision.support().amx_bf16
 
 
-def _pointwise_bf16(geo, dtype):
-    """Whether a 1x1 correlation is an AMX GEMM with bfloat16 operands (autocast('bf16'), float32,
-    ungrouped, a CPU with AMX): Y_n = W X_n, X_n = W^T Y_n and dW = sum_n Y_n X_n^T."""
-    return (geo.is_pointwise() and geo.groups == 1 and precision.bf16_active(dtype)
-            and _gemm_bf16.available())
-
-
-def _pointwise_gemm(a, planes, out_channels):
-    """a (M, K) @ planes[n] (K, P) for every image of planes (N, K, H, W) -> (N, M, H, W) float32,
-    bfloat16 operands (_gemm_bf16.matmul; a is rounded per image: it is small)."""
-    N, _, H, W = planes.shape
-    out = np.empty((N, out_channels, H, W), np.float32)
-    for n in range(N):
-        out[n] = _gemm_bf16.matmul(a, planes[n].reshape(planes.shape[1], H * W)).reshape(out_channels, H, W)
-    return out
-
-
 def _direct_correlate(x, w, geo, bias, slope):
     """_correlate by the direct route, the activation fused (_direct.correlate; under
     autocast('bf16') with bfloat16 operands, on AMX or AVX512-BF16)."""
@@ -233,11 +214,7 @@ def _direct_weight_grad(x, y, geo):
 def _correlate(x, w, geo, bias=None, slope=None):
     """Y = act(W @ im2col(X) + bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW); slope:
     None (no activation), 0 (relu) or the leaky relu's slope, applied to the fresh output."""
-    if _pointwise_bf16(geo, x.dtype):
-        y = _pointwise_gemm(w.reshape(w.shape[0], -1), x, w.shape[0])
-        if bias is not None:
-            y += bias.reshape(1, -1, 1, 1)
-    elif _large_route(geo, x.shape[1], w.shape[0]):
+    if _large_route(geo, x.shape[1], w.shape[0]):
         y = _depthwise.correlate(x, w, geo, bias, _run, _workers())
     elif _direct_route(geo, x.shape[1], w.shape[0]):
         return _direct_correlate(x, w, geo, bias, slope)
@@ -272,11 +249,6 @@ def _correlate_gemm(x, w, geo, bias=None):
 def _correlate_adjoint(y, w, geo, c_out, bias=None):
     """X = col2im(W^T @ Y) (+ bias): Y (N, O, OH, OW), W (O, C/g, kh, kw) -> X (N, C, H, W)."""
     N, g, O = y.shape[0], geo.groups, w.shape[0]
-    if _pointwise_bf16(geo, y.dtype):
-        x = _pointwise_gemm(w.reshape(O, -1).T, y, c_out)
-        if bias is not None:
-            x += bias.reshape(1, c_out, 1, 1)
-        return x
     if _large_route(geo, c_out, O):
         return _depthwise.adjoint(y, w, geo, c_out, bias, _run, _workers())
     flipped = geo.flipped()
@@ -342,10 +314,6 @@ def _weight_grad(x, y, geo, w_shape):
     """dW = sum_n Y_n @ im2col(X_n)^T: X (N, C, H, W), Y (N, O, OH, OW) -> dW (O, C/g, kh, kw)."""
     N, g, O = x.shape[0], geo.groups, y.shape[1]
     C, (kh, kw) = x.shape[1], geo.kernel
-    if _pointwise_bf16(geo, x.dtype):  # one product over every pixel of the batch: K = N H W
-        ym = y.transpose(1, 0, 2, 3).reshape(O, -1)
-        xm = x.transpose(0, 2, 3, 1).reshape(-1, C)
-        return _gemm_bf16.matmul(ym, xm).reshape(w_shape)
     if _large_route(geo, C, O):
         return _depthwise.weight_grad(x, y, geo, w_shape, _run, _workers())
     if _direct_route(geo, C, O, _DIRECT_MIN_TAPS_WEIGHT_GRAD):

@@ -204,24 +204,3 @@ def test_linear_bf16_within_the_bound():
     exact = x.reshape(-1, 45).astype(np.float64) @ w.T.astype(np.float64) + b
     assert (np.abs(y.numpy().reshape(-1, 50) - exact) / checks[0][2]).max() > 30 * gamma(46)  # rounded
     np.testing.assert_array_equal(bt.grad.numpy(), r.reshape(-1, 50).sum(axis=0))
-
-
-@needs_amx
-@pytest.mark.parametrize("C, O", [(24, 40), (40, 3)])  # the input gradient's two paths (O > C, O < C)
-def test_pointwise_conv2d_bf16_is_the_amx_gemm_within_the_bound(C, O):
-    rng = np.random.default_rng(C + O)
-    N, H, W = 2, 5, 7
-    x, w, b, r = _conv_case(rng, N, C, O, H, W, 1)
-    y, dx, dw, db = _bf16_conv(x, w, b, r, 0)
-    X, Wm, R = bf(x).numpy(), bf(w).numpy().reshape(O, C), bf(r).numpy()
-    xm, rm = X.transpose(1, 0, 2, 3).reshape(C, -1), R.transpose(1, 0, 2, 3).reshape(O, -1)
-    checks = [  # (value, float64 of the rounded operands, sum of |terms|, terms)
-        (y.transpose(1, 0, 2, 3).reshape(O, -1), Wm @ xm + b[:, None], np.abs(Wm) @ np.abs(xm) + np.abs(b)[:, None], C + 1),
-        (dx.transpose(1, 0, 2, 3).reshape(C, -1), Wm.T @ rm, np.abs(Wm.T) @ np.abs(rm), O),
-        (dw.reshape(O, C), rm @ xm.T, np.abs(rm) @ np.abs(xm.T), N * H * W)]
-    for value, ref, size, n in checks:
-        err = np.abs(value - ref)
-        assert (err <= gamma(n) * size + 1e-30).all(), (err / size).max() / gamma(n)
-    exact = w.reshape(O, C).astype(np.float64) @ x.transpose(1, 0, 2, 3).reshape(C, -1) + b[:, None]
-    assert (np.abs(checks[0][0] - exact) / checks[0][2]).max() > 30 * gamma(C + 1)  # rounded operands
-    np.testing.assert_array_equal(db, r.sum(axis=(0, 2, 3)))
