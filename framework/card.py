@@ -26,6 +26,8 @@ spandrel's ImageModelDescriptor states them for the models it loads, and more:
                    (batch 1): `largest_activation(h, w)`, the memory budget's figure
     channel_keys   the keywords that set in_channels and out_channels (what an error asks to
                    change; () for a model fixed to RGB)
+    key_extra_in   what the input keyword counts beyond the image's channels (DRUNet's in_nc
+                   includes its noise-level map: in_nc = in_channels + 1)
     out_size       (h, w) -> the output's (H, W), or () for one value per image; None: (h s, w s)
 
 Who reads it: inference (the channels a model is fed), srgrad-eval and -export (the channels of
@@ -92,6 +94,7 @@ class Card:
     pad_minimum: int = 1
     fixed_onnx: str | None = None
     channel_keys: tuple = ()
+    key_extra_in: int = 0
     out_size: object = field(default=None, compare=False)
 
     def __post_init__(self):

@@ -188,4 +188,4 @@ class DRUNet(nn.Module):
         if up == "upconv":
             per_pixel += [-(-nc[i + 1] // 4 ** i) for i in range(3)]
         return image_card(1, cin - 1, cout, total, max(cin, cout, *per_pixel), pads_to=_MULTIPLE,
-                          channel_keys=("in_nc", "out_nc"))
+                          channel_keys=("in_nc", "out_nc"), key_extra_in=1)

@@ -551,9 +551,13 @@ def _check_channels(cfg, source, errors):
         needed = {"y": 1, "rgb": 3}.get(color)
         if needed is None or needed == c.in_channels:
             continue
-        keys = c.channel_keys
-        takes = f"{keys[0]}={c.in_channels}" if keys else f"{c.in_channels}"
-        fix = (f"set {' and '.join('model.' + k for k in keys)} to {needed}" if keys else
+        keys, extra = c.channel_keys, c.key_extra_in
+        takes = f"{keys[0]}={c.in_channels + extra}" if keys else f"{c.in_channels}"
+        if extra:
+            takes += f": {c.in_channels} image channel(s) and {extra} more"
+        fix = (f"set {' and '.join('model.' + k for k in keys)} to {needed}" if keys and not extra else
+               f"set model.{keys[0]} to {needed + extra}" + "".join(
+                   f" and model.{k} to {needed}" for k in keys[1:]) if keys else
                f"{cfg['model']['type']} has no channel keyword: it takes RGB only")
         errors.append(f"{_where(source, f'datasets.{name}.color')}: {show(color)} data has "
                       f"{needed} channel(s) but the model takes {takes} ({fix})")

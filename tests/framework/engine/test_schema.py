@@ -88,6 +88,9 @@ def test_wrong_type_or_range_names_the_key(tmp_path, line, match):
      r"takes in_ch=3 \(set model.in_ch and model.out_ch to 1\)"),
     ("{type: RealCUGAN}", r"takes in_channels=3 \(set model.in_channels and model.out_channels"),
     ("{type: PLKSR, dim: 8, n_blocks: 1}", r"takes 3 \(PLKSR has no channel keyword: it takes RGB"),
+    # DRUNet's in_nc counts its noise-level map too: Y data needs in_nc 2, not 1
+    ("{type: DRUNet, nc: [8, 16, 32, 64], nb: 1}",
+     r"takes in_nc=4: 3 image channel\(s\) and 1 more \(set model.in_nc to 2 and model.out_nc to 1\)"),
 ])
 def test_y_data_needs_a_one_channel_model_whatever_its_keyword(tmp_path, model, match):
     """The model's card says its channels (before: only num_in_ch was read, so SwinIR and
