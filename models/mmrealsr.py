@@ -120,12 +120,14 @@ class MMRealSR(nn.Module):
         custom_degrees: scores replacing the estimates (module docstring): None (default: all
             estimated) or a list of num_degradation entries, each None or a number in the
             activation's range.
+        de_net_type: "DEResNet", the original's only estimator (its option files name it).
     """
 
     def __init__(self, num_in_ch: int = 3, num_out_ch: int = 3, scale: int = 4, num_feat: int = 64,
                  num_block: int = 23, num_grow_ch: int = 32, num_degradation: int = 2,
                  degradation_degree_actv: str = "sigmoid", num_feats=(64, 128, 256, 512),
-                 num_blocks=(2, 2, 2, 2), downscales=(2, 2, 2, 1), custom_degrees=None):
+                 num_blocks=(2, 2, 2, 2), downscales=(2, 2, 2, 1), custom_degrees=None,
+                 de_net_type: str = "DEResNet"):
         super().__init__()
         name = "MMRealSR"
         num_in_ch = int_arg(name, "num_in_ch", num_in_ch)
@@ -140,6 +142,7 @@ class MMRealSR(nn.Module):
         num_grow_ch = int_arg(name, "num_grow_ch", num_grow_ch)
         self.num_degradation = int_arg(name, "num_degradation", num_degradation)
         actv = choice(name, "degradation_degree_actv", degradation_degree_actv, tuple(ACTIVATIONS))
+        choice(name, "de_net_type", de_net_type, ("DEResNet",))  # the original's only estimator
         num_feats = int_list(name, "num_feats", num_feats)
         stages = len(num_feats)
         if not stages:

@@ -145,10 +145,12 @@ def test_output_shapes(hw, want):
     ({"custom_degrees": [1.5, None]}, ValueError, r"custom_degrees\[0\] must be"),
     ({"custom_degrees": [-0.5, None], "degradation_degree_actv": "tanh"}, None, None),
     ({"custom_degrees": [None, "high"]}, TypeError, r"custom_degrees\[1\] must be a number"),
+    ({"de_net_type": "DEResNet"}, None, None),  # the original's option files name it
+    ({"de_net_type": "ResNet"}, ValueError, r"MMRealSR: de_net_type must be one of 'DEResNet'"),
 ])
 def test_argument_errors(kw, error, match):
     if error is None:
-        MODELS.build(spec(**kw))  # tanh's range is [-1, 1]
+        MODELS.build(spec(**kw))  # tanh's range is [-1, 1]; the original's only de_net_type
         return
     with pytest.raises(error, match=match):
         MODELS.build(spec(**kw))
