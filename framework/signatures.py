@@ -86,15 +86,17 @@ SIGNATURES = (
               why=_INPAINT),
     Signature("LaMa", ("generator.model.1.bn_l.running_mean",),
               why=_INPAINT),
-    Signature("RetinexFormer", ("body.0.estimator.conv1.weight", "body.0.denoiser.embedding.weight"),
-              why=_LOW_LIGHT),
+    Signature("RetinexFormer", ("body.0.estimator.conv1.weight",
+                                "body.0.denoiser.embedding.weight"), why=_LOW_LIGHT),
     Signature("HVI-CIDNet", ("HVE_block0.1.weight", "IE_block0.1.weight", "trans.density_k"),
               ("HVICIDNet", "CIDNet"), why=_LOW_LIGHT),
     Signature("MixDehazeNet", ("layer1.blocks.*.conv3_19.weight", "patch_unembed.proj.0.weight"),
-              why="dehazing (removing haze from outdoor photos), not super-resolution or denoising"),
+              why="dehazing (removing haze from outdoor photos), not super-resolution or "
+                  "denoising"),
     Signature("FFTformer", ("encoder_level1.*.ffn.fft", "refinement.*.attn.to_hidden.weight"),
               why="motion deblurring, not super-resolution or denoising"),
-    Signature("AuraSR", ("mid_attn.layers.*.*.to_out.weight", "final_res_block.block1.proj.weights"),
+    Signature("AuraSR", ("mid_attn.layers.*.*.to_out.weight",
+                         "final_res_block.block1.proj.weights"),
               why="a GigaGAN upsampler (a style network driving adaptive convolutions and "
                   "attention), out of srgrad's scope"),
 )

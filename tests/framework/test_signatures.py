@@ -102,7 +102,8 @@ OUT_OF_SCOPE = [  # (label, the word of its why, spandrel's class and tiny keywo
     # spandrel's detect keys; CodeFormer is in spandrel_extra_arches, not 0.4.2: its detect keys
     ("RestoreFormer", "face restoration", [
         "quantize.embedding.weight", "encoder.conv_in.weight", "quant_conv.weight",
-        "encoder.down.0.block.0.norm1.weight", "encoder.conv_out.weight", "decoder.conv_out.weight"]),
+        "encoder.down.0.block.0.norm1.weight", "encoder.conv_out.weight",
+        "decoder.conv_out.weight"]),
     ("CodeFormer", "face restoration", ["position_emb", "idx_pred_layer.1.weight",
                                         "quantize.embedding.weight",
                                         "ft_layers.0.self_attn.in_proj_weight",

@@ -45,7 +45,7 @@ def test_state_dict_keys_are_the_originals():
     sd = checks.build(spec()).state_dict()
     assert sd["am_list.1.fc.0.weight"].shape == (264, 512)  # (512 + 2 x 8) // 2
     assert sd["am_list.1.fc.4.weight"].shape == (16, 264)
-    assert sd["de_net.body.1.1.weight"].shape == (12, 8, 3, 3)  # the stride-2 conv to the next width
+    assert sd["de_net.body.1.1.weight"].shape == (12, 8, 3, 3)  # the stride-2 conv to 12
     assert sd["de_net.fc_degree.1.0.weight"].shape == (512, 12)
     assert sd["dd_embed.0.weight"].shape == (512, 2)
 
@@ -181,9 +181,9 @@ def test_detect_round_trip(kw):
 
 
 def test_detects_the_published_layout_as_spandrel():
-    """inference_mmrealsr.py's MMRRDBNet_test (blocks of 64 (23 there, 2 here), de_net [64, 64, 64, 128] / [2, 2,
-    2, 2] / [1, 1, 2, 1]) reads as spandrel reads it: six blocks of 64, the stride-2 conv, two of
-    128; quietly (the published convention)."""
+    """inference_mmrealsr.py's MMRRDBNet_test (blocks of 64: 23 there, 2 here; de_net [64, 64,
+    64, 128] / [2, 2, 2, 2] / [1, 1, 2, 1]) reads as spandrel reads it: six blocks of 64, the
+    stride-2 conv, two of 128; quietly (the published convention)."""
     twins = pytest.importorskip("tests.twins")
     shapes = twins.build_twin({"type": "MMRealSR", "num_block": 2, **PUBLISHED_DE}).state_dict()
     match = identify(shapes)
@@ -217,21 +217,22 @@ def test_detection_refusals():
 
 
 SPANDREL = [  # (keywords of spandrel's MMRRDBNet_test, input size, key, custom_degrees)
-    ({"num_feat": 64, "num_block": 2, "num_grow_ch": 32, **PUBLISHED_DE}, (18, 21), "params",
+    ({"num_feat": 64, "num_block": 1, "num_grow_ch": 32, **PUBLISHED_DE}, (18, 21), "params",
      None),
     ({"num_feat": 16, "num_block": 2, "num_grow_ch": 8, "num_feats": [8, 16],
       "num_blocks": [1, 1], "downscales": [2, 1]}, (12, 17), None, None),
-    ({"num_feat": 64, "num_block": 2, "num_grow_ch": 32, **PUBLISHED_DE}, (16, 16), "params_ema",
-     [0.8, None]),  # 10 levels from the estimate's image: a wrong or ignored score fails
+    ({"num_feat": 64, "num_block": 1, "num_grow_ch": 32, **PUBLISHED_DE}, (16, 16), "params_ema",
+     [0.8, None]),  # 6 levels from the estimates' image: an ignored score fails
 ]
 
 
 @pytest.mark.parametrize("kw,size,wrap,custom", SPANDREL)
 def test_a_file_spandrel_builds_gives_spandrels_image(kw, size, wrap, custom, tmp_path,
                                                      monkeypatch):
-    """The published layout (fewer blocks: the modulated trunk is the same at any depth), a
-    small one, and the published one with a user-given blur score (srgrad-infer's --model-arg custom_degrees, spandrel's
-    model called with the same tuple, as inference_mmrealsr.py calls it)."""
+    """The published layout (one block: the modulated trunk is the same at any depth), a small
+    one, and the published one with a user-given blur score (srgrad-infer's --model-arg
+    custom_degrees; spandrel's model called with the same tuple, as inference_mmrealsr.py calls
+    it)."""
     torch = pytest.importorskip("torch")
     from tests.twins._spandrel import spandrel_architecture
     module = spandrel_architecture("MMRealSR")

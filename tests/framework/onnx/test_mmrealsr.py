@@ -3,8 +3,6 @@ per-sample modulation, spandrel's 16 px minimum as a pad) that ONNX Runtime runs
 other sizes and batches, with estimated and with user-given scores (custom_degrees)."""
 from __future__ import annotations
 
-import pytest
-
 from tests.models.cases import build
 
 from ._util import check, image, require_onnx
@@ -12,10 +10,11 @@ from ._util import check, image, require_onnx
 require_onnx()
 
 
-@pytest.mark.parametrize("custom", [None, [0.7, None]])
-def test_dynamic_export_runs_like_srgrad(tmp_path, custom):
+def test_dynamic_export_runs_like_srgrad(tmp_path):
+    """A given blur score and an estimated noise score: both paths in one graph (test_export.py's
+    every-model check exports the all-estimated one)."""
     model, _ = build("MMRealSR", 4, 3, num_feat=8, num_block=1, num_grow_ch=4, num_feats=[4, 6],
-                     num_blocks=[1, 1], downscales=[2, 1], custom_degrees=custom)
+                     num_blocks=[1, 1], downscales=[2, 1], custom_degrees=[0.7, None])
     report, ops = check(model, image(2, 3, 17, 18), tmp_path,
                         others=[image(1, 3, 9, 5, seed=1), image(3, 3, 20, 16, seed=2)],
                         dynamic=True, atol=1e-4)
