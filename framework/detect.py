@@ -58,11 +58,12 @@ class NoMatch(ValueError):
 
 class DetectError(ValueError):
     """identify()'s refusal (no model fits, several do, or one needs keywords the weights do not
-    fix: then `match` is that one, with its `unknowns`)."""
+    fix: then `match` is that one, with its `unknowns`; `out_of_scope`: the file is an architecture
+    srgrad does not run by design, framework/signatures.py, so no other flags help)."""
 
-    def __init__(self, message: str, match=None):
+    def __init__(self, message: str, match=None, out_of_scope: bool = False):
         super().__init__(message)
-        self.match = match
+        self.match, self.out_of_scope = match, out_of_scope
 
 
 class Unknown:
@@ -421,6 +422,10 @@ def identify(state_dict, *, types=None, **known) -> Match:
         raise DetectError(f"detect: the state_dict is a {describe(shown)}, but its weights do not "
                           f"fix {wants}: pass detect(state_dict, {args})", fits[0])
     if not fits:
+        from .signatures import out_of_scope
+        refused = out_of_scope(shapes, tried=names)
+        if refused:  # an architecture srgrad does not run by design: what it is, in one line
+            raise DetectError(f"detect: this state_dict is {refused}", out_of_scope=True)
         raise DetectError(_no_fit(shapes, names, failures))
     listed = "\n".join(
         f"  {describe({k: v for k, v in m.spec.items() if k not in m.unknowns})}"

@@ -4,7 +4,10 @@ detection conditions, shortened), so that a file no model of srgrad fits is name
 
 Data only. `*` in a key stands for any index. An entry is never shown for an architecture that has
 a registered model whose rule was tried (its own reason says more): `names` lists every name such a
-model might be registered under.
+model might be registered under. An entry with a `why` is an architecture srgrad does not run by
+design (issue 40's "not in scope": face restoration, inpainting, low-light, dehazing, deblurring,
+IPT, AuraSR): a file no model fits that has its keys is refused in one line naming it and why
+(`out_of_scope`), not with every model's reason.
 """
 from __future__ import annotations
 
@@ -13,13 +16,20 @@ from typing import NamedTuple
 
 from .registry import MODELS
 
-__all__ = ["Signature", "SIGNATURES", "looks_like"]
+__all__ = ["Signature", "SIGNATURES", "looks_like", "out_of_scope"]
 
 
 class Signature(NamedTuple):
     label: str          # what the message calls it
     keys: tuple         # all present (`*`: any index)
     names: tuple = ()   # model names it may be registered under (default: the label)
+    why: str = ""       # what it is and why srgrad does not run it (out of scope by design)
+
+
+_FACE = ("face restoration: it restores a face cropped and aligned by a face detector, and pasting "
+         "it back needs the detector and landmarks too, which srgrad does not have")
+_INPAINT = "inpainting: it fills a masked region of an image (an image and a mask in)"
+_LOW_LIGHT = "low-light enhancement (brightening a dark photo), not super-resolution or denoising"
 
 
 SIGNATURES = (
@@ -54,7 +64,10 @@ SIGNATURES = (
     Signature("FDAT", ("groups.*.blocks.*.attn.bias", "upsampler.MetaUpsample")),
     Signature("SwiftSRGAN", ("initial.cnn.depthwise.weight", "final_conv.pointwise.weight")),
     Signature("MMRealSR", ("am_list.0.fc.0.weight", "de_net.conv_first.0.weight")),
-    Signature("IPT", ("head.0.0.weight", "body.encoder.layers.*.self_attn.in_proj_weight")),
+    Signature("IPT", ("head.0.0.weight", "body.encoder.layers.*.self_attn.in_proj_weight"),
+              why="the Image Processing Transformer: a 115M-parameter pretrained multi-task "
+                  "transformer (a head and tail per task around one shared body), too large for "
+                  "srgrad's CPU scope"),
     Signature("MDSR (EDSR-PyTorch's multi-scale model: per-scale 5x5 pre-processing blocks and "
               "upsamplers)", ("pre_process.0.0.body.0.weight", "upsample.0.0.weight"), ("MDSR",)),
     Signature("DnCNN", ("model.0.weight", "model.2.weight", "model.4.weight", "model.6.weight",
@@ -65,14 +78,49 @@ SIGNATURES = (
     Signature("NAFNet", ("intro.weight", "middle_blks.0.sca.1.weight")),
     Signature("KBNet", ("intro.weight", "encoders.0.0.attgamma")),
     Signature("Uformer", ("input_proj.proj.0.weight", "encoderlayer_0.blocks.0.norm1.weight")),
-    Signature("GFPGAN", ("toRGB.0.weight", "stylegan_decoder.style_mlp.1.weight")),
-    Signature("RestoreFormer", ("quantize.embedding.weight", "encoder.conv_in.weight")),
-    Signature("LaMa", ("model.model.1.bn_l.running_mean",)),
+    Signature("GFPGAN", ("toRGB.0.weight", "stylegan_decoder.style_mlp.1.weight"), why=_FACE),
+    Signature("RestoreFormer", ("quantize.embedding.weight", "encoder.conv_in.weight"), why=_FACE),
+    Signature("CodeFormer", ("position_emb", "idx_pred_layer.1.weight",
+                             "ft_layers.*.self_attn.in_proj_weight"), why=_FACE),
+    Signature("LaMa", ("model.model.1.bn_l.running_mean",),
+              why=_INPAINT),
+    Signature("LaMa", ("generator.model.1.bn_l.running_mean",),
+              why=_INPAINT),
+    Signature("RetinexFormer", ("body.0.estimator.conv1.weight",
+                                "body.0.denoiser.embedding.weight"), why=_LOW_LIGHT),
+    Signature("HVI-CIDNet", ("HVE_block0.1.weight", "IE_block0.1.weight", "trans.density_k"),
+              ("HVICIDNet", "CIDNet"), why=_LOW_LIGHT),
+    Signature("MixDehazeNet", ("layer1.blocks.*.conv3_19.weight", "patch_unembed.proj.0.weight"),
+              why="dehazing (removing haze from outdoor photos), not super-resolution or "
+                  "denoising"),
+    Signature("FFTformer", ("encoder_level1.*.ffn.fft", "refinement.*.attn.to_hidden.weight"),
+              why="motion deblurring, not super-resolution or denoising"),
+    Signature("AuraSR", ("mid_attn.layers.*.*.to_out.weight",
+                         "final_res_block.block1.proj.weights"),
+              why="a GigaGAN upsampler (a style network driving adaptive convolutions and "
+                  "attention), out of srgrad's scope"),
 )
 
 
 def _pattern(key: str):
     return re.compile(re.escape(key).replace(r"\*", r"\d+"))
+
+
+def _matches(sig: Signature, keys: list) -> bool:
+    return all(any(_pattern(k).fullmatch(have) for have in keys) for k in sig.keys)
+
+
+def out_of_scope(shapes, tried=()) -> str | None:
+    """'GFPGAN (it has toRGB.0.weight and ...): face restoration: ...; srgrad does not run it' for
+    the first signature with a `why` whose keys `shapes` has, except those of a model in `tried`;
+    else None."""
+    keys = list(shapes)
+    for sig in SIGNATURES:
+        if sig.why and not any(n in tried for n in sig.names or (sig.label,)) \
+                and _matches(sig, keys):
+            shown = " and ".join(sig.keys[:2]) + (" and more" if len(sig.keys) > 2 else "")
+            return f"{sig.label} (it has {shown}): {sig.why}; srgrad does not run it"
+    return None
 
 
 def looks_like(shapes, tried=()) -> list[str]:
@@ -84,7 +132,7 @@ def looks_like(shapes, tried=()) -> list[str]:
         names = sig.names or (sig.label,)
         if any(n in tried for n in names):
             continue
-        if all(any(_pattern(k).fullmatch(have) for have in keys) for k in sig.keys):
+        if _matches(sig, keys):
             shown = " and ".join(sig.keys[:2]) + (" and more" if len(sig.keys) > 2 else "")
             have = any(n in MODELS.names() for n in names)
             out.append(f"{sig.label} (it has {shown})"

@@ -26,6 +26,8 @@ OTHER = {
     "UNetDiscriminatorSN": ({"type": "UNetDiscriminatorSN", "num_in_ch": 3, "num_feat": 4}, 16, 0),
     "VGGStyleDiscriminator": ({"type": "VGGStyleDiscriminator", "num_in_ch": 3, "num_feat": 4,
                                "input_size": 128}, 128, 0),
+    "MMRealSR": ({"type": "MMRealSR", "num_feat": 8, "num_block": 1, "num_grow_ch": 4,
+                  "num_feats": [8], "num_blocks": [1], "downscales": [2]}, 8, 4),  # x4 only
     "KernelGANGenerator": ({"type": "KernelGANGenerator", "G_chan": 4}, 16, 0),
     "KernelGANDiscriminator": ({"type": "KernelGANDiscriminator", "D_chan": 4, "D_n_layers": 3}, 16, 0),
 }

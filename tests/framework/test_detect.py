@@ -86,6 +86,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "DRUNet", "in_nc": 2, "out_nc": 1, "nc": [4, 6, 8, 10], "nb": 2,
       "upsample_mode": "pixelshuffle"}, ()),
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
+    ({"type": "MMRealSR", "scale": 4, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 8, "num_block": 1,
+      "num_grow_ch": 4, "num_feats": [8, 12], "num_blocks": [1, 1], "downscales": [2, 1]}, ()),
 ]
 
 

@@ -18,7 +18,8 @@ def state_of(keys) -> dict:
     return {k.replace("*", "0"): np.zeros((2, 2, 1, 1), np.float32) for k in keys}
 
 
-UNREGISTERED = [s for s in SIGNATURES if not any(n in MODELS.names() for n in (s.names or (s.label,)))]
+UNREGISTERED = [s for s in SIGNATURES if not s.why
+                and not any(n in MODELS.names() for n in (s.names or (s.label,)))]
 
 
 @pytest.mark.parametrize("sig", UNREGISTERED, ids=lambda s: s.label.split()[0])
@@ -78,3 +79,73 @@ def test_wildcards_stand_for_indices_only():
     assert looks_like(shapes)[0].startswith("HAT (it has relative_position_index_SA and ")
     shapes = {k.replace("*", "x"): (1,) for k in hat.keys}
     assert not looks_like(shapes)
+
+
+# -- issue 40's "not in scope": refused in one line naming what the file is and why -----------------
+def _spandrel_state(name: str, **kw) -> dict:
+    """The state_dict of spandrel 0.4.2's own `name` network at a tiny size (its keys as spandrel
+    reads them: its own detection accepts it)."""
+    pytest.importorskip("torch")
+    from tests.twins._spandrel import spandrel_architecture
+    module = spandrel_architecture(name)
+    cls = vars(module)[name]
+    arch = next(v for k, v in vars(module).items() if k.endswith("Arch") and isinstance(v, type))()
+    state = cls(**kw).state_dict()
+    assert arch.detect(state), f"spandrel's own {name} rule refuses the tiny build"
+    return state
+
+
+OUT_OF_SCOPE = [  # (label, the word of its why, spandrel's class and tiny keywords | key list)
+    ("GFPGAN", "face restoration", ("GFPGAN", dict(out_size=32, num_style_feat=16,
+                                                   channel_multiplier=1, narrow=0.125))),
+    # RestoreFormer and LaMa import torchvision, which does not import beside torch 2.13 here:
+    # spandrel's detect keys; CodeFormer is in spandrel_extra_arches, not 0.4.2: its detect keys
+    ("RestoreFormer", "face restoration", [
+        "quantize.embedding.weight", "encoder.conv_in.weight", "quant_conv.weight",
+        "encoder.down.0.block.0.norm1.weight", "encoder.conv_out.weight",
+        "decoder.conv_out.weight"]),
+    ("CodeFormer", "face restoration", ["position_emb", "idx_pred_layer.1.weight",
+                                        "quantize.embedding.weight",
+                                        "ft_layers.0.self_attn.in_proj_weight",
+                                        "encoder.blocks.0.weight"]),
+    ("LaMa", "inpainting", ["model.model.1.bn_l.running_mean", "model.model.1.bn_l.weight"]),
+    ("LaMa", "inpainting", ["generator.model.1.bn_l.running_mean"]),
+    ("RetinexFormer", "low-light", ("RetinexFormer", dict(n_feat=8, stage=1))),
+    ("HVI-CIDNet", "low-light", ("HVICIDNet", dict(channels=[4, 4, 4, 4], heads=[1, 1, 1, 1]))),
+    ("MixDehazeNet", "dehazing", ("MixDehazeNet", dict(embed_dims=[4, 8, 16, 8, 4],
+                                                       depths=[1, 1, 1, 1, 1]))),
+    ("FFTformer", "deblurring", ("FFTformer", dict(dim=8, num_blocks=[1, 1, 1, 1],
+                                                   num_refinement_blocks=1))),
+    ("IPT", "115M-parameter", ("IPT", dict(patch_size=8, n_feats=8, num_heads=2, num_layers=1,
+                                          patch_dim=2))),
+    ("AuraSR", "GigaGAN", ("AuraSR", dict(dim=4, image_size=16, input_image_size=4,
+                                          style_network=dict(dim_in=8, dim_out=8, depth=1),
+                                          up_dim_mults=(1, 2), down_dim_mults=(2,)))),
+]
+
+
+@pytest.mark.parametrize("label,word,source", OUT_OF_SCOPE, ids=[c[0] for c in OUT_OF_SCOPE])
+def test_out_of_scope_files_are_refused_in_one_line(label, word, source):
+    state = _spandrel_state(source[0], **source[1]) if isinstance(source, tuple) else \
+        state_of(source)
+    with pytest.raises(DetectError) as err:
+        identify(state)
+    message = str(err.value)
+    assert "\n" not in message, message
+    assert message.startswith(f"detect: this state_dict is {label} (it has "), message
+    assert word in message and message.endswith("; srgrad does not run it"), message
+
+
+def test_srgrad_infer_refuses_an_out_of_scope_file_in_one_line(tmp_path, capsys):
+    torch = pytest.importorskip("torch")
+    from PIL import Image
+    from framework.engine.commands.cli import infer_main
+    state = _spandrel_state("RetinexFormer", n_feat=8, stage=1)
+    torch.save({"params": state}, str(tmp_path / "retinexformer.pth"))
+    Image.fromarray(np.zeros((8, 8, 3), np.uint8)).save(tmp_path / "in.png")
+    assert infer_main(["--weights", str(tmp_path / "retinexformer.pth"), "-i",
+                       str(tmp_path / "in.png"), "-o", str(tmp_path / "out.png"),
+                       "--no-progress"]) == 1
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "RetinexFormer (it has " in err[0] and "low-light" in err[0], err
+    assert not (tmp_path / "out.png").exists()

@@ -183,6 +183,10 @@ VARIANTS = {
                                                             (1, [0, 2, 0, 0, 0, 0, 0]))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
+    "MMRealSR": [dict(scale=4, num_feat=8, num_block=1, num_grow_ch=4, **kw) for kw in (  # x4 only
+        {"num_feats": [8, 12], "num_blocks": [1, 1], "downscales": [2, 1]},
+        {"num_degradation": 3, "custom_degrees": [0.5, None, 0.0], "num_feats": [4, 6, 6],
+         "num_blocks": [1, 0, 1], "downscales": [1, 2, 2]})],
     "KernelGANGenerator": [dict(G_chan=8), dict(G_structure=[5, 3, 1], G_chan=4, scale_factor=0.25)],
     "KernelGANDiscriminator": [dict(D_chan=8), dict(D_chan=4, D_kernel_size=5, D_n_layers=3,
                                                     num_in_ch=1)],

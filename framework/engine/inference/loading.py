@@ -194,7 +194,7 @@ def _detect(state, source: str, known: dict, say):
             msg = msg[:msg.rindex(": pass detect(")]
         if exc.match is not None:  # one model fits, keywords unknown: the flags that give them
             msg += ": pass " + " ".join(_flag(k) for k in exc.match.unknowns)
-        else:
+        elif not exc.out_of_scope:  # a file srgrad does not run by design: no flag helps
             msg += "\npass --model TYPE --scale S (and --model-arg k=v) or --config CONFIG"
         raise CheckpointError(f"{source} carries no model spec and {msg}") from None
     how = f" (in {match.layout.name})" if match.layout is not None else ""
