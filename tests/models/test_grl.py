@@ -198,3 +198,19 @@ def test_a_file_spandrel_builds_gives_spandrels_image(kw, buffers, size, wrap, t
     if buffers:
         network._non_persistent_buffers_set.clear()
     check_spandrel_file(module, network, tmp_path, size, wrap)
+
+
+def test_a_trainner_redux_file_runs_with_its_windows_given():
+    """traiNNer-redux's grl_t / grl_s / grl_b save no buffers and train with window 8, stripe_size
+    (8, None), stripe_groups (None, 4), which the note names: given as keywords (--model-arg),
+    the detected model is the twin's network."""
+    twins = pytest.importorskip("tests.twins")
+    redux = {"window_size": 8, "stripe_size": [8, None], "stripe_groups": [None, 4],
+             "anchor_window_down_factor": 4}
+    s = spec("pixelshuffledirect", 4, img_size=(16, 16), **redux)
+    state = twins.build_twin(s).state_dict()
+    assert "window_size=8 stripe_size=[8,null] stripe_groups=[null,4]" in identify(state).notes[0]
+    match = identify(state, **redux)
+    assert match.notes == []
+    assert {k: match.spec[k] for k in redux} == redux  # the given keywords, as given
+    checks.check_parity({**s, **{k: match.spec[k] for k in redux}}, (1, 3, 16, 13), np.float64)
