@@ -427,6 +427,8 @@ class GRL(nn.Module):
         conv_type: the stages' and conv_after_body's conv: "1conv" (default, 3x3), "3conv",
             "1conv1x1", "linear".
         init_method: "n" (default: trunc-normal linears) or "r" (residual branches x 0.1).
+        fairscale_checkpoint, offload_to_cpu: the original's activation checkpointing through
+            fairscale (memory only, the same results): accepted and not used, default False.
         euclidean_dist: False only (the original's ablation).
     """
 
@@ -441,7 +443,9 @@ class GRL(nn.Module):
                  local_connection: bool = False, drop_rate: float = 0.0,
                  attn_drop_rate: float = 0.0, drop_path_rate: float = 0.1,
                  pretrained_window_size=(0, 0), pretrained_stripe_size=(0, 0),
-                 conv_type: str = "1conv", init_method: str = "n", euclidean_dist: bool = False):
+                 conv_type: str = "1conv", init_method: str = "n",
+                 fairscale_checkpoint: bool = False, offload_to_cpu: bool = False,
+                 euclidean_dist: bool = False):
         super().__init__()
         name = "GRL"
         pair(name, "img_size", img_size, minimum=1)
@@ -498,6 +502,8 @@ class GRL(nn.Module):
         if conv_type == "3conv" and c < 4:
             raise ValueError(f"{name}: conv_type '3conv' needs embed_dim >= 4, got {c}")
         init_method = choice(name, "init_method", init_method, ("n", "r"))
+        flag(name, "fairscale_checkpoint", fairscale_checkpoint)
+        flag(name, "offload_to_cpu", offload_to_cpu)
         if flag(name, "euclidean_dist", euclidean_dist):
             raise ValueError(f"{name}: euclidean_dist must be False (an ablation of the paper's, "
                              f"in no published file)")

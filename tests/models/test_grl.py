@@ -214,3 +214,53 @@ def test_a_trainner_redux_file_runs_with_its_windows_given():
     assert match.notes == []
     assert {k: match.spec[k] for k in redux} == redux  # the given keywords, as given
     checks.check_parity({**s, **{k: match.spec[k] for k in redux}}, (1, 3, 16, 13), np.float64)
+
+
+def test_fairscale_keywords_are_accepted_and_change_nothing():
+    """traiNNer-redux's grl_* pass fairscale_checkpoint / offload_to_cpu (activation checkpointing:
+    memory only): accepted, the same network."""
+    import framework as sg
+    a = checks.build(spec())
+    b = checks.build(spec(fairscale_checkpoint=True, offload_to_cpu=True))
+    x = sg.tensor(np.random.default_rng(0).uniform(0, 1, (1, 3, 8, 8)), dtype=np.float32)
+    with sg.no_grad():
+        np.testing.assert_array_equal(a(x).data, b(x).data)
+    with pytest.raises(ValueError, match=r"^GRL: fairscale_checkpoint"):
+        checks.build(spec(fairscale_checkpoint="yes"))
+
+
+def test_the_base_size_card_counts_the_papers_parameters():
+    """GRL-B x4 (built by spandrel's class: 20,201,299 parameters, the paper's 20.2M; building it
+    here takes ~20 s on a loaded machine, so its layout is tested at tiny widths above)."""
+    from framework.card import card
+    spec = {"type": "GRL", "scale": 4, "embed_dim": 180, "depths": [4, 4, 8, 8, 8, 4, 4],
+            "num_heads_window": [3] * 7, "num_heads_stripe": [3] * 7, "local_connection": True,
+            "upsampler": "pixelshuffle", "window_size": 32, "stripe_size": [64, 64],
+            "anchor_window_down_factor": 4, "mlp_ratio": 2.0, "stripe_shift": True}
+    assert card(spec).parameters == 20201299
+
+
+@pytest.mark.parametrize("name,kw,params", [
+    ("small", {"embed_dim": 128, "depths": [4] * 4, "num_heads_window": [2] * 4,
+               "num_heads_stripe": [2] * 4, "upsampler": "pixelshuffle"}, 3487715),
+    ("tiny", {"embed_dim": 64, "depths": [4] * 4, "num_heads_window": [2] * 4,
+              "num_heads_stripe": [2] * 4, "upsampler": "pixelshuffledirect"}, 906192),
+])
+def test_detects_the_published_sizes(name, kw, params):
+    """GRL-S / -T x4 as spandrel's class builds them (the paper's 3.49M / 0.91M),
+    without buffers: every keyword, the official window 32 and stripes 64 x 64 said."""
+    from tests.twins._spandrel import spandrel_architecture
+    from framework.card import card
+    torch = pytest.importorskip("torch")
+    torch.manual_seed(0)
+    official = {"window_size": 32, "stripe_size": [64, 64], "anchor_window_down_factor": 4,
+                "mlp_ratio": 2.0, "stripe_shift": True}
+    net = spandrel_architecture("GRL").GRL(upscale=4, img_size=64, **official, **kw)
+    state = net.state_dict()
+    assert sum(p.numel() for p in net.parameters()) == params
+    match = identify(state)
+    want = {**official, **kw, "scale": 4, "embed_dim": kw["embed_dim"]}
+    assert {k: match.spec[k] for k in want} == {k: tuple(v) if isinstance(v, list) else v
+                                                for k, v in want.items()}
+    assert card(match.spec).parameters == params
+    assert "window_size=32" in match.notes[0]
