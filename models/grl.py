@@ -80,6 +80,20 @@ def stripe_info(sizes, groups, size):
     return tuple(stripe), tuple(shift)
 
 
+def _frozen(*arrays):
+    for a in arrays:
+        if a is not None:
+            a.flags.writeable = False  # shared by every block through the caches below
+    return arrays
+
+
+@functools.lru_cache(maxsize=32)
+def _window_constants(window, pretrained):
+    """The window attention's coordinates table and index (SwinV2's: down factor 1)."""
+    return _frozen(anchor_coords_table((window, window), 1, pretrained),
+                   anchor_position_index((window, window)))
+
+
 @functools.lru_cache(maxsize=32)
 def _stripe_constants(size, stripe, shift, df, pretrained, shifted):
     """The stripe attention's table, (a2w, w2a) indices and (a2w, w2a) masks (None unshifted)."""
@@ -87,6 +101,7 @@ def _stripe_constants(size, stripe, shift, df, pretrained, shifted):
     index = (anchor_position_index(stripe, df, False), anchor_position_index(stripe, df, True))
     masks = ((anchor_shift_mask(size, stripe, shift, df, False),
               anchor_shift_mask(size, stripe, shift, df, True)) if shifted else (None, None))
+    _frozen(table, *index, *masks)
     return table, index, masks
 
 
@@ -131,8 +146,7 @@ class WindowAttention(nn.Module):
         if s:
             t = F.roll(t, (-s, -s), (1, 2))
         q, k, v = _split3(F.window_partition(t, ws))
-        bias = self.attn_transform.bias(anchor_coords_table((ws, ws), 1, self.pretrained),
-                                        anchor_position_index((ws, ws)), qkv.dtype)
+        bias = self.attn_transform.bias(*_window_constants(ws, self.pretrained), qkv.dtype)
         mask = shift_mask(h, w, ws, s, qkv.dtype) if s else None
         y = cosine_attention(q, k, v, self.num_heads, self.attn_transform.logit_scale, bias, mask)
         y = F.window_reverse(y, ws, h, w)
@@ -833,8 +847,10 @@ def _layout(prefix: str, name: str, example: str) -> Layout:
     rules = [(rf"{p}({'|'.join(BUFFERS)})", None), (rf"{p}(.+)", r"\1")]
     if prefix == "model_g.":
         rules.append((r".*", None))  # the discriminator and the rest of a training checkpoint
-    return Layout(name, example, (f"{prefix}conv_first.weight", f"{prefix}norm_start.weight"),
-                  rules, keywords=_buffer_keywords(prefix))
+    # the bare keys are the model's own: that layout is for a file with the buffers
+    marks = (f"{prefix}conv_first.weight", f"{prefix}norm_start.weight") + (
+        ("table_w",) if not prefix else ())
+    return Layout(name, example, marks, rules, keywords=_buffer_keywords(prefix))
 
 
 GRL.layouts = (
