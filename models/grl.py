@@ -700,7 +700,8 @@ class GRL(nn.Module):
         nearest+conv: conv_up1, x4; else x1); conv_type (conv_after_body's shape); per stage its
         blocks and both head counts (logit_scale); qkv_proj_type and qkv_bias; the anchor
         projection (one stage or x2 steps, its type, the down factor from a conv's kernel or the
-        number of steps); local_connection (a CAB); mlp_ratio (fc1).
+        number of steps; one-stage patch merging: 2, the only factor its forward runs, where
+        spandrel says 4); local_connection (a CAB); mlp_ratio (fc1).
         Not in the keys, decided by spandrel's rules (said when they change the result):
         window_size, stripe_size and the down factor of pooled anchors come from the original's
         table / index buffers when the file holds them (the layouts below); else the official
@@ -776,8 +777,7 @@ def _anchor_keywords(shapes, known) -> dict:
     (spandrel's _get_anchor_params); a down factor the keys do not show (pooling, one-stage patch
     merging) from the buffers when the file had them (known), else 4 (the official files')."""
     a = "layers.0.blocks.0.attn.anchor.body"
-    n = count(shapes, a, ".weight") or count(shapes, a, ".reduction.weight") or \
-        count(shapes, a, ".0.weight")
+    n = count(shapes, a, ".weight")  # its operators (a reduction, a conv, a separable conv)
     given = known.get("anchor_window_down_factor")
     if n == 1:
         if f"{a}.0.reduction.weight" in shapes:

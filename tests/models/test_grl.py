@@ -264,3 +264,18 @@ def test_detects_the_published_sizes(name, kw, params):
                                                 for k, v in want.items()}
     assert card(match.spec).parameters == params
     assert "window_size=32" in match.notes[0]
+
+
+@pytest.mark.parametrize("preset,params", [("grl_b", 20201299), ("grl_s", 3487715),
+                                           ("grl_t", 906192)])
+def test_trainner_redux_presets(preset, params):
+    """traiNNer-redux's grl_b / grl_s / grl_t (`network_g: {type: grl_t}`): its defaults in
+    srgrad's keywords, the published sizes' parameter counts at x4."""
+    from framework.card import card
+    from framework.engine.config.redux_archs import PRESETS
+    kind, values = PRESETS[preset]
+    spec = {"type": kind, "scale": 4, **values}
+    assert kind == "GRL" and card(spec).parameters == params
+    assert values["stripe_groups"] == [None, 4] and values["window_size"] == 8
+    if preset == "grl_t":
+        assert sum(p.data.size for p in checks.build(spec).parameters()) == params
