@@ -100,8 +100,9 @@ class GRL(nn.Module):
         out_proj_type: "linear" (default; the original ignores it).
         local_connection: a channel-attention conv branch in every block (CAB), default False
             (base: True).
-        drop_rate, attn_drop_rate, drop_path_rate: default 0, 0, 0.1 (attention dropout has no
-            effect in the original: its attn_drop is never applied; 0 only).
+        drop_rate, attn_drop_rate, drop_path_rate: default 0, 0, 0.1 (attn_drop_rate 0 only: the
+            attention here is fused, with no dropout on its weights; every published
+            configuration and traiNNer-redux's presets train with 0).
         pretrained_window_size, pretrained_stripe_size: the sizes the coordinate tables are
             normalised by (0: their own), default (0, 0).
         conv_type: the stages' and conv_after_body's conv: "1conv" (default, 3x3), "3conv",
@@ -174,8 +175,9 @@ class GRL(nn.Module):
         drop_rate, attn_drop_rate, drop_path_rate = drop_rates(name, drop_rate, attn_drop_rate,
                                                                drop_path_rate)
         if attn_drop_rate:
-            raise ValueError(f"{name}: attn_drop_rate must be 0 (the original never applies it), "
-                             f"got {attn_drop_rate}")
+            raise ValueError(f"{name}: attn_drop_rate must be 0 (srgrad's GRL fuses its attention, "
+                             f"without dropout on the weights; every published configuration uses "
+                             f"0), got {attn_drop_rate}")
         pws = pair(name, "pretrained_window_size", pretrained_window_size, minimum=0)
         pss = pair(name, "pretrained_stripe_size", pretrained_stripe_size, minimum=0)
         conv_type = choice(name, "conv_type", conv_type, _CONV_TYPES)

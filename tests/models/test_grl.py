@@ -102,7 +102,7 @@ def test_pth_round_trip(tmp_path):
     ({"anchor_proj_type": "conv2d", "anchor_window_down_factor": 3}, r"only for an even df"),
     ({"anchor_proj_type": "patchmerging", "anchor_window_down_factor": 4}, r"must be 2, got 4"),
     ({"euclidean_dist": True}, r"euclidean_dist must be False"),
-    ({"attn_drop_rate": 0.1}, r"never applies it"),
+    ({"attn_drop_rate": 0.1}, r"attn_drop_rate must be 0 \(srgrad's GRL fuses its attention"),
     ({"out_channels": 1}, r"out_channels must be 3"),
     ({"local_connection": True}, r"embed_dim must be >= 18"),
     ({"init_method": "w"}, r"init_method must be one of"),
