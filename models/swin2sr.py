@@ -30,6 +30,7 @@ import framework as sg
 import framework.functional as F
 from framework import nn
 from framework.check import choice, flag, int_arg, int_list, number, pair
+from framework.functional.anchor_attention import cosine_attention
 from framework.functional.attention import relative_position_index, shift_mask
 from framework.functional.windows import log_coords_table
 from framework.registry import MODELS
@@ -91,12 +92,13 @@ class WindowAttentionV2(nn.Module):
             bias = F.cat([self.q_bias, zeros, self.v_bias])
         qkv = F.reshape(F.linear(x, self.qkv.weight, bias), (b_, n, 3, heads, c // heads))
         q, k, v = (F.reshape(t, (b_, n, heads, c // heads)) for t in F.split(qkv, 1, 2))
+        rel = self.bias(x.dtype)
+        if not (self.training and self.attn_drop.p > 0):  # one fused pass (GRL's op too)
+            y = cosine_attention(*(F.reshape(t, (b_, n, c)) for t in (q, k, v)), heads,
+                                 self.logit_scale, rel, mask)
+            return self.proj_drop(self.proj(y))
         q, k = _l2_normalize(q), _l2_normalize(k)
         scale = F.exp(F.clamp(F.reshape(self.logit_scale, (heads,)), max=_MAX_LOGIT))
-        rel = self.bias(x.dtype)
-        if not (self.training and self.attn_drop.p > 0):  # one fused pass
-            y = F.attention(*(F.reshape(t, (b_, n, c)) for t in (q, k, v)), heads, scale, rel, mask)
-            return self.proj_drop(self.proj(y))
         q, k, v = (F.permute(t, (0, 2, 1, 3)) for t in (q, k, v))
         attn = self.attn_drop(F.attention_softmax(q @ F.transpose(k, -2, -1), scale, rel, mask))
         y = F.reshape(F.transpose(attn @ v, 1, 2), (b_, n, c))

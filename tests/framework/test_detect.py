@@ -88,6 +88,14 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
     ({"type": "MMRealSR", "scale": 4, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 8, "num_block": 1,
       "num_grow_ch": 4, "num_feats": [8, 12], "num_blocks": [1, 1], "downscales": [2, 1]}, ()),
+    # without the original's buffers: spandrel's window / stripe / df for the upsampler (x1: 8, 8x8)
+    ({"type": "GRL", "scale": 1, "embed_dim": 8, "depths": [2, 1], "num_heads_window": [2, 4],
+      "num_heads_stripe": [4, 1], "window_size": 8, "stripe_size": [8, 8], "stripe_shift": True,
+      "anchor_window_down_factor": 4, "mlp_ratio": 2.0, "in_channels": 1, "out_channels": 1}, ()),
+    ({"type": "GRL", "scale": 4, "upsampler": "nearest+conv", "embed_dim": 36, "depths": [1],
+      "num_heads_window": [2], "num_heads_stripe": [3], "window_size": 16, "stripe_size": [32, 64],
+      "stripe_shift": True, "anchor_proj_type": "conv2d", "anchor_window_down_factor": 2,
+      "local_connection": True, "qkv_proj_type": "separable_conv", "conv_type": "3conv"}, ()),
 ]
 
 

@@ -25,7 +25,8 @@ SCALES = {  # the scales each design is tested at
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"},
-        "SAFMN": {"dim": 36}}  # SAFMN's dim has no default (the original's); 36: its published x2
+        "SAFMN": {"dim": 36},
+        "GRL": {"upsampler": "pixelshuffle"}}  # SAFMN's dim has no default (the original's); 36: its published x2
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
@@ -48,7 +49,11 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          # a spatial, a channel and a shifted spatial block; 64 features: a 2-wide position-bias
          # MLP (at 32, as DAT-light's 60, it is 1 wide and its LayerNorm makes it a constant)
          "DAT": {"embed_dim": 64, "depth": [3], "num_heads": [2], "split_size": [2, 4], "img_size": 8,
-                 "expansion_factor": 2.0, "drop_path_rate": 0.0}}
+                 "expansion_factor": 2.0, "drop_path_rate": 0.0},
+         # four blocks (every window / stripe shift and direction), window 4, stripes 8 x 8, df 2
+         "GRL": {"embed_dim": 8, "depths": [4], "num_heads_window": [2], "num_heads_stripe": [2],
+                 "window_size": 4, "stripe_size": [8, 8], "anchor_window_down_factor": 2,
+                 "stripe_shift": True, "mlp_ratio": 2, "drop_path_rate": 0.0}}
 
 
 def conv(cin, cout, k):
@@ -181,6 +186,15 @@ VARIANTS = {
                                      (4, 3, 1, "strideconv", "upconv"))],
     "SCUNet": [dict(in_nc=c, dim=64, config=k) for c, k in ((3, [1, 0, 0, 1, 0, 0, 1]),
                                                             (1, [0, 2, 0, 0, 0, 0, 0]))],
+    "GRL": [dict(SMALL["GRL"], scale=s, upsampler=u, **kw) for s, u, kw in (
+        (3, "pixelshuffledirect", {}), (4, "nearest+conv", {"qkv_proj_type": "separable_conv"}),
+        (1, "", {"in_channels": 1, "out_channels": 2, "conv_type": "3conv"}),
+        (2, "pixelshuffle", {"embed_dim": 36, "local_connection": True, "conv_type": "linear",
+                             "anchor_proj_type": "separable_conv", "anchor_one_stage": False}),
+        (2, "pixelshuffledirect", {"anchor_proj_type": "patchmerging", "conv_type": "1conv1x1"}),
+        (2, "pixelshuffledirect", {"anchor_proj_type": "conv2d", "anchor_window_down_factor": 4,
+                                   "stripe_size": [8, None], "stripe_groups": [None, 2],
+                                   "window_size": 8}))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
     "MMRealSR": [dict(scale=4, num_feat=8, num_block=1, num_grow_ch=4, **kw) for kw in (  # x4 only

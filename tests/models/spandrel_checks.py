@@ -31,7 +31,7 @@ def check_spandrel_file(module, network, tmp_path, size=(20, 27), wrap=None, see
     network = network.eval()
     state = network.state_dict()
     assert arch.detect(state), "spandrel's own detection refuses the file"
-    descriptor = arch.load(state)
+    descriptor = arch.load(dict(state))  # a copy: GRL's load deletes the buffer keys it has read
     descriptor.model.eval()
     path = tmp_path / "published.pth"
     torch.save({wrap: state} if wrap else state, str(path))

@@ -14,6 +14,8 @@ __all__ = ["PRESETS", "RENAMED", "DROPPED", "DISCRIMINATORS", "network"]
 
 _SIX, _NINE, _TWELVE = [6] * 6, [6] * 9, [6] * 12
 _CHECKPOINTING = "gradient checkpointing, a GPU-memory setting (srgrad keeps every activation)"
+_GRL = {"img_size": 64, "window_size": 8, "stripe_size": [8, None], "stripe_groups": [None, 4],
+        "stripe_shift": True, "mlp_ratio": 2.0, "anchor_window_down_factor": 4}
 
 # traiNNer-redux name -> (srgrad type, the preset's defaults in srgrad's keywords)
 PRESETS: dict[str, tuple[str, dict]] = {
@@ -84,6 +86,14 @@ PRESETS: dict[str, tuple[str, dict]] = {
     "swin2sr_l": ("Swin2SR", {"img_size": 64, "embed_dim": 240, "depths": _NINE,
                               "num_heads": [8] * 9, "window_size": 8, "mlp_ratio": 2.0,
                               "upsampler": "nearest+conv", "resi_connection": "3conv"}),
+    # GRL's presets share window 8, stripes (8, a quarter of the padded width), df 4
+    "grl_b": ("GRL", {"embed_dim": 180, "depths": [4, 4, 8, 8, 8, 4, 4], "num_heads_window": [3] * 7,
+                      "num_heads_stripe": [3] * 7, "upsampler": "pixelshuffle",
+                      "local_connection": True, **_GRL}),
+    "grl_s": ("GRL", {"embed_dim": 128, "depths": [4] * 4, "num_heads_window": [2] * 4,
+                      "num_heads_stripe": [2] * 4, "upsampler": "pixelshuffle", **_GRL}),
+    "grl_t": ("GRL", {"embed_dim": 64, "depths": [4] * 4, "num_heads_window": [2] * 4,
+                      "num_heads_stripe": [2] * 4, "upsampler": "pixelshuffledirect", **_GRL}),
 }
 
 # srgrad type -> {traiNNer-redux keyword: srgrad keyword}
