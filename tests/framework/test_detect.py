@@ -86,6 +86,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "DRUNet", "in_nc": 2, "out_nc": 1, "nc": [4, 6, 8, 10], "nb": 2,
       "upsample_mode": "pixelshuffle"}, ()),
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
+    ({"type": "RGT", "scale": 3, "img_size": 8, "embed_dim": 32, "split_size": [2, 2],
+      "depth": [3, 2], "num_heads": [4, 2], "mlp_ratio": 2.0, "resi_connection": "3conv"}, ()),
 ]
 
 

@@ -84,6 +84,12 @@ PRESETS: dict[str, tuple[str, dict]] = {
     "swin2sr_l": ("Swin2SR", {"img_size": 64, "embed_dim": 240, "depths": _NINE,
                               "num_heads": [8] * 9, "window_size": 8, "mlp_ratio": 2.0,
                               "upsampler": "nearest+conv", "resi_connection": "3conv"}),
+    "rgt": ("RGT", {"img_size": 64, "embed_dim": 180, "depth": [6] * 8, "num_heads": [6] * 8,
+                    "mlp_ratio": 2.0, "split_size": [8, 32], "c_ratio": 0.5,
+                    "resi_connection": "1conv"}),
+    "rgt_s": ("RGT", {"img_size": 64, "embed_dim": 180, "depth": _SIX, "num_heads": _SIX,
+                      "mlp_ratio": 2.0, "split_size": [8, 32], "c_ratio": 0.5,
+                      "resi_connection": "1conv"}),
 }
 
 # srgrad type -> {traiNNer-redux keyword: srgrad keyword}
@@ -101,6 +107,7 @@ DROPPED: dict[str, dict[str, tuple]] = {
     "SwinIR": {"use_checkpoint": (None, _CHECKPOINTING),
                "start_unshuffle": (1, "1: the input is not pixel-unshuffled (srgrad's SwinIR)")},
     "Swin2SR": {"use_checkpoint": (None, _CHECKPOINTING)},
+    "RGT": {"use_chk": (None, _CHECKPOINTING)},
     "SRVGGNetCompact": {"learn_residual": (True, "true: srgrad's SRVGGNetCompact adds the "
                                                  "upsampled input, as Real-ESRGAN's")},
     "RCAN": {"kernel_size": (3, "3: RCAN's convolutions"), "act_mode": ("relu", "relu: RCAN's"),
