@@ -88,6 +88,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
     ({"type": "RGT", "scale": 3, "img_size": 8, "embed_dim": 32, "split_size": [2, 2],
       "depth": [3, 2], "num_heads": [4, 2], "mlp_ratio": 2.0, "resi_connection": "3conv"}, ()),
+    ({"type": "CRAFT", "scale": 2, "embed_dim": 16, "depths": [1, 2], "num_heads": [4, 2],
+      "split_size_0": 4, "split_size_1": 4, "resi_connection": "identity"}, ()),
 ]
 
 

@@ -51,7 +51,10 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
                  "expansion_factor": 2.0, "drop_path_rate": 0.0},
          # an L-SA, an RG-SA and a shifted L-SA block (RG-SA needs 16 px: the card's minimum)
          "RGT": {"embed_dim": 32, "depth": [3], "num_heads": [4], "split_size": [2, 4], "img_size": 8,
-                 "mlp_ratio": 2.0, "drop_path_rate": 0.0}}
+                 "mlp_ratio": 2.0, "drop_path_rate": 0.0},
+         # one CRFB step (an SRWAB, a shifted one, an HFERB, an HFB); window 8 of (2, 4) windows
+         "CRAFT": {"embed_dim": 32, "depths": [1], "num_heads": [4], "split_size_0": 2,
+                   "split_size_1": 4, "window_size": 8}}
 
 
 def conv(cin, cout, k):
@@ -191,6 +194,8 @@ VARIANTS = {
                                                     num_in_ch=1)],
     "RGT": [dict(SMALL["RGT"], scale=s, **kw) for s, kw in (
         (3, {"resi_connection": "3conv", "qkv_bias": False}), (4, {"c_ratio": 0.25}))],
+    "CRAFT": [dict(SMALL["CRAFT"], scale=s, **kw) for s, kw in (
+        (3, {"resi_connection": "identity", "qkv_bias": False}), (1, {"mlp_ratio": 1.5}))],
 }
 
 

@@ -50,3 +50,4 @@ from . import drct, mosr, swiftsrgan  # noqa: E402,F401
 from . import nafnet, drunet, scunet  # noqa: E402,F401
 from . import discriminators, kernelgan, zssr  # noqa: E402,F401
 from . import rgt  # noqa: E402,F401
+from . import craft  # noqa: E402,F401
