@@ -32,7 +32,7 @@ import numpy as np
 import framework.functional as F
 from framework import nn
 from framework.card import conv, image_card, linear, norm
-from framework.check import choice, int_arg, int_list, number
+from framework.check import choice, int_arg, int_list
 from framework.detect import Assumed, NoMatch, count, need
 from framework.registry import MODELS
 

@@ -110,7 +110,7 @@ class RGSA(nn.Module):
         v = v + _tokens(self.cpe(_image(v, hr, wr)))
         heads = self.num_heads
         if self.training and self.attn_drop.p > 0:
-            b, n, m = x.shape[0], x.shape[1], y.shape[1]
+            b, n = x.shape[:2]
             qh, kh, vh = (F.permute(F.reshape(t, (b, t.shape[1], heads, -1)), (0, 2, 1, 3))
                           for t in (q, k, v))
             attn = self.attn_drop(F.attention_softmax(qh @ F.transpose(kh, -2, -1), self.scale))
