@@ -33,6 +33,8 @@ from .drunet import DRUNet
 from .scunet import SCUNet
 from .mmrealsr import MMRealSR
 from .grl import GRL
+from .rgt import RGT
+from .craft import CRAFT
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -40,4 +42,4 @@ from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact",
            "MSRResNet", "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR",
            "RealPLKSR", "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet",
-           "DRUNet", "SCUNet", "MMRealSR", "GRL", "ZSSRNet"]
+           "DRUNet", "SCUNet", "MMRealSR", "GRL", "RGT", "CRAFT", "ZSSRNet"]

@@ -99,31 +99,44 @@ class DynamicPosBias(nn.Module):
         return self.pos3(self.pos2(self.pos1(self.pos_proj(biases))))
 
 
+def window_offsets(h_sp: int, w_sp: int) -> tuple[np.ndarray, np.ndarray]:
+    """An h_sp x w_sp window's ((2h_sp - 1)(2w_sp - 1), 2) float32 offsets (dy, dx), row-major (the
+    rpe_biases buffer), and its (N, N) relative_position_index into them."""
+    dh, dw = np.meshgrid(np.arange(1 - h_sp, h_sp), np.arange(1 - w_sp, w_sp), indexing="ij")
+    return (np.stack([dh.ravel(), dw.ravel()], 1).astype(np.float32),
+            relative_position_index(h_sp, w_sp))
+
+
 class SpatialAttention(nn.Module):
     """Window attention of one half of the channels, window (h_sp, w_sp) = split_size (idx 0) or
     its transpose (idx 1), on packed (B*nW, h_sp w_sp, 3 dim) windows."""
 
-    def __init__(self, dim, idx, split_size, num_heads, attn_drop=0.0, qk_scale=None):
+    def __init__(self, dim, idx, split_size, num_heads, attn_drop=0.0, qk_scale=None,
+                 buffers=True):
         super().__init__()
         self.num_heads = num_heads
         self.scale = qk_scale or (dim // num_heads) ** -0.5
         self.h_sp, self.w_sp = split_size if idx == 0 else split_size[::-1]
         self.pos = DynamicPosBias(dim // 4, num_heads)
-        dh, dw = np.meshgrid(np.arange(1 - self.h_sp, self.h_sp), np.arange(1 - self.w_sp, self.w_sp),
-                             indexing="ij")
-        self.register_buffer("rpe_biases", np.stack([dh.ravel(), dw.ravel()], 1).astype(np.float32))
-        self.register_buffer("relative_position_index", relative_position_index(self.h_sp, self.w_sp))
+        if buffers:  # (CRAFT keeps one pair for the model: buffers=False, given to forward)
+            rpe, index = window_offsets(self.h_sp, self.w_sp)
+            self.register_buffer("rpe_biases", rpe)
+            self.register_buffer("relative_position_index", index)
         self.attn_drop = nn.Dropout(attn_drop)
 
-    def bias(self, dtype):
-        """(nH, N, N): the MLP's bias of each token pair's offset."""
+    def bias(self, dtype, rpe_biases=None, index=None):
+        """(nH, N, N): the MLP's bias of each token pair's offset (the offsets and index: this
+        module's buffers, or the model's, given, as CRAFT keeps them)."""
         n = self.h_sp * self.w_sp
-        table = self.pos(sg.tensor(self.rpe_biases.data.astype(dtype, copy=False)))
-        table = F.getitem(table, self.relative_position_index.data.reshape(-1))
+        rpe = self.rpe_biases if rpe_biases is None else rpe_biases
+        index = self.relative_position_index if index is None else index
+        table = self.pos(sg.tensor(rpe.data.astype(dtype, copy=False)))
+        table = F.getitem(table, index.data.reshape(-1))
         return F.permute(F.reshape(table, (n, n, self.num_heads)), (2, 0, 1))
 
-    def forward(self, qkv, mask=None):
-        return _attend(qkv, self.num_heads, self.scale, self.bias(qkv.dtype), mask, self.attn_drop)
+    def forward(self, qkv, mask=None, rpe_biases=None, index=None):
+        return _attend(qkv, self.num_heads, self.scale, self.bias(qkv.dtype, rpe_biases, index),
+                       mask, self.attn_drop)
 
 
 def _interactions(owner, dim):
@@ -148,12 +161,13 @@ def _tokens(image):
     return F.transpose(F.flatten(image, 2), 1, 2)
 
 
-class AdaptiveSpatialAttention(nn.Module):
-    """The spatial block's attention (the original's Adaptive_Spatial_Attention) on (B, H*W, C)."""
+class RectangleWindows(nn.Module):
+    """The rectangle-window self-attention both DAT's spatial block and RGT's L-SA run on (B, H*W, C):
+    qkv, the two halves' SpatialAttentions (windows split_size and its transpose), the shifted
+    blocks' stored masks, proj. `setup` registers them in the original's order; `windows` attends."""
 
-    def __init__(self, dim, num_heads, reso, split_size, qkv_bias, qk_scale, drop, attn_drop,
-                 rg_idx, b_idx):
-        super().__init__()
+    def setup(self, dim, num_heads, reso, split_size, qkv_bias, qk_scale, drop, attn_drop,
+              rg_idx, b_idx):
         self.split_size = split_size
         self.shift_size = (split_size[0] // 2, split_size[1] // 2)
         self.shifted, self.reso = _shifted(rg_idx, b_idx), reso
@@ -168,7 +182,6 @@ class AdaptiveSpatialAttention(nn.Module):
             masks = self._masks(reso, reso, np.float32)
         self.register_buffer("attn_mask_0", None if masks[0] is None else masks[0].copy())
         self.register_buffer("attn_mask_1", None if masks[1] is None else masks[1].copy())
-        _interactions(self, dim)
 
     def masks(self, h, w, dtype):
         """The two halves' shifted-window masks for an (h, w) grid (the stored ones at img_size)."""
@@ -181,17 +194,19 @@ class AdaptiveSpatialAttention(nn.Module):
         return (shift_mask(h, w, (s0, s1), (t0, t1), np.dtype(dtype)),
                 shift_mask(h, w, (s1, s0), (t1, t0), np.dtype(dtype)))
 
-    def forward(self, x, h, w):
-        b, n, c = x.shape
-        qkv = self.qkv(x)
-        v = _image(F.getitem(qkv, (slice(None), slice(None), slice(2 * c, None))), h, w)
+    def windows(self, qkv, h, w, extra=({}, {})):
+        """qkv (B, H*W, 3C) -> (B, H*W, C): each half of the channels attends within its windows,
+        q, k, v padded with zeros at the bottom and right to multiples of the larger split side
+        (unmasked, as the original), shifted blocks rolled by half a window and masked (`masks`);
+        extra: each half's attention's further keywords."""
+        b, n, c3 = qkv.shape
+        c = c3 // 3
         m = max(self.split_size)
-        pad_r, pad_b = (m - w % m) % m, (m - h % m) % m
-        hh, ww = h + pad_b, w + pad_r
+        hh, ww = h + (m - h % m) % m, w + (m - w % m) % m
         # zeros at the bottom and right up to multiples of m: one op at every size (ONNX export)
         grid = F.pad_to_multiple(F.reshape(qkv, (b, h, w, 3 * c)), m, "constant", axes=(1, 2))
         grid = F.reshape(grid, (b, hh, ww, 3, 2, c // 2))
-        masks = self.masks(hh, ww, x.dtype) if self.shifted else (None, None)
+        masks = self.masks(hh, ww, qkv.dtype) if self.shifted else (None, None)
         halves = []
         for i, attn in enumerate(self.attns):
             win = (attn.h_sp, attn.w_sp)
@@ -199,12 +214,35 @@ class AdaptiveSpatialAttention(nn.Module):
             y = F.reshape(F.getitem(grid, (Ellipsis, i, slice(None))), (b, hh, ww, 3 * (c // 2)))
             if self.shifted:
                 y = F.roll(y, (-shift[0], -shift[1]), (1, 2))
-            y = F.window_reverse(attn(F.window_partition(y, win), masks[i]), win, hh, ww)
+            y = F.window_reverse(attn(F.window_partition(y, win), masks[i], **extra[i]), win, hh, ww)
             if self.shifted:
                 y = F.roll(y, shift, (1, 2))
             halves.append(F.reshape(y[:, :h, :w, :], (b, n, c // 2)))
-        attened = F.cat(halves, 2)
-        conv_x = self.dwconv(v)
+        return F.cat(halves, 2)
+
+
+def _v_image(qkv, h, w):
+    """v of a packed qkv (B, H*W, 3C) as an image (B, C, H, W)."""
+    c = qkv.shape[2] // 3
+    return _image(F.getitem(qkv, (slice(None), slice(None), slice(2 * c, None))), h, w)
+
+
+class AdaptiveSpatialAttention(RectangleWindows):
+    """The spatial block's attention (the original's Adaptive_Spatial_Attention) on (B, H*W, C):
+    the rectangle windows, with the adaptive interaction module beside them."""
+
+    def __init__(self, dim, num_heads, reso, split_size, qkv_bias, qk_scale, drop, attn_drop,
+                 rg_idx, b_idx):
+        super().__init__()
+        self.setup(dim, num_heads, reso, split_size, qkv_bias, qk_scale, drop, attn_drop, rg_idx,
+                   b_idx)
+        _interactions(self, dim)
+
+    def forward(self, x, h, w):
+        b, n, c = x.shape
+        qkv = self.qkv(x)
+        attened = self.windows(qkv, h, w)
+        conv_x = self.dwconv(_v_image(qkv, h, w))
         channel_map = F.reshape(self.channel_interaction(conv_x), (b, 1, c))
         spatial_map = self.spatial_interaction(_image(attened, h, w))
         attened = attened * F.sigmoid(channel_map)
@@ -231,7 +269,7 @@ class AdaptiveChannelAttention(nn.Module):
         b, n, c = x.shape
         heads, d = self.num_heads, c // self.num_heads
         qkv = self.qkv(x)
-        v_img = _image(F.getitem(qkv, (slice(None), slice(None), slice(2 * c, None))), h, w)
+        v_img = _v_image(qkv, h, w)
         # (B, N, 3, heads, d) -> three (B, d, heads, N): a head's channels as tokens
         q, k, v = (F.permute(F.reshape(t, (b, n, heads, d)), (0, 3, 2, 1))
                    for t in F.chunk(F.reshape(qkv, (b, n, 3 * heads, d)), 3, 2))
@@ -326,6 +364,75 @@ class Tokens(nn.Module):
 
     def forward(self, x):
         return _tokens(x)
+
+
+def window_split(shapes: dict, prefix: str, index: str = "relative_position_index",
+                 offsets: str = "rpe_biases") -> tuple[int, int]:
+    """The rectangle window (h, w), h <= w, of the SpatialAttention at `prefix` (its attns.0) from
+    its buffers' shapes (`prefix`.`index`, `prefix`.`offsets`; prefix "" for top-level keys):
+    N = h w tokens and (2h - 1)(2w - 1) offsets fix {h, w}, not their order."""
+    dot = f"{prefix}." if prefix else ""
+    n = need(shapes, f"{dot}{index}", 2)[0]
+    rows = need(shapes, f"{dot}{offsets}", 2)[0]
+    total, rem = divmod(4 * n + 1 - rows, 2)  # (2h-1)(2w-1) = 4hw - 2(h+w) + 1
+    root = math.isqrt(max(total * total - 4 * n, 0))
+    h_sp = (total - root) // 2
+    if rem or root * root != total * total - 4 * n or h_sp < 1 or h_sp * (total - h_sp) != n:
+        raise NoMatch(f"{prefix}: {n} tokens and {rows} offsets are no h x w window")
+    return h_sp, total - h_sp
+
+
+def img_size_of_masks(shapes: dict, prefix: str, depth: int):
+    """img_size from the first stored shifted-window mask of blocks `prefix`.0..depth-1 (nW windows
+    of N tokens: img_size^2 = nW N), or None when no block stores one."""
+    for j in range(depth):
+        key = f"{prefix}.{j}.attn.attn_mask_0"
+        if key in shapes:
+            nw, tokens = need(shapes, key, 3)[:2]
+            img_size = math.isqrt(nw * tokens)
+            if img_size * img_size != nw * tokens:
+                raise NoMatch(f"{key}: {nw} windows of {tokens} tokens are no square grid")
+            return img_size
+    return None
+
+
+def ratio_of(features: int, dim: int) -> float:
+    """The ratio r with int(dim * r) == features (features / dim, nudged up an ulp where the
+    product rounds below), for keywords the keys give as a width (expansion, mlp or c ratio)."""
+    r = features / dim
+    return float(np.nextafter(r, np.inf)) if int(dim * r) < features else r
+
+
+def position_bias_parameters(c: int, heads: int) -> int:
+    """The two SpatialAttentions' DynamicPosBias MLPs of a block of c features and `heads` heads
+    (embed_dim // 32 features each, heads // 2 outputs)."""
+    pd = c // 32
+    pos = linear(2, pd) + 2 * (norm(pd) + linear(pd, pd)) + norm(pd)
+    return 2 * (pos + linear(pd, heads // 2))
+
+
+_WINDOW_BUFFERS = ("rpe_biases", "relative_position_index", "attn_mask_0", "attn_mask_1")
+
+
+def check_window_buffers(model, state_dict, name: str, buffers=_WINDOW_BUFFERS,
+                         first="attns.0.rpe_biases") -> None:
+    """Before a load: the window buffers of the file (keys ending in `buffers`: the offsets, the
+    index, the masks) must be `model`'s, which split_size and img_size fix; else the file was made
+    with another split_size (the weights' shapes cannot tell (8, 32) from (32, 8)) or img_size, and
+    the ValueError says which (read from the first window's offsets, the key ending in `first`)."""
+    own = model.state_dict()
+    for key, value in state_dict.items():
+        if key.endswith(tuple(buffers)) and key in own:
+            arr = np.asarray(value.data if isinstance(value, sg.Tensor) else value, np.float64)
+            if arr.shape == own[key].shape and not np.array_equal(arr, own[key].astype(np.float64)):
+                hint = ""
+                offsets = next((v for k, v in state_dict.items() if k.endswith(first)), None)
+                offsets = np.asarray(getattr(offsets, "data", offsets))
+                if offsets.ndim == 2 and len(offsets):  # its last offset is (h - 1, w - 1)
+                    hint = f": the file's split_size is {tuple(int(v) + 1 for v in offsets[-1])}"
+                raise ValueError(f"{name}.load_state_dict: {key} differs from this model's "
+                                 f"(split_size {model.split_size}){hint}; build the model with "
+                                 f"the file's split_size (and img_size)")
 
 
 @MODELS.register()
@@ -475,27 +582,12 @@ class DAT(nn.Module):
             if not d:
                 continue
             hidden = need(shapes, f"{prefix}.0.ffn.fc1.weight", 2)[0]
-            n = need(shapes, f"{prefix}.0.attn.attns.0.relative_position_index", 2)[0]
-            rows = need(shapes, f"{prefix}.0.attn.attns.0.rpe_biases", 2)[0]
-            total, rem = divmod(4 * n + 1 - rows, 2)  # (2h-1)(2w-1) = 4hw - 2(h+w) + 1
-            root = math.isqrt(max(total * total - 4 * n, 0))
-            h_sp = (total - root) // 2
-            if rem or root * root != total * total - 4 * n or h_sp < 1 or h_sp * (total - h_sp) != n:
-                raise NoMatch(f"{prefix}.0.attn.attns.0: {n} tokens and {rows} offsets are no "
-                              f"h x w window")
-            split = (h_sp, total - h_sp)
-            for j in range(d):
-                key = f"{prefix}.{j}.attn.attn_mask_0"
-                if key in shapes and img_size is None:
-                    nw, tokens = need(shapes, key, 3)[:2]
-                    img_size = math.isqrt(nw * tokens)
-                    if img_size * img_size != nw * tokens:
-                        raise NoMatch(f"{key}: {nw} windows of {tokens} tokens are no square grid")
+            split = window_split(shapes, f"{prefix}.0.attn.attns.0")
+            if img_size is None:
+                img_size = img_size_of_masks(shapes, prefix, d)
         if split is None:
             raise NoMatch("no DAT block")
-        expansion = hidden / embed_dim
-        if int(embed_dim * expansion) < hidden:
-            expansion = float(np.nextafter(expansion, np.inf))
+        expansion = ratio_of(hidden, embed_dim)
         if "conv_after_body.weight" in shapes:
             resi = "1conv"
         elif "conv_after_body.4.weight" in shapes:
@@ -523,22 +615,9 @@ class DAT(nn.Module):
                 "resi_connection": resi, "upsampler": upsampler}
 
     def load_state_dict(self, state_dict, strict: bool = True):
-        """As Module's, but first: the window buffers of the file (rpe_biases, relative_position_index,
-        the masks) must be this model's, which split_size and img_size fix; else the file was made
-        with another split_size (the weights' shapes cannot tell (8, 32) from (32, 8)) or img_size,
-        and the error says which."""
-        own = self.state_dict()
-        for key, value in state_dict.items():
-            if key.endswith(("rpe_biases", "relative_position_index", "attn_mask_0", "attn_mask_1")) \
-                    and key in own:
-                arr = np.asarray(value.data if isinstance(value, sg.Tensor) else value, np.float64)
-                if arr.shape == own[key].shape and not np.array_equal(arr, own[key].astype(np.float64)):
-                    hint = ""
-                    if key.endswith("attns.0.rpe_biases") and arr.ndim == 2 and len(arr):
-                        hint = f": the file's split_size is {tuple(int(v) + 1 for v in arr[-1])}"
-                    raise ValueError(f"DAT.load_state_dict: {key} differs from this model's "
-                                     f"(split_size {self.split_size}){hint}; build the model with "
-                                     f"the file's split_size (and img_size)")
+        """As Module's, after check_window_buffers: the file's window buffers must be this
+        model's."""
+        check_window_buffers(self, state_dict, "DAT")
         return super().load_state_dict(state_dict, strict)
 
     @staticmethod
@@ -551,8 +630,7 @@ class DAT(nn.Module):
         the image."""
         c, heads, (hs, ws) = spec["embed_dim"], list(spec["num_heads"]), spec["split_size"]
         hidden = int(c * spec["expansion_factor"])
-        pd, g = c // 32, hidden // 2
-        pos = linear(2, pd) + 2 * (norm(pd) + linear(pd, pd)) + norm(pd)
+        g = hidden // 2
         inter = (conv(c, c, 3, groups=c) + norm(c) + conv(c, c // 8, 1) + norm(c // 8)
                  + conv(c // 8, c, 1) + conv(c, c // 16, 1) + norm(c // 16) + conv(c // 16, 1, 1))
         common = 2 * norm(c) + linear(c, 3 * c, spec["qkv_bias"]) + linear(c, c) + inter + (
@@ -560,7 +638,7 @@ class DAT(nn.Module):
         resi = resi_parameters(c, spec["resi_connection"])
         params = conv(spec["in_chans"], c) + 2 * norm(c) + resi
         for d, h in zip(spec["depth"], heads):
-            spatial = common + 2 * (pos + linear(pd, h // 2))
+            spatial = common + position_bias_parameters(c, h)
             params += (d + 1) // 2 * spatial + d // 2 * (common + h) + resi
         up, up_act = reconstruction(spec)
         multiple = math.lcm(hs, ws)

@@ -96,6 +96,10 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "num_heads_window": [2], "num_heads_stripe": [3], "window_size": 16, "stripe_size": [32, 64],
       "stripe_shift": True, "anchor_proj_type": "conv2d", "anchor_window_down_factor": 2,
       "local_connection": True, "qkv_proj_type": "separable_conv", "conv_type": "3conv"}, ()),
+    ({"type": "RGT", "scale": 3, "img_size": 8, "embed_dim": 32, "split_size": [2, 2],
+      "depth": [3, 2], "num_heads": [4, 2], "mlp_ratio": 2.0, "resi_connection": "3conv"}, ()),
+    ({"type": "CRAFT", "scale": 2, "embed_dim": 16, "depths": [1, 2], "num_heads": [4, 2],
+      "split_size_0": 4, "split_size_1": 4, "resi_connection": "identity"}, ()),
 ]
 
 

@@ -53,7 +53,13 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          # four blocks (every window / stripe shift and direction), window 4, stripes 8 x 8, df 2
          "GRL": {"embed_dim": 8, "depths": [4], "num_heads_window": [2], "num_heads_stripe": [2],
                  "window_size": 4, "stripe_size": [8, 8], "anchor_window_down_factor": 2,
-                 "stripe_shift": True, "mlp_ratio": 2, "drop_path_rate": 0.0}}
+                 "stripe_shift": True, "mlp_ratio": 2, "drop_path_rate": 0.0},
+         # an L-SA, an RG-SA and a shifted L-SA block (RG-SA needs 16 px: the card's minimum)
+         "RGT": {"embed_dim": 32, "depth": [3], "num_heads": [4], "split_size": [2, 4], "img_size": 8,
+                 "mlp_ratio": 2.0, "drop_path_rate": 0.0},
+         # one CRFB step (an SRWAB, a shifted one, an HFERB, an HFB); window 8 of (2, 4) windows
+         "CRAFT": {"embed_dim": 32, "depths": [1], "num_heads": [4], "split_size_0": 2,
+                   "split_size_1": 4, "window_size": 8}}
 
 
 def conv(cin, cout, k):
@@ -204,6 +210,10 @@ VARIANTS = {
     "KernelGANGenerator": [dict(G_chan=8), dict(G_structure=[5, 3, 1], G_chan=4, scale_factor=0.25)],
     "KernelGANDiscriminator": [dict(D_chan=8), dict(D_chan=4, D_kernel_size=5, D_n_layers=3,
                                                     num_in_ch=1)],
+    "RGT": [dict(SMALL["RGT"], scale=s, **kw) for s, kw in (
+        (3, {"resi_connection": "3conv", "qkv_bias": False}), (4, {"c_ratio": 0.25}))],
+    "CRAFT": [dict(SMALL["CRAFT"], scale=s, **kw) for s, kw in (
+        (3, {"resi_connection": "identity", "qkv_bias": False}), (1, {"mlp_ratio": 1.5}))],
 }
 
 

@@ -51,3 +51,5 @@ from . import nafnet, drunet, scunet  # noqa: E402,F401
 from . import mmrealsr  # noqa: E402,F401
 from . import grl  # noqa: E402,F401
 from . import discriminators, kernelgan, zssr  # noqa: E402,F401
+from . import rgt  # noqa: E402,F401
+from . import craft  # noqa: E402,F401

@@ -94,6 +94,15 @@ PRESETS: dict[str, tuple[str, dict]] = {
                       "num_heads_stripe": [2] * 4, "upsampler": "pixelshuffle", **_GRL}),
     "grl_t": ("GRL", {"embed_dim": 64, "depths": [4] * 4, "num_heads_window": [2] * 4,
                       "num_heads_stripe": [2] * 4, "upsampler": "pixelshuffledirect", **_GRL}),
+    "rgt": ("RGT", {"img_size": 64, "embed_dim": 180, "depth": [6] * 8, "num_heads": [6] * 8,
+                    "mlp_ratio": 2.0, "split_size": [8, 32], "c_ratio": 0.5,
+                    "resi_connection": "1conv"}),
+    "rgt_s": ("RGT", {"img_size": 64, "embed_dim": 180, "depth": _SIX, "num_heads": _SIX,
+                      "mlp_ratio": 2.0, "split_size": [8, 32], "c_ratio": 0.5,
+                      "resi_connection": "1conv"}),
+    "craft": ("CRAFT", {"window_size": 16, "embed_dim": 48, "depths": [2] * 4, "num_heads": [6] * 4,
+                        "split_size_0": 4, "split_size_1": 16, "mlp_ratio": 2.0,
+                        "resi_connection": "1conv"}),
 }
 
 # srgrad type -> {traiNNer-redux keyword: srgrad keyword}
@@ -111,6 +120,8 @@ DROPPED: dict[str, dict[str, tuple]] = {
     "SwinIR": {"use_checkpoint": (None, _CHECKPOINTING),
                "start_unshuffle": (1, "1: the input is not pixel-unshuffled (srgrad's SwinIR)")},
     "Swin2SR": {"use_checkpoint": (None, _CHECKPOINTING)},
+    "RGT": {"use_chk": (None, _CHECKPOINTING)},
+    "CRAFT": {"norm_layer": (None, "a Python class, not a config value (nn.LayerNorm)")},
     "SRVGGNetCompact": {"learn_residual": (True, "true: srgrad's SRVGGNetCompact adds the "
                                                  "upsampled input, as Real-ESRGAN's")},
     "RCAN": {"kernel_size": (3, "3: RCAN's convolutions"), "act_mode": ("relu", "relu: RCAN's"),

@@ -28,7 +28,8 @@ ARCHS = {
 # the other presets of those folders (translated, not trained)
 OTHER_PRESETS = ("dat_2", "dat_s", "dat_light", "esrgan_lite", "hat_m", "hat_l", "plksr_tiny",
                  "rcan_unshuffle", "realplksr_tiny", "safmn_l", "span_s", "ultracompact",
-                 "superultracompact", "swin2sr_m", "swin2sr_l", "swinir_m", "swinir_l")
+                 "superultracompact", "swin2sr_m", "swin2sr_l", "swinir_m", "swinir_l",
+                 "rgt", "rgt_s", "craft")
 # the templates that ask for bf16 autocast (amp_bf16: true)
 BF16 = ("DAT", "HAT", "RCAN", "Swin2SR", "SwinIR")
 KINDS = ("fidelity", "OTF_fidelity", "gan", "OTF_gan")
