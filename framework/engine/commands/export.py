@@ -58,7 +58,7 @@ def main(argv=None) -> int:
 def _export(args) -> int:
     from ...io.config import ConfigError
     from ...onnx import ConversionError, ExportError, TraceError, export
-    from ..inference.upscale import model_in_channels
+    from ..inference.upscale import fixed_onnx_reason, model_in_channels
 
     inputs = [("--weights file", args.weights), ("--config file", args.config)]
     out = check_output(args.output, "--output", inputs, args.overwrite)
@@ -70,10 +70,20 @@ def _export(args) -> int:
     try:
         model, info = load_model_from_args(args)
         x = np.random.default_rng(0).uniform(0, 1, (1, model_in_channels(info), h, w))
+        dynamic, fixed = args.dynamic, fixed_onnx_reason(info)
+        if fixed is not None:  # the card knows what the traces at two sizes may not show
+            name = (info.get("model") or {}).get("type", "the model")
+            if dynamic:
+                return error(f"--dynamic: a {name} graph holds for one input size only ({fixed}); "
+                             f"export at the size you will run (--input-size H W)")
+            if dynamic is None:
+                print(f"warning: a {name} graph holds for one input size only ({fixed}): "
+                      f"exporting for {h}x{w} (--input-size H W)", file=sys.stderr)
+            dynamic = False
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             report = export(model, x.astype(np.float32), out, opset=args.opset,
-                            dynamic=args.dynamic, fp16=args.fp16, overwrite=args.overwrite,
+                            dynamic=dynamic, fp16=args.fp16, overwrite=args.overwrite,
                             tolerance=args.tolerance)
         for c in caught:
             print(f"warning: {c.message}", file=sys.stderr)

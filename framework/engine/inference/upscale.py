@@ -45,6 +45,16 @@ def model_in_channels(info: dict) -> int:
     return card({"scale": info.get("scale"), **spec} if info.get("scale") else spec).in_channels
 
 
+def fixed_onnx_reason(info: dict) -> str | None:
+    """Why one exported graph of the model holds for its traced size only (its card's fixed_onnx),
+    None when one graph serves every size or the model has no card (the exporter's own two-size
+    trace and residue checks then decide)."""
+    spec = info.get("model") or {}
+    if not has_card(spec.get("type")):
+        return None
+    return card({"scale": info.get("scale"), **spec} if info.get("scale") else spec).fixed_onnx
+
+
 def size_rules(info: dict) -> tuple[int, int]:
     """(multiple, minimum) the model pads an input up to (its window, spandrel's requirements):
     its card's pads_to and pad_minimum; (1, 1) for a model without a card."""

@@ -78,3 +78,24 @@ def test_refusals(tmp_path, weights, capsys):
                  "NoSuchNet", "--scale", "2"]) == 1
     assert "NoSuchNet" in capsys.readouterr().err
     assert not (tmp_path / "x.onnx").exists()
+
+
+def test_a_model_whose_card_fixes_the_graph_exports_one_size(tmp_path, capsys):
+    """RGT's graph holds for the sizes of one count of RG-SA reductions (its card's fixed_onnx):
+    the traces at two small sizes agree, so without the card a dynamic graph was written that
+    is wrong from 1024 px on. --dynamic is refused naming why; the default fixes the size."""
+    model, spec = build("RGT", 2, 1, small=True)
+    path = tmp_path / "rgt.safetensors"
+    save_weights(path, model.state_dict(), model=spec, scale=2, dtype="float32")
+    out = tmp_path / "rgt.onnx"
+    base = ["--weights", str(path), "--output", str(out), "--input-size", "16", "16"]
+    assert main(base + ["--dynamic"]) == 1
+    err = capsys.readouterr().err
+    assert "--dynamic: a RGT graph holds for one input size only (RG-SA reduces" in err
+    assert not out.exists()
+    assert main(base) == 0
+    captured = capsys.readouterr()
+    assert "exporting for 16x16" in captured.err and "fixed size" in captured.out
+    x = image(1, 1, 16, 16)
+    model.eval()
+    np.testing.assert_allclose(ort_run(out, x)[0], srgrad_run(model, x)[0], rtol=0, atol=1e-4)
