@@ -106,14 +106,15 @@ class ATD_CA(nn.Module):
 class AC_MSA(nn.Module):
     """Adaptive category attention: qkv (B, N, 3C), sim (B, N, M) -> (B, N, C) (module docstring)."""
 
-    def __init__(self, dim: int, num_heads: int, category_size: int, qkv_bias: bool):
+    def __init__(self, dim: int, num_heads: int, category_size: int, qkv_bias: bool,
+                 stable: bool = False):
         super().__init__()
-        self.num_heads, self.category_size = num_heads, category_size
+        self.num_heads, self.category_size, self.stable = num_heads, category_size, stable
         self.logit_scale = nn.Parameter(np.full((1, 1), np.log(10.0), np.float32))
         self.proj = nn.Linear(dim, dim, bias=qkv_bias)
 
     def forward(self, qkv, sim):
-        order = argsort(F.argmax(sim, -1), -1, stable=False)  # torch.sort(stable=False)'s order
+        order = argsort(F.argmax(sim, -1), -1, stable=self.stable)  # torch.sort's CPU order
         groups = category_group(qkv, order, self.category_size)  # (B ng, gs, 3C)
         scale = F.exp(F.clamp(self.logit_scale, max=_LOG_100))
         scale = F.expand(F.reshape(scale, (1,)), (self.num_heads,))
@@ -160,7 +161,7 @@ class ATDTransformerLayer(nn.Module):
     """One block on tokens (B, H*W, C) and the dictionary (B, M, C) -> both (module docstring)."""
 
     def __init__(self, dim, num_heads, window_size, shift_size, category_size, num_tokens,
-                 reducted_dim, convffn_kernel_size, mlp_ratio, qkv_bias, is_last):
+                 reducted_dim, convffn_kernel_size, mlp_ratio, qkv_bias, is_last, stable):
         super().__init__()
         self.window_size, self.shift_size, self.is_last = window_size, shift_size, is_last
         self.norm1 = nn.LayerNorm(dim)
@@ -171,7 +172,7 @@ class ATDTransformerLayer(nn.Module):
         self.wqkv = nn.Linear(dim, 3 * dim, bias=qkv_bias)
         self.attn_win = WindowAttention(dim, window_size, num_heads)
         self.attn_atd = ATD_CA(dim, num_tokens, reducted_dim, qkv_bias)
-        self.attn_aca = AC_MSA(dim, num_heads, category_size, qkv_bias)
+        self.attn_aca = AC_MSA(dim, num_heads, category_size, qkv_bias, stable)
         self.convffn = ConvFFN(dim, int(dim * mlp_ratio), convffn_kernel_size)
 
     def forward(self, x, td, x_size, index):
@@ -214,7 +215,7 @@ class BasicBlock(nn.Module):
             for i in range(depth)])
 
     def forward(self, x, x_size, index):
-        td = F.repeat(F.unsqueeze(self.td, 0), (x.shape[0], 1, 1))
+        td = F.unsqueeze(self.td, 0)  # (1, M, C): broadcast over the batch (no size in the graph)
         for layer in self.layers:
             x, td = layer(x, td, x_size, index)
         return x
@@ -266,6 +267,10 @@ class ATD(nn.Module):
         resi_connection: the conv closing each group and the body, "1conv" (default) or "3conv".
         norm: the mean shift and img_range, default True; False registers the original's
             `no_norm` buffer and feeds the image as it is.
+        category_order: the order of the tokens of one category when AC-MSA sorts them, which
+            decides the groups where a category spans two: "torch_cpu" (default: the original's
+            torch.sort(stable=False) on a CPU, spandrel's image there) or "stable" (image order:
+            what an ONNX graph computes; export with it). Changes no weight.
     """
 
     def __init__(self, img_size=64, patch_size=1, in_chans: int = 3, embed_dim: int = 90,
@@ -274,7 +279,8 @@ class ATD(nn.Module):
                  convffn_kernel_size: int = 5, mlp_ratio: float = 2.0, qkv_bias: bool = True,
                  ape: bool = False, patch_norm: bool = True, scale: int = 2,
                  img_range: float = 1.0, upsampler: str = "pixelshuffle",
-                 resi_connection: str = "1conv", norm: bool = True):
+                 resi_connection: str = "1conv", norm: bool = True,
+                 category_order: str = "torch_cpu"):
         super().__init__()
         name = "ATD"
         img_size = pair(name, "img_size", img_size, minimum=1)
@@ -309,6 +315,8 @@ class ATD(nn.Module):
                              f"embed_dim // 4), got {embed_dim}")
         self.scale = self._check_scale(name, scale)
         self.norm_input = flag(name, "norm", norm)
+        self.category_order = choice(name, "category_order", category_order,
+                                     ("torch_cpu", "stable"))
         resolution = (img_size[0] // patch_size[0], img_size[1] // patch_size[1])
         if min(resolution) < 1:
             raise ValueError(f"{name}: img_size {img_size} is smaller than patch_size {patch_size}")
@@ -331,7 +339,8 @@ class ATD(nn.Module):
             embed_dim, resi_connection, depth=d, num_heads=num_heads[i],
             window_size=self.window_size, category_size=category_size, num_tokens=num_tokens,
             reducted_dim=reducted_dim, convffn_kernel_size=kernel, mlp_ratio=mlp_ratio,
-            qkv_bias=qkv_bias) for i, d in enumerate(depths)])
+            qkv_bias=qkv_bias, stable=self.category_order == "stable")
+            for i, d in enumerate(depths)])
         self.norm = nn.LayerNorm(embed_dim)
         self.conv_after_body = _resi_conv(embed_dim, resi_connection)
         self._reconstruction(embed_dim, in_chans)

@@ -580,9 +580,9 @@ def pad_to_multiple(x, multiple: int, mode: str = "reflect", border: int = 0, ax
     """Pad (..., H, W) at the bottom and right so H and W become multiples of `multiple` (what
     SwinIR's and RRDBNet's inference do): mode "reflect" (falls back to "replicate" for an image
     smaller than the padding), "replicate", "constant" (zeros, OmniSR's) or "symmetric" (a
-    reflection that repeats the edge row, torch.cat([x, x.flip(-2)], -2)[..., :H', :]: ATD's). `border` (default 0)
-    pads that much more on every side in the same pad, as torch's F.pad(x, (b, b + pw, b, b + ph),
-    mode) with pw, ph the padding to the multiple (Real-CUGAN's input padding; a reflection of the
+    reflection that repeats the edge row, torch.cat([x, x.flip(-2)], -2)[..., :H', :]: ATD's).
+    `border` (default 0) pads that much more on every side in the same pad, as torch's F.pad(x,
+    (b, b + pw, b, b + ph), mode) with pw, ph the padding to the multiple (Real-CUGAN's input padding; a reflection of the
     unpadded image, not of the padded one). Undo with crop_to (and a crop of the border).
     axes: the two axes padded, (-2, -1) by default; e.g. (1, 2) for channels-last (B, H, W, C)."""
     multiple = int_arg("pad_to_multiple", "multiple", multiple)

@@ -88,6 +88,9 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
     ({"type": "MMRealSR", "scale": 4, "num_in_ch": 1, "num_out_ch": 1, "num_feat": 8, "num_block": 1,
       "num_grow_ch": 4, "num_feats": [8, 12], "num_blocks": [1, 1], "downscales": [2, 1]}, ()),
+    ({"type": "ATD", "scale": 3, "embed_dim": 8, "depths": [2, 1], "num_heads": [2, 4],
+      "window_size": 4, "num_tokens": 5, "reducted_dim": 3, "convffn_kernel_size": 3,
+      "mlp_ratio": 1.0, "resi_connection": "3conv"}, ()),
 ]
 
 

@@ -48,7 +48,10 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          # a spatial, a channel and a shifted spatial block; 64 features: a 2-wide position-bias
          # MLP (at 32, as DAT-light's 60, it is 1 wide and its LayerNorm makes it a constant)
          "DAT": {"embed_dim": 64, "depth": [3], "num_heads": [2], "split_size": [2, 4], "img_size": 8,
-                 "expansion_factor": 2.0, "drop_path_rate": 0.0}}
+                 "expansion_factor": 2.0, "drop_path_rate": 0.0},
+         # two blocks (one shifted, the first refining the dictionary), 2 category groups at 8x8
+         "ATD": {"embed_dim": 8, "depths": [2], "num_heads": [2], "window_size": 4,
+                 "category_size": 32, "num_tokens": 5, "reducted_dim": 3, "mlp_ratio": 2}}
 
 
 def conv(cin, cout, k):
