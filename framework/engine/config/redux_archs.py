@@ -84,6 +84,15 @@ PRESETS: dict[str, tuple[str, dict]] = {
     "swin2sr_l": ("Swin2SR", {"img_size": 64, "embed_dim": 240, "depths": _NINE,
                               "num_heads": [8] * 9, "window_size": 8, "mlp_ratio": 2.0,
                               "upsampler": "nearest+conv", "resi_connection": "3conv"}),
+    "atd": ("ATD", {"img_size": 96, "embed_dim": 210, "depths": _SIX, "num_heads": _SIX,
+                    "window_size": 16, "category_size": 256, "num_tokens": 128,
+                    "reducted_dim": 20, "convffn_kernel_size": 5, "img_range": 1.0,
+                    "mlp_ratio": 2, "upsampler": "pixelshuffle", "resi_connection": "1conv"}),
+    "atd_light": ("ATD", {"img_size": 64, "embed_dim": 48, "depths": [6] * 4,
+                          "num_heads": [4] * 4, "window_size": 16, "category_size": 128,
+                          "num_tokens": 64, "reducted_dim": 8, "convffn_kernel_size": 7,
+                          "img_range": 1.0, "mlp_ratio": 1, "upsampler": "pixelshuffledirect",
+                          "resi_connection": "1conv"}),
 }
 
 # srgrad type -> {traiNNer-redux keyword: srgrad keyword}
@@ -101,6 +110,7 @@ DROPPED: dict[str, dict[str, tuple]] = {
     "SwinIR": {"use_checkpoint": (None, _CHECKPOINTING),
                "start_unshuffle": (1, "1: the input is not pixel-unshuffled (srgrad's SwinIR)")},
     "Swin2SR": {"use_checkpoint": (None, _CHECKPOINTING)},
+    "ATD": {"use_checkpoint": (None, _CHECKPOINTING)},
     "SRVGGNetCompact": {"learn_residual": (True, "true: srgrad's SRVGGNetCompact adds the "
                                                  "upsampled input, as Real-ESRGAN's")},
     "RCAN": {"kernel_size": (3, "3: RCAN's convolutions"), "act_mode": ("relu", "relu: RCAN's"),
