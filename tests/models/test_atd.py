@@ -68,6 +68,23 @@ def test_matches_the_twin_with_window_8_and_mirrored_padding():
                         np.float64)
 
 
+def test_the_stable_category_order_is_the_twin_with_a_stable_sort():
+    """category_order 'stable' (the ONNX graph's order) is the original with torch.sort(stable=
+    True); it differs from the default (torch's CPU order) where a category spans two groups,
+    which is why the default matches spandrel on a CPU and this one does not."""
+    shape = (1, 3, 12, 12)  # 144 tokens in 9 groups of 16
+    x = checks.inputs(spec(2), shape)[0]
+    default = checks.build(spec(2)).to(np.float64).eval()
+    stable = checks.build(spec(2, category_order="stable")).to(np.float64).eval()
+    stable.load_state_dict(default.state_dict())
+    with sg.no_grad():
+        a, b = default(sg.tensor(x)).data, stable(sg.tensor(x)).data
+    assert np.abs(a - b).max() > 1e-6
+    checks.check_parity(spec(2, category_order="stable"), shape, np.float64)
+    with pytest.raises(ValueError, match="ATD: category_order must be one of"):
+        MODELS.build({**SMALL, "category_order": "cuda"})
+
+
 def test_adam_step_lowers_the_loss():
     checks.check_adam_step(spec(2), (2, 3, 8, 8))
 
@@ -171,11 +188,12 @@ def test_detects_the_published_layouts(name, scale):
 
 
 SPANDREL = [  # (keywords of spandrel's ATD, input size, the key the file is saved under)
-    # ATD's published block (210 features, 128 tokens, ...), one group, x2 / x3 / x4
-    *[({**PUBLISHED["ATD"][0], "depths": (6,), "num_heads": (6,), "upscale": s}, (20, 27), w)
+    # ATD's published block (210 features, 128 tokens, ...), one group, x2 / x3 / x4; 20x11
+    # pads to 32x16: 512 tokens in 2 category groups of 256
+    *[({**PUBLISHED["ATD"][0], "depths": (6,), "num_heads": (6,), "upscale": s}, (20, 11), w)
       for s, w in ((2, None), (3, "params_ema"), (4, None))],
-    # ATD-light as published (4 groups), x2 / x3 / x4
-    *[({**PUBLISHED["ATD-light"][0], "upscale": s}, (21, 17), w)
+    # ATD-light as published (4 groups), x2 / x3 / x4; 13x9 pads to 16x16: 2 groups of 128
+    *[({**PUBLISHED["ATD-light"][0], "upscale": s}, (13, 9), w)
       for s, w in ((2, "params"), (3, None), (4, None))],
 ]
 
