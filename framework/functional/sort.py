@@ -211,7 +211,9 @@ class ArgSort(Function):
         rows = np.ascontiguousarray(moved.reshape(-1, moved.shape[-1]))
         if rows.dtype.kind == "b":
             rows = rows.astype(np.int64)
-        out = np.empty(rows.shape, np.int64)
+        # the identity, not np.empty: a dry run that records kernel calls without running them
+        # (engine/run/precompile.py) still hands the model a permutation (category_group checks)
+        out = np.tile(np.arange(rows.shape[1], dtype=np.int64), (rows.shape[0], 1))
         _introsort_rows(rows, out, descending)
         return np.ascontiguousarray(np.moveaxis(out.reshape(moved.shape), -1, axis))
 
