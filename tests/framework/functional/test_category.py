@@ -1,10 +1,13 @@
 """sort.py and category.py: argsort against torch.sort / torch.argsort on CPU (its unstable order
-among equal keys, exactly: rows with many ties, sorted, reversed, constant, NaN; stable and
-descending too), no gradient; category_group / category_ungroup by hand, against ATD's own torch
+among equal keys, exactly: rows with many ties, sorted, reversed, constant, NaN, an adversarial row
+that reaches the heapsort; stable and descending too), no gradient, a valid permutation in a dry
+run; category_group / category_ungroup by hand, against ATD's own torch
 code (feature_shuffle, the flip padding, index_reverse) in values and every gradient, float64
 gradcheck through argmax -> argsort -> group -> ungroup (the indices carry no gradient, the
 gathers do), errors."""
 from __future__ import annotations
+
+import importlib
 
 import numpy as np
 import pytest
@@ -37,6 +40,76 @@ def test_argsort_is_torchs_cpu_order(n, high, descending):
 def test_argsort_adversarial_rows(keys):
     want = torch.sort(torch.from_numpy(keys[None]), stable=False)[1].numpy()
     np.testing.assert_array_equal(F.argsort(sg.tensor(keys[None])).data, want)
+
+
+_KERNELS = ("_less", "_swap", "_adjust_heap", "_heap_sort", "_median_to_first", "_partition",
+            "_linear_insert", "_introsort", "_introsort_rows")
+
+
+def _python_introsort(monkeypatch, row):
+    """The kernels' introsort run as plain Python (their py_func) on one row of any objects that
+    compare: (the order, how many ranges the depth limit sent to the heapsort)."""
+    S = importlib.import_module("framework.functional.sort")
+    for name in _KERNELS:
+        monkeypatch.setattr(S, name, getattr(S, name).py_func)
+    heaps, heap_sort = [0], S._heap_sort
+
+    def counted(*args):
+        heaps[0] += 1
+        return heap_sort(*args)
+    monkeypatch.setattr(S, "_heap_sort", counted)
+    keys = np.empty((1, len(row)), object if isinstance(row, list) else row.dtype)
+    keys[0] = row
+    out = np.empty(keys.shape, np.int64)
+    S._introsort_rows(keys, out, False)
+    monkeypatch.undo()
+    return out, heaps[0]
+
+
+def _killer(monkeypatch, n):
+    """McIlroy's adversary ("A killer adversary for quicksort", 1999) against the introsort:
+    keys start as "gas" (larger than all) and freeze to increasing values as comparisons need them,
+    so that every partition is as uneven as it can be. Returns the keys and the heapsort count."""
+    state = {"solid": 0, "candidate": None}
+    val = [n - 1] * n
+
+    class Gas:
+        def __init__(self, i):
+            self.i = i
+
+        def __eq__(self, other):
+            return val[self.i] == val[other.i]
+
+        def __lt__(self, other):
+            x, y = self.i, other.i
+            if val[x] == val[y] == n - 1 and x != y:
+                z = x if x == state["candidate"] else y
+                val[z], state["solid"] = state["solid"], state["solid"] + 1
+            if val[x] == n - 1:
+                state["candidate"] = x
+            elif val[y] == n - 1:
+                state["candidate"] = y
+            return val[x] < val[y]
+
+        __gt__ = lambda self, other: other.__lt__(self)  # noqa: E731
+
+    _, heaps = _python_introsort(monkeypatch, [Gas(i) for i in range(n)])
+    return np.asarray(val, np.int64), heaps
+
+
+def test_argsort_is_torchs_order_where_the_introsort_falls_back_to_heapsort(monkeypatch):
+    """An adversarial row drives the quicksort past its depth limit (the heapsort path); with ties
+    (keys // 2, which still reach the heapsort) torch's order is neither a stable sort's nor any
+    other."""
+    killer, heaps = _killer(monkeypatch, 200)
+    assert heaps >= 1
+    keys = killer // 2
+    order, heaps = _python_introsort(monkeypatch, keys)
+    assert heaps >= 1
+    want = torch.sort(torch.from_numpy(keys[None]), dim=-1, stable=False)[1].numpy()
+    np.testing.assert_array_equal(F.argsort(sg.tensor(keys[None])).data, want)
+    np.testing.assert_array_equal(order, want)
+    assert not (want == np.argsort(keys[None], -1, kind="stable")).all()
 
 
 def test_argsort_floats_nan_axis_and_stable():
