@@ -85,7 +85,8 @@ def _normalize(x):
 
 
 class ATD_CA(nn.Module):
-    """Token-dictionary cross-attention: x (B, N, C), td (B, M, C) -> (x (B, N, C), attn (B, N, M))."""
+    """Token-dictionary cross-attention: x (B, N, C), td (B, M, C) -> (x (B, N, C), its
+    attention (B, N, M))."""
 
     def __init__(self, dim: int, num_tokens: int, reducted_dim: int, qkv_bias: bool):
         super().__init__()
@@ -104,7 +105,8 @@ class ATD_CA(nn.Module):
 
 
 class AC_MSA(nn.Module):
-    """Adaptive category attention: qkv (B, N, 3C), sim (B, N, M) -> (B, N, C) (module docstring)."""
+    """Adaptive category attention: qkv (B, N, 3C), sim (B, N, M) -> (B, N, C) (module
+    docstring)."""
 
     def __init__(self, dim: int, num_heads: int, category_size: int, qkv_bias: bool,
                  stable: bool = False):
@@ -321,7 +323,8 @@ class ATD(nn.Module):
         if min(resolution) < 1:
             raise ValueError(f"{name}: img_size {img_size} is smaller than patch_size {patch_size}")
         self.patches_resolution = resolution
-        self.mean = (np.float32(_RGB_MEAN) if in_chans == 3 else np.zeros(1, np.float32)).reshape(1, -1, 1, 1)
+        self.mean = (np.float32(_RGB_MEAN) if in_chans == 3
+                     else np.zeros(1, np.float32)).reshape(1, -1, 1, 1)
 
         # the original's order: its own parameter and buffers first, then the modules
         if self.ape:
@@ -496,9 +499,11 @@ class ATD(nn.Module):
         bias, out = spec["qkv_bias"], spec["in_chans"]
         cat = spec["category_size"] if isinstance(spec["category_size"], int) else 256
         hidden = int(c * spec["mlp_ratio"])
-        img = spec["img_size"] if isinstance(spec["img_size"], (list, tuple)) else (spec["img_size"],) * 2
+        img, patch = spec["img_size"], spec.get("patch_size", 1)
+        img = tuple(img) if isinstance(img, (list, tuple)) else (img, img)
+        patch = tuple(patch) if isinstance(patch, (list, tuple)) else (patch, patch)
         params = conv(out, c) + (norm(c) if spec["patch_norm"] else 0) + norm(c)
-        params += img[0] * img[1] * c if spec["ape"] else 0
+        params += (img[0] // patch[0]) * (img[1] // patch[1]) * c if spec["ape"] else 0
         resi = resi_parameters(c, spec["resi_connection"])
         params += resi
         act = [3 * c, hidden, m]

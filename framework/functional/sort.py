@@ -2,8 +2,8 @@
 indices, with torch's CPU order among equal keys.
 
 torch.sort(stable=False) on a CPU tensor runs libstdc++'s std::sort (an introsort: median-of-three
-quicksort with an unguarded partition, a heapsort below a depth of 2 floor(log2 n), an insertion sort
-of runs of 16) on (key, index) pairs compared by key alone, so equal keys come out in an order that
+quicksort with an unguarded partition, a heapsort below a depth of 2 floor(log2 n), an insertion
+sort of runs of 16) on (key, index) pairs compared by key alone, so equal keys come out in an order that
 depends on the whole row. ATD's adaptive category attention sorts tokens by their category with it,
 and which tokens share an attention group follows that order: `stable=False` reproduces it exactly
 (the introsort below, step for step), so a model matches torch on a CPU. `stable=True` keeps equal

@@ -26,7 +26,8 @@ def test_argsort_is_torchs_cpu_order(n, high, descending):
     """Integer keys with ties (ATD's categories): torch.sort(stable=False)'s indices exactly
     (they differ from a stable sort's from 17 keys on: libstdc++'s introsort)."""
     keys = np.random.default_rng(n + high).integers(0, high, (3, n))
-    want = torch.sort(torch.from_numpy(keys), dim=-1, descending=descending, stable=False)[1].numpy()
+    want = torch.sort(torch.from_numpy(keys), dim=-1, descending=descending,
+                      stable=False)[1].numpy()
     got = F.argsort(sg.tensor(keys), -1, descending=descending)
     assert got.dtype == np.int64 and not got.requires_grad
     np.testing.assert_array_equal(got.data, want)
@@ -197,11 +198,13 @@ def test_grouped_gradients_by_gradcheck_with_sim_requiring_grad():
 
 def test_category_errors():
     x = sg.tensor(np.zeros((1, 4, 2)))
-    with pytest.raises(ValueError, match=r"category_group: each row of order must be a permutation"):
+    with pytest.raises(ValueError, match=r"category_group: each row of order must be a "
+                                         r"permutation"):
         F.category_group(x, sg.tensor(np.asarray([[0, 1, 1, 3]])), 2)
     with pytest.raises(ValueError, match=r"category_group: order \(1, 3\) is not \(B, N\)"):
         F.category_group(x, sg.tensor(np.asarray([[0, 1, 2]])), 2)
     with pytest.raises(TypeError, match="category_group: order must be an integer tensor"):
         F.category_group(x, sg.tensor(np.zeros((1, 4))), 2)
     with pytest.raises(ValueError, match=r"category_ungroup: y \(3, 2, 2\) is not"):
-        F.category_ungroup(sg.tensor(np.zeros((3, 2, 2))), sg.tensor(np.asarray([[0, 1, 2, 3]] * 2)))
+        F.category_ungroup(sg.tensor(np.zeros((3, 2, 2))),
+                           sg.tensor(np.asarray([[0, 1, 2, 3]] * 2)))

@@ -1,7 +1,8 @@
 """ATD's ONNX export: argsort as TopK (its stable order; torch's CPU order is refused with the way
 out), AC-MSA's grouping as GatherElements / ScatterElements sized from the input's Shape, ATD's
 symmetric padding as a Gather of rows; whole ATDs (category_order "stable") at fixed sizes and one
-dynamic graph right at other sizes; srgrad-export of a file with --model-arg category_order=stable."""
+dynamic graph right at other sizes; srgrad-export of a file with --model-arg
+category_order=stable."""
 from __future__ import annotations
 
 import numpy as np
