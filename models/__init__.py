@@ -35,6 +35,7 @@ from .mmrealsr import MMRealSR
 from .grl import GRL
 from .rgt import RGT
 from .craft import CRAFT
+from .atd import ATD
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -42,4 +43,4 @@ from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact",
            "MSRResNet", "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR",
            "RealPLKSR", "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet",
-           "DRUNet", "SCUNet", "MMRealSR", "GRL", "RGT", "CRAFT", "ZSSRNet"]
+           "DRUNet", "SCUNet", "MMRealSR", "GRL", "RGT", "CRAFT", "ATD", "ZSSRNet"]

@@ -270,7 +270,8 @@ class CropToFunction(Function):
         return gy, None
 
 
-_NUMPY_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap"}
+_NUMPY_MODES = {"reflect": "reflect", "replicate": "edge", "circular": "wrap",
+                "symmetric": "symmetric"}
 
 
 def _pad_source(n, lo, hi, mode):
@@ -280,6 +281,9 @@ def _pad_source(n, lo, hi, mode):
         return np.clip(pos, 0, n - 1)
     if mode == "circular":
         return pos % n
+    if mode == "symmetric":  # the edge row repeated: ... 1 0 | 0 1 ... n-1 | n-1 n-2 ...
+        pos = pos % (2 * n)
+        return np.where(pos >= n, 2 * n - 1 - pos, pos)
     if mode == "reflect":
         if n == 1:
             return np.zeros_like(pos)
@@ -575,14 +579,15 @@ def chunk(x, chunks, dim=0):
 def pad_to_multiple(x, multiple: int, mode: str = "reflect", border: int = 0, axes=(-2, -1)):
     """Pad (..., H, W) at the bottom and right so H and W become multiples of `multiple` (what
     SwinIR's and RRDBNet's inference do): mode "reflect" (falls back to "replicate" for an image
-    smaller than the padding), "replicate" or "constant" (zeros, OmniSR's). `border` (default 0)
-    pads that much more on every side in the same pad, as torch's F.pad(x, (b, b + pw, b, b + ph),
-    mode) with pw, ph the padding to the multiple (Real-CUGAN's input padding; a reflection of the
+    smaller than the padding), "replicate", "constant" (zeros, OmniSR's) or "symmetric" (a
+    reflection that repeats the edge row, torch.cat([x, x.flip(-2)], -2)[..., :H', :]: ATD's).
+    `border` (default 0) pads that much more on every side in the same pad, as torch's F.pad(x,
+    (b, b + pw, b, b + ph), mode) with pw, ph the padding to the multiple (Real-CUGAN's input padding; a reflection of the
     unpadded image, not of the padded one). Undo with crop_to (and a crop of the border).
     axes: the two axes padded, (-2, -1) by default; e.g. (1, 2) for channels-last (B, H, W, C)."""
     multiple = int_arg("pad_to_multiple", "multiple", multiple)
     border = int_arg("pad_to_multiple", "border", border, 0)
-    choice("pad_to_multiple", "mode", mode, ("reflect", "replicate", "constant"))
+    choice("pad_to_multiple", "mode", mode, ("reflect", "replicate", "constant", "symmetric"))
     if x.ndim < 2:
         raise ValueError(f"pad_to_multiple: expected (..., H, W), got shape {x.shape}")
     try:

@@ -100,6 +100,9 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "depth": [3, 2], "num_heads": [4, 2], "mlp_ratio": 2.0, "resi_connection": "3conv"}, ()),
     ({"type": "CRAFT", "scale": 2, "embed_dim": 16, "depths": [1, 2], "num_heads": [4, 2],
       "split_size_0": 4, "split_size_1": 4, "resi_connection": "identity"}, ()),
+    ({"type": "ATD", "scale": 3, "embed_dim": 8, "depths": [2, 1], "num_heads": [2, 4],
+      "window_size": 4, "num_tokens": 5, "reducted_dim": 3, "convffn_kernel_size": 3,
+      "mlp_ratio": 1.0, "resi_connection": "3conv"}, ()),
 ]
 
 

@@ -59,7 +59,10 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
                  "mlp_ratio": 2.0, "drop_path_rate": 0.0},
          # one CRFB step (an SRWAB, a shifted one, an HFERB, an HFB); window 8 of (2, 4) windows
          "CRAFT": {"embed_dim": 32, "depths": [1], "num_heads": [4], "split_size_0": 2,
-                   "split_size_1": 4, "window_size": 8}}
+                   "split_size_1": 4, "window_size": 8},
+         # two blocks (one shifted, the first refining the dictionary), 2 category groups at 8x8
+         "ATD": {"embed_dim": 8, "depths": [2], "num_heads": [2], "window_size": 4,
+                 "category_size": 32, "num_tokens": 5, "reducted_dim": 3, "mlp_ratio": 2}}
 
 
 def conv(cin, cout, k):

@@ -103,6 +103,15 @@ PRESETS: dict[str, tuple[str, dict]] = {
     "craft": ("CRAFT", {"window_size": 16, "embed_dim": 48, "depths": [2] * 4, "num_heads": [6] * 4,
                         "split_size_0": 4, "split_size_1": 16, "mlp_ratio": 2.0,
                         "resi_connection": "1conv"}),
+    "atd": ("ATD", {"img_size": 96, "embed_dim": 210, "depths": _SIX, "num_heads": _SIX,
+                    "window_size": 16, "category_size": 256, "num_tokens": 128,
+                    "reducted_dim": 20, "convffn_kernel_size": 5, "img_range": 1.0,
+                    "mlp_ratio": 2, "upsampler": "pixelshuffle", "resi_connection": "1conv"}),
+    "atd_light": ("ATD", {"img_size": 64, "embed_dim": 48, "depths": [6] * 4,
+                          "num_heads": [4] * 4, "window_size": 16, "category_size": 128,
+                          "num_tokens": 64, "reducted_dim": 8, "convffn_kernel_size": 7,
+                          "img_range": 1.0, "mlp_ratio": 1, "upsampler": "pixelshuffledirect",
+                          "resi_connection": "1conv"}),
 }
 
 # srgrad type -> {traiNNer-redux keyword: srgrad keyword}
@@ -122,6 +131,7 @@ DROPPED: dict[str, dict[str, tuple]] = {
     "Swin2SR": {"use_checkpoint": (None, _CHECKPOINTING)},
     "RGT": {"use_chk": (None, _CHECKPOINTING)},
     "CRAFT": {"norm_layer": (None, "a Python class, not a config value (nn.LayerNorm)")},
+    "ATD": {"use_checkpoint": (None, _CHECKPOINTING)},
     "SRVGGNetCompact": {"learn_residual": (True, "true: srgrad's SRVGGNetCompact adds the "
                                                  "upsampled input, as Real-ESRGAN's")},
     "RCAN": {"kernel_size": (3, "3: RCAN's convolutions"), "act_mode": ("relu", "relu: RCAN's"),

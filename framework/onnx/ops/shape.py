@@ -275,9 +275,9 @@ def _int(g, *values):
 @register_converter(S.PadToMultipleFunction)
 def pad_to_multiple(g, call):
     """pads b + (m - H % m) % m at the bottom (b on top), the same for W, computed from Shape.
-    reflect (and its fallback to replicate when the bottom padding reaches the image size) is a
-    Gather of source rows from a Range, exact at every size (ONNX's reflect Pad refuses a padding
-    as wide as the image)."""
+    reflect (and its fallback to replicate when the bottom padding reaches the image size) and
+    symmetric are a Gather of source rows from a Range, exact at every size (ONNX's reflect Pad
+    refuses a padding as wide as the image)."""
     m, mode = call.options["multiple"], call.options["mode"]
     b = call.options.get("border", 0)
     rank = len(g.shape(0))
@@ -288,6 +288,15 @@ def pad_to_multiple(g, call):
     sizes = [g.dim(x, a) for a in axes]
     highs = [g.node("Add", [g.node("Mod", [g.node("Sub", [mm, g.node("Mod", [n, mm])]), mm]), bb])
              for n in sizes]
+    if mode == "symmetric":  # source row: i mod 2n, folded back past n (2n - 1 - i)
+        for axis, n, hi in zip(axes, sizes, highs):
+            pos = g.node("Range", [g.node("Neg", [bb]), g.node("Add", [n, hi]), one])
+            period = g.node("Mul", [two, n])
+            r = g.node("Mod", [g.node("Add", [pos, period]), period])
+            r = g.node("Where", [g.node("Less", [r, n]), r,
+                                 g.node("Sub", [g.node("Sub", [period, one]), r])])
+            x = g.node("Gather", [x, r], axis=axis)
+        return x
     if mode != "reflect":
         pads = [g.const(np.asarray([b if a in axes else 0], np.int64)) for a in range(rank)]
         zeros = g.const(np.zeros(1, np.int64))

@@ -25,11 +25,11 @@ ARCHS = {
     "Swin2SR": {"type": "swin2sr_s"},
     "SwinIR": {"type": "swinir_s"},
 }
-# the other presets of those folders (translated, not trained)
+# the other presets of those folders, and of architectures added since (translated, not trained)
 OTHER_PRESETS = ("dat_2", "dat_s", "dat_light", "esrgan_lite", "hat_m", "hat_l", "plksr_tiny",
                  "rcan_unshuffle", "realplksr_tiny", "safmn_l", "span_s", "ultracompact",
                  "superultracompact", "swin2sr_m", "swin2sr_l", "swinir_m", "swinir_l",
-                 "rgt", "rgt_s", "craft")
+                 "rgt", "rgt_s", "craft", "atd", "atd_light")
 # the templates that ask for bf16 autocast (amp_bf16: true)
 BF16 = ("DAT", "HAT", "RCAN", "Swin2SR", "SwinIR")
 KINDS = ("fidelity", "OTF_fidelity", "gan", "OTF_gan")

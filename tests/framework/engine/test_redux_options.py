@@ -189,7 +189,7 @@ def test_srgrad_train_reads_a_template_directly(folders, tmp_path):
 @pytest.mark.parametrize("change,message", [
     (lambda o: o["datasets"]["train"].update(accum_iter=4),
      "datasets.train.accum_iter: 4: srgrad has no gradient accumulation"),
-    (lambda o: o["network_g"].update(type="atd"), "network_g.type: 'atd': not among the"),
+    (lambda o: o["network_g"].update(type="lmlt"), "network_g.type: 'lmlt': not among the"),
     (lambda o: o["train"].update(use_moa=True), "train.use_moa: True: srgrad has no such option"),
     (lambda o: o["network_g"].update(start_unshuffle=2), "network_g.start_unshuffle: 2: srgrad's"),
     (lambda o: o.update(thicklines_prob=0.5), "thicklines_prob: 0.5: traiNNer-redux's, not in"),

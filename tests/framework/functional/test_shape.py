@@ -248,6 +248,30 @@ def test_pad_to_requirement_is_spandrels_reflect_then_replicate(hw, minimum, mul
         F.pad_to_requirement(x, 4, 0)
 
 
+@pytest.mark.parametrize("hw,multiple", [((5, 7), 4), ((3, 9), 16), ((1, 2), 4), ((8, 8), 4)])
+def test_pad_to_multiple_symmetric_is_atds_flip_padding(hw, multiple, rng):
+    """ATD's torch.cat([x, x.flip(2)], 2)[:, :, :H'] (W alike), values and gradient, where the
+    padding is no wider than the image (the original's range); past it the reflection repeats
+    (numpy's symmetric pad); gradcheck."""
+    torch = pytest.importorskip("torch")
+    x = t64(rng, 1, 2, *hw)
+    y = F.pad_to_multiple(x, multiple, mode="symmetric")
+    th, tw = (-(-n // multiple) * multiple for n in hw)
+    ph, pw = th - hw[0], tw - hw[1]
+    np.testing.assert_array_equal(y.numpy(), np.pad(x.numpy(), ((0, 0), (0, 0), (0, ph), (0, pw)),
+                                                    mode="symmetric"))
+    if ph <= hw[0] and pw <= hw[1]:
+        tx = torch.tensor(x.numpy(), requires_grad=True)
+        ty = torch.cat([tx, torch.flip(tx, [2])], 2)[:, :, :th]
+        ty = torch.cat([ty, torch.flip(ty, [3])], 3)[:, :, :, :tw]
+        np.testing.assert_array_equal(y.numpy(), ty.detach().numpy())
+        g = rng.standard_normal(ty.shape)
+        ty.backward(torch.tensor(g))
+        y.backward(sg.tensor(g))
+        np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert sg.gradcheck(lambda a: F.pad_to_multiple(a, multiple, mode="symmetric"), (x,))
+
+
 def test_pad_to_multiple_on_other_axes_is_the_same_pad(rng):
     """axes=(1, 2) on channels-last (B, H, W, C) pads as the default on (B, C, H, W) does (DAT)."""
     x = t64(rng, 2, 5, 7, 3)
@@ -270,7 +294,7 @@ def test_crop_to_undoes_the_padding_and_gradcheck(rng):
                                          r"\(1, 2, 5, 7\) times scale 4"):
         F.crop_to(y, x, 4)
     with pytest.raises(ValueError, match="pad_to_multiple: mode must be one of 'reflect', "
-                                         "'replicate', 'constant', got 'circular'"):
+                                         "'replicate', 'constant', 'symmetric', got 'circular'"):
         F.pad_to_multiple(x, 2, mode="circular")
 
 
