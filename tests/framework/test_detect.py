@@ -86,6 +86,9 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "DRUNet", "in_nc": 2, "out_nc": 1, "nc": [4, 6, 8, 10], "nb": 2,
       "upsample_mode": "pixelshuffle"}, ()),
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
+    ({"type": "DnCNN", "in_nc": 1, "out_nc": 1, "nc": 4, "nb": 6}, ()),
+    ({"type": "FBCNN", "in_nc": 1, "out_nc": 1, "nc": [4, 4, 4, 512], "nb": 2,
+      "upsample_mode": "pixelshuffle"}, ()),
 ]
 
 

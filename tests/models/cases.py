@@ -181,6 +181,11 @@ VARIANTS = {
                                      (4, 3, 1, "strideconv", "upconv"))],
     "SCUNet": [dict(in_nc=c, dim=64, config=k) for c, k in ((3, [1, 0, 0, 1, 0, 0, 1]),
                                                             (1, [0, 2, 0, 0, 0, 0, 0]))],
+    "DnCNN": [dict(in_nc=i, out_nc=o, nc=6, nb=b, act_mode=a, mode=m)
+              for i, o, b, a, m in ((3, 3, 5, "BR", "DnCNN"), (1, 1, 4, "BL", "DnCNN"),
+                                    (4, 3, 8, "R", "FDnCNN"))],
+    "FBCNN": [dict(in_nc=c, out_nc=c, nc=[4, 4, 4, 512], nb=1, downsample_mode=d, upsample_mode=u)
+              for c, d, u in ((3, "strideconv", "convtranspose"), (1, "avgpool", "upconv"))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
     "KernelGANGenerator": [dict(G_chan=8), dict(G_structure=[5, 3, 1], G_chan=4, scale_factor=0.25)],
