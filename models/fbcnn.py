@@ -34,7 +34,7 @@ import framework.functional as F
 from framework import nn
 from framework.card import conv, image_card, linear
 from framework.check import choice, int_arg, int_list, number
-from framework.detect import NoMatch, count, need
+from framework.detect import Assumed, NoMatch, count, need
 from framework.registry import MODELS
 
 from ._kair import ACT_MODES, ResBlock, check_samplers, conv_act_conv, down, sequential, up
@@ -204,7 +204,9 @@ class FBCNN(nn.Module):
         if nc[3] != _QF_WIDTH:
             raise NoMatch(f"the bottom level has {nc[3]} features: the original's QF predictor "
                           f"runs on {_QF_WIDTH} only")
-        return {"in_nc": in_nc, "out_nc": out_nc, "nc": nc, "nb": nb, "act_mode": "R",
+        return {"in_nc": in_nc, "out_nc": out_nc, "nc": nc, "nb": nb,
+                "act_mode": Assumed("R", "the activation has no weights: ReLU, as every published "
+                                         "FBCNN (spandrel reads it so too)", quiet=True),
                 "downsample_mode": down_mode, "upsample_mode": up_mode, "scale": 1}
 
     @staticmethod

@@ -124,6 +124,7 @@ def test_detect(kw):
     match = identify(sd)
     assert match.spec == full(**kw) and match.notes == []
     assert detect(sd, quality_factor=40) == full(**kw, quality_factor=40)
+    assert detect(sd, act_mode="L")["act_mode"] == "L"  # LeakyReLU's files have the same keys
     MODELS.build(match.spec).load_state_dict(sd, strict=True)
 
 
