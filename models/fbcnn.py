@@ -180,7 +180,8 @@ class FBCNN(nn.Module):
         them; maxpool's files look the same and do not run), upsample_mode convtranspose when
         m_up3.0 is a conv, upconv when m_up3.0.1 is, pixelshuffle when m_up3.0.0 is; the widths
         from the down convs. act_mode R (no weights tell it: every published model, spandrel's
-        reading). quality_factor is an inference choice (None: predicted), not in the file."""
+        reading). quality_factor is an inference choice, not in the file: None (predicted), said
+        with the flag that sets it."""
         nc0, in_nc = need(shapes, "m_head.weight", 4)[:2]
         out_nc = need(shapes, "m_tail.weight", 4)[0]
         need(shapes, "qf_pred.0.res.0.weight")
@@ -207,7 +208,10 @@ class FBCNN(nn.Module):
         return {"in_nc": in_nc, "out_nc": out_nc, "nc": nc, "nb": nb,
                 "act_mode": Assumed("R", "the activation has no weights: ReLU, as every published "
                                          "FBCNN (spandrel reads it so too)", quiet=True),
-                "downsample_mode": down_mode, "upsample_mode": up_mode, "scale": 1}
+                "downsample_mode": down_mode, "upsample_mode": up_mode, "scale": 1,
+                "quality_factor": Assumed(None, "the network predicts the JPEG quality of each "
+                                                "image (of each tile under --tile); a QF of "
+                                                "0..100 replaces the prediction")}
 
     @staticmethod
     def card(spec: dict):

@@ -122,8 +122,10 @@ def test_the_quality_factor_replaces_the_prediction():
 def test_detect(kw):
     sd = checks.build(spec(**kw)).state_dict()
     match = identify(sd)
-    assert match.spec == full(**kw) and match.notes == []
+    assert match.spec == {**full(**kw), "quality_factor": None}
+    assert [n.split(":")[0] for n in match.notes] == ["quality_factor=None"]
     assert detect(sd, quality_factor=40) == full(**kw, quality_factor=40)
+    assert identify(sd, quality_factor=40).notes == []
     assert detect(sd, act_mode="L")["act_mode"] == "L"  # LeakyReLU's files have the same keys
     MODELS.build(match.spec).load_state_dict(sd, strict=True)
 
@@ -142,9 +144,10 @@ def test_published_file_runs_without_a_model_spec(tmp_path):
                                      ({"downsample_mode": "avgpool",
                                        "upsample_mode": "pixelshuffle"}, (16, 13)),
                                      ({"upsample_mode": "upconv"}, (9, 20))])
-def test_spandrels_own_files_give_spandrels_image(kw, size, tmp_path):
+def test_spandrels_own_files_give_spandrels_image(kw, size, tmp_path, capsys):
     """issue 40's done-when: fbcnn_color's layout (and the other samplers) built by spandrel's own
-    class; spandrel's call returns the first of the pair (the predicted QF's image)."""
+    class; spandrel's call returns the first of the pair (the predicted QF's image), and so does
+    srgrad-infer, saying the QF is predicted."""
     import torch
     module = pytest.importorskip("tests.twins._spandrel").spandrel_architecture("FBCNN")
     s = {k: v for k, v in full(nb=2, **kw).items() if k not in ("type", "scale")}
@@ -152,6 +155,9 @@ def test_spandrels_own_files_give_spandrels_image(kw, size, tmp_path):
     network = module.FBCNN(**s)  # nb 2: spandrel's rule needs m_body_encoder.0
     hyper = spandrel_checks.check_spandrel_file(module, network, tmp_path, size=size)
     assert hyper["nc"] == s["nc"] and hyper["upsample_mode"] == s["upsample_mode"]
+    err = capsys.readouterr().err  # srgrad-infer says the QF is predicted and how to give it
+    assert "assumed quality_factor=None: the network predicts the JPEG quality" in err, err
+    assert "(--model-arg quality_factor=VALUE changes it)" in err, err
 
 
 def test_infer_takes_the_quality_factor(tmp_path):
