@@ -36,6 +36,8 @@ from .grl import GRL
 from .rgt import RGT
 from .craft import CRAFT
 from .atd import ATD
+from .dncnn import DnCNN
+from .fbcnn import FBCNN
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -43,4 +45,5 @@ from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact",
            "MSRResNet", "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR",
            "RealPLKSR", "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet",
-           "DRUNet", "SCUNet", "MMRealSR", "GRL", "RGT", "CRAFT", "ATD", "ZSSRNet"]
+           "DRUNet", "SCUNet", "MMRealSR", "GRL", "RGT", "CRAFT", "ATD", "DnCNN", "FBCNN",
+           "ZSSRNet"]

@@ -29,42 +29,9 @@ from framework.detect import Assumed, NoMatch, count, need
 from framework.registry import MODELS
 
 from ._blocks import kair_unet, pad_to_requirement
+from ._kair import ACT_MODES, ResBlock, check_samplers, down, sequential, up
 
 _MULTIPLE = 8  # spandrel's SizeRequirements(multiple_of=8): three 2x downsamplings
-ACT_MODES = {"R": lambda: nn.ReLU(), "L": lambda: nn.LeakyReLU(0.2)}  # KAIR's conv() letters
-DOWNSAMPLE_MODES = ("strideconv", "avgpool")
-UPSAMPLE_MODES = ("convtranspose", "pixelshuffle", "upconv")
-
-
-def _sequential(*modules):
-    """KAIR's `sequential`: one module stays itself (its keys unprefixed), several a Sequential."""
-    return modules[0] if len(modules) == 1 else nn.Sequential(*modules)
-
-
-class ResBlock(nn.Module):
-    """x + conv(act(conv(x))), 3x3 convs without bias on c channels (KAIR's ResBlock, mode C?C)."""
-
-    def __init__(self, c: int, act_mode: str):
-        super().__init__()
-        self.res = nn.Sequential(nn.Conv2d(c, c, 3, padding=1, bias=False), ACT_MODES[act_mode](),
-                                 nn.Conv2d(c, c, 3, padding=1, bias=False))
-
-    def forward(self, x):
-        return x + self.res(x)
-
-
-def _down(cin: int, cout: int, mode: str) -> list:
-    if mode == "strideconv":
-        return [nn.Conv2d(cin, cout, 2, stride=2, bias=False)]
-    return [nn.AvgPool2d(2, 2), nn.Conv2d(cin, cout, 3, padding=1, bias=False)]
-
-
-def _up(cin: int, cout: int, mode: str) -> list:
-    if mode == "convtranspose":
-        return [nn.ConvTranspose2d(cin, cout, 2, stride=2, bias=False)]
-    if mode == "pixelshuffle":
-        return [nn.Conv2d(cin, 4 * cout, 3, padding=1, bias=False), nn.PixelShuffle(2)]
-    return [nn.Upsample(scale_factor=2, mode="nearest"), nn.Conv2d(cin, cout, 3, padding=1, bias=False)]
 
 
 @MODELS.register()
@@ -96,12 +63,7 @@ class DRUNet(nn.Module):
         nc = int_list(name, "nc", nc, length=4)
         nb = int_arg(name, "nb", nb)
         choice(name, "act_mode", act_mode, tuple(ACT_MODES))
-        if downsample_mode == "maxpool":
-            raise ValueError(f"{name}: downsample_mode 'maxpool' does not run (KAIR's maxpool "
-                             f"downsampler's 3x3 conv is unpadded, so the skips' sizes differ); its "
-                             f"files have avgpool's keys: use 'avgpool', as spandrel does")
-        choice(name, "downsample_mode", downsample_mode, DOWNSAMPLE_MODES)
-        choice(name, "upsample_mode", upsample_mode, UPSAMPLE_MODES)
+        check_samplers(name, downsample_mode, upsample_mode)
         self.noise_level = number(name, "noise_level", noise_level, low=0)
         if int_arg(name, "scale", scale) != 1:
             raise ValueError(f"{name}: scale must be 1 (a restoration network: the output has the "
@@ -111,13 +73,13 @@ class DRUNet(nn.Module):
         def blocks(c):
             return [ResBlock(c, act_mode) for _ in range(nb)]
         self.m_head = nn.Conv2d(self.in_nc, nc[0], 3, padding=1, bias=False)
-        self.m_down1 = _sequential(*blocks(nc[0]), *_down(nc[0], nc[1], downsample_mode))
-        self.m_down2 = _sequential(*blocks(nc[1]), *_down(nc[1], nc[2], downsample_mode))
-        self.m_down3 = _sequential(*blocks(nc[2]), *_down(nc[2], nc[3], downsample_mode))
-        self.m_body = _sequential(*blocks(nc[3]))
-        self.m_up3 = _sequential(*_up(nc[3], nc[2], upsample_mode), *blocks(nc[2]))
-        self.m_up2 = _sequential(*_up(nc[2], nc[1], upsample_mode), *blocks(nc[1]))
-        self.m_up1 = _sequential(*_up(nc[1], nc[0], upsample_mode), *blocks(nc[0]))
+        self.m_down1 = sequential(*blocks(nc[0]), *down(nc[0], nc[1], downsample_mode))
+        self.m_down2 = sequential(*blocks(nc[1]), *down(nc[1], nc[2], downsample_mode))
+        self.m_down3 = sequential(*blocks(nc[2]), *down(nc[2], nc[3], downsample_mode))
+        self.m_body = sequential(*blocks(nc[3]))
+        self.m_up3 = sequential(*up(nc[3], nc[2], upsample_mode), *blocks(nc[2]))
+        self.m_up2 = sequential(*up(nc[2], nc[1], upsample_mode), *blocks(nc[1]))
+        self.m_up1 = sequential(*up(nc[1], nc[0], upsample_mode), *blocks(nc[0]))
         self.m_tail = nn.Conv2d(nc[0], out_nc, 3, padding=1, bias=False)
 
     def forward(self, image):

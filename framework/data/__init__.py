@@ -5,6 +5,7 @@ from .augment import apply_flags, augment, paired_random_crop, random_flags
 from .dataloader import DataLoader, default_collate
 from .datasets import HRImageDataset, PairedImageDataset, SingleImageDataset, mod_crop
 from .denoise import GaussianNoiseDataset
+from .jpeg_artifacts import JPEGDataset
 from .degradations import (add_diffjpeg_compression, add_jpg_compression, bessel_j1,
                            bivariate_Gaussian, bivariate_generalized_Gaussian, bivariate_plateau,
                            circular_lowpass_kernel, filter2d, gaussian_kernel1d,
@@ -19,7 +20,7 @@ from .realesrgan import DegradationOptions, RealESRGANDataset, degrade
 from .zssr import ZSSRDataset
 
 __all__ = ["HRImageDataset", "PairedImageDataset", "SingleImageDataset", "RealESRGANDataset",
-           "GaussianNoiseDataset",
+           "GaussianNoiseDataset", "JPEGDataset",
            "ZSSRDataset", "BatchLoader",
            "Prefetcher", "DataLoader", "default_collate", "mod_crop",
            "augment", "paired_random_crop", "random_flags", "apply_flags", "DegradationOptions",

@@ -30,10 +30,13 @@ OTHER = {
                   "num_feats": [8], "num_blocks": [1], "downscales": [2]}, 8, 4),  # x4 only
     "KernelGANGenerator": ({"type": "KernelGANGenerator", "G_chan": 4}, 16, 0),
     "KernelGANDiscriminator": ({"type": "KernelGANDiscriminator", "D_chan": 4, "D_n_layers": 3}, 16, 0),
+    "DnCNN": ({"type": "DnCNN", "in_nc": 3, "out_nc": 3, "nc": 6, "nb": 4}, 16, 1),
+    "FBCNN": ({"type": "FBCNN", "nc": [4, 4, 4, 512], "nb": 1}, 8, 1),  # 512: the original's
 }
 # Networks whose training step cannot be captured, and why (checked: the reason is reported).
 EAGER = {"UNetDiscriminatorSN": "buffer", "VGGStyleDiscriminator": "buffer", "DAT": "buffer",
-         "KernelGANDiscriminator": "buffer", "SwiftSRGAN": "buffer"}  # spectral norm, batch norm
+         "KernelGANDiscriminator": "buffer", "SwiftSRGAN": "buffer",
+         "DnCNN": "buffer"}  # spectral norm, batch norm
 
 
 def _network(name):

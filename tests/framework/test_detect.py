@@ -103,6 +103,9 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "ATD", "scale": 3, "embed_dim": 8, "depths": [2, 1], "num_heads": [2, 4],
       "window_size": 4, "num_tokens": 5, "reducted_dim": 3, "convffn_kernel_size": 3,
       "mlp_ratio": 1.0, "resi_connection": "3conv"}, ()),
+    ({"type": "DnCNN", "in_nc": 1, "out_nc": 1, "nc": 4, "nb": 6}, ()),
+    ({"type": "FBCNN", "in_nc": 1, "out_nc": 1, "nc": [4, 4, 4, 512], "nb": 2,
+      "upsample_mode": "pixelshuffle"}, ()),
 ]
 
 

@@ -204,6 +204,11 @@ VARIANTS = {
         (2, "pixelshuffledirect", {"anchor_proj_type": "conv2d", "anchor_window_down_factor": 4,
                                    "stripe_size": [8, None], "stripe_groups": [None, 2],
                                    "window_size": 8}))],
+    "DnCNN": [dict(in_nc=i, out_nc=o, nc=6, nb=b, act_mode=a, mode=m)
+              for i, o, b, a, m in ((3, 3, 5, "BR", "DnCNN"), (1, 1, 4, "BL", "DnCNN"),
+                                    (4, 3, 8, "R", "FDnCNN"))],
+    "FBCNN": [dict(in_nc=c, out_nc=c, nc=[4, 4, 4, 512], nb=1, downsample_mode=d, upsample_mode=u)
+              for c, d, u in ((3, "strideconv", "convtranspose"), (1, "avgpool", "upconv"))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
     "MMRealSR": [dict(scale=4, num_feat=8, num_block=1, num_grow_ch=4, **kw) for kw in (  # x4 only

@@ -39,6 +39,8 @@ def conv(in_channels=64, out_channels=64, kernel_size=3, stride=1, padding=1, bi
         elif t == "T":
             L.append(nn.ConvTranspose2d(in_channels, out_channels, kernel_size, stride, padding,
                                         bias=bias))
+        elif t == "B":  # DnCNN's (tests/twins/dncnn.py)
+            L.append(nn.BatchNorm2d(out_channels, momentum=0.9, eps=1e-04, affine=True))
         elif t == "R":
             L.append(nn.ReLU(inplace=True))
         elif t == "L":

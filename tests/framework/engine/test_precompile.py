@@ -123,16 +123,20 @@ DATASET_BLOCKS = {
                                      f"crop_size: 8}}",
     "GaussianNoiseDataset": lambda root, tmp: f"{{type: GaussianNoiseDataset, root: {root}, sigma: 25, "
                                               f"gt_size: 8}}",
+    "JPEGDataset": lambda root, tmp: f"{{type: JPEGDataset, root: {root}, gt_size: 8}}",
 }
-X1 = ("GaussianNoiseDataset",)  # denoising: scale 1
+X1 = ("GaussianNoiseDataset", "JPEGDataset")  # restoration: scale 1
 RECIPE_KEYS = {
     "sr": ("", ""),
     "gan": ("model_d: {type: UNetDiscriminatorSN, num_in_ch: 3, num_feat: 4}\n",
             "  optimizer_d: {type: Adam, lr: 1.0e-3}\n"
             "  losses: {pixel: {type: L1Loss}, gan: {type: GANLoss, gan_type: vanilla}}\n"),
     "zssr": ("", ""),
+    "fbcnn": ("", "  losses: {pixel: {type: L1Loss}, qf: {type: L1Loss, loss_weight: 0.001}}\n"),
 }
 ONE_IMAGE = ("ZSSRDataset", "zssr")  # ZSSR's recipe and its father/son pairs go together
+# FBCNN's recipe needs its model (the QF predictor) and a dataset that gives the QF
+QF = ("JPEGDataset", "fbcnn", "{type: FBCNN, nc: [4, 4, 4, 512], nb: 1}")
 
 
 @pytest.mark.parametrize("recipe", RECIPES.names())
@@ -146,6 +150,8 @@ def test_the_dry_run_works_for_every_dataset_and_recipe(dataset, recipe, tiny_tr
     assert dataset in DATASET_BLOCKS and recipe in RECIPE_KEYS, "add the new one to the tables"
     if (dataset == ONE_IMAGE[0]) != (recipe == ONE_IMAGE[1]):
         pytest.skip("recipe zssr trains on a ZSSRDataset only, and a ZSSRDataset only with it")
+    if recipe == QF[1] and dataset != QF[0]:
+        pytest.skip("recipe fbcnn trains on a JPEGDataset (its qf) only")
     top, train = RECIPE_KEYS[recipe]
     block = DATASET_BLOCKS[dataset](tiny_train, tmp_path)
     sharp = "  gt_usm: [pixel]\n" if "gt_usm: true" in block else ""
@@ -153,7 +159,7 @@ def test_the_dry_run_works_for_every_dataset_and_recipe(dataset, recipe, tiny_tr
         name: dry
         scale: {1 if dataset in X1 else 2}
         run_root: {tmp_path / 'runs'}
-        model: {{type: ESPCN, num_feat: [4, 4]}}
+        model: {QF[2] if recipe == QF[1] else '{type: ESPCN, num_feat: [4, 4]}'}
         datasets:
           train: {block}
         """) + top + textwrap.dedent("""\
@@ -164,7 +170,7 @@ def test_the_dry_run_works_for_every_dataset_and_recipe(dataset, recipe, tiny_tr
         """) + train + sharp)
     items = precompile._dry_run(cfg)
     names = {f"{d.py_func.__module__.rsplit('.', 1)[-1]}.{d.py_func.__name__}" for d, _ in items}
-    # the generator's step and forward (im2col convs, tanh, pixel shuffle, L1)
+    # the generator's step and forward (im2col convs, tanh (FBCNN's beta), pixel shuffle, L1)
     assert {"_im2col.im2col", "_im2col.col2im", "activation._tanh_grad_kernel",
             "loss._reduced_kernel"} <= names, names
     assert dataset in X1 or "pixel_shuffle._permute" in names, names

@@ -48,7 +48,7 @@ def test_the_recipe_follows_the_config_unless_it_says(config):
      "train.net_d_iters: set, but the 'sr' recipe does not use it (a key of recipe: gan)"),
     ([], ["train.optimizer_d={type: Adam, lr: 1.0e-3}"],
      "train.optimizer_d: set, but there is no model_d to train"),
-    (["recipe: gna"], [], "recipe: 'gna' is not one of ['gan', 'sr', 'zssr']; did you mean 'gan'?"),
+    (["recipe: gna"], [], "recipe: 'gna' is not one of ['fbcnn', 'gan', 'sr', 'zssr']; did you mean 'gan'?"),
 ])
 def test_keys_of_another_recipe_are_errors_naming_it(config, lines, overrides, message):
     path = config(*lines)

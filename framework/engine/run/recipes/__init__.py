@@ -3,11 +3,12 @@ BasicSR's models (base.py says what a recipe is and how to add one). `recipe_nam
 one a config trains with."""
 from ....registry import RECIPES
 from .base import NonFinite, Recipe, config_key, total
+from .fbcnn import FBCNNRecipe
 from .gan import GANRecipe
 from .sr import SRRecipe
 from .zssr import ZSSRRecipe
 
-__all__ = ["Recipe", "SRRecipe", "GANRecipe", "ZSSRRecipe", "NonFinite", "config_key", "total", "recipe_name",
+__all__ = ["Recipe", "SRRecipe", "GANRecipe", "ZSSRRecipe", "FBCNNRecipe", "NonFinite", "config_key", "total", "recipe_name",
            "DEFAULT"]
 
 DEFAULT = "sr"
@@ -15,7 +16,8 @@ DEFAULT = "sr"
 
 def recipe_name(cfg: dict) -> str:
     """The recipe `cfg` trains with: its `recipe:` when given, else the one registered recipe that
-    claims it (gan: a config with model_d; zssr: a ZSSRDataset), else sr. ValueError when several
+    claims it (gan: a config with model_d; zssr: a ZSSRDataset; fbcnn: train.losses.qf), else sr.
+    ValueError when several
     claim it."""
     if cfg.get("recipe"):
         return cfg["recipe"]
