@@ -46,7 +46,9 @@ PARITY = [({}, (2, 3, 16, 18)),  # training: one reduction to 4x4
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
 @pytest.mark.parametrize("kw,shape", PARITY)
 def test_matches_the_twin(kw, shape, dtype):
-    checks.check_parity(spec(**kw), shape, dtype)
+    # float32: a bias gradient sums every output pixel's gradient, in another order than torch's
+    # (5.7e-7 against a 1e-5 bound of 5.3e-7 once): 3e-5 of the largest value
+    checks.check_parity(spec(**kw), shape, dtype, tolerance=3e-5 if dtype == np.float32 else None)
 
 
 @pytest.mark.parametrize("shape", [(1, 3, 16, 17), (1, 3, 17, 64)])

@@ -183,10 +183,14 @@ class Trainer:
 
     def _hashed_config(self):
         # total_iters may grow on resume (train longer) without being a different run; recipe:
-        # null, ema_power: null and precision: fp32 are what every config meant before the keys existed
+        # null, ema_power: null, precision: fp32 and losses.qf: null (recipe fbcnn's role) are
+        # what every config meant before the keys existed
         cfg = {k: v for k, v in self.cfg.items() if not (k == "recipe" and v is None)}
         train = {k: v for k, v in self.cfg["train"].items()
                  if not (k == "ema_power" and v is None) and not (k == "precision" and v == "fp32")}
+        losses = train.get("losses")
+        if isinstance(losses, dict) and "qf" in losses and losses["qf"] is None:
+            train["losses"] = {k: v for k, v in losses.items() if k != "qf"}
         return {**cfg, "train": {**train, "total_iters": None}}
 
     def _summary(self):

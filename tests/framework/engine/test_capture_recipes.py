@@ -26,6 +26,10 @@ RECIPE_CASES = {
             "recipe gan"),
     "zssr": (["datasets.train={type: ZSSRDataset, path: PATH, crop_size: 8}", "train.scheduler=null",
               "train.zssr.run_test_every=2"], None),
+    "fbcnn": (["scale=1", "model={type: FBCNN, nc: [4, 4, 4, 512], nb: 1}",
+               "datasets.train={type: JPEGDataset, root: ROOT, gt_size: 8}", "train.loss=null",
+               "train.losses={pixel: {type: L1Loss}, qf: {type: L1Loss, loss_weight: 0.001}}"],
+              "recipe fbcnn"),
 }
 
 
@@ -34,7 +38,8 @@ def _fit(tmp_path, data, case, capture):
     path = tmp_path / f"{case}_{capture}.yaml"
     path.write_text(config_text(data, tmp_path / f"runs_{capture}", iters=4, every=4))
     image = sorted((data / "train").glob("*.png"))[0]
-    cfg = load_config(path, [o.replace("PATH", str(image)) for o in overrides]
+    cfg = load_config(path, [o.replace("PATH", str(image)).replace("ROOT", str(data / "train"))
+                             for o in overrides]
                       + ["datasets.val=null", f"train.capture={capture}"])
     lines = []
     trainer = Trainer(cfg, progress=False)

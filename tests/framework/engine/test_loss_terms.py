@@ -70,7 +70,9 @@ def test_the_roles_spelling_resolves_and_hashes_as_before(config):
     without a note, depends on it): train.loss kept, the roles' mapping kept, no list."""
     cfg = load_config(config(), ["train.loss={type: L1Loss}"])
     assert cfg["train"]["loss"] == {"type": "L1Loss"}
-    assert cfg["train"]["losses"] == {"pixel": None, "perceptual": None, "gan": None}
+    # the roles of the registered recipes (gan, fbcnn's qf), unset; the trainer's hash leaves the
+    # keys added since out at their neutral values (ema_power, precision, losses.qf)
+    assert cfg["train"]["losses"] == {"pixel": None, "perceptual": None, "gan": None, "qf": None}
     assert cfg["train"]["ema_power"] is None
     again = load_config(config(), ["train.losses={pixel: {type: L1Loss}}"])
     assert config_hash(again) != config_hash(cfg)  # the key written differs; the terms do not
@@ -178,3 +180,20 @@ train:
     plain = run(2, "  losses: [{type: L1Loss}]\n")
     np.testing.assert_array_equal(listed, roles)
     assert np.abs(plain - roles).max() > 1e-6
+
+
+def test_the_resume_hash_leaves_the_unset_qf_role_out(config):
+    """recipe fbcnn added the role train.losses.qf (null unless set): a checkpoint written before
+    it existed must resume without the "config differs" note, so the hash leaves it out."""
+    import copy
+    from types import SimpleNamespace
+
+    from framework.engine.run.trainer import Trainer
+    cfg = load_config(config(), ["train.loss={type: L1Loss}"])
+    before = copy.deepcopy(cfg)
+    del before["train"]["losses"]["qf"]
+    hashed = Trainer._hashed_config(SimpleNamespace(cfg=cfg))
+    assert "qf" not in hashed["train"]["losses"]
+    assert config_hash(hashed) == config_hash(Trainer._hashed_config(SimpleNamespace(cfg=before)))
+    given = load_config(config(), ["train.losses={pixel: {type: L1Loss}, qf: {type: L1Loss}}"])
+    assert Trainer._hashed_config(SimpleNamespace(cfg=given))["train"]["losses"]["qf"] is not None

@@ -6,6 +6,7 @@ a config for it. A user's recipe, registered from a module a config imports, is 
 `zssr` run could not resume at all: its load_state took one argument fewer than the base's)."""
 import csv
 import os
+import re
 import signal
 import sys
 
@@ -61,6 +62,8 @@ TINY = {
     "zssr": ("recipe: zssr\n",
              "  zssr: {run_test_every: 1, learning_rate_policy_check_every: 3, min_iters: 1,\n"
              "         learning_rate_slope_range: 4, learning_rate_change_ratio: 0.0}\n"),
+    "fbcnn": ("", "  loss: null\n"
+                  "  losses: {pixel: {type: L1Loss}, qf: {type: L1Loss, loss_weight: 0.001}}\n"),
     USER: (f"recipe: {USER}\n", ""),
 }
 ITERS, STOP_AFTER = 6, 3  # checkpoints every 2 iterations; the signal arrives during step 3
@@ -77,6 +80,11 @@ def _config(tiny_data, tmp_path, recipe):
             f"train: {{type: HRImageDataset, root: {tiny_data / 'train'}, gt_size: 16}}",
             f"train: {{type: ZSSRDataset, path: {image}, crop_size: 16}}")
         text = text.replace("  scheduler: {type: CosineAnnealingLR, T_max: 6, eta_min: 1e-4}\n", "")
+    if recipe == "fbcnn":  # FBCNN at x1 on JPEG-compressed crops (their quality is its target)
+        text = text.replace("scale: 2\n", "scale: 1\n").replace(
+            f"train: {{type: HRImageDataset, root: {tiny_data / 'train'}, gt_size: 16}}",
+            f"train: {{type: JPEGDataset, root: {tiny_data / 'train'}, gt_size: 8}}")
+        text = re.sub(r"model: .*\n", "model: {type: FBCNN, nc: [4, 4, 4, 512], nb: 1}\n", text, count=1)
     if recipe == USER:
         (tmp_path / "user_recipes.py").write_text(USER_MODULE)
         text = "imports: [user_recipes]\n" + text

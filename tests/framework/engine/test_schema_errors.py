@@ -356,4 +356,4 @@ def test_a_null_optional_section_is_its_defaults(tmp_path, base):
     assert cfg["train"]["loss"] == {"type": "L1Loss"}  # given explicitly in `base`
     cfg = load_config(write(tmp_path, set_key(base, "train.loss", None)))
     assert cfg["train"]["loss"] == {"type": "L1Loss"}  # the default pixel loss
-    assert cfg["train"]["losses"] == {"pixel": None, "perceptual": None, "gan": None}
+    assert cfg["train"]["losses"] == {"pixel": None, "perceptual": None, "gan": None, "qf": None}

@@ -174,7 +174,8 @@ def test_every_message_is_bounded(tmp_path):
     error (clip_message)."""
     with pytest.raises(ConfigError) as exc:
         parse_config(f"name: [{'x' * 100_000}]\n", "cfg.yaml", do_imports=False)
-    assert max(len(line) for line in str(exc.value).split("\n")) < 400
+    (line,) = [line for line in str(exc.value).split("\n") if "xxx" in line]
+    assert len(line) < 400  # (other lines list the registries' names: they grow with them)
     long = ConfigError("\n".join(["a" * 5000] + ["b"] * 100))  # 101 lines
     first, *rest = str(long).split("\n")
     assert first == "a" * 1000 + "... (4,000 more characters)"

@@ -40,6 +40,8 @@ def test_every_model_one_dynamic_graph_right_at_every_size(tmp_path, name):
     export itself ran at sizes of both parities below and above the example (issue 37.10), and
     that ONNX Runtime runs like srgrad at other odd and even sizes and a batch of two."""
     spec = IMAGE_MODELS[name]
+    if name == "ATD":  # torch's CPU order of equal categories has no ONNX node: the stable order
+        spec = {**spec, "category_order": "stable"}
     fixed = card(spec).fixed_onnx
     if fixed:
         pytest.skip(f"{name}: one graph per input size ({fixed})")
