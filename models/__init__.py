@@ -31,6 +31,7 @@ from .swiftsrgan import SwiftSRGAN
 from .nafnet import NAFNet
 from .drunet import DRUNet
 from .scunet import SCUNet
+from .uformer import Uformer
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -38,5 +39,5 @@ from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
            "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet", "DRUNet",
-           "SCUNet",
+           "SCUNet", "Uformer",
            "ZSSRNet"]

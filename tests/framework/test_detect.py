@@ -86,6 +86,9 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "DRUNet", "in_nc": 2, "out_nc": 1, "nc": [4, 6, 8, 10], "nb": 2,
       "upsample_mode": "pixelshuffle"}, ()),
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
+    ({"type": "Uformer", "dd_in": 1, "in_chans": 1, "embed_dim": 4, "depths": [1, 2, 1, 1, 2, 1, 1, 2, 1],
+      "num_heads": [1, 2, 1, 2, 4, 2, 2, 1, 2], "win_size": 2, "token_mlp": "fastleff",
+      "modulator": True}, ()),
 ]
 
 
