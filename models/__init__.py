@@ -32,6 +32,7 @@ from .nafnet import NAFNet
 from .drunet import DRUNet
 from .scunet import SCUNet
 from .uformer import Uformer
+from .kbnet import KBNet
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -39,5 +40,5 @@ from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
 __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetCompact", "MSRResNet",
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
            "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet", "DRUNet",
-           "SCUNet", "Uformer",
+           "SCUNet", "Uformer", "KBNet",
            "ZSSRNet"]

@@ -186,7 +186,12 @@ VARIANTS = {
         (2, "pixelshuffle_aux"), (3, "pixelshuffledirect"), (4, "nearest+conv"), (1, ""))],
     "DAT": [dict(SMALL["DAT"], scale=3, upsampler="pixelshuffledirect", resi_connection="3conv")],
     "NAFNet": [dict(img_channel=c, width=4, middle_blk_num=1, enc_blk_nums=e, dec_blk_nums=d)
-               for c, e, d in ((3, [1, 1], [1, 1]), (1, [], []), (3, [0, 2, 1], [1, 0, 1]))],
+               for c, e, d in ((3, [1, 1], [1, 1]), (1, [], []), (3, [0, 2, 1], [1, 0, 1]),
+                               (3, [1, 0], [0, 2]))],  # decoders bottom up: the card pairs them so
+    "KBNet": [dict(img_channel=c, width=w, middle_blk_num=1, enc_blk_nums=e, dec_blk_nums=d,
+                   lightweight=lw, ffn_scale=f)
+              for c, w, e, d, lw, f in ((3, 4, [1, 1], [1, 1], False, 2),
+                                        (1, 8, [1, 0], [0, 2], True, 1.5))],
     "DRUNet": [dict(in_nc=i, out_nc=o, nc=[4, 6, 8, 10], nb=b, downsample_mode=d, upsample_mode=u)
                for i, o, b, d, u in ((4, 3, 2, "strideconv", "convtranspose"),
                                      (2, 1, 1, "avgpool", "pixelshuffle"),

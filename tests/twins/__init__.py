@@ -48,5 +48,5 @@ from . import span, plksr  # noqa: E402,F401
 from . import realcugan, safmn, omnisr  # noqa: E402,F401
 from . import drct, mosr, swiftsrgan  # noqa: E402,F401
 from . import nafnet, drunet, scunet  # noqa: E402,F401
-from . import uformer  # noqa: E402,F401
+from . import uformer, kbnet  # noqa: E402,F401
 from . import discriminators, kernelgan, zssr  # noqa: E402,F401
