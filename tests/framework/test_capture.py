@@ -28,6 +28,9 @@ OTHER = {
                                "input_size": 128}, 128, 0),
     "KernelGANGenerator": ({"type": "KernelGANGenerator", "G_chan": 4}, 16, 0),
     "KernelGANDiscriminator": ({"type": "KernelGANDiscriminator", "D_chan": 4, "D_n_layers": 3}, 16, 0),
+    # KBNet's defaults are the published SIDD model (142M parameters)
+    "KBNet": ({"type": "KBNet", "width": 4, "middle_blk_num": 1, "enc_blk_nums": [1],
+               "dec_blk_nums": [1]}, 16, 1),
 }
 # Networks whose training step cannot be captured, and why (checked: the reason is reported).
 EAGER = {"UNetDiscriminatorSN": "buffer", "VGGStyleDiscriminator": "buffer", "DAT": "buffer",
