@@ -28,7 +28,10 @@ OTHER = {
                                "input_size": 128}, 128, 0),
     "KernelGANGenerator": ({"type": "KernelGANGenerator", "G_chan": 4}, 16, 0),
     "KernelGANDiscriminator": ({"type": "KernelGANDiscriminator", "D_chan": 4, "D_n_layers": 3}, 16, 0),
-    # KBNet's defaults are the published SIDD model (142M parameters)
+    # Uformer pads to a 128 square: windows of 2 keep it small; KBNet's defaults are the published
+    # SIDD model (142M parameters)
+    "Uformer": ({"type": "Uformer", "embed_dim": 4, "depths": [1] * 9, "num_heads": [1] * 9,
+                 "win_size": 2, "drop_path_rate": 0.0}, 16, 1),
     "KBNet": ({"type": "KBNet", "width": 4, "middle_blk_num": 1, "enc_blk_nums": [1],
                "dec_blk_nums": [1]}, 16, 1),
 }

@@ -22,7 +22,6 @@ SCALES = {  # the scales each design is tested at
     "Swin2SR": (2, 4),  # the pixel-shuffle upsampler (BASE); the others in test_swin2sr.py
     "DAT": (2, 3),  # pixelshuffledirect and x4 in test_dat.py
     "ZSSRNet": (2, 3, 4),
-    "Uformer": (1,),  # a restoration network (in SMALL for the capture test's small build)
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"},
@@ -49,10 +48,7 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          # a spatial, a channel and a shifted spatial block; 64 features: a 2-wide position-bias
          # MLP (at 32, as DAT-light's 60, it is 1 wide and its LayerNorm makes it a constant)
          "DAT": {"embed_dim": 64, "depth": [3], "num_heads": [2], "split_size": [2, 4], "img_size": 8,
-                 "expansion_factor": 2.0, "drop_path_rate": 0.0},
-         # windows of 2: the 128 square the input pads to holds 4096 of them at the first level
-         "Uformer": {"embed_dim": 4, "depths": [1] * 9, "num_heads": [1] * 9, "win_size": 2,
-                     "drop_path_rate": 0.0}}
+                 "expansion_factor": 2.0, "drop_path_rate": 0.0}}
 
 
 def conv(cin, cout, k):
@@ -73,14 +69,6 @@ def expected_parameters(name: str, c: int, s: int) -> int:
         return conv(c, 64, 5) + conv(64, 32, 3) + conv(32, c * s * s, 3)
     if name == "VDSR":  # 20 layers
         return conv(c, 64, 3) + 18 * conv(64, 64, 3) + conv(64, c, 3)
-    if name == "Uformer":  # embed_dim 32, 2 LeWin blocks a layer (window 8, linear q / kv, LeFF x4)
-        def lewin(d, heads):
-            return (4 * d + 15 * 15 * heads + 4 * d * d + 4 * d + (d * 4 * d + 4 * d)
-                    + (4 * d * 9 + 4 * d) + (4 * d * d + d))
-        dims, heads = (32, 64, 128, 256, 512, 512, 256, 128, 64), (1, 2, 4, 8, 16, 16, 8, 4, 2)
-        return (conv(c, 32, 3) + conv(64, c, 3) + sum(2 * lewin(d, n) for d, n in zip(dims, heads))
-                + sum(conv(d, 2 * d, 4) for d in dims[:4])
-                + sum(d * o * 4 + o for d, o in ((512, 256), (512, 128), (256, 64), (128, 32))))
     if name == "ZSSRNet":  # 8 layers, 64 features, no biases
         return 9 * (c * 64 + 6 * 64 * 64 + 64 * c)
     if name == "EDSR":  # baseline: 16 blocks x 2 convs, 64 features; x4 = two x2 stages
