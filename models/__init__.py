@@ -38,6 +38,8 @@ from .craft import CRAFT
 from .atd import ATD
 from .dncnn import DnCNN
 from .fbcnn import FBCNN
+from .uformer import Uformer
+from .kbnet import KBNet
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -46,4 +48,4 @@ __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetC
            "MSRResNet", "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR",
            "RealPLKSR", "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet",
            "DRUNet", "SCUNet", "MMRealSR", "GRL", "RGT", "CRAFT", "ATD", "DnCNN", "FBCNN",
-           "ZSSRNet"]
+           "Uformer", "KBNet", "ZSSRNet"]

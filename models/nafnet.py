@@ -176,7 +176,7 @@ class NAFNet(nn.Module):
             return n * (conv(ch, 2 * ch, 1) + conv(2 * ch, 2 * ch, 3, groups=2 * ch)
                         + 3 * conv(ch, ch, 1) + conv(ch, 2 * ch, 1) + 2 * norm(ch) + 2 * ch)
         total = conv(c, w) + conv(w, c)
-        for i, (ne, nd) in enumerate(zip(enc, dec)):
+        for i, (ne, nd) in enumerate(zip(enc, dec[::-1])):  # decoders run from the bottom up
             ch = w * 2 ** i
             total += (blocks(ch, ne) + conv(ch, 2 * ch, 2) + conv(2 * ch, 4 * ch, 1, bias=False)
                       + blocks(ch, nd))

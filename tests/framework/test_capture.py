@@ -32,6 +32,12 @@ OTHER = {
     "KernelGANDiscriminator": ({"type": "KernelGANDiscriminator", "D_chan": 4, "D_n_layers": 3}, 16, 0),
     "DnCNN": ({"type": "DnCNN", "in_nc": 3, "out_nc": 3, "nc": 6, "nb": 4}, 16, 1),
     "FBCNN": ({"type": "FBCNN", "nc": [4, 4, 4, 512], "nb": 1}, 8, 1),  # 512: the original's
+    # Uformer pads to a 128 square: windows of 2 keep it small; KBNet's defaults are the published
+    # SIDD model (142M parameters)
+    "Uformer": ({"type": "Uformer", "embed_dim": 4, "depths": [1] * 9, "num_heads": [1] * 9,
+                 "win_size": 2, "drop_path_rate": 0.0}, 16, 1),
+    "KBNet": ({"type": "KBNet", "width": 4, "middle_blk_num": 1, "enc_blk_nums": [1],
+               "dec_blk_nums": [1]}, 16, 1),
 }
 # Networks whose training step cannot be captured, and why (checked: the reason is reported).
 EAGER = {"UNetDiscriminatorSN": "buffer", "VGGStyleDiscriminator": "buffer", "DAT": "buffer",

@@ -106,6 +106,11 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "DnCNN", "in_nc": 1, "out_nc": 1, "nc": 4, "nb": 6}, ()),
     ({"type": "FBCNN", "in_nc": 1, "out_nc": 1, "nc": [4, 4, 4, 512], "nb": 2,
       "upsample_mode": "pixelshuffle"}, ()),
+    ({"type": "Uformer", "dd_in": 1, "in_chans": 1, "embed_dim": 4, "depths": [1, 2, 1, 1, 2, 1, 1, 2, 1],
+      "num_heads": [1, 2, 1, 2, 4, 2, 2, 1, 2], "win_size": 2, "token_mlp": "fastleff",
+      "modulator": True}, ()),
+    ({"type": "KBNet", "img_channel": 1, "width": 8, "middle_blk_num": 2, "enc_blk_nums": [1, 0],
+      "dec_blk_nums": [2, 1], "lightweight": True, "ffn_scale": 1.5}, ()),
 ]
 
 

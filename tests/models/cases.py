@@ -188,7 +188,12 @@ VARIANTS = {
         (2, "pixelshuffle_aux"), (3, "pixelshuffledirect"), (4, "nearest+conv"), (1, ""))],
     "DAT": [dict(SMALL["DAT"], scale=3, upsampler="pixelshuffledirect", resi_connection="3conv")],
     "NAFNet": [dict(img_channel=c, width=4, middle_blk_num=1, enc_blk_nums=e, dec_blk_nums=d)
-               for c, e, d in ((3, [1, 1], [1, 1]), (1, [], []), (3, [0, 2, 1], [1, 0, 1]))],
+               for c, e, d in ((3, [1, 1], [1, 1]), (1, [], []), (3, [0, 2, 1], [1, 0, 1]),
+                               (3, [1, 0], [0, 2]))],  # decoders bottom up: the card pairs them so
+    "KBNet": [dict(img_channel=c, width=w, middle_blk_num=1, enc_blk_nums=e, dec_blk_nums=d,
+                   lightweight=lw, ffn_scale=f)
+              for c, w, e, d, lw, f in ((3, 4, [1, 1], [1, 1], False, 2),
+                                        (1, 8, [1, 0], [0, 2], True, 1.5))],
     "DRUNet": [dict(in_nc=i, out_nc=o, nc=[4, 6, 8, 10], nb=b, downsample_mode=d, upsample_mode=u)
                for i, o, b, d, u in ((4, 3, 2, "strideconv", "convtranspose"),
                                      (2, 1, 1, "avgpool", "pixelshuffle"),
@@ -209,6 +214,9 @@ VARIANTS = {
                                     (4, 3, 8, "R", "FDnCNN"))],
     "FBCNN": [dict(in_nc=c, out_nc=c, nc=[4, 4, 4, 512], nb=1, downsample_mode=d, upsample_mode=u)
               for c, d, u in ((3, "strideconv", "convtranspose"), (1, "avgpool", "upconv"))],
+    "Uformer": [dict(dd_in=c, in_chans=c, embed_dim=4, depths=[1] * 9, num_heads=[1] * 9, win_size=2,
+                     token_projection=p, token_mlp=m, modulator=True)
+                for c, p, m in ((3, "linear", "leff"), (1, "conv", "fastleff"))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
     "MMRealSR": [dict(scale=4, num_feat=8, num_block=1, num_grow_ch=4, **kw) for kw in (  # x4 only

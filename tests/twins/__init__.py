@@ -52,6 +52,7 @@ from . import mmrealsr  # noqa: E402,F401
 from . import grl  # noqa: E402,F401
 from . import atd  # noqa: E402,F401
 from . import dncnn, fbcnn  # noqa: E402,F401
+from . import uformer, kbnet  # noqa: E402,F401
 from . import discriminators, kernelgan, zssr  # noqa: E402,F401
 from . import rgt  # noqa: E402,F401
 from . import craft  # noqa: E402,F401
