@@ -86,6 +86,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "DRUNet", "in_nc": 2, "out_nc": 1, "nc": [4, 6, 8, 10], "nb": 2,
       "upsample_mode": "pixelshuffle"}, ()),
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
+    ({"type": "DITN", "scale": 3, "inp_channels": 1, "dim": 8, "ITL_blocks": 2, "SAL_blocks": 1,
+      "UFONE_blocks": 2, "bias": True, "ffn_expansion_factor": 1.5}, ()),
 ]
 
 

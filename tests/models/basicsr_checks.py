@@ -53,13 +53,17 @@ def check_keys(spec: dict):
     return list(ours)
 
 
-def check_parity(spec: dict, shape, dtype, train: bool = True, tolerance=None):
+def check_parity(spec: dict, shape, dtype, train: bool = True, tolerance=None, prepare=None):
     """Output, input gradient and EVERY parameter gradient of an L1 loss, ours vs the twin, both in
     train() (default) or eval() mode; a parameter the twin gives no gradient (unused in that mode,
-    or not trained) must get none here either. tolerance: default TOLERANCE[dtype]."""
+    or not trained) must get none here either. tolerance: default TOLERANCE[dtype]. prepare: a
+    function of the built model run before the twin copies it (e.g. moving zero-init parameters
+    off zero, so the gradients behind them are not all zero)."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
     model = build(spec).to(dtype).train(train)
+    if prepare is not None:
+        prepare(model)
     torch_dtype = {np.float64: torch.float64, np.float32: torch.float32}[dtype]
     twin = twins.twin_of(model, spec, dtype=torch_dtype).train(train)
     x_np, t_np = inputs(spec, shape)
