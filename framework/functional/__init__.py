@@ -29,6 +29,7 @@ from .shape import (cat, chunk, crop_to, expand, flatten, flip, getitem, index_p
                     pad_to_multiple, pad_to_requirement, permute, repeat, reshape, roll, split,
                     squeeze, stack, transpose, unsqueeze)
 from .softmax import log_softmax, softmax
+from .routing import keep_topk
 
 __all__ = [
     "unbroadcast", "attention", "attention_softmax", "window_attention", "window_partition",
@@ -46,5 +47,5 @@ __all__ = [
     "argmax", "argmin", "max", "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to",
     "expand", "pad_to_multiple", "pad_to_requirement", "flip", "index_put", "repeat", "chunk", "flatten", "getitem",
     "pad", "permute", "reshape", "roll", "split", "squeeze", "stack", "transpose", "unsqueeze",
-    "log_softmax", "softmax",
+    "log_softmax", "softmax", "keep_topk",
 ]

@@ -88,6 +88,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
     ({"type": "DITN", "scale": 3, "inp_channels": 1, "dim": 8, "ITL_blocks": 2, "SAL_blocks": 1,
       "UFONE_blocks": 2, "bias": True, "ffn_expansion_factor": 1.5}, ()),
+    ({"type": "SeemoRe", "scale": 2, "in_chans": 1, "embedding_dim": 8, "num_layers": 2,
+      "num_experts": 4, "lr_space": "exp", "global_kernel_size": 5}, ()),
 ]
 
 

@@ -95,9 +95,9 @@ def check_parity(spec: dict, shape, dtype, train: bool = True, tolerance=None, p
         assert_close(p.grad.data, theirs[k].grad.numpy(), dtype, f"gradient of {k}", floor, tolerance)
 
 
-def check_eval_output(spec: dict, shape, dtype=np.float64):
+def check_eval_output(spec: dict, shape, dtype=np.float64, tolerance=None):
     """The eval() output, ours vs the twin, under no_grad (for originals whose eval() path writes in
-    place and has no backward, e.g. PLKSR's partial conv)."""
+    place and has no backward, e.g. PLKSR's partial conv). tolerance: default TOLERANCE[dtype]."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
     model = build(spec).to(dtype).eval()
@@ -105,7 +105,8 @@ def check_eval_output(spec: dict, shape, dtype=np.float64):
     twin = twins.twin_of(model, spec, dtype=torch_dtype).eval()
     x = inputs(spec, shape)[0].astype(dtype)
     with sg.no_grad(), torch.no_grad():
-        assert_close(model(sg.tensor(x)).data, twin(torch.from_numpy(x)).numpy(), dtype, "eval() output")
+        assert_close(model(sg.tensor(x)).data, twin(torch.from_numpy(x)).numpy(), dtype, "eval() output",
+                     tolerance=tolerance)
 
 
 def check_adam_step(spec: dict, shape, lr: float = 1e-3, margin: float = 2e-3):

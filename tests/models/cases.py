@@ -49,7 +49,8 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          # MLP (at 32, as DAT-light's 60, it is 1 wide and its LayerNorm makes it a constant)
          "DAT": {"embed_dim": 64, "depth": [3], "num_heads": [2], "split_size": [2, 4], "img_size": 8,
                  "expansion_factor": 2.0, "drop_path_rate": 0.0},
-         "DITN": {"dim": 8, "ITL_blocks": 1, "SAL_blocks": 1}}
+         "DITN": {"dim": 8, "ITL_blocks": 1, "SAL_blocks": 1},
+         "SeemoRe": {"embedding_dim": 8, "num_layers": 1, "num_experts": 3}}
 
 
 def conv(cin, cout, k):
@@ -184,6 +185,9 @@ VARIANTS = {
                                                             (1, [0, 2, 0, 0, 0, 0, 0]))],
     "DITN": [dict(scale=s, dim=8, ITL_blocks=i, SAL_blocks=a, UFONE_blocks=u, **kw)
              for s, i, a, u, kw in ((3, 2, 0, 2, {"bias": True}), (1, 1, 1, 1, {"patch_size": 4}))],
+    "SeemoRe": [dict(scale=s, embedding_dim=8, num_layers=1, num_experts=e, **kw) for s, e, kw in (
+        (3, 2, {"lr_space": "exp", "use_shuffle": False, "recursive": 1, "topk": 2}),
+        (1, 4, {"lr_space": "double", "global_kernel_size": 5, "recursive": 3}))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
     "KernelGANGenerator": [dict(G_chan=8), dict(G_structure=[5, 3, 1], G_chan=4, scale_factor=0.25)],
