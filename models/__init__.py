@@ -33,6 +33,7 @@ from .drunet import DRUNet
 from .scunet import SCUNet
 from .ditn import DITN
 from .seemore import SeemoRe
+from .dctlsa import DCTLSA
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -41,5 +42,5 @@ __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetC
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
            "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet", "DRUNet",
            "SCUNet",
-           "DITN", "SeemoRe",
+           "DITN", "SeemoRe", "DCTLSA",
            "ZSSRNet"]

@@ -31,7 +31,8 @@ OTHER = {
 }
 # Networks whose training step cannot be captured, and why (checked: the reason is reported).
 EAGER = {"UNetDiscriminatorSN": "buffer", "VGGStyleDiscriminator": "buffer", "DAT": "buffer",
-         "KernelGANDiscriminator": "buffer", "SwiftSRGAN": "buffer"}  # spectral norm, batch norm
+         "KernelGANDiscriminator": "buffer", "SwiftSRGAN": "buffer",
+         "DCTLSA": "buffer"}  # spectral norm, batch norm
 
 
 def _network(name):

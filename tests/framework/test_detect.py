@@ -90,6 +90,7 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "UFONE_blocks": 2, "bias": True, "ffn_expansion_factor": 1.5}, ()),
     ({"type": "SeemoRe", "scale": 2, "in_chans": 1, "embedding_dim": 8, "num_layers": 2,
       "num_experts": 4, "lr_space": "exp", "global_kernel_size": 5}, ()),
+    ({"type": "DCTLSA", "scale": 3, "in_nc": 1, "out_nc": 1, "nf": 10, "num_head": 5}, ()),
 ]
 
 

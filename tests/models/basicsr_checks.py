@@ -26,7 +26,7 @@ def inputs(spec: dict, shape, seed: int = 0):
     n, c, h, w = shape
     s = spec["scale"]
     rng = np.random.default_rng(seed)
-    out = spec.get("num_out_ch", spec.get("out_channels", spec.get("out_ch", c)))  # RealCUGAN, MoSR: spandrel's keywords
+    out = spec.get("num_out_ch", spec.get("out_channels", spec.get("out_ch", spec.get("out_nc", c))))  # RealCUGAN, MoSR, DCTLSA: spandrel's keywords
     return rng.uniform(0, 1, shape), rng.uniform(0, 1, (n, out, h * s, w * s))
 
 

@@ -50,7 +50,8 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          "DAT": {"embed_dim": 64, "depth": [3], "num_heads": [2], "split_size": [2, 4], "img_size": 8,
                  "expansion_factor": 2.0, "drop_path_rate": 0.0},
          "DITN": {"dim": 8, "ITL_blocks": 1, "SAL_blocks": 1},
-         "SeemoRe": {"embedding_dim": 8, "num_layers": 1, "num_experts": 3}}
+         "SeemoRe": {"embedding_dim": 8, "num_layers": 1, "num_experts": 3},
+         "DCTLSA": {"nf": 8, "num_head": 2}}
 
 
 def conv(cin, cout, k):
@@ -188,6 +189,7 @@ VARIANTS = {
     "SeemoRe": [dict(scale=s, embedding_dim=8, num_layers=1, num_experts=e, **kw) for s, e, kw in (
         (3, 2, {"lr_space": "exp", "use_shuffle": False, "recursive": 1, "topk": 2}),
         (1, 4, {"lr_space": "double", "global_kernel_size": 5, "recursive": 3}))],
+    "DCTLSA": [dict(scale=s, nf=6, num_head=3, **kw) for s, kw in ((3, {"out_nc": 1}), (1, {}))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
     "KernelGANGenerator": [dict(G_chan=8), dict(G_structure=[5, 3, 1], G_chan=4, scale_factor=0.25)],
