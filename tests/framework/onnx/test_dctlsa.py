@@ -20,7 +20,7 @@ def test_dynamic_export_runs_like_srgrad(tmp_path):
         if "running" in k:
             v[...] = rng.uniform(0.5, 1.5, v.shape) if k.endswith("var") else rng.uniform(-0.2, 0.2, v.shape)
     report, ops = check(model, image(1, 3, 13, 10), tmp_path,
-                        others=[image(2, 3, 20, 17, seed=1), image(1, 3, 16, 33, seed=2)],
+                        others=[image(2, 3, 20, 17, seed=1)],
                         dynamic=True, atol=1e-4)
     assert report.output_shapes == [["batch", 3, "output_height", "output_width"]]
     assert {"Softmax", "MatMul", "LayerNormalization", "DepthToSpace"} <= set(ops), ops
