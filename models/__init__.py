@@ -40,6 +40,9 @@ from .dncnn import DnCNN
 from .fbcnn import FBCNN
 from .uformer import Uformer
 from .kbnet import KBNet
+from .ditn import DITN
+from .seemore import SeemoRe
+from .dctlsa import DCTLSA
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -48,4 +51,4 @@ __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetC
            "MSRResNet", "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR",
            "RealPLKSR", "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet",
            "DRUNet", "SCUNet", "MMRealSR", "GRL", "RGT", "CRAFT", "ATD", "DnCNN", "FBCNN",
-           "Uformer", "KBNet", "ZSSRNet"]
+           "Uformer", "KBNet", "DITN", "SeemoRe", "DCTLSA", "ZSSRNet"]

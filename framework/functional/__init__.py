@@ -31,6 +31,7 @@ from .shape import (cat, chunk, crop_to, expand, flatten, flip, getitem, index_p
 from .softmax import log_softmax, softmax
 from .sort import argsort
 from .category import category_group, category_ungroup
+from .routing import keep_topk
 
 __all__ = [
     "unbroadcast", "attention", "attention_softmax", "window_attention", "window_partition",
@@ -48,5 +49,5 @@ __all__ = [
     "argmax", "argmin", "max", "mean", "min", "std", "sum", "var", "interpolate", "cat", "crop_to",
     "expand", "pad_to_multiple", "pad_to_requirement", "flip", "index_put", "repeat", "chunk", "flatten", "getitem",
     "pad", "permute", "reshape", "roll", "split", "squeeze", "stack", "transpose", "unsqueeze",
-    "log_softmax", "softmax", "argsort", "category_group", "category_ungroup",
+    "log_softmax", "softmax", "argsort", "category_group", "category_ungroup", "keep_topk",
 ]

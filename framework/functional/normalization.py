@@ -30,9 +30,13 @@ class BatchNormFunction(Function):
         axes = (0,) + tuple(range(2, x.ndim))
         shape = (1, -1) + (1,) * (x.ndim - 2)
         dt = x.dtype.type
-        if training:
-            mean = x.mean(axis=axes)
-            var = ((x - mean.reshape(shape)) ** 2).mean(axis=axes)
+        if training:  # float64 sums, as torch's CPU kernels (acc_type<float> is double)
+            mean = x.mean(axis=axes, dtype=np.float64)
+            centred = x - mean.astype(x.dtype).reshape(shape)
+            # the float64 mean of the centred values corrects the float32 centring's rounding
+            var = (np.square(centred).mean(axis=axes, dtype=np.float64)
+                   - np.square(centred.mean(axis=axes, dtype=np.float64)))
+            mean, var = mean.astype(x.dtype), var.astype(x.dtype)
             if running is not None:
                 count = x.size // x.shape[1]
                 rm, rv = running
@@ -62,13 +66,14 @@ class BatchNormFunction(Function):
         if need_x:
             gh = g if weight is None else g * weight.reshape(shape)
             if training:
-                gh = gh - gh.mean(axis=axes, keepdims=True) - xhat * (gh * xhat).mean(
-                    axis=axes, keepdims=True)
+                acc = np.float64  # the sums in float64, as torch's CPU backward
+                gh = gh - gh.mean(axis=axes, keepdims=True, dtype=acc).astype(gh.dtype) \
+                    - xhat * (gh * xhat).mean(axis=axes, keepdims=True, dtype=acc).astype(gh.dtype)
             gx = gh * invstd.reshape(shape)
         if need_w:
-            gw = (g * xhat).sum(axis=axes)
+            gw = (g * xhat).sum(axis=axes, dtype=np.float64).astype(xhat.dtype)
         if need_b:
-            gb = g.sum(axis=axes)
+            gb = g.sum(axis=axes, dtype=np.float64).astype(g.dtype)
         return gx, gw, gb
 
 

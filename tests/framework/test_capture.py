@@ -42,7 +42,7 @@ OTHER = {
 # Networks whose training step cannot be captured, and why (checked: the reason is reported).
 EAGER = {"UNetDiscriminatorSN": "buffer", "VGGStyleDiscriminator": "buffer", "DAT": "buffer",
          "KernelGANDiscriminator": "buffer", "SwiftSRGAN": "buffer",
-         "DnCNN": "buffer"}  # spectral norm, batch norm
+         "DnCNN": "buffer", "DCTLSA": "buffer"}  # spectral norm, batch norm
 
 
 def _network(name):

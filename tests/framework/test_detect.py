@@ -111,6 +111,11 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
       "modulator": True}, ()),
     ({"type": "KBNet", "img_channel": 1, "width": 8, "middle_blk_num": 2, "enc_blk_nums": [1, 0],
       "dec_blk_nums": [2, 1], "lightweight": True, "ffn_scale": 1.5}, ()),
+    ({"type": "DITN", "scale": 3, "inp_channels": 1, "dim": 8, "ITL_blocks": 2, "SAL_blocks": 1,
+      "UFONE_blocks": 2, "bias": True, "ffn_expansion_factor": 1.5}, ()),
+    ({"type": "SeemoRe", "scale": 2, "in_chans": 1, "embedding_dim": 8, "num_layers": 2,
+      "num_experts": 4, "lr_space": "exp", "global_kernel_size": 5}, ()),
+    ({"type": "DCTLSA", "scale": 3, "in_nc": 1, "out_nc": 1, "nf": 10, "num_head": 5}, ()),
 ]
 
 

@@ -26,7 +26,7 @@ def inputs(spec: dict, shape, seed: int = 0):
     n, c, h, w = shape
     s = spec["scale"]
     rng = np.random.default_rng(seed)
-    out = spec.get("num_out_ch", spec.get("out_channels", spec.get("out_ch", c)))  # RealCUGAN, MoSR: spandrel's keywords
+    out = spec.get("num_out_ch", spec.get("out_channels", spec.get("out_ch", spec.get("out_nc", c))))  # RealCUGAN, MoSR, DCTLSA: spandrel's keywords
     return rng.uniform(0, 1, shape), rng.uniform(0, 1, (n, out, h * s, w * s))
 
 
@@ -53,13 +53,17 @@ def check_keys(spec: dict):
     return list(ours)
 
 
-def check_parity(spec: dict, shape, dtype, train: bool = True, tolerance=None):
+def check_parity(spec: dict, shape, dtype, train: bool = True, tolerance=None, prepare=None):
     """Output, input gradient and EVERY parameter gradient of an L1 loss, ours vs the twin, both in
     train() (default) or eval() mode; a parameter the twin gives no gradient (unused in that mode,
-    or not trained) must get none here either. tolerance: default TOLERANCE[dtype]."""
+    or not trained) must get none here either. tolerance: default TOLERANCE[dtype]. prepare: a
+    function of the built model run before the twin copies it (e.g. moving zero-init parameters
+    off zero, so the gradients behind them are not all zero)."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
     model = build(spec).to(dtype).train(train)
+    if prepare is not None:
+        prepare(model)
     torch_dtype = {np.float64: torch.float64, np.float32: torch.float32}[dtype]
     twin = twins.twin_of(model, spec, dtype=torch_dtype).train(train)
     x_np, t_np = inputs(spec, shape)
@@ -91,9 +95,9 @@ def check_parity(spec: dict, shape, dtype, train: bool = True, tolerance=None):
         assert_close(p.grad.data, theirs[k].grad.numpy(), dtype, f"gradient of {k}", floor, tolerance)
 
 
-def check_eval_output(spec: dict, shape, dtype=np.float64):
+def check_eval_output(spec: dict, shape, dtype=np.float64, tolerance=None):
     """The eval() output, ours vs the twin, under no_grad (for originals whose eval() path writes in
-    place and has no backward, e.g. PLKSR's partial conv)."""
+    place and has no backward, e.g. PLKSR's partial conv). tolerance: default TOLERANCE[dtype]."""
     torch = pytest.importorskip("torch")
     twins = pytest.importorskip("tests.twins")
     model = build(spec).to(dtype).eval()
@@ -101,7 +105,8 @@ def check_eval_output(spec: dict, shape, dtype=np.float64):
     twin = twins.twin_of(model, spec, dtype=torch_dtype).eval()
     x = inputs(spec, shape)[0].astype(dtype)
     with sg.no_grad(), torch.no_grad():
-        assert_close(model(sg.tensor(x)).data, twin(torch.from_numpy(x)).numpy(), dtype, "eval() output")
+        assert_close(model(sg.tensor(x)).data, twin(torch.from_numpy(x)).numpy(), dtype, "eval() output",
+                     tolerance=tolerance)
 
 
 def check_adam_step(spec: dict, shape, lr: float = 1e-3, margin: float = 2e-3):

@@ -62,7 +62,10 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
                    "split_size_1": 4, "window_size": 8},
          # two blocks (one shifted, the first refining the dictionary), 2 category groups at 8x8
          "ATD": {"embed_dim": 8, "depths": [2], "num_heads": [2], "window_size": 4,
-                 "category_size": 32, "num_tokens": 5, "reducted_dim": 3, "mlp_ratio": 2}}
+                 "category_size": 32, "num_tokens": 5, "reducted_dim": 3, "mlp_ratio": 2},
+         "DITN": {"dim": 8, "ITL_blocks": 1, "SAL_blocks": 1},
+         "SeemoRe": {"embedding_dim": 8, "num_layers": 1, "num_experts": 3},
+         "DCTLSA": {"nf": 8, "num_head": 2}}
 
 
 def conv(cin, cout, k):
@@ -217,6 +220,12 @@ VARIANTS = {
     "Uformer": [dict(dd_in=c, in_chans=c, embed_dim=4, depths=[1] * 9, num_heads=[1] * 9, win_size=2,
                      token_projection=p, token_mlp=m, modulator=True)
                 for c, p, m in ((3, "linear", "leff"), (1, "conv", "fastleff"))],
+    "DITN": [dict(scale=s, dim=8, ITL_blocks=i, SAL_blocks=a, UFONE_blocks=u, **kw)
+             for s, i, a, u, kw in ((3, 2, 0, 2, {"bias": True}), (1, 1, 1, 1, {"patch_size": 4}))],
+    "SeemoRe": [dict(scale=s, embedding_dim=8, num_layers=1, num_experts=e, **kw) for s, e, kw in (
+        (3, 2, {"lr_space": "exp", "use_shuffle": False, "recursive": 1, "topk": 2}),
+        (1, 4, {"lr_space": "double", "global_kernel_size": 5, "recursive": 3}))],
+    "DCTLSA": [dict(scale=s, nf=6, num_head=3, **kw) for s, kw in ((3, {"out_nc": 1}), (1, {}))],
     "VGGStyleDiscriminator": [dict(num_in_ch=c, num_feat=2, input_size=128) for c in (1, 3)],
     "UNetDiscriminatorSN": [dict(num_in_ch=3, num_feat=4, skip_connection=k) for k in (True, False)],
     "MMRealSR": [dict(scale=4, num_feat=8, num_block=1, num_grow_ch=4, **kw) for kw in (  # x4 only

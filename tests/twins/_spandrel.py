@@ -65,3 +65,16 @@ def spandrel_architecture(name: str):
     if version != "0.4.2":
         pytest.skip(f"spandrel {version} is installed, these tests read 0.4.2")
     return importlib.import_module(f"spandrel.architectures.{name}")
+
+
+def spandrel_twin(name: str, cls: str, renamed: dict):
+    """A twin that IS spandrel 0.4.2's own network class `cls` of architecture `name` (the original
+    as spandrel reads it, its keys, init and forward; no call-API padding), built from srgrad's
+    keywords with `renamed` ({srgrad keyword: spandrel's}). For twins of originals that import
+    nothing beyond torch and einops; skips like spandrel_architecture when spandrel is absent."""
+
+    def build(**kwargs):
+        network = getattr(spandrel_architecture(name), cls)
+        return network(**{renamed.get(k, k): v for k, v in kwargs.items()})
+
+    return build

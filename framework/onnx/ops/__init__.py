@@ -6,6 +6,7 @@ from . import (activation, attention, conv, elementwise, linear, normalization, 
                pixel_shuffle, pool, reduce, softmax)
 from . import einsum, fold, grid_sample, jpeg, logistic, resample, shape, windows  # noqa: F401
 from . import category, sort  # noqa: F401
+from . import routing  # noqa: F401
 
 from ...functional.dropout import DropoutFunction
 from ...functional.logistic import BCEWithLogitsFunction

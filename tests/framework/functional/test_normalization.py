@@ -346,3 +346,26 @@ def test_instance_norm_matches_torch(stats):
     if stats:
         for o, t in zip(ours_stats, theirs_stats):
             np.testing.assert_allclose(o.numpy(), t.numpy(), rtol=1e-12)
+
+
+def test_float32_training_sums_in_float64_as_torch():
+    """A constant channel (0.1 everywhere, as a padded or saturated feature map) has variance 0:
+    torch's CPU kernels sum in float64, get its mean exactly, and normalise it to 0 (the output is
+    the bias); float32 sums miss the mean by an ulp and blew the ulp up to +-1 (the old srgrad).
+    The other channels and every gradient match torch's float32 to float32 rounding."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((2, 3, 32, 32)).astype(np.float32)
+    a[:, 1] = np.float32(0.1)
+    g = rng.standard_normal(a.shape).astype(np.float32)
+    w, b = np.array([1.0, 2.0, 0.5], np.float32), np.array([0.0, 0.25, -1.0], np.float32)
+    x, wt = sg.tensor(a, requires_grad=True), sg.tensor(w, requires_grad=True)
+    y = F.batch_norm(x, None, None, wt, sg.tensor(b), training=True)
+    y.backward(g)
+    tx, tw = torch.tensor(a, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.batch_norm(tx, None, None, tw, torch.tensor(b), training=True)
+    ty.backward(torch.tensor(g))
+    np.testing.assert_array_equal(y.data[:, 1], np.float32(0.25))
+    np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=0, atol=2e-6)
+    np.testing.assert_allclose(wt.grad.data, tw.grad.numpy(), rtol=1e-5, atol=1e-4)
+    np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-5, atol=1e-4)

@@ -342,3 +342,14 @@ def test_habit_ops(tmp_path, name, fn, ops):
     _, got = check(model, image(1, 3, 5, 4), tmp_path)
     if ops is not None:
         assert got == ops
+
+
+@pytest.mark.parametrize("k", [1, 2])
+def test_keep_topk(tmp_path, k):
+    """TopK + ScatterElements: the k largest of each row kept (ties: the lower index, as srgrad),
+    one graph for another batch size."""
+    model = Lambda(lambda m, x: F.keep_topk(F.mean(x, (2, 3)), k) * 2.0)
+    x = image(2, 5, 3, 4)
+    x[1, 1:3] = 0.5  # a tie
+    rep, ops = check(model, x, tmp_path, [image(3, 5, 2, 2, seed=3)])
+    assert {"TopK", "ScatterElements"} <= set(ops)
