@@ -86,6 +86,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "DRUNet", "in_nc": 2, "out_nc": 1, "nc": [4, 6, 8, 10], "nb": 2,
       "upsample_mode": "pixelshuffle"}, ()),
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
+    ({"type": "MoESR", "scale": 3, "in_ch": 1, "out_ch": 3, "dim": 8, "n_blocks": 2, "n_block": 1,
+      "upsampler": "pixelshuffle", "upsample_dim": 6, "expansion_factor": 2.0}, ()),
 ]
 
 

@@ -48,7 +48,8 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          # a spatial, a channel and a shifted spatial block; 64 features: a 2-wide position-bias
          # MLP (at 32, as DAT-light's 60, it is 1 wide and its LayerNorm makes it a constant)
          "DAT": {"embed_dim": 64, "depth": [3], "num_heads": [2], "split_size": [2, 4], "img_size": 8,
-                 "expansion_factor": 2.0, "drop_path_rate": 0.0}}
+                 "expansion_factor": 2.0, "drop_path_rate": 0.0},
+         "MoESR": {"dim": 8, "n_blocks": 1, "n_block": 1, "upsample_dim": 8}}
 
 
 def conv(cin, cout, k):
@@ -186,6 +187,8 @@ VARIANTS = {
     "KernelGANGenerator": [dict(G_chan=8), dict(G_structure=[5, 3, 1], G_chan=4, scale_factor=0.25)],
     "KernelGANDiscriminator": [dict(D_chan=8), dict(D_chan=4, D_kernel_size=5, D_n_layers=3,
                                                     num_in_ch=1)],
+    "MoESR": [dict(SMALL["MoESR"], scale=s, upsampler=u) for s, u in (
+        (3, "pixelshuffle"), (4, "nearest+conv"), (2, "dysample"), (1, "conv"))],
 }
 
 

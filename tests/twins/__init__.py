@@ -49,3 +49,4 @@ from . import realcugan, safmn, omnisr  # noqa: E402,F401
 from . import drct, mosr, swiftsrgan  # noqa: E402,F401
 from . import nafnet, drunet, scunet  # noqa: E402,F401
 from . import discriminators, kernelgan, zssr  # noqa: E402,F401
+from . import redux  # noqa: E402,F401

@@ -1,0 +1,27 @@
+"""PyTorch twins of the traiNNer-redux-era architectures MoESR, FDAT and SAFMN-BCIE: spandrel 0.4.2's
+own network classes (the originals as chaiNNer and ComfyUI run them), built with srgrad's keywords
+(the same names for MoESR and FDAT; SAFMNBCIE's `scale` is the original's upscaling_factor).
+Imported lazily through tests/twins/_spandrel.spandrel_architecture, which skips with the reason
+when spandrel 0.4.2 is absent."""
+from __future__ import annotations
+
+from . import register
+from ._spandrel import spandrel_architecture
+
+
+@register
+def MoESR(**kw):  # noqa: N802 (the srgrad model's name)
+    return spandrel_architecture("MoESR").MoESR(**kw)
+
+
+@register
+def FDAT(**kw):  # noqa: N802
+    return spandrel_architecture("FDAT").FDAT(**kw)
+
+
+@register
+def SAFMNBCIE(**kw):  # noqa: N802
+    kw = dict(kw)
+    if "scale" in kw:
+        kw["upscaling_factor"] = kw.pop("scale")
+    return spandrel_architecture("SAFMNBCIE").SAFMNBCIE(**kw)
