@@ -32,6 +32,7 @@ from .nafnet import NAFNet
 from .drunet import DRUNet
 from .scunet import SCUNet
 from .moesr import MoESR
+from .fdat import FDAT
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -40,4 +41,4 @@ __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetC
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
            "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet", "DRUNet",
            "SCUNet",
-           "ZSSRNet", "MoESR"]
+           "ZSSRNet", "MoESR", "FDAT"]

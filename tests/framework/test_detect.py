@@ -88,6 +88,9 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SCUNet", "in_nc": 1, "config": [1, 0, 0, 1, 0, 2, 0], "dim": 64}, ()),
     ({"type": "MoESR", "scale": 3, "in_ch": 1, "out_ch": 3, "dim": 8, "n_blocks": 2, "n_block": 1,
       "upsampler": "pixelshuffle", "upsample_dim": 6, "expansion_factor": 2.0}, ()),
+    ({"type": "FDAT", "scale": 2, "num_in_ch": 1, "num_out_ch": 1, "embed_dim": 8, "num_groups": 2,
+      "depth_per_group": 1, "num_heads": 2, "window_size": 2, "aim_reduction_ratio": 2,
+      "ffn_expansion_ratio": 1.5, "mid_dim": 8, "upsampler_type": "pa_up"}, ()),
 ]
 
 

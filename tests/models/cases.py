@@ -49,7 +49,9 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
          # MLP (at 32, as DAT-light's 60, it is 1 wide and its LayerNorm makes it a constant)
          "DAT": {"embed_dim": 64, "depth": [3], "num_heads": [2], "split_size": [2, 4], "img_size": 8,
                  "expansion_factor": 2.0, "drop_path_rate": 0.0},
-         "MoESR": {"dim": 8, "n_blocks": 1, "n_block": 1, "upsample_dim": 8}}
+         "MoESR": {"dim": 8, "n_blocks": 1, "n_block": 1, "upsample_dim": 8},
+         "FDAT": {"embed_dim": 12, "num_groups": 1, "depth_per_group": 1, "num_heads": 2,
+                  "window_size": 4, "aim_reduction_ratio": 4, "mid_dim": 8, "drop_path_rate": 0.0}}
 
 
 def conv(cin, cout, k):
@@ -189,6 +191,9 @@ VARIANTS = {
                                                     num_in_ch=1)],
     "MoESR": [dict(SMALL["MoESR"], scale=s, upsampler=u) for s, u in (
         (3, "pixelshuffle"), (4, "nearest+conv"), (2, "dysample"), (1, "conv"))],
+    "FDAT": [dict(SMALL["FDAT"], scale=s, upsampler_type=u, **kw) for s, u, kw in (
+        (4, "transpose+conv", {}), (3, "pa_up", {}), (2, "dysample", {}), (2, "nearest+conv", {}),
+        (1, "pixelshuffle", {"unshuffle_mod": True}), (2, "pa_up", {"unshuffle_mod": True}))],
 }
 
 
