@@ -33,6 +33,7 @@ from .drunet import DRUNet
 from .scunet import SCUNet
 from .moesr import MoESR
 from .fdat import FDAT
+from .safmn_bcie import SAFMNBCIE
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -41,4 +42,4 @@ __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetC
            "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR", "RealPLKSR",
            "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet", "DRUNet",
            "SCUNet",
-           "ZSSRNet", "MoESR", "FDAT"]
+           "ZSSRNet", "MoESR", "FDAT", "SAFMNBCIE"]

@@ -91,6 +91,8 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "FDAT", "scale": 2, "num_in_ch": 1, "num_out_ch": 1, "embed_dim": 8, "num_groups": 2,
       "depth_per_group": 1, "num_heads": 2, "window_size": 2, "aim_reduction_ratio": 2,
       "ffn_expansion_ratio": 1.5, "mid_dim": 8, "upsampler_type": "pa_up"}, ()),
+    ({"type": "SAFMNBCIE", "dim": 8, "n_blocks": 2, "num_layers": 3, "ffn_scale": 1.5,
+      "upscaling_factor": 4}, ()),
 ]
 
 

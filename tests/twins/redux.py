@@ -1,6 +1,6 @@
 """PyTorch twins of the traiNNer-redux-era architectures MoESR, FDAT and SAFMN-BCIE: spandrel 0.4.2's
 own network classes (the originals as chaiNNer and ComfyUI run them), built with srgrad's keywords
-(the same names for MoESR and FDAT; SAFMNBCIE's `scale` is the original's upscaling_factor).
+(the same keyword names).
 Imported lazily through tests/twins/_spandrel.spandrel_architecture, which skips with the reason
 when spandrel 0.4.2 is absent."""
 from __future__ import annotations
@@ -35,8 +35,5 @@ def FDAT(**kw):  # noqa: N802
 
 
 @register
-def SAFMNBCIE(**kw):  # noqa: N802
-    kw = dict(kw)
-    if "scale" in kw:
-        kw["upscaling_factor"] = kw.pop("scale")
+def SAFMNBCIE(scale=1, **kw):  # noqa: N802 (srgrad's scale: 1, which the original has not)
     return spandrel_architecture("SAFMNBCIE").SAFMNBCIE(**kw)
