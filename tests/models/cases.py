@@ -25,7 +25,9 @@ SCALES = {  # the scales each design is tested at
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"},
-        "SAFMN": {"dim": 36}}  # SAFMN's dim has no default (the original's); 36: its published x2
+        "SAFMN": {"dim": 36},  # SAFMN's dim has no default (the original's); 36: its published x2
+        # nor SAFMN-BCIE's: a small one (a restorer at x1, built by the capture test as NAFNet)
+        "SAFMNBCIE": {"dim": 8, "n_blocks": 1, "num_layers": 1}}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
