@@ -22,10 +22,11 @@ The upsampler is UniUpsampleV3 with its uint8 buffer `upsampler.MetaUpsample` = 
 kind index, scale, in_dim, out_ch, mid_dim, 4]; kinds (index order): conv, pixelshuffledirect,
 pixelshuffle, nearest+conv, dysample (a conv3x3 to mid_dim and LeakyReLU first when mid_dim differs
 from embed_dim), transpose+conv (x2: ConvTranspose 4/2/1; x3: 3/3/0; x4: two, GELU between; then a
-conv3x3), lda, pa_up (per x2 or one x3: nearest upsampling, conv3x3 to mid_dim, pixel attention
+conv3x3), lda (a conv3x3 to mid_dim and LeakyReLU when it differs, LDA-AQU (models/lda_aqu.py),
+conv3x3 to out_ch), pa_up (per x2 or one x3: nearest upsampling, conv3x3 to mid_dim, pixel attention
 x sigmoid(conv1x1(x)), LeakyReLU 0.2, conv3x3, LeakyReLU 0.2; then conv3x3 to out_ch: at x2^n its
-buffer records mid_dim as in_dim, as the original's). "lda" (LDA-AQU, a learned deformable-sampling
-upsampler) is not built: asked for or named by a file's buffer, it is refused naming it.
+buffer records mid_dim as in_dim, as the original's). A buffer naming an index beyond the eight is
+refused naming it.
 """
 from __future__ import annotations
 
@@ -43,6 +44,7 @@ from framework.registry import MODELS
 
 from ._blocks import pad_to_requirement
 from .dat import _image, _tokens
+from .lda_aqu import LDA_AQU
 from .moesr import _power_stages, meta_upsample, read_meta, uni_upsample_layers, upsampler_cost
 from .mosr import _ratio
 from .realplksr import DySample
@@ -50,7 +52,6 @@ from .swin2sr import _l2_normalize
 
 KINDS = ("conv", "pixelshuffledirect", "pixelshuffle", "nearest+conv", "dysample",
          "transpose+conv", "lda", "pa_up")  # SampleMods3's order: the MetaUpsample index
-BUILT = tuple(k for k in KINDS if k != "lda")
 _PATTERN = ("spatial", "channel")
 _VERSION, _GROUPS = 3, 4
 _SIZES = {96: "tiny", 108: "light", 120: "medium", 180: "large"}  # spandrel's tags (xl: 6 groups)
@@ -192,19 +193,23 @@ class UniUpsampleV3(nn.Sequential):
 
     def __init__(self, kind: str, scale: int, in_dim: int, out_dim: int, mid_dim: int):
         owner = "FDAT"
-        if kind == "lda":
-            raise ValueError(f"{owner}: the 'lda' upsampler (LDA-AQU, learned deformable "
-                             f"sampling) is not built in srgrad; one of {', '.join(BUILT)}")
         m, meta_in = [], in_dim
         if scale == 1 or kind in ("conv", "pixelshuffledirect", "pixelshuffle", "nearest+conv"):
             m = uni_upsample_layers(owner, kind, scale, in_dim, out_dim, mid_dim)
-        elif kind == "dysample":
+        elif kind in ("dysample", "lda"):
             if mid_dim != in_dim:
                 m += [nn.Conv2d(in_dim, mid_dim, 3, padding=1), nn.LeakyReLU()]
-            if mid_dim <= _GROUPS or mid_dim % _GROUPS:
+            if kind == "lda":
+                if mid_dim % 8:
+                    raise ValueError(f"{owner}: the 'lda' upsampler needs mid_dim a multiple of 8 "
+                                     f"(LDA-AQU's queries are a quarter of it, in 2 groups), got "
+                                     f"{mid_dim}")
+                m += [LDA_AQU(mid_dim, scale), nn.Conv2d(mid_dim, out_dim, 3, padding=1)]
+            elif mid_dim <= _GROUPS or mid_dim % _GROUPS:
                 raise ValueError(f"{owner}: DySample's {_GROUPS} groups need mid_dim a multiple of "
                                  f"{_GROUPS} above {_GROUPS}, got {mid_dim}")
-            m.append(DySample(mid_dim, out_dim, scale, _GROUPS, True))
+            else:
+                m.append(DySample(mid_dim, out_dim, scale, _GROUPS, True))
         elif kind == "transpose+conv":
             if scale not in (2, 3, 4):
                 raise ValueError(f"{owner}: the 'transpose+conv' upsampler supports scale 2, 3, 4, "
@@ -261,7 +266,7 @@ class FDAT(nn.Module):
         group_block_pattern: the blocks' kinds in a group, default ["spatial", "channel"].
         drop_path_rate: stochastic depth, rising linearly over all blocks to this, default 0.1.
         mid_dim: the upsampler's width (pixelshuffle, dysample, pa_up), default 64.
-        upsampler_type: one of KINDS but "lda", default "transpose+conv".
+        upsampler_type: one of KINDS, default "transpose+conv".
         img_range: accepted and unused, as the original.
         unshuffle_mod: at x1 / x2, pixel-unshuffle the input by 4 / scale and run at x4.
     """
@@ -349,9 +354,14 @@ class FDAT(nn.Module):
         per = {"spatial": common + heads * ws ** 4, "channel": common + heads}
         group = spec["depth_per_group"] * sum(per[p] for p in pattern) + conv(c, c, 3, False)
         up_s = 4 if unshuffle else s
-        if kind in ("transpose+conv", "pa_up", "dysample") and up_s > 1:
+        if kind in ("transpose+conv", "pa_up", "dysample", "lda") and up_s > 1:
             mid = spec["mid_dim"]
-            if kind == "transpose+conv":
+            if kind == "lda":  # LDA-AQU: the projections, the offset branch, norms, the table
+                hd = mid // 4
+                up = ((conv(c, mid) if mid != c else 0) + 2 * conv(mid, hd, 1, False) + 9 * hd
+                      + conv(hd // 2, hd // 2, 3, False, hd // 2) + norm(hd // 2)
+                      + conv(hd // 2, 18) + norm(mid) + conv(mid, o))
+            elif kind == "transpose+conv":
                 up = (conv(c, c, 4) + conv(c, o, 4) if up_s == 4 else conv(c, o, 4 if up_s == 2 else 3)) + conv(o, o)
             elif kind == "pa_up":
                 stages = [2] * (up_s.bit_length() - 1) if up_s != 3 else [3]
@@ -359,20 +369,20 @@ class FDAT(nn.Module):
                          for k in range(len(stages))) + conv(mid, o)
             else:
                 up = (conv(c, mid) if mid != c else 0) + upsampler_cost("dysample", up_s, mid, o, mid)[0]
-            up_act = max(c, mid) * up_s * up_s
+            up_act = max(c, mid) * up_s * up_s * (9 if kind == "lda" else 1)  # lda: 9 taps
         else:
             up, up_act = upsampler_cost(kind, up_s, c, o, spec["mid_dim"])
         params = first + spec["num_groups"] * group + conv(c, c, 3, False) + up
         act = max(3 * c, hidden, heads * ws * ws, up_act / (u * u))
-        fixed = ("the spatial windows' partition and DySample's sampling grid are computed for the "
-                 "input size" if kind == "dysample" else None)
+        fixed = (f"{'DySample' if kind == 'dysample' else 'LDA-AQU'}'s sampling grid is computed "
+                 f"for the input size" if kind in ("dysample", "lda") and up_s > 1 else None)
         return image_card(spec["scale"], i, o, params, math.ceil(act), pads_to=math.lcm(u, ws),
                           fixed_onnx=fixed)
 
     @staticmethod
     def detect(shapes: dict, known: dict, values=None) -> dict:
         """spandrel's rule: the upsampler's kind, num_out_ch, mid_dim and scale from the values of
-        upsampler.MetaUpsample ("lda", which srgrad does not build, refused naming it); with
+        upsampler.MetaUpsample (an unknown kind index refused naming it); with
         conv_first.1 (unshuffle_mod) num_in_ch = num_out_ch (spandrel's rule: the keys give only
         num_in_ch (4 / scale)^2) and scale 4 / sqrt(its inputs / num_in_ch); embed_dim from
         conv_first; num_groups counted; the block pattern from group 0's blocks (an attention
@@ -381,9 +391,6 @@ class FDAT(nn.Module):
         fc1 (the smallest ratio giving its width); aim_reduction_ratio = embed_dim // the gate's
         width. drop_path_rate (training only) keeps its default."""
         meta = read_meta(values, "upsampler.MetaUpsample", KINDS, "FDAT")
-        if meta["kind"] == "lda":
-            raise NoMatch("upsampler.MetaUpsample names the 'lda' upsampler (LDA-AQU, learned "
-                          "deformable sampling), which srgrad's FDAT does not build")
         out = meta["out_dim"]
         if "conv_first.1.weight" in shapes:
             dim, cin = need(shapes, "conv_first.1.weight", 4)[:2]

@@ -195,7 +195,8 @@ VARIANTS = {
         (3, "pixelshuffle"), (4, "nearest+conv"), (2, "dysample"), (1, "conv"))],
     "FDAT": [dict(SMALL["FDAT"], scale=s, upsampler_type=u, **kw) for s, u, kw in (
         (4, "transpose+conv", {}), (3, "pa_up", {}), (2, "dysample", {}), (2, "nearest+conv", {}),
-        (1, "pixelshuffle", {"unshuffle_mod": True}), (2, "pa_up", {"unshuffle_mod": True}))],
+        (1, "pixelshuffle", {"unshuffle_mod": True}), (2, "pa_up", {"unshuffle_mod": True}),
+        (3, "lda", {"mid_dim": 16}))],
     "SAFMNBCIE": [dict(dim=8, n_blocks=1, num_layers=1, upscaling_factor=u, ffn_scale=f)
                   for u, f in ((2, 2.0), (4, 1.5), (3, 2.0))],
 }

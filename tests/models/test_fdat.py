@@ -2,8 +2,9 @@
 and its MetaUpsample buffer for each kind (pa_up's recorded in_dim as the original writes it);
 parity with the twin (spandrel 0.4.2's own FDAT: output and every gradient of an L1 loss, float64
 and float32) for every upsampler kind srgrad builds, unshuffle_mod, padded windows and a custom
-block pattern; .pth round trips both ways; detection from the keys and the buffer (traiNNer-redux's
-presets; 'lda' refused naming it); and the done-when check: files built by spandrel's FDAT through
+block pattern, and LDA-AQU (batch 1: the original's `view` fails on a batch of two); .pth round
+trips both ways; detection from the keys and the buffer (traiNNer-redux's presets; an index beyond
+the eight kinds refused naming it); and the done-when check: files built by spandrel's FDAT through
 srgrad-infer give spandrel's image."""
 from __future__ import annotations
 
@@ -62,6 +63,15 @@ def test_matches_the_twin(scale, kw, dtype):
     checks.check_parity(spec(scale, **kw), (2, kw.get("num_in_ch", 3), 7, 5), dtype)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.float32])
+@pytest.mark.parametrize("scale,kw", [(2, {}), (3, {"mid_dim": 24}), (4, {"mid_dim": 8}),
+                                      (2, {"unshuffle_mod": True, "mid_dim": 24})])
+def test_lda_upsampler_matches_the_twin(scale, kw, dtype):
+    """LDA-AQU (learned offsets up to 11 HR pixels, bilinear taps of the keys and values, softmax
+    over the 9 taps), with and without the conv to mid_dim; one image (module docstring)."""
+    checks.check_parity(spec(scale, upsampler_type="lda", **kw), (1, 3, 5, 6), dtype)
+
+
 def test_eval_mode_matches_the_twin_with_drop_path():
     checks.check_eval_output(spec(2, drop_path_rate=0.3, depth_per_group=2), (1, 3, 5, 6))
 
@@ -80,8 +90,7 @@ def test_output_shapes(scale, kw, hw, want):
 
 
 @pytest.mark.parametrize("kw,match", [
-    ({"upsampler_type": "lda"}, r"FDAT: the 'lda' upsampler \(LDA-AQU, learned deformable sampling\) "
-                                r"is not built in srgrad"),
+    ({"upsampler_type": "lda", "mid_dim": 12}, r"FDAT: the 'lda' upsampler needs mid_dim a multiple of 8"),
     ({"upsampler_type": "bicubic"}, r"FDAT: upsampler_type must be one of 'conv'"),
     ({"num_heads": 5}, r"FDAT: embed_dim 12 is not a multiple of num_heads 5"),
     ({"group_block_pattern": ["spatial", "mlp"]}, r"FDAT: group_block_pattern must be"),
@@ -103,6 +112,7 @@ def test_argument_errors(kw, match):
     {"scale": 1, "upsampler_type": "transpose+conv", "unshuffle_mod": True},
     {"scale": 2, "upsampler_type": "nearest+conv", "group_block_pattern": ["channel"]},
     {"scale": 2, "upsampler_type": "pixelshuffledirect", "num_out_ch": 1},
+    {"scale": 3, "upsampler_type": "lda", "mid_dim": 8},
 ])
 def test_detect_reads_keys_and_the_meta_buffer(kw):
     s = spec(**kw)
@@ -117,12 +127,13 @@ def test_detect_reads_keys_and_the_meta_buffer(kw):
     assert got.get("unshuffle_mod") == s.get("unshuffle_mod", False)
 
 
-def test_detect_refuses_lda_naming_it():
+def test_detect_refuses_an_unknown_kind_naming_it():
     state = dict(checks.build(spec(2)).state_dict())
     meta = np.asarray(state["upsampler.MetaUpsample"]).copy()
-    meta[1] = 6
+    meta[1] = 8
     state["upsampler.MetaUpsample"] = meta
-    with pytest.raises(ValueError, match=r"names the 'lda' upsampler \(LDA-AQU"):
+    with pytest.raises(ValueError, match=r"upsampler index 8, which FDAT does not have \(it has 8: "
+                                         r"conv, .*transpose\+conv, lda, pa_up\)"):
         detect(state)
 
 
@@ -156,6 +167,8 @@ SPANDREL = [  # (keywords of spandrel's FDAT, input size, the key the file is sa
       "scale": 2, "upsampler_type": "nearest+conv", "unshuffle_mod": True}, (9, 7), "params"),
     ({"embed_dim": 16, "num_groups": 1, "depth_per_group": 1, "num_heads": 2, "window_size": 4,
       "scale": 4, "upsampler_type": "pixelshuffledirect"}, (6, 9), None),
+    ({"embed_dim": 16, "num_groups": 1, "depth_per_group": 1, "num_heads": 2, "window_size": 4,
+      "scale": 2, "upsampler_type": "lda", "mid_dim": 24}, (7, 9), None),
 ]
 
 

@@ -1,7 +1,7 @@
 """FDAT's ONNX export: the zero-padded spatial windows with their learned bias, the channel
-attention, the gates and each upsampler kind but DySample (transpose+conv, pa_up, unshuffle_mod
+attention, the gates and each upsampler kind but the sampling ones (transpose+conv, pa_up, unshuffle_mod
 with its reflection pad) as one dynamic graph that ONNX Runtime runs like srgrad at sizes that do
-and do not fill the windows; DySample at a fixed size, dynamic axes refused."""
+and do not fill the windows; DySample and LDA-AQU at a fixed size, dynamic axes refused."""
 from __future__ import annotations
 
 import pytest
@@ -27,9 +27,11 @@ def test_dynamic_export_runs_like_srgrad(tmp_path, scale, kw, ops):
     assert ops <= set(got), got
 
 
-def test_dysample_exports_at_a_fixed_size(tmp_path):
-    model, _ = build("FDAT", 2, 3, small=True, upsampler_type="dysample", num_out_ch=1)
-    report, ops = check(model, image(1, 3, 6, 5), tmp_path, dynamic=False, atol=1e-4)
-    assert report.output_shapes == [[1, 1, 12, 10]] and {"GridSample", "Sigmoid"} <= set(ops)
+@pytest.mark.parametrize("kind,ops", [("dysample", {"GridSample", "Sigmoid"}),
+                                      ("lda", {"GridSample", "Tanh", "Softmax", "Resize"})])
+def test_sampling_upsamplers_export_at_a_fixed_size(tmp_path, kind, ops):
+    model, _ = build("FDAT", 2, 3, small=True, upsampler_type=kind, num_out_ch=1)
+    report, got = check(model, image(1, 3, 6, 5), tmp_path, dynamic=False, atol=1e-4)
+    assert report.output_shapes == [[1, 1, 12, 10]] and ops <= set(got), got
     with pytest.raises(ExportError, match=r"dynamic axes are impossible: .*Export at a fixed size"):
         export(model, image(1, 3, 6, 5), tmp_path / "d.onnx", dynamic=True)
