@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import pytest
 
+import models  # noqa: F401  registers the architectures
+
 from framework.card import card
 from framework.onnx import ExportError, export
 from framework.registry import MODELS
@@ -37,3 +39,13 @@ def test_upscaling_factor_4_exports_at_a_fixed_size(tmp_path):
     assert report.output_shapes == [[1, 3, 20, 33]]
     with pytest.raises(ExportError, match=r"dynamic axes are impossible"):
         export(model, image(1, 3, 20, 33), tmp_path / "d.onnx", dynamic=True)
+
+
+def test_safmn_traced_at_8_pixels_is_one_graph_for_every_size(tmp_path):
+    """SAFM's pools are max pools of 2^i (was: adaptive pools, whose coarsest level over an 8-pixel
+    map traced as a GlobalMaxPool bound to that size): SAFMN traced at 8 pixels runs at 17 x 30."""
+    init.manual_seed(0)
+    model = MODELS.build({"type": "SAFMN", "dim": 8, "n_blocks": 1, "scale": 2})
+    report, got = check(model, image(1, 3, 8, 8), tmp_path, others=[image(1, 3, 17, 30)],
+                        dynamic=True, atol=1e-4)
+    assert report.dynamic and "GlobalMaxPool" not in got and got.count("MaxPool") == 3
