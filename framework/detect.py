@@ -31,7 +31,9 @@ take, which also settles a tie (`types=[...]` restricts the candidates by name).
 state_dicts raise a ValueError that says first that no architecture srgrad has matches (or which
 several do), then what the keys look like (framework/signatures.py), then each model's reason.
 Only `.shape` of each value is read, except by a layout whose keywords live in values (the mean of
-a MeanShift conv): numpy arrays, torch tensors and srgrad Tensors all work.
+a MeanShift conv) and by a rule whose detect takes a third parameter `values` (a buffer that
+records the structure: MoESR's and FDAT's MetaUpsample): numpy arrays, torch tensors and srgrad
+Tensors all work.
 """
 from __future__ import annotations
 
@@ -266,6 +268,27 @@ def budget(shapes: dict) -> int:
     return 2 * sum(math.prod(s) for s in shapes.values()) + 65536
 
 
+def _values_arg(cls, state, mapping) -> tuple:
+    """(values,) for a rule whose detect takes a third parameter `values`: key (the model's own
+    name) -> that entry of the state_dict as a numpy array (a buffer that records the network's
+    structure, MoESR's and FDAT's MetaUpsample); () for the other rules. values is None when no
+    state_dict is at hand."""
+    if len(inspect.signature(cls.detect).parameters) < 3:
+        return ()
+    if state is None:
+        return (None,)
+    back = {new: old for old, new in (mapping or {}).items() if new is not None}
+
+    def values(key):
+        import numpy as np  # noqa: PLC0415 (only the rules that read values need it)
+        value = state[back.get(key, key)]
+        if hasattr(value, "detach"):  # a torch tensor
+            value = value.detach().cpu().numpy()
+        return np.asarray(getattr(value, "data", value) if not isinstance(value, np.ndarray)
+                          else value)
+    return (values,)
+
+
 def _try(name: str, cls, shapes: dict, known: dict, layout: Layout | None, state) -> Match:
     """The Match when `name` (under `layout`, None: its own keys) fits the checkpoint, else NoMatch."""
     params = inspect.signature(cls).parameters
@@ -280,7 +303,7 @@ def _try(name: str, cls, shapes: dict, known: dict, layout: Layout | None, state
         shapes = {mapping[k]: v for k, v in shapes.items() if mapping[k] is not None}
     facts = {k: (v.value if isinstance(v, Assumed) else v) for k, v in implied.items()}
     try:
-        found = {**implied, **cls.detect(shapes, {**facts, **known})}
+        found = {**implied, **cls.detect(shapes, {**facts, **known}, *_values_arg(cls, state, mapping))}
     except (LookupError, ArithmeticError) as err:  # a shape no rule foresaw (a 0-channel conv...)
         raise NoMatch(f"its rule cannot read these shapes ({type(err).__name__}: {err})") from None
     for k, v in found.items():

@@ -43,6 +43,9 @@ from .kbnet import KBNet
 from .ditn import DITN
 from .seemore import SeemoRe
 from .dctlsa import DCTLSA
+from .moesr import MoESR
+from .fdat import FDAT
+from .safmn_bcie import SAFMNBCIE
 from .zssr import ZSSRNet
 from .discriminators import UNetDiscriminatorSN, VGGStyleDiscriminator
 from .kernelgan import KernelGANDiscriminator, KernelGANGenerator
@@ -51,4 +54,5 @@ __all__ = ["SRCNN", "FSRCNN", "ESPCN", "VDSR", "EDSR", "UpsampleNet", "SRVGGNetC
            "MSRResNet", "RRDBNet", "RCAN", "SwinIR", "HAT", "Swin2SR", "DAT", "SPAN", "PLKSR",
            "RealPLKSR", "RealCUGAN", "SAFMN", "OmniSR", "DRCT", "MoSR", "SwiftSRGAN", "NAFNet",
            "DRUNet", "SCUNet", "MMRealSR", "GRL", "RGT", "CRAFT", "ATD", "DnCNN", "FBCNN",
-           "Uformer", "KBNet", "DITN", "SeemoRe", "DCTLSA", "ZSSRNet"]
+           "Uformer", "KBNet", "DITN", "SeemoRe", "DCTLSA", "MoESR", "FDAT", "SAFMNBCIE",
+           "ZSSRNet"]

@@ -29,7 +29,8 @@ _MULTIPLE = 2 ** (_LEVELS - 1)  # spandrel's size requirement: a multiple of 8
 
 
 class SAFM(nn.Module):
-    """Spatially-adaptive feature modulation of (N, dim, H, W), H and W multiples of 8."""
+    """Spatially-adaptive feature modulation of (N, dim, H, W), H and W >= 8 (multiples of 8: one
+    ONNX graph for every size)."""
 
     def __init__(self, dim: int, n_levels: int = _LEVELS):
         super().__init__()
@@ -48,9 +49,17 @@ class SAFM(nn.Module):
                 out.append(self.mfr[0](part))
                 continue
             # the original upsamples to size (h, w): at sides that are multiples of 2^i (the
-            # padding to 8 sees to it) that is nearest by the factor 2^i, one graph at any size
-            s = self.mfr[i](F.adaptive_max_pool2d(part, (h // 2 ** i, w // 2 ** i)))
-            out.append(F.interpolate(s, scale_factor=2 ** i, mode="nearest"))
+            # padding to 8 sees to it) that is nearest by the factor 2^i, one graph at any size;
+            # other sides (SAFMN-BCIE's features at x4) to the size itself, as the original
+            # (there the adaptive pool is a max pool of 2^i: a MaxPool node at every size, where
+            # a map of 2^i, pooled to one value, would trace as a size-bound GlobalMaxPool)
+            f = 2 ** i
+            if h % f or w % f:
+                s = self.mfr[i](F.adaptive_max_pool2d(part, (h // f, w // f)))
+                out.append(F.interpolate(s, size=(h, w), mode="nearest"))
+            else:
+                s = self.mfr[i](F.max_pool2d(part, f, f))
+                out.append(F.interpolate(s, scale_factor=f, mode="nearest"))
         return self.act(self.aggr(F.cat(out, axis=1))) * x
 
 
@@ -145,8 +154,8 @@ class SAFMN(nn.Module):
     def card(spec: dict):
         """to_feat, n_blocks AttBlocks (two LayerNorms, SAFM's 4 depthwise 3x3 and its 1x1 aggr,
         CCM's 3x3 to int(dim ffn_scale) and 1x1 back), to_img. RGB only; the input is padded to
-        a multiple of 8. Traced at 8 pixels its coarsest pooling covers the whole map (a
-        GlobalMaxPool): its ONNX graph is dynamic only when traced from 16 pixels up."""
+        a multiple of 8. Its pools are max pools of 2^i: one ONNX graph for every input
+        size, whatever size it is traced at."""
         s, d, n = spec["scale"], spec["dim"], spec["n_blocks"]
         hidden, chunk = int(d * spec["ffn_scale"]), d // _LEVELS
         block = (2 * norm(d) + _LEVELS * conv(chunk, chunk, 3, groups=chunk) + conv(d, d, 1)

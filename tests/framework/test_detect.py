@@ -116,6 +116,13 @@ CASES = [  # (spec, keywords the weights cannot tell, which the caller passes)
     ({"type": "SeemoRe", "scale": 2, "in_chans": 1, "embedding_dim": 8, "num_layers": 2,
       "num_experts": 4, "lr_space": "exp", "global_kernel_size": 5}, ()),
     ({"type": "DCTLSA", "scale": 3, "in_nc": 1, "out_nc": 1, "nf": 10, "num_head": 5}, ()),
+    ({"type": "MoESR", "scale": 3, "in_ch": 1, "out_ch": 3, "dim": 8, "n_blocks": 2, "n_block": 1,
+      "upsampler": "pixelshuffle", "upsample_dim": 6, "expansion_factor": 2.0}, ()),
+    ({"type": "FDAT", "scale": 2, "num_in_ch": 1, "num_out_ch": 1, "embed_dim": 8, "num_groups": 2,
+      "depth_per_group": 1, "num_heads": 2, "window_size": 2, "aim_reduction_ratio": 2,
+      "ffn_expansion_ratio": 1.5, "mid_dim": 8, "upsampler_type": "pa_up"}, ()),
+    ({"type": "SAFMNBCIE", "dim": 8, "n_blocks": 2, "num_layers": 3, "ffn_scale": 1.5,
+      "upscaling_factor": 4}, ()),
 ]
 
 

@@ -25,8 +25,10 @@ SCALES = {  # the scales each design is tested at
 }
 # Keywords every build of a design gets: SwinIR's default upsampler ("", denoising) is x1 only.
 BASE = {"SwinIR": {"upsampler": "pixelshuffle"}, "Swin2SR": {"upsampler": "pixelshuffle"},
-        "SAFMN": {"dim": 36},
-        "GRL": {"upsampler": "pixelshuffle"}}  # SAFMN's dim has no default (the original's); 36: its published x2
+        "SAFMN": {"dim": 36},  # SAFMN's dim has no default (the original's); 36: its published x2
+        "GRL": {"upsampler": "pixelshuffle"},
+        # nor SAFMN-BCIE's: a small one (a restorer at x1, built by the capture test as NAFNet)
+        "SAFMNBCIE": {"dim": 8, "n_blocks": 1, "num_layers": 1}}
 # Small variants of the two big models for tests that train or differentiate.
 SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3, "num_feat": 16, "init_variance": 2.0}, "EDSR": {"num_block": 2, "num_feat": 16},
          "SRVGGNetCompact": {"num_conv": 2, "num_feat": 16},
@@ -65,7 +67,10 @@ SMALL = {"VDSR": {"num_layers": 3, "num_feat": 16}, "ZSSRNet": {"num_layers": 3,
                  "category_size": 32, "num_tokens": 5, "reducted_dim": 3, "mlp_ratio": 2},
          "DITN": {"dim": 8, "ITL_blocks": 1, "SAL_blocks": 1},
          "SeemoRe": {"embedding_dim": 8, "num_layers": 1, "num_experts": 3},
-         "DCTLSA": {"nf": 8, "num_head": 2}}
+         "DCTLSA": {"nf": 8, "num_head": 2},
+         "MoESR": {"dim": 8, "n_blocks": 1, "n_block": 1, "upsample_dim": 8},
+         "FDAT": {"embed_dim": 12, "num_groups": 1, "depth_per_group": 1, "num_heads": 2,
+                  "window_size": 4, "aim_reduction_ratio": 4, "mid_dim": 8, "drop_path_rate": 0.0}}
 
 
 def conv(cin, cout, k):
@@ -239,6 +244,14 @@ VARIANTS = {
         (3, {"resi_connection": "3conv", "qkv_bias": False}), (4, {"c_ratio": 0.25}))],
     "CRAFT": [dict(SMALL["CRAFT"], scale=s, **kw) for s, kw in (
         (3, {"resi_connection": "identity", "qkv_bias": False}), (1, {"mlp_ratio": 1.5}))],
+    "MoESR": [dict(SMALL["MoESR"], scale=s, upsampler=u) for s, u in (
+        (3, "pixelshuffle"), (4, "nearest+conv"), (2, "dysample"), (1, "conv"))],
+    "FDAT": [dict(SMALL["FDAT"], scale=s, upsampler_type=u, **kw) for s, u, kw in (
+        (4, "transpose+conv", {}), (3, "pa_up", {}), (2, "dysample", {}), (2, "nearest+conv", {}),
+        (1, "pixelshuffle", {"unshuffle_mod": True}), (2, "pa_up", {"unshuffle_mod": True}),
+        (3, "lda", {"mid_dim": 16}))],
+    "SAFMNBCIE": [dict(dim=8, n_blocks=1, num_layers=1, upscaling_factor=u, ffn_scale=f)
+                  for u, f in ((2, 2.0), (4, 1.5), (3, 2.0))],
 }
 
 

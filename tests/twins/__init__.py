@@ -57,3 +57,4 @@ from . import discriminators, kernelgan, zssr  # noqa: E402,F401
 from . import rgt  # noqa: E402,F401
 from . import craft  # noqa: E402,F401
 from . import ditn, seemore, dctlsa  # noqa: E402,F401
+from . import redux  # noqa: E402,F401

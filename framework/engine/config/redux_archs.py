@@ -112,6 +112,17 @@ PRESETS: dict[str, tuple[str, dict]] = {
                           "num_tokens": 64, "reducted_dim": 8, "convffn_kernel_size": 7,
                           "img_range": 1.0, "mlp_ratio": 1, "upsampler": "pixelshuffledirect",
                           "resi_connection": "1conv"}),
+    # FDAT's presets (traiNNer/archs/fdat_arch.py): transpose+conv, window 8, aim ratio 8
+    "fdat_tiny": ("FDAT", {"embed_dim": 96, "num_groups": 2, "depth_per_group": 2, "num_heads": 3,
+                           "ffn_expansion_ratio": 1.5, "drop_path_rate": 0.05}),
+    "fdat_light": ("FDAT", {"embed_dim": 108, "num_groups": 3, "depth_per_group": 2,
+                            "num_heads": 4, "ffn_expansion_ratio": 2.0, "drop_path_rate": 0.08}),
+    "fdat_medium": ("FDAT", {"embed_dim": 120, "num_groups": 4, "depth_per_group": 3,
+                             "num_heads": 4, "ffn_expansion_ratio": 2.0, "drop_path_rate": 0.1}),
+    "fdat_large": ("FDAT", {"embed_dim": 180, "num_groups": 4, "depth_per_group": 4,
+                            "num_heads": 6, "ffn_expansion_ratio": 2.0, "drop_path_rate": 0.1}),
+    "fdat_xl": ("FDAT", {"embed_dim": 180, "num_groups": 6, "depth_per_group": 6, "num_heads": 6,
+                         "ffn_expansion_ratio": 2.0, "drop_path_rate": 0.1}),
 }
 
 # srgrad type -> {traiNNer-redux keyword: srgrad keyword}
