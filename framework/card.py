@@ -41,6 +41,7 @@ The counting helpers (`conv`, `linear`, `norm`) are what a model's card adds up.
 from __future__ import annotations
 
 import inspect
+import math
 import os
 from dataclasses import dataclass, field
 from fractions import Fraction
@@ -208,8 +209,23 @@ def memory_bytes() -> int:
         return 0
 
 
+def _g(n, digits: int = 4) -> str:
+    """n in the `.{digits}g` format, also for an int beyond float's range (an inflated keyword's
+    card: 2 ** 2000000 values), which float formatting would refuse with OverflowError."""
+    try:
+        return f"{n:.{digits}g}"
+    except OverflowError:
+        exp = int(math.log10(n))  # (log10 takes any int; its rounding is corrected below)
+        lead = n // 10 ** (exp - digits + 1)
+        while lead >= 10 ** digits:
+            exp, lead = exp + 1, lead // 10
+        while lead < 10 ** (digits - 1):
+            exp, lead = exp - 1, n // 10 ** (exp - digits)
+        return f"{lead / 10 ** (digits - 1):.{digits}g}e+{exp}"
+
+
 def _gib(n: float) -> str:
-    return f"{n / 2 ** 30:.3g} GiB"
+    return f"{_g(n // 2 ** 30 if isinstance(n, int) else n / 2 ** 30, 3)} GiB"
 
 
 # A model trains with its weights, their gradients and Adam's two moments: four float32 copies.
@@ -247,12 +263,12 @@ def preflight(spec: dict, limit: int | None = None, memory: int | None = None) -
 def _too_large(c: Card, limit, memory) -> str | None:
     weights, act = _needs(c)
     if limit is not None and c.parameters > limit:
-        return f"{c.parameters:.4g} parameters, more than the {limit:.4g} values its weights allow"
+        return f"{_g(c.parameters)} parameters, more than the {_g(limit)} values its weights allow"
     if memory and weights > memory:
-        return (f"{c.parameters:.4g} parameters need {_gib(weights)} to train as float32 (weights, "
+        return (f"{_g(c.parameters)} parameters need {_gib(weights)} to train as float32 (weights, "
                 f"gradients, Adam's moments), more than this machine's {_gib(memory)} of memory")
     if memory and act > memory:
-        return (f"its largest activation ({c.activation:.4g} values per input pixel) needs "
+        return (f"its largest activation ({_g(c.activation)} values per input pixel) needs "
                 f"{_gib(act)} even for its smallest input, more than this machine's "
                 f"{_gib(memory)} of memory")
     return None

@@ -50,10 +50,26 @@ from ._blocks import channel_mean, pad_to_requirement
 _RGB_MEAN = (0.4488, 0.4371, 0.4040)
 _MINIMUM = 16  # spandrel's SizeRequirements(minimum=16)
 _POOL = 4  # agg_conv: a 4x4 stride-4 depthwise conv
+_MAX_RECURSIVE = 15  # an input at least 4^recursive a side: from 16 on, over a billion pixels
+
+
+def _recursive(value) -> int:
+    """recursive checked: an int from 0 to _MAX_RECURSIVE (above, no image could run)."""
+    r = int_arg("SeemoRe", "recursive", value, 0)
+    if r > _MAX_RECURSIVE:
+        raise ValueError(f"SeemoRe: recursive must be at most {_MAX_RECURSIVE} (an input needs "
+                         f"4^recursive pixels a side), got {r}")
+    return r
 _SPACES = {"linear": lambda i: i + 2, "exp": lambda i: 2 ** (i + 1), "double": lambda i: 2 * i + 2}
 # spandrel's values of the keywords no weight has, for the published sizes (num_layers, dim)
 _PUBLISHED = {(6, 36): ("SeemoRe-T", True, 2), (8, 48): ("SeemoRe-B", True, 2),
               (16, 48): ("SeemoRe-L", False, 1)}
+
+
+# the sum and the largest of low_dims(space, e), in closed form (a card is computed for any e: a
+# list of 2^(i+1) for a million experts would take minutes to make)
+_SPACE_SUM = {"linear": lambda e: e * (e - 1) // 2 + 2 * e, "exp": lambda e: 2 ** (e + 1) - 2,
+              "double": lambda e: e * (e + 1)}
 
 
 def low_dims(lr_space: str, num_experts: int) -> list[int]:
@@ -250,7 +266,7 @@ class SeemoRe(nn.Module):
         if k % 2 == 0:
             raise ValueError(f"{name}: global_kernel_size must be odd (a same-size striped conv), "
                              f"got {k}")
-        self.recursive = int_arg(name, "recursive", recursive, 0)
+        self.recursive = _recursive(recursive)
         dims = low_dims(choice(name, "lr_space", lr_space, tuple(_SPACES)), num_experts)
         topk = int_arg(name, "topk", topk)
         if topk > num_experts:
@@ -282,21 +298,23 @@ class SeemoRe(nn.Module):
         """conv_1, per layer the RME (two norms; conv_1's 3x3 and 1x1, agg_conv, the
         calibration's dw3x3 and 1x1, the striped dw3, the experts, the router, proj; the FFN)
         and the SME (two norms; proj, to_qv, the striped dw K; the FFN), the norm, conv_2 and
-        the upsampler. The largest activation: 2c channels (conv_1's, to_qv's, fn_1's) per pixel
-        of the input padded to 16."""
+        the upsampler. The largest activation: 2c channels (conv_1's, to_qv's, fn_1's) or the widest
+        expert's low_dim per pixel of the input padded to 16."""
         c, i, s = spec["embedding_dim"], spec["in_chans"], spec["scale"]
         k, e = spec["global_kernel_size"], spec["num_experts"]
         ffn = conv(c, 2 * c, 1) + conv(c, c, 1) + conv(c, c, 3, groups=c)
         striped = conv(c, c, (1, 3), groups=c) + conv(c, c, (3, 1), groups=c)
-        experts = sum(2 * conv(c, d, 1) + conv(d, c, 1) for d in low_dims(spec["lr_space"], e))
+        # expert d: 2 conv(c, d, 1) + conv(d, c, 1) = 3 c d + 2 d + c, summed over the experts
+        widest = _SPACES[spec["lr_space"]](e - 1) if e > 0 else 0
+        experts = (3 * c + 2) * _SPACE_SUM[spec["lr_space"]](e) + e * c
         moe = (conv(c, c) + conv(c, 2 * c, 1) + conv(c, c, _POOL, groups=c) + conv(c, c, 3, groups=c)
                + conv(c, c, 1) + striped + experts + linear(c, e, False) + conv(c, c, 1))
         sme = conv(c, c, 1) + conv(c, 2 * c, 1) + conv(c, c, (1, k), groups=c) \
             + conv(c, c, (k, 1), groups=c)
         layer = 4 * norm(c) + 2 * ffn + moe + sme
         params = conv(i, c) + spec["num_layers"] * layer + norm(c) + conv(c, c) + conv(c, i * s * s)
-        minimum = max(_MINIMUM, _POOL ** spec["recursive"])
-        return image_card(s, i, i, params, max(2 * c, i * s * s), pad_minimum=minimum,
+        minimum = max(_MINIMUM, _POOL ** _recursive(spec["recursive"]))
+        return image_card(s, i, i, params, max(2 * c, i * s * s, widest), pad_minimum=minimum,
                           channel_keys=("in_chans",))
 
     @staticmethod

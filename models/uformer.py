@@ -41,12 +41,13 @@ and Uformer_B_fastleff (token_mlp "fastleff").
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 import framework.functional as F
 from framework import nn
-from framework.card import conv, image_card, linear, norm
+from framework.card import Card, conv, linear, norm
 from framework.check import choice, flag, int_arg, int_list
 from framework.detect import Assumed, NoMatch, count, need
 from framework.functional.attention import relative_position_index, shift_mask
@@ -273,6 +274,16 @@ class _Sampler(nn.Module):
         return _tokens(getattr(self, self._attr)(_image(x, h, w)))
 
 
+@dataclass(frozen=True)
+class UformerCard(Card):
+    """Uformer's Card: it pads an image to a SQUARE of its longer side (then to the multiple), so
+    a 128 x 1024 image runs at 1024 x 1024: the memory budget (autotile) must count that."""
+
+    def padded(self, h: int, w: int) -> tuple[int, int]:
+        side = max(super().padded(h, w))
+        return side, side
+
+
 @MODELS.register()
 class Uformer(nn.Module):
     """Uformer: (N, dd_in, H, W) -> (N, in_chans, H, W), any H, W >= 1 (padded inside to a square
@@ -467,10 +478,10 @@ class Uformer(nn.Module):
                 activation = max(activation, -(-max(hid, 2 * d, n * ws * ws, ws * ws) // 4 ** level))
         multiple = math.lcm(_SPANDREL_MULTIPLE, *(
             2 ** lv * (min(win, spec["img_size"] // 2 ** lv)) for lv in range(5)))
-        return image_card(1, dd_in, out, total, activation, pads_to=multiple,
-                          channel_keys=("dd_in", "in_chans"),
-                          fixed_onnx="the padding to a square and the shift masks hold for the "
-                                     "traced size")
+        return UformerCard("restoration", dd_in, out, 1, total, activation, pads_to=multiple,
+                           channel_keys=("dd_in", "in_chans"),
+                           fixed_onnx="the padding to a square and the shift masks hold for the "
+                                      "traced size")
 
 
 class _Proj(nn.Module):

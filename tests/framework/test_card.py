@@ -141,3 +141,14 @@ def test_the_check_before_building_leaves_the_init_stream_alone(monkeypatch):
     init.manual_seed(0)
     plain = MODELS.build(spec)
     assert all(np.array_equal(a.data, b.data) for a, b in zip(checked.parameters(), plain.parameters()))
+
+
+def test_counts_beyond_floats_range_still_print():
+    """A card of inflated keywords can count more than a float holds (2 ** 2000000): its message
+    printed it through float formatting, whose OverflowError read as "invalid keywords", so the
+    spec was let through to its constructor."""
+    from framework.card import _g, _gib
+    assert _g(123456) == "1.235e+05" and _g(2.5) == "2.5"
+    assert _g(2 ** 2000) == "1.148e+602" and _g(7 * 10 ** 5000) == "7e+5000"
+    assert _g(2 ** 2000000) == "9.802e+602059"  # 602,060 digits: more than str() may print
+    assert _gib(3 * 2 ** 5000) == "3.94e+1496 GiB" and _gib(2 ** 40) == "1.02e+03 GiB"

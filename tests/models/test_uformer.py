@@ -109,6 +109,10 @@ def test_card_of_the_published_models():
     assert round(b.parameters / 1e6, 1) == 50.9
     assert (b.role, b.scale, b.pads_to, b.fixed_onnx is not None) == ("restoration", 1, 128, True)
     assert card(spec(win_size=16)).pads_to == 256 and card(spec(win_size=4, img_size=32)).pads_to == 128
+    # the forward pads to a square of the longer side: a 20 x 200 image runs at 256 x 256, and
+    # the memory budget (autotile) counts that (it counted 128 x 256)
+    c = card(spec())
+    assert c.padded(20, 200) == (256, 256) and c.largest_activation(20, 200) == c.activation * 256 ** 2
     twins = pytest.importorskip("tests.twins")
     for kw in PARITY:
         twin = twins.build_twin(spec(**kw))
