@@ -50,7 +50,7 @@ from framework.nn import init
 from framework.registry import MODELS
 
 from ._blocks import PixelShuffleUpsampler, trunc_normal_linears, upsampler_scale
-from .swinir import PatchEmbed, PatchUnEmbed, UpsampleOneStep, _resi_conv, resi_parameters
+from .swinir import PatchEmbed, PatchUnEmbed, _resi_conv, build_reconstruction, resi_parameters
 
 _RGB_MEAN = (0.4488, 0.4371, 0.4040)
 _NUM_FEAT = 64  # the reconstruction's features, fixed in the original
@@ -361,22 +361,8 @@ class ATD(nn.Module):
                              f"1, got {scale}")
         return scale
 
-    def _reconstruction(self, embed_dim, out_ch):
-        if self.upsampler in ("pixelshuffle", "nearest+conv"):
-            self.conv_before_upsample = nn.Sequential(nn.Conv2d(embed_dim, _NUM_FEAT, 3, padding=1),
-                                                      nn.LeakyReLU())  # torch's default slope 0.01
-        if self.upsampler == "pixelshuffle":
-            self.upsample = PixelShuffleUpsampler(self.scale, _NUM_FEAT, "ATD")
-            self.conv_last = nn.Conv2d(_NUM_FEAT, out_ch, 3, padding=1)
-        elif self.upsampler == "pixelshuffledirect":
-            self.upsample = UpsampleOneStep(self.scale, embed_dim, out_ch)
-        elif self.upsampler == "nearest+conv":
-            for key in ("conv_up1", "conv_up2", "conv_hr"):
-                setattr(self, key, nn.Conv2d(_NUM_FEAT, _NUM_FEAT, 3, padding=1))
-            self.conv_last = nn.Conv2d(_NUM_FEAT, out_ch, 3, padding=1)
-            self.lrelu = nn.LeakyReLU(0.2)
-        else:
-            self.conv_last = nn.Conv2d(embed_dim, out_ch, 3, padding=1)
+    def _reconstruction(self, embed_dim, out_ch):  # SwinIR's tail (nearest+conv: x4 only here)
+        build_reconstruction(self, embed_dim, out_ch, "ATD")
 
     def forward_features(self, x):
         """(N, embed_dim, H, W) -> same: tokens through every group, then the norm."""

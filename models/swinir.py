@@ -238,6 +238,29 @@ class UpsampleOneStep(nn.Sequential):
                          nn.PixelShuffle(scale))
 
 
+def build_reconstruction(net, embed_dim: int, out_ch: int, owner: str) -> None:
+    """The tail SwinIR's family builds on `net` (its .upsampler and .scale set) in the original's
+    key order: pixelshuffle (conv_before_upsample, upsample, conv_last), pixelshuffledirect
+    (upsample), nearest+conv (conv_before_upsample, one conv_up per x2 stage, conv_hr, conv_last;
+    net.ups names the conv_ups) or "" (conv_last). SwinIR's and ATD's."""
+    if net.upsampler in ("pixelshuffle", "nearest+conv"):
+        net.conv_before_upsample = nn.Sequential(nn.Conv2d(embed_dim, _NUM_FEAT, 3, padding=1),
+                                                 nn.LeakyReLU())  # torch's default slope 0.01
+    if net.upsampler == "pixelshuffle":
+        net.upsample = PixelShuffleUpsampler(net.scale, _NUM_FEAT, owner)
+        net.conv_last = nn.Conv2d(_NUM_FEAT, out_ch, 3, padding=1)
+    elif net.upsampler == "pixelshuffledirect":
+        net.upsample = UpsampleOneStep(net.scale, embed_dim, out_ch)
+    elif net.upsampler == "nearest+conv":  # one conv_up per x2 stage (spandrel's x2 and x8)
+        net.ups = [f"conv_up{i + 1}" for i in range(net.scale.bit_length() - 1)]
+        for key in (*net.ups, "conv_hr"):
+            setattr(net, key, nn.Conv2d(_NUM_FEAT, _NUM_FEAT, 3, padding=1))
+        net.conv_last = nn.Conv2d(_NUM_FEAT, out_ch, 3, padding=1)
+        net.lrelu = nn.LeakyReLU(0.2)
+    else:
+        net.conv_last = nn.Conv2d(embed_dim, out_ch, 3, padding=1)
+
+
 # -- the model -------------------------------------------------------------------------------------
 def swin_window(resolution, window_size: int) -> int:
     """The window the blocks use: the token grid's side when it is no larger (BasicSR's rule)."""
@@ -392,22 +415,7 @@ class SwinIR(nn.Module):
         return scale
 
     def _reconstruction(self, embed_dim, out_ch):
-        if self.upsampler in ("pixelshuffle", "nearest+conv"):
-            self.conv_before_upsample = nn.Sequential(nn.Conv2d(embed_dim, _NUM_FEAT, 3, padding=1),
-                                                      nn.LeakyReLU())  # torch's default slope 0.01
-        if self.upsampler == "pixelshuffle":
-            self.upsample = PixelShuffleUpsampler(self.scale, _NUM_FEAT, "SwinIR")
-            self.conv_last = nn.Conv2d(_NUM_FEAT, out_ch, 3, padding=1)
-        elif self.upsampler == "pixelshuffledirect":
-            self.upsample = UpsampleOneStep(self.scale, embed_dim, out_ch)
-        elif self.upsampler == "nearest+conv":  # one conv_up per x2 stage (spandrel's x2 and x8)
-            self.ups = [f"conv_up{i + 1}" for i in range(self.scale.bit_length() - 1)]
-            for key in (*self.ups, "conv_hr"):
-                setattr(self, key, nn.Conv2d(_NUM_FEAT, _NUM_FEAT, 3, padding=1))
-            self.conv_last = nn.Conv2d(_NUM_FEAT, out_ch, 3, padding=1)
-            self.lrelu = nn.LeakyReLU(0.2)
-        else:
-            self.conv_last = nn.Conv2d(embed_dim, out_ch, 3, padding=1)
+        build_reconstruction(self, embed_dim, out_ch, "SwinIR")
 
     def _init_weights(self):
         """BasicSR's _init_weights: Linear weights ~ trunc_normal(std 0.02), biases 0; LayerNorm
