@@ -38,8 +38,12 @@ def _wait(predicate, timeout: float) -> bool:
 
 def test_the_compile_children_end_with_their_parent(make_tiny_config, tmp_path):
     """SIGTERM kills srgrad-train there as kill -9 does (its trainer does not handle signals yet:
-    exit -15, no clean-up of its own), so this is the kill -9 case too (same ~8 s; checked by
-    hand with SIGKILL: the children and the folder were gone 1.5 s after the parent)."""
+    exit -15, no clean-up of its own), so this is the kill -9 case too (checked by hand with
+    SIGKILL: gone 0-0.2 s after the parent). Each child takes SIGTERM in a thread of its own, so a
+    child deep in LLVM, or one whose Python handler's exception got dropped, still ends at once
+    (the earlier handler-in-the-main-thread failed here 1 run in 6 under two busy processes, and
+    with the mask set after the imports, OpenBLAS's threads took the signal and the child died
+    without cleaning up)."""
     signum = signal.SIGTERM
     tmp = tmp_path / "tmp"  # TMPDIR: the children's claims folder and their dry runs go here
     tmp.mkdir()

@@ -103,6 +103,15 @@ def run(config, overrides, jobs: int | None = None, say=print) -> list[dict]:
     return Pending(config, overrides, jobs, say).wait()
 
 
+# The child starts with SIGTERM blocked, before any import: a thread started by an import
+# (OpenBLAS's pool) inherits the mask, so the signal cannot land in a thread without Python's
+# handler and end the child before it removes its claims (_stop_on_sigterm takes it instead).
+_CHILD = ("import runpy, signal\n"
+          "if hasattr(signal, 'pthread_sigmask'):\n"
+          "    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})\n"
+          "runpy.run_module('framework.engine.run.precompile', run_name='__main__', alter_sys=True)\n")
+
+
 class Pending:
     """`jobs` child processes dry-running and compiling `config`, started on construction."""
 
@@ -113,7 +122,7 @@ class Pending:
         # (ignore_cleanup_errors: a child stopping on its own may be removing it too)
         self.claims = tempfile.TemporaryDirectory(prefix="srgrad-precompile-",
                                                   ignore_cleanup_errors=True)
-        cmd = [sys.executable, "-m", "framework.engine.run.precompile", "--child", self.claims.name,
+        cmd = [sys.executable, "-c", _CHILD, "--child", self.claims.name,
                "--parent", str(os.getpid()), str(config)]
         for o in overrides:
             cmd += ["--set", o]
@@ -208,13 +217,29 @@ def _claim(folder: str, disp, sig) -> bool:
         return False
 
 
-class _Stopped(BaseException):
-    """SIGTERM in a child (its parent died, or stopped it): unwind, then remove the claims."""
+def _stop_on_sigterm(claims: str) -> None:
+    """On SIGTERM, remove the claims folder and exit at once, whatever the main thread is doing.
 
+    A Python signal handler runs in the main thread between bytecodes only: not during a long
+    llvmlite call, and an exception it raises inside a ctypes callback or a __del__ is printed and
+    dropped (the child then compiled on to its end and left the folder). So SIGTERM is blocked in
+    every thread (threads started later inherit the mask) and one thread takes it with sigwait;
+    the compile releases the GIL in LLVM, so that thread runs at once. Without pthread_sigmask
+    (Windows) SIGTERM ends the process outright, and the parent's cancel() cleans up. The mask
+    was set before the child's first import (_CHILD); setting it here again keeps a child started
+    some other way correct from this point on."""
+    if not hasattr(signal, "pthread_sigmask"):
+        return
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
 
-def _on_sigterm(signum, frame):
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # once: the kernel and the watch may both send
-    raise _Stopped
+    def wait():
+        signal.sigwait({signal.SIGTERM})
+        for _ in range(5):  # the main thread may create a claim meanwhile
+            shutil.rmtree(claims, ignore_errors=True)
+            if not os.path.exists(claims):
+                break
+        os._exit(128 + signal.SIGTERM)
+    threading.Thread(target=wait, daemon=True, name="sigterm").start()
 
 
 _PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -244,7 +269,7 @@ def child_main(argv) -> int:
     ap.add_argument("--set", dest="overrides", action="append", default=[])
     ap.add_argument("--parent", type=int, default=None)
     a = ap.parse_args(argv)
-    signal.signal(signal.SIGTERM, _on_sigterm)  # before the watch, which may fire at once
+    _stop_on_sigterm(a.claims)  # before the watch, which may fire at once
     if a.parent is not None:
         _end_with_parent(a.parent)
     warnings.simplefilter("ignore")
@@ -257,9 +282,6 @@ def child_main(argv) -> int:
             if _claim(a.claims, disp, sig):
                 disp.compile(sig)
                 compiled += 1
-    except _Stopped:  # nobody waits for this work: leave nothing behind
-        shutil.rmtree(a.claims, ignore_errors=True)
-        return 128 + signal.SIGTERM
     except Exception as exc:  # reported to the parent, which goes on without precompiling
         print(json.dumps({"error": f"{type(exc).__name__}: {exc}"}))
         return 1
