@@ -25,6 +25,12 @@ Rows (the table's "torch ms" column holds the other side named in the row):
 - `<model> inference: srgrad captured vs ONNX Runtime` (and `vs OpenVINO`): the same image through
   srgrad's export of the model (framework.onnx.export, float32), each engine on `--threads`
   threads, alternating in this process.
+
+With the harness's `--precision bf16` (issue 41): srgrad's captured inference runs under
+framework.autocast("bf16") and OpenVINO at its default precision on a CPU with AMX
+(INFERENCE_PRECISION_HINT bf16), ONNX Runtime stays float32 (it has no bf16 CPU kernels); each
+engine row's note gives the largest |output - srgrad's float32 output| on the image, srgrad's own
+and the engine's, as issue 41 compares them.
 """
 from __future__ import annotations
 
@@ -38,7 +44,7 @@ import numpy as np
 
 from benchmark import Row, time_pair
 
-TITLE = "Captured step and inference graph (issue 39), float32"
+TITLE = "Captured step and inference graph (issue 39; float32, or bf16 inference under --precision bf16)"
 MODELS = ["EDSR", "SRVGGNetCompact", "MSRResNet", "RCAN", "RRDBNet"]
 
 
@@ -93,30 +99,41 @@ def _step_rows(name, opts, repeat):
                a, b, 1.0, note=f"torch column: srgrad's eager step; {opts.clock} time")
 
 
-def _infer_rows(name, opts, repeat, threads):
+def _infer_rows(name, opts, repeat, threads, precision="fp32"):
     import bench_models as bm
     spec, _, build = _case(name, opts)
     model = build()
     lq = bm._image(16 if opts.tiny else opts.infer_size)
-    captured = bm._ours_infer(model, lq, capture=True)
-    eager = bm._ours_infer(model, lq, capture=False)
+    captured = bm._ours_infer(model, lq, precision, capture=True)
+    eager = bm._ours_infer(model, lq, precision, capture=False)
     for _ in range(2):
         captured()
     size = lq.shape[2]
-    label = f"{name} x{spec['scale']} inference (1,3,{size},{size})"
+    label = f"{name} x{spec['scale']} inference (1,3,{size},{size}) {precision}"
     a, b = _ab(captured, eager, repeat, opts.clock)
     rows = [Row(f"{label}: captured vs eager", a, b, 1.0, note=f"torch column: srgrad's eager forward; {opts.clock} time")]
     if opts.engines:
-        for engine, run in _engines(model, lq, threads):
+        reference = _output(model, lq, "fp32")
+        ours = f"srgrad {precision} max error {np.abs(_output(model, lq, precision) - reference).max():.2e}"
+        for engine, run in _engines(model, lq, threads, precision):
             a, b = _ab(captured, run, repeat, opts.clock)
+            error = np.abs(np.asarray(run()) - reference).max()
             rows.append(Row(f"{label}: srgrad captured vs {engine}", a, b, 1.0,
                             note=f"torch column: {engine} on srgrad's exported graph; "
-                                 f"{opts.clock} time"))
+                                 f"{opts.clock} time; {ours}, {engine}'s {error:.2e}"))
     return rows
 
 
-def _engines(model, lq, threads):
-    """(name, run) of ONNX Runtime and, when installed, OpenVINO on srgrad's export of `model`."""
+def _output(model, lq, precision):
+    """srgrad's output of `lq` (an array) under `precision`."""
+    import framework as sg
+    with sg.no_grad(), sg.autocast(precision):
+        return model(sg.tensor(lq)).data
+
+
+def _engines(model, lq, threads, precision="fp32"):
+    """(name, run -> the output array) of ONNX Runtime (float32) and, when installed, OpenVINO
+    (at `precision`: bf16 is its default on a CPU with AMX) on srgrad's export of `model`."""
     from framework.onnx import export
     folder = tempfile.mkdtemp(prefix="srgrad-bench-onnx-")
     path = os.path.join(folder, "model.onnx")
@@ -126,26 +143,30 @@ def _engines(model, lq, threads):
     so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     name = sess.get_inputs()[0].name
-    out = [("ONNX Runtime", lambda: sess.run(None, {name: lq}))]
+    out = [("ONNX Runtime fp32", lambda: sess.run(None, {name: lq})[0])]
     try:
         import openvino as ov
     except ImportError:
         return out
     core = ov.Core()
+    hint = "bf16" if precision == "bf16" else "f32"
     compiled = core.compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": threads,
-                                                "INFERENCE_PRECISION_HINT": "f32"})
+                                                "INFERENCE_PRECISION_HINT": hint})
     request = compiled.create_infer_request()
-    out.append((f"OpenVINO {ov.__version__.split('-')[0]}", lambda: request.infer({0: lq})))
+    out.append((f"OpenVINO {ov.__version__.split('-')[0]} {hint}",
+                lambda: next(iter(request.infer({0: lq}).values()))))
     return out
 
 
 def run(args) -> list:
     opts = _options(getattr(args, "rest", []))
     rows = []
+    precision = getattr(args, "precision", "fp32")
     for name in opts.models:
-        rows.append(_step_rows(name, opts, args.repeat))
+        if precision == "fp32":  # the captured step's bf16 is the models section's (--precision bf16)
+            rows.append(_step_rows(name, opts, args.repeat))
         if opts.infer_size:
-            rows += _infer_rows(name, opts, args.repeat, args.threads)
+            rows += _infer_rows(name, opts, args.repeat, args.threads, precision)
     return rows
 
 
