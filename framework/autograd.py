@@ -100,6 +100,10 @@ class Function:
     # its forward and backward again with the recorded options (e.g. a random mask drawn per step
     # outside forward): the step then runs eagerly and says this reason.
     uncapturable: str | None = None
+    # the keyword options that are arrays this op updates in place (batch norm's running
+    # statistics and its counter): a captured graph passes the same arrays at every replay, so it
+    # repeats the update; they are compared between two recordings by identity, not by value
+    state: tuple = ()
 
     @staticmethod
     def forward(ctx, *args, **kwargs):

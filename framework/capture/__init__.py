@@ -16,8 +16,10 @@ the backward of its first output, as `fn(*inputs)["..."].backward()` would. Per 
    a gradient still requires one, no frozen one was unfrozen), else it is recorded again.
 Refused, with the reason: an op whose Function declares `uncapturable` (dropout's mask), an
 in-place op on a tensor, a tensor made from the step's data outside the ops, a loss that reaches a
-graph built before the call, a module buffer changed during the step (batch-norm statistics,
-spectral norm's power iteration), more than MAX_GRAPHS signatures.
+graph built before the call, a module buffer changed during the step other than by an op that
+declares it its `state` (batch norm's running statistics and counter are; spectral norm's power
+iteration, numpy outside the ops, is not), more than MAX_GRAPHS signatures. A graph whose state
+arrays are no longer its modules' buffers (a buffer's .data replaced) is recorded again.
 
 What a replay cannot see: Python in `fn` that changes with anything but the inputs' data after
 the two recordings (an iteration counter, a global, a monkeypatched loss): the replay runs the ops
@@ -31,7 +33,7 @@ from __future__ import annotations
 
 from .. import autograd
 from ._graph import Graph
-from ._record import CaptureRefused, Recording, Symbolic, compare, same
+from ._record import CaptureRefused, Recording, Symbolic, compare, same, state_arrays
 
 __all__ = ["Capture", "CaptureRefused"]
 
@@ -58,7 +60,7 @@ class Capture:
                tuple(m.training for m in self.modules))
         state = self._states.get(sig)
         if isinstance(state, Graph):
-            if state.valid():
+            if state.valid() and all(b.data is a for b, a in state.owners):
                 self.replays += 1
                 return state.run([t.data for t in inputs])
             state = None
@@ -75,7 +77,13 @@ class Capture:
             if state is None:
                 self._states[sig] = sym
             else:
-                self._states[sig] = Graph(sym, compare(state, sym), self.train, self._packed)
+                graph = Graph(sym, compare(state, sym), self.train, self._packed)
+                # the buffers whose arrays the graph updates in place: replaced arrays (a
+                # load_state_dict that assigns .data) make it record again
+                ids = {id(a) for a in state_arrays(sym.ops)}
+                graph.owners = [(b, b.data) for m in self.modules for _, b in m.named_buffers()
+                                if b is not None and id(b.data) in ids]
+                self._states[sig] = graph
                 self.reason = None
         except CaptureRefused as exc:
             self._states[sig] = self.reason = str(exc)
@@ -121,13 +129,22 @@ class Capture:
             sym = f"the step could not be recorded ({type(exc).__name__}: {exc})"
         if self.train:
             next(iter(outputs.values())).backward()
+        # a buffer its ops update as their `state` (batch norm's statistics) may change: the
+        # replay repeats the update; any other change is Python outside the ops
+        updated = set() if isinstance(sym, str) else {id(a) for a in state_arrays(sym.ops)}
         changed = next((name for name, arr in self._buffers().items()
-                        if not same(arr, before.get(name))), None)
+                        if not same(arr, before.get(name))
+                        and id(self._live(name)) not in updated), None)
         if changed is not None and not isinstance(sym, str):
             sym = (f"the buffer {changed} changes during the step (running statistics, spectral "
                    f"norm): the step is not a function of its inputs alone")
         del rec
         return outputs, sym
+
+    def _live(self, name):
+        """The array of the buffer `_buffers` calls `name` ("<module index>.<buffer name>")."""
+        i, key = name.split(".", 1)
+        return dict(self.modules[int(i)].named_buffers())[key].data
 
     def _buffers(self) -> dict:
         return {f"{i}.{name}": b.data.copy() for i, m in enumerate(self.modules)

@@ -62,6 +62,7 @@ class Graph:
                     spec.append((_FIXED, ref[1]))
             self.forward.append((cls.forward, tuple(spec), kwargs, needs, first[k]))
         self.outputs = {name: slot_of(ref) for name, ref in sym.outputs.items()}
+        self.owners = []  # (buffer Tensor, the array its ops update in place): set by Capture
         self.backward = None
         if train:
             self._compile_backward(sym, leaf_index)

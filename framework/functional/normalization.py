@@ -23,10 +23,15 @@ class BatchNormFunction(Function):
 
     training=True normalises with the batch mean and biased variance and, when `running` is given,
     updates the running arrays in place: r = (1 - momentum) r + momentum stat, with the UNBIASED
-    variance for the running variance (as torch). training=False normalises with `running`."""
+    variance for the running variance (as torch); `tracked` (a 0-d int64 array, or None) is then
+    counted up by one, and momentum None means the cumulative average, 1 / tracked (nn.BatchNorm2d's
+    num_batches_tracked and momentum=None). training=False normalises with `running`. Both arrays
+    are the op's `state`: a captured step repeats their update at every replay."""
+
+    state = ("running", "tracked")
 
     @staticmethod
-    def forward(ctx, x, weight, bias, *, running, training, momentum, eps):
+    def forward(ctx, x, weight, bias, *, running, training, momentum, eps, tracked=None):
         axes = (0,) + tuple(range(2, x.ndim))
         shape = (1, -1) + (1,) * (x.ndim - 2)
         dt = x.dtype.type
@@ -40,7 +45,9 @@ class BatchNormFunction(Function):
             if running is not None:
                 count = x.size // x.shape[1]
                 rm, rv = running
-                m = rm.dtype.type(momentum)
+                if tracked is not None:
+                    tracked[...] += 1
+                m = rm.dtype.type(1.0 / float(tracked) if momentum is None else momentum)
                 rm[...] = (1 - m) * rm + m * mean.astype(rm.dtype)
                 rv[...] = (1 - m) * rv + m * (var * (count / (count - 1))).astype(rv.dtype)
         else:
@@ -78,11 +85,15 @@ class BatchNormFunction(Function):
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,
-               eps=1e-5):
+               eps=1e-5, *, num_batches_tracked=None):
     """torch.nn.functional.batch_norm. x: (N, C, ...) (e.g. (N, C, H, W)); running_mean,
     running_var, weight, bias: (C,) Tensors or None. training=False (default) normalises with the
     running statistics, which must then be given; training=True uses the batch statistics and updates
-    the running ones in place (when given) with `momentum` (default 0.1). eps default 1e-5."""
+    the running ones in place (when given) with `momentum` (default 0.1). eps default 1e-5.
+
+    srgrad's addition, for nn.BatchNorm2d: `num_batches_tracked`, a 0-d int64 Tensor the op counts
+    up when it updates the running statistics (in the op, so that a captured step repeats it);
+    with it, momentum=None means the cumulative average (momentum 1 / num_batches_tracked)."""
     xs = float_array("batch_norm", "input", x).shape
     if len(xs) < 2:
         raise ValueError(f"batch_norm: input must be (N, C, ...) with at least 2 dimensions, got shape {xs}")
@@ -106,8 +117,19 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
         raise ValueError("batch_norm: running_mean and running_var are required when training=False")
     if eps < 0:
         raise ValueError(f"batch_norm: eps must be non-negative, got {eps}")
+    tracked = None
+    if num_batches_tracked is not None:
+        tracked = data_of(num_batches_tracked)
+        if not (isinstance(tracked, np.ndarray) and tracked.shape == () and tracked.dtype == np.int64):
+            raise ValueError(f"batch_norm: num_batches_tracked must be a 0-d int64 Tensor, got "
+                             f"{getattr(tracked, 'dtype', type(tracked).__name__)} of shape "
+                             f"{np.shape(tracked)}")
+    if momentum is None and (tracked is None or running is None):
+        raise ValueError("batch_norm: momentum=None (the cumulative average) needs the running "
+                         "statistics and num_batches_tracked")
     return BatchNormFunction.apply(x, weight, bias, running=running, training=bool(training),
-                           momentum=float(momentum), eps=float(eps))
+                                   momentum=None if momentum is None else float(momentum),
+                                   eps=float(eps), tracked=tracked if training else None)
 
 
 # -- layer_norm ----------------------------------------------------------------------------------------

@@ -54,16 +54,16 @@ class BatchNorm2d(Module):
 
     def forward(self, x):
         check_4d(f"BatchNorm2d({self.num_features})", x, self.num_features)
-        factor = 0.0 if self.momentum is None else self.momentum
-        if self.training and self.track_running_stats:
-            self.num_batches_tracked.data[...] += 1
-            if self.momentum is None:
-                factor = 1.0 / float(self.num_batches_tracked.data)
         # torch: eval without running statistics falls back to batch statistics
         use_batch = self.training or self.running_mean is None
         track = not self.training or self.track_running_stats
+        # the op counts num_batches_tracked (and takes 1 / it for momentum None) when it updates
+        # the statistics: in the op, so that a captured step repeats it
+        counting = self.training and self.track_running_stats
+        momentum = self.momentum if counting or self.momentum is not None else 0.0
         return F.batch_norm(x, self.running_mean if track else None, self.running_var if track else None,
-                            self.weight, self.bias, use_batch, factor, self.eps)
+                            self.weight, self.bias, use_batch, momentum, self.eps,
+                            num_batches_tracked=self.num_batches_tracked if counting else None)
 
     def extra_repr(self):
         return (f"{self.num_features}, eps={self.eps}, momentum={self.momentum}, affine={self.affine}, "
