@@ -72,6 +72,32 @@ def test_running_var_is_unbiased_by_hand():
     assert rm.data[0] == 1.0 and rv.data[0] == 1.5  # 0.5*0 + 0.5*2 ; 0.5*1 + 0.5*2
 
 
+def test_num_batches_tracked_is_counted_by_the_op_and_momentum_none_averages(rng):
+    """srgrad's num_batches_tracked argument (nn.BatchNorm2d's counter, counted in the op so that
+    a captured step repeats it): momentum None is the cumulative average, as torch's module."""
+    torch = pytest.importorskip("torch")
+    rm, rv = sg.tensor(np.zeros(3)), sg.tensor(np.ones(3))
+    n = sg.Tensor(np.array(0, np.int64))
+    bn = torch.nn.BatchNorm2d(3, momentum=None).double()
+    batches = [rng.standard_normal((2, 3, 3, 4)) * 3 + 2 for _ in range(4)]
+    for a in batches:
+        F.batch_norm(sg.tensor(a), rm, rv, training=True, momentum=None, num_batches_tracked=n)
+        bn(torch.tensor(a))
+    assert int(n.data) == 4 == int(bn.num_batches_tracked)
+    np.testing.assert_allclose(rm.data, np.mean([a.mean(axis=(0, 2, 3)) for a in batches], axis=0),
+                               rtol=1e-14)  # the plain average of the batch means
+    np.testing.assert_allclose(rm.data, bn.running_mean.numpy(), rtol=1e-14)
+    np.testing.assert_allclose(rv.data, bn.running_var.numpy(), rtol=1e-14)
+    F.batch_norm(sg.tensor(batches[0]), rm, rv, training=False, num_batches_tracked=n)
+    assert int(n.data) == 4  # eval counts nothing
+    with pytest.raises(ValueError, match="num_batches_tracked must be a 0-d int64 Tensor, got float64"):
+        F.batch_norm(sg.tensor(batches[0]), rm, rv, training=True,
+                     num_batches_tracked=sg.tensor(np.array(0.0)))
+    with pytest.raises(ValueError, match="momentum=None .* needs the running statistics and "
+                                         "num_batches_tracked"):
+        F.batch_norm(sg.tensor(batches[0]), rm, rv, training=True, momentum=None)
+
+
 def test_training_without_running_stats(rng):
     a = rng.standard_normal((3, 2, 2, 2))
     y = F.batch_norm(sg.tensor(a), None, None, training=True)
