@@ -85,7 +85,11 @@ def onnxruntime(model, lq, threads: int, repeat: int) -> tuple[float, dict, str]
     """(median ms, {category: ms}, version) of ONNX Runtime on srgrad's fixed-size export."""
     import onnxruntime as ort
     from framework.onnx import export
-    folder = tempfile.mkdtemp(prefix="srgrad-profile-onnx-")
+    with tempfile.TemporaryDirectory(prefix="srgrad-profile-onnx-") as folder:
+        return _onnxruntime(model, lq, threads, repeat, folder, ort, export)
+
+
+def _onnxruntime(model, lq, threads, repeat, folder, ort, export):
     path = os.path.join(folder, "model.onnx")
     export(model, lq, path, dynamic=False)
     so = ort.SessionOptions()
