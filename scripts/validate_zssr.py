@@ -29,11 +29,16 @@ diagonal), and for every crop and scale:
 LR images are rounded to 8 bits. Everything is drawn from --seed; every result is cached in
 --cache (case, method and settings in the name): a rerun with more cases reuses what is done.
 
-    python scripts/validate_zssr.py --scales 2 4 --preset fast \\
-        --model srvgg_cpu_x2=runs/srvgg_cpu_x2/weights/best.safetensors
+    srgrad-train configs/srvgg_cpu_x2.yaml
+    srgrad-train configs/srvgg_cpu_x2.yaml --set scale=4 --set name=srvgg_cpu_x4
+    python scripts/validate_zssr.py --scales 2 4 --preset fast --unguarded \\
+        --model srvgg_cpu_x2=runs/srvgg_cpu_x2/net_best.safetensors \\
+        --model srvgg_cpu_x4=runs/srvgg_cpu_x4/net_best.safetensors
 
-The bicubic-trained models: `srgrad-train configs/srvgg_cpu_x2.yaml` (docs/benchmarks.md has its
-cost) writes runs/srvgg_cpu_x2/weights/best.safetensors; any other x2/x4 CPU config likewise.
+The bicubic-trained models (docs/benchmarks.md has their cost): the two `srgrad-train` commands
+above; any other x2/x4 CPU config likewise. `--shard I/N` splits the cases over N processes
+(each with NUMBA_NUM_THREADS=1 on a 2-core machine: ZSSR gains 1.5x from a second thread, two
+one-thread processes 2x); a last run without it prints the whole table from the cache.
 """
 from __future__ import annotations
 
@@ -159,12 +164,16 @@ def run_case(case, args, models, cache, settings):
     out["zssr-bicubic"] = run_zssr("bicubic", "bicubic")
     times["zssr"] = time.perf_counter() - t
     t = time.perf_counter()
-    k_est = cache.get(f"{tag}|kernelgan|{settings['kernelgan_iters']}",
-                      lambda: estimate_kernel(lr, settings["kernelgan_iters"], args.seed))
+    runs = settings["restarts"]
+    k_est = cache.get(f"{tag}|kernelgan|{settings['kernelgan_iters']}" + (f"x{runs}" if runs > 1
+                                                                          else ""),
+                      lambda: estimate_kernel(lr, settings["kernelgan_iters"], args.seed,
+                                              restarts=runs))
     times["kernelgan"] = time.perf_counter() - t
     decision = kernel_guard(lr, k_est)
     if decision.use_estimate or args.unguarded:
-        unguarded = run_zssr(k_est, f"estimate{settings['kernelgan_iters']}")
+        unguarded = run_zssr(k_est, f"estimate{settings['kernelgan_iters']}" +
+                             (f"x{runs}" if runs > 1 else ""))
     out["zssr-blind"] = unguarded if decision.use_estimate else out["zssr-bicubic"]
     if args.unguarded:
         out["zssr-unguarded"] = unguarded
@@ -204,6 +213,11 @@ def main():
     p.add_argument("--preset", default="fast", choices=tuple(PRESETS))
     p.add_argument("--iters", type=int, help="ZSSR iterations per stage (default: the preset's)")
     p.add_argument("--kernelgan-iters", type=int, help="default: the preset's")
+    p.add_argument("--kernelgan-restarts", type=int, help="KernelGAN runs averaged (default: the "
+                   "preset's)")
+    p.add_argument("--shard", default="1/1", metavar="I/N", help="run only cases I, I + N, ... "
+                   "(1-based; N processes share the cache: a last run without --shard prints "
+                   "the whole table from it)")
     p.add_argument("--bp-iters", type=int, default=10)
     p.add_argument("--unguarded", action="store_true", help="also ZSSR with the estimate "
                    "whatever the guard says")
@@ -219,6 +233,13 @@ def main():
         settings["iters"] = args.iters
     if args.kernelgan_iters:
         settings["kernelgan_iters"] = args.kernelgan_iters
+    if args.kernelgan_restarts:
+        settings["restarts"] = args.kernelgan_restarts
+    try:
+        shard, shards = (int(v) for v in args.shard.split("/"))
+        assert 1 <= shard <= shards
+    except (ValueError, AssertionError):
+        sys.exit(f"--shard {args.shard}: must be I/N with 1 <= I <= N")
     models = {}
     for spec in args.model:
         from framework.engine.inference.loading import load_model
@@ -227,8 +248,9 @@ def main():
         models[name] = (model, int(info.get("scale") or 2))
     cache, rows = Cache(args.cache), []
     print(f"preset {args.preset} (ZSSR {settings['iters']} iterations, crops "
-          f"{settings['crop_size']}; KernelGAN {settings['kernelgan_iters']}), seed {args.seed}")
-    for case in build_cases(args):
+          f"{settings['crop_size']}; KernelGAN {settings['kernelgan_iters']} x "
+          f"{settings['restarts']}), seed {args.seed}")
+    for case in build_cases(args)[shard - 1::shards]:
         t = time.perf_counter()
         scores, kerr, decision, times = run_case(case, args, models, cache, settings)
         rows.append((case, scores, kerr, decision))
@@ -240,8 +262,8 @@ def main():
 
 def summarise(rows, models):
     for scale in sorted({c["scale"] for c, *_ in rows}):
-        for kind in ("gauss", "bicubic", "motion"):
-            sel = [r for r in rows if r[0]["scale"] == scale and r[0]["kind"] == kind]
+        for kind in ("gauss", "bicubic", "motion", "all"):
+            sel = [r for r in rows if r[0]["scale"] == scale and kind in ("all", r[0]["kind"])]
             if not sel:
                 continue
             methods = list(sel[0][1])

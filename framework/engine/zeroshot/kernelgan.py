@@ -40,7 +40,8 @@ from ...optim import Adam
 from ...registry import MODELS
 from ...tensor import Tensor
 
-__all__ = ["KernelGAN", "Schedule", "penalty_mask", "kernel_losses", "estimate_kernel"]
+__all__ = ["KernelGAN", "Schedule", "penalty_mask", "kernel_losses", "estimate_kernel",
+           "mean_kernel"]
 
 
 def penalty_mask(k_size: int, penalty_scale: float = 30.0) -> np.ndarray:
@@ -208,22 +209,45 @@ class KernelGAN:
 
 
 def estimate_kernel(image: np.ndarray, iters: int = 3000, seed: int = 0, real_image: bool = False,
-                    on_step=None) -> np.ndarray:
+                    on_step=None, restarts: int = 1) -> np.ndarray:
     """The x2 kernel of `image` (C, H, W) in [0, 1] after `iters` KernelGAN iterations (3000:
-    KernelGAN's max_iters). `on_step(iteration, values)` after each. Returns the post-processed
-    kernel (centred, sum 1). A KeyboardInterrupt propagates (the kernel so far is not a result).
+    KernelGAN's max_iters). `on_step(iteration, values)` after each (iterations counted across
+    the restarts). Returns the post-processed kernel (centred, sum 1). A KeyboardInterrupt
+    propagates (the kernel so far is not a result).
 
-    Its matrices are small (64 channels on 26x26 crops): BLAS runs on one thread meanwhile, as a
-    threaded BLAS spends far longer waking its threads than multiplying (docs/benchmarks.md)."""
-    from ...threads import limit_blas_threads, restore_blas_threads
+    `restarts` > 1: KernelGAN from seeds seed, seed + 1, ..., and the result is the mean of their
+    kernels (each centred, zero-padded to one size), centred again. One run's error is mostly its
+    own (its weights and crops are drawn from its seed), so the mean is nearer the truth than a
+    typical run, and far nearer than one run of 3x the iterations: the runs stop improving after
+    ~1000 iterations (issue 43's sweep, docs/benchmarks.md).
+
+    Its matrices are small (64 channels on 26x26 crops): BLAS and numba run on one thread
+    meanwhile. A second thread buys nothing here (16.3 s for 600 iterations on 1 or 2 threads),
+    and on a busy machine waiting for it cost 7x (docs/benchmarks.md)."""
+    from ...threads import get_num_threads, limit_blas_threads, restore_blas_threads, \
+        set_num_threads
     iters = int_arg("estimate_kernel", "iters", iters)
-    gan = KernelGAN(image, 2, seed=seed, real_image=real_image)
-    previous = limit_blas_threads(1)
+    restarts = int_arg("estimate_kernel", "restarts", restarts)
+    previous, threads = limit_blas_threads(1), get_num_threads()
+    set_num_threads(1)
+    kernels = []
     try:
-        for it in range(iters):
-            values = gan.step(it)
-            if on_step is not None:
-                on_step(it, values)
+        for r in range(restarts):
+            gan = KernelGAN(image, 2, seed=seed + r, real_image=real_image)
+            for it in range(iters):
+                values = gan.step(it)
+                if on_step is not None:
+                    on_step(r * iters + it, values)
+            kernels.append(gan.finish())
     finally:
+        set_num_threads(threads)
         restore_blas_threads(previous)
-    return gan.finish()
+    return mean_kernel(kernels)
+
+
+def mean_kernel(kernels) -> np.ndarray:
+    """The mean of (K_i, K_i) kernels, each centred (kernel_file.centre_kernel) and zero-padded to
+    the largest, centred again; one kernel comes back centred."""
+    kernels = [centre_kernel(k) for k in kernels]
+    n = max(k.shape[0] for k in kernels)
+    return centre_kernel(sum(np.pad(k, (n - k.shape[0]) // 2) for k in kernels) / len(kernels))

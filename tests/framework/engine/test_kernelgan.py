@@ -161,3 +161,37 @@ def test_refusals():
         KernelGAN(np.zeros((40, 40), np.float32), 2)
     with pytest.raises(ValueError, match="iters"):
         estimate_kernel(_edge_image(), iters=0)
+
+
+def test_mean_kernel_centres_pads_and_averages():
+    from framework.data.degradations import bivariate_Gaussian
+    from framework.data.degradations.kernel_file import centre_kernel
+    from framework.engine.zeroshot.kernelgan import mean_kernel
+    a = bivariate_Gaussian(13, 2.0, 0.8, 0.3, isotropic=False)
+    b = np.pad(bivariate_Gaussian(9, 1.0, 1.0, 0.0, isotropic=True), ((0, 4), (4, 0)))  # off-centre
+    m = mean_kernel([a, b])
+    # b is moved to its centre and padded to a's 13 taps before the mean
+    want = (centre_kernel(a) + np.pad(centre_kernel(b), (13 - centre_kernel(b).shape[0]) // 2)) / 2
+    np.testing.assert_allclose(m, centre_kernel(want), rtol=0, atol=1e-15)
+    assert m.sum() == pytest.approx(1.0, abs=1e-12)
+    np.testing.assert_allclose(mean_kernel([a]), centre_kernel(a), rtol=0, atol=1e-15)
+
+
+def test_restarts_are_the_mean_of_the_seeds_runs_on_one_thread():
+    from framework.engine.zeroshot.kernelgan import mean_kernel
+    from framework.threads import get_num_threads
+    img, seen, threads = _edge_image(), [], get_num_threads()
+    k = estimate_kernel(img, iters=2, seed=5, restarts=2,
+                        on_step=lambda it, v: seen.append((it, get_num_threads())))
+    assert seen == [(0, 1), (1, 1), (2, 1), (3, 1)]  # counted across the runs, on one thread
+    assert get_num_threads() == threads               # and the count is put back
+    runs = []
+    for seed in (5, 6):
+        gan = KernelGAN(img, 2, seed=seed)
+        for it in range(2):
+            gan.step(it)
+        runs.append(gan.finish())
+    assert not np.array_equal(runs[0], runs[1])  # two seeds, two different runs
+    np.testing.assert_allclose(k, mean_kernel(runs), rtol=1e-6, atol=1e-9)
+    with pytest.raises(ValueError, match="restarts"):
+        estimate_kernel(img, iters=1, restarts=0)
