@@ -18,8 +18,12 @@ clearly better than bicubic) falls back to the bicubic kernel; the command says 
 in one line with the estimate's orientation, widths and confidence (`--no-guard` keeps the
 estimate).
 
-The command's default kernel stays bicubic: issue 43's protocol (scripts/validate_zssr.py, the
-table in docs/benchmarks.md) finds the blind mode behind the bicubic-trained models on the median.
+The command's default is blind: `--kernel estimate` with the "fast" preset, the setting issue 43's
+protocol validated (scripts/validate_zssr.py; docs/benchmarks.md has the table and its cost: on
+the median it beats the bicubic-trained CPU models at x2 and x4 and loses nothing on bicubic
+images, though single blurred images can lose several dB). An image too small for KernelGAN's
+crops (KERNELGAN_MIN_SIDE) then uses the bicubic kernel and says so; `--kernel estimate` given
+explicitly refuses it instead.
 
 Presets (docs/benchmarks.md has their cost): "paper" is ZSSR's and KernelGAN's configs (3000
 iterations at most, crops of 128, KernelGAN one run of 3000 iterations); "fast" caps ZSSR at 600
@@ -49,6 +53,7 @@ PRESETS = {
     "fast": {"iters": 600, "crop_size": 64, "kernelgan_iters": 1000, "restarts": 3},
 }
 BP_ITERS = 10  # ZSSR's back_projection_iters
+KERNELGAN_MIN_SIDE = 64  # KernelGAN's input_crop_size (data/kernelgan.py): its G's crops
 LOG_EVERY = 100  # without a progress bar (--no-progress): a line per this many iterations
 
 
@@ -199,16 +204,17 @@ def main(argv=None) -> int:
     p.add_argument("--output", required=True, help="output file (for one input file) or folder")
     p.add_argument("--scale", type=int, default=2, choices=(2, 4), help="2 (default) or 4 (two "
                    "x2 stages, ZSSR's gradual way)")
-    p.add_argument("--kernel", default="bicubic", help="the image's downscaling kernel: "
-                   "bicubic (default), estimate (KernelGAN, writes <output stem>_kernel.npy; "
-                   "a guard falls back to bicubic unless the estimate is clearly better) or a "
-                   ".npy file")
+    p.add_argument("--kernel", help="the image's downscaling kernel: estimate (the default: "
+                   "KernelGAN, writes <output stem>_kernel.npy, then a guard falls back to bicubic "
+                   "unless the estimate is clearly better; by default an image under "
+                   f"{KERNELGAN_MIN_SIDE} pixels, too small for KernelGAN's crops, uses bicubic "
+                   "and says so), bicubic (MATLAB's imresize), or a .npy file")
     p.add_argument("--no-guard", action="store_true", help="with --kernel estimate: use the "
                    "estimate even when the guard finds it not clearly better than bicubic")
-    p.add_argument("--preset", default="paper", choices=tuple(PRESETS), help="paper (default: "
-                   "ZSSR's and KernelGAN's counts and crops: 3000, 128; one run of 3000 "
-                   "iterations) or fast (at most 600 ZSSR iterations on crops of 64; KernelGAN 3 "
-                   "runs of 1000 iterations, averaged)")
+    p.add_argument("--preset", default="fast", choices=tuple(PRESETS), help="fast (default: at "
+                   "most 600 ZSSR iterations on crops of 64; KernelGAN 3 runs of 1000 iterations, "
+                   "averaged) or paper (ZSSR's and KernelGAN's counts and crops: 3000, 128; one "
+                   "run of 3000)")
     p.add_argument("--iters", type=int, help="ZSSR's iterations at most, per x2 stage (default: "
                    "the preset's)")
     p.add_argument("--kernelgan-iters", type=int, help="KernelGAN's iterations per run (default: "
@@ -266,7 +272,7 @@ def _run(args) -> int:
     files = list_images(src) if src.is_dir() else [src] if src.is_file() else None
     if files is None:
         return error(f"--input {src}: no such file or folder", 2)
-    settings, kernel = _settings(args), _kernel_arg(args.kernel)
+    settings, kernel = _settings(args), _kernel_arg(args.kernel or "estimate")
     todo, skipped = plan_outputs(files, args.output, src.is_dir(), args.suffix, args.ext,
                                  args.overwrite, args.scale)
     kernel_files = {}
@@ -284,7 +290,14 @@ def _run(args) -> int:
         img, meta = read_image(f)
         print(f"{f}: {img.shape[2]}x{img.shape[1]}, x{args.scale}, preset {args.preset}",
               file=sys.stderr)
-        k = _estimate(img, settings, args, kernel_files[f]) if f in kernel_files else kernel
+        if f in kernel_files and args.kernel is None and \
+                min(img.shape[1:]) // 2 * 2 < KERNELGAN_MIN_SIDE:
+            print(f"  kernel: {img.shape[2]}x{img.shape[1]} is too small for KernelGAN's "
+                  f"{KERNELGAN_MIN_SIDE}-pixel crops: the bicubic kernel (--kernel K.npy gives "
+                  f"one)", file=sys.stderr)
+            k = "bicubic"
+        else:
+            k = _estimate(img, settings, args, kernel_files[f]) if f in kernel_files else kernel
         sr, interrupted = zssr_result(img, args.scale, k, settings["iters"],
                                       settings["crop_size"], args.tta, settings["bp_iters"],
                                       args.seed, lambda m: print(f"  {m}", file=sys.stderr),

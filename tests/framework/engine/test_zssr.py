@@ -117,6 +117,9 @@ def test_command_x2_values_and_output_rules(case, capsys):
     assert Z.main(list(map(str, args))) == 0
     err = capsys.readouterr().err
     assert "x2: trained 40 iterations" in err and "10 back-projections" in err
+    # blind by default, but 40x40 is too small for KernelGAN: the bicubic kernel, said so
+    assert "40x40 is too small for KernelGAN's 64-pixel crops: the bicubic kernel" in err
+    assert not list(root.glob("*kernel.npy"))
     sr = read_image(out)[0]
     assert sr.shape == (1, 80, 80)
     # back-projected: its bicubic downscale is the input, to the 8-bit rounding
@@ -136,8 +139,9 @@ def test_command_estimates_and_writes_the_kernel(case, capsys, tmp_path, monkeyp
     monkeypatch.setattr(Z, "LOG_EVERY", 2)  # --no-progress: KernelGAN's lines too
     big = tmp_path / "big.png"  # KernelGAN's crops are 64 px: a larger image
     Image.fromarray(np.asarray(Image.open(GRAVEL))[:72, :72]).save(big)
-    args = ["--input", big, "--output", tmp_path / "out", "--kernel", "estimate", "--preset",
-            "fast", "--kernelgan-iters", "3", "--iters", "2", "--bp-iters", "1", "--no-progress"]
+    # the defaults: --kernel estimate, --preset fast
+    args = ["--input", big, "--output", tmp_path / "out", "--kernelgan-iters", "3", "--iters", "2",
+            "--bp-iters", "1", "--no-progress"]
     (tmp_path / "out").mkdir()
     assert Z.main(list(map(str, args))) == 0
     k = np.load(tmp_path / "out" / "big_x2_kernel.npy", allow_pickle=False)
@@ -168,4 +172,7 @@ def test_command_refusals(case, capsys):
     assert Z.main(base + ["--kernel", str(root / "missing.npy")]) == 1
     assert Z.main(base + ["--kernelgan-restarts", "0"]) == 2
     assert "--kernelgan-restarts" in capsys.readouterr().err
+    # asked for explicitly, an estimate of a 40x40 image is refused, not replaced by bicubic
+    assert Z.main(base + ["--kernel", "estimate"]) != 0
+    assert "is smaller than its" in capsys.readouterr().err and not (root / "x.png").exists()
     assert not (root / "x.png").exists()
