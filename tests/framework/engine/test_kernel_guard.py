@@ -10,7 +10,7 @@ import pytest
 from framework.data.degradations import bivariate_Gaussian
 from framework.data.zssr import downscale
 from framework.engine.zeroshot import zssr as Z
-from framework.engine.zeroshot.kernel_guard import MIN_CONFIDENCE, bicubic_kernel, \
+from framework.engine.zeroshot.kernel_guard import MAX_SIGMA, MIN_CONFIDENCE, bicubic_kernel, \
     kernel_error, kernel_guard, kernel_shape, sharpness_profile
 from framework.io.image import read_image, write_image
 
@@ -86,6 +86,15 @@ def test_guard_keeps_the_estimate_on_a_blurred_image(images):
     # an estimate that is bicubic's own spread is bicubic: the exact kernel is used instead
     near = kernel_guard(lr, bivariate_Gaussian(13, 0.85, 0.85, 0))
     assert not near.use_estimate and "bicubic's spread" in near.reason
+
+
+def test_guard_refuses_an_estimate_wider_than_kernelgans_family():
+    wide = bivariate_Gaussian(21, 3.2, 0.8, 0.5, isotropic=False)
+    lr = _lr(_crop(128), wide)
+    d = kernel_guard(lr, wide)  # the true kernel, explaining the image well ...
+    assert d.confidence > MIN_CONFIDENCE and d.shape["sigma_major"] > MAX_SIGMA
+    assert not d.use_estimate and "wider than the x2 kernels KernelGAN is made for" in d.reason
+    assert kernel_guard(lr, wide, max_sigma=4.0).use_estimate  # ... refused by the width alone
 
 
 def test_command_falls_back_and_says_so(tmp_path, capsys):
