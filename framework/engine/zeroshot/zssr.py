@@ -220,8 +220,8 @@ def main(argv=None) -> int:
     p.add_argument("--kernelgan-iters", type=int, help="KernelGAN's iterations per run (default: "
                    "the preset's)")
     p.add_argument("--kernelgan-restarts", dest="restarts", type=int, metavar="N", help="KernelGAN "
-                   "runs from "
-                   "seeds seed, seed + 1, ..., their kernels averaged (default: the preset's)")
+                   "runs from seeds seed, seed + 1, ..., their kernels averaged (default: the "
+                   "preset's)")
     p.add_argument("--tta", action="store_true", help="ZSSR's x8 self-ensemble: the median of the "
                    "8 rotations/flips (8x the final pass)")
     p.add_argument("--bp-iters", type=int, default=BP_ITERS, help="back-projections (default 10)")
