@@ -165,15 +165,13 @@ def run_case(case, args, models, cache, settings):
     times["zssr"] = time.perf_counter() - t
     t = time.perf_counter()
     runs = settings["restarts"]
-    k_est = cache.get(f"{tag}|kernelgan|{settings['kernelgan_iters']}" + (f"x{runs}" if runs > 1
-                                                                          else ""),
-                      lambda: estimate_kernel(lr, settings["kernelgan_iters"], args.seed,
-                                              restarts=runs))
+    kg = f"{settings['kernelgan_iters']}" + (f"x{runs}" if runs > 1 else "")  # iterations x runs
+    k_est = cache.get(f"{tag}|kernelgan|{kg}", lambda: estimate_kernel(
+        lr, settings["kernelgan_iters"], args.seed, restarts=runs))
     times["kernelgan"] = time.perf_counter() - t
     decision = kernel_guard(lr, k_est)
     if decision.use_estimate or args.unguarded:
-        unguarded = run_zssr(k_est, f"estimate{settings['kernelgan_iters']}" +
-                             (f"x{runs}" if runs > 1 else ""))
+        unguarded = run_zssr(k_est, f"estimate{kg}")
     out["zssr-blind"] = unguarded if decision.use_estimate else out["zssr-bicubic"]
     if args.unguarded:
         out["zssr-unguarded"] = unguarded
