@@ -1,20 +1,24 @@
-"""glibc's allocator, tuned by the commands so that a training step's arrays are not page-faulted afresh.
+"""glibc's allocator, tuned by the commands so that a run's arrays are not page-faulted afresh.
 
 numpy takes its arrays from malloc. glibc serves a request above its mmap threshold (128 KiB at
-start, raised by the size of each freed mapping, trimmed back by heap shrinking) with a fresh mmap,
-and every page of a fresh mapping faults on first touch. A training step allocates and frees the
-same 1-30 MB activations and gradients every step: in a process that runs srgrad alone (as a user
-runs it) those faults were ~20% of a 16-patch step (SRVGGNetCompact: 93-97 ms, 77-80 ms with the
-settings below; docs/benchmarks.md). A process that also ran torch hid it, because torch's large
-frees had raised the threshold.
+start, raised by the size of each freed mapping up to 32 MiB) with a fresh mmap, returns the heap's
+freed top to the system above its trim threshold, and every page of fresh memory faults on first
+touch (with transparent huge pages, which numpy asks for on large arrays, a fault can also compact
+memory). A training step allocates and frees the same 1-30 MB activations every step, and one
+512x512 inference the same 64-256 MB ones every image: in a process that runs srgrad alone (as a
+user runs it) those faults were ~20% of a 16-patch step (SRVGGNetCompact: 93-97 ms, 77-80 ms with
+a 32 MiB mmap threshold) and 20-38% of a 512x512 inference even with that threshold (EDSR 4.4-4.8 s,
+3.2 s with the settings below; docs/benchmarks.md). A process that also ran torch hid the first,
+because torch's large frees had raised the threshold.
 
-`tune()` sets M_MMAP_THRESHOLD to 32 MiB (glibc's largest on 64-bit)
-and M_TRIM_THRESHOLD to 256 MiB through mallopt: blocks below 32 MiB come from the heap and are
-reused, and the heap keeps up to 256 MiB of freed memory instead of returning it to the system at
-once (the resident size after a step stays near its peak; the peak itself does not grow). The
-environment variable SRGRAD_MALLOC=system leaves glibc's defaults (`tuned` or unset applies these;
-any other value is warned about and taken as `tuned`); on other C libraries (musl,
-macOS, Windows) nothing is changed. `status()` says what was done.
+`tune()` sets, through mallopt, M_MMAP_MAX to 0 (every block from the heap, whatever its size; a
+thread's own arena that cannot grow to hold a block still maps it) and M_TRIM_THRESHOLD to 2 GiB - 1
+(the largest mallopt takes: the heap keeps what it freed, in practice until the process ends). So a freed array's memory serves the next one of its size
+without a fault, as an engine's memory arena would; the cost is the resident size, which stays near
+the run's peak after it, and a peak 6-12% higher at 512x512 (freed blocks too small for the next
+request stay behind it). The environment variable SRGRAD_MALLOC=system leaves glibc's defaults
+(`tuned` or unset applies these; any other value is warned about and taken as `tuned`); on other C
+libraries (musl, macOS, Windows) nothing is changed. `status()` says what was done.
 
 Who calls it: every installed command (srgrad_cli.run, before the command's first line) and the
 benchmark scripts that time srgrad. `import framework` changes nothing in the process: a library
@@ -29,9 +33,9 @@ import os
 import platform
 import warnings
 
-MMAP_THRESHOLD = 32 * 2**20
-TRIM_THRESHOLD = 256 * 2**20
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's <malloc.h>
+TRIM_THRESHOLD = 2**31 - 1
+MMAP_MAX = 0
+_M_TRIM_THRESHOLD, _M_MMAP_MAX = -1, -4  # glibc's <malloc.h>
 
 _STATE = {"status": "not tuned yet"}
 
@@ -52,14 +56,15 @@ def tune() -> str:
     else:
         try:
             libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            ok = (libc.mallopt(_M_MMAP_THRESHOLD, MMAP_THRESHOLD) == 1
-                  and libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1)
+            ok = (libc.mallopt(_M_TRIM_THRESHOLD, TRIM_THRESHOLD) == 1
+                  and libc.mallopt(_M_MMAP_MAX, MMAP_MAX) == 1)
         except (OSError, AttributeError) as exc:
             ok, why = False, str(exc)
         else:
             why = "mallopt refused"
-        _STATE["status"] = (f"glibc mmap threshold {MMAP_THRESHOLD >> 20} MiB, trim threshold "
-                            f"{TRIM_THRESHOLD >> 20} MiB" if ok else f"glibc defaults ({why})")
+        _STATE["status"] = (f"glibc heap only (mmap max {MMAP_MAX}), trim threshold "
+                            f"{(TRIM_THRESHOLD + 1) >> 20} MiB"
+                            if ok else f"glibc defaults ({why})")
     return _STATE["status"]
 
 

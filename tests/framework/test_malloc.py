@@ -13,16 +13,18 @@ import pytest
 
 from framework import malloc
 
-# In a fresh process: import framework, then 10 "steps" that each allocate and touch six 8 MB arrays
-# (a step's activations) and free them, counting the minor page faults after the first step.
+# In a fresh process: import framework, then 10 "steps" that each allocate and touch `count` arrays of
+# `mb` MB (a step's activations, or a 512x512 inference's) and free them, counting the minor page
+# faults after the first step.
 _PROBE = """
-import json, resource, numpy as np
+import json, resource, sys, numpy as np
 import framework
 from framework import malloc
 malloc.tune()
+count, mb = int(sys.argv[1]), int(sys.argv[2])
 
 def step():
-    arrays = [np.empty(2 << 20, np.float32) for _ in range(6)]
+    arrays = [np.empty(mb << 18, np.float32) for _ in range(count)]
     for a in arrays:
         a[:] = 1.0
 
@@ -38,12 +40,12 @@ glibc = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0
                            reason="the settings are glibc's")
 
 
-def _probe(env_value=None):
-    env = {k: v for k, v in os.environ.items() if k != "SRGRAD_MALLOC"}
+def _probe(env_value=None, count=6, mb=8):
+    env = {k: v for k, v in os.environ.items() if k not in ("SRGRAD_MALLOC", "GLIBC_TUNABLES")}
     if env_value is not None:
         env["SRGRAD_MALLOC"] = env_value
-    out = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True, env=env,
-                         check=True)
+    out = subprocess.run([sys.executable, "-c", _PROBE, str(count), str(mb)], capture_output=True,
+                         text=True, env=env, check=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -53,10 +55,21 @@ def test_a_freed_array_is_reused_not_mapped_afresh():
     defaults (SRGRAD_MALLOC=system) the freed heap is trimmed or the arrays mapped afresh, and every
     step faults on thousands of pages again (here ~3000)."""
     tuned, system = _probe(), _probe("system")
-    assert tuned["status"].startswith("glibc mmap threshold 32 MiB, trim threshold 256 MiB")
+    assert tuned["status"] == "glibc heap only (mmap max 0), trim threshold 2048 MiB"
     assert system["status"] == "glibc defaults (SRGRAD_MALLOC=system)"
     assert tuned["faults"] < 500, tuned
     assert system["faults"] > 10 * 2048, system  # at least an array's pages again every step
+
+
+@glibc
+def test_an_array_above_glibcs_largest_mmap_threshold_is_reused_too():
+    """Two 64 MB arrays per step (one 64-channel 512x512 activation each), above the 32 MiB that
+    glibc's mmap threshold can reach: tuned, the heap serves them again without a fault; with glibc's
+    defaults each is a fresh mapping, faulted again every step (at least once per 2 MB huge page,
+    once per 4 KB page without them)."""
+    tuned, system = _probe(count=2, mb=64), _probe("system", count=2, mb=64)
+    assert tuned["faults"] < 100, tuned
+    assert system["faults"] >= 10 * 2 * 32, system
 
 
 _COMMAND = """
@@ -82,7 +95,7 @@ def test_import_changes_nothing_and_every_command_tunes():
                          text=True, env=env, check=False)
     lines = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert lines[0] == {"after_import": "not tuned yet"}, out
-    assert lines[1]["in_command"].startswith("glibc mmap threshold 32 MiB"), out
+    assert lines[1]["in_command"].startswith("glibc heap only"), out
     assert out.returncode == 0, out.stderr
 
 
