@@ -15,6 +15,11 @@ section options after the harness's own:
     --clock wall|cpu          wall time (default), or this process's CPU time (time.process_time:
                               with --threads 1, a measure that a loaded machine's waits for a
                               core do not inflate; each engine's own threads count too)
+    --apart-rounds 0          also each engine and srgrad's captured inference alone in fresh
+                              processes (bench_models' children), this many rounds alternating;
+                              the engines' children leave glibc's allocator as their users have
+                              it, srgrad's tunes it as its commands do (in this process srgrad's
+                              setting applies to the engines too)
 
 Rows (the table's "torch ms" column holds the other side named in the row):
 - `<model> step: captured vs eager`: one training step (L1 + Adam) replayed from the captured graph
@@ -56,6 +61,7 @@ def _options(rest):
     ap.add_argument("--engines", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--clock", choices=("wall", "cpu"), default="wall")
     ap.add_argument("--tiny", action="store_true")
+    ap.add_argument("--apart-rounds", type=int, default=0)
     return ap.parse_known_args(rest)[0]
 
 
@@ -124,6 +130,31 @@ def _infer_rows(name, opts, repeat, threads, precision="fp32"):
     return rows
 
 
+def _apart_rows(name, opts, repeat, threads, precision):
+    """srgrad's captured inference against each engine, every one alone in fresh child processes
+    (bench_models --child), opts.apart_rounds rounds alternating: the medians of every timed run."""
+    import bench_models as bm
+    engines = ["onnxruntime"]
+    try:
+        import openvino  # noqa: F401
+        engines.append("openvino")
+    except ImportError:
+        pass
+    child_opts = argparse.Namespace(threads=threads, batch=opts.batch, infer_size=opts.infer_size,
+                                    precision=precision, capture=True)
+    times = {fw: [] for fw in ["ours", *engines]}
+    for _ in range(opts.apart_rounds):
+        for fw in times:
+            times[fw] += bm._child(fw, name, "infer", child_opts, repeat=repeat)["times_s"]
+    spec = bm.CASES[name][0]
+    size, ours = opts.infer_size, 1e3 * statistics.median(times["ours"])
+    # no peak RSS: an engine's child holds srgrad's export of the model too (it traces the image)
+    return [Row(f"{name} x{spec['scale']} inference (1,3,{size},{size}) {precision}: srgrad captured vs "
+                f"{fw}, separate processes", ours, 1e3 * statistics.median(times[fw]), 1.0,
+                note=f"{len(times[fw])} timed runs each; wall time")
+            for fw in engines]
+
+
 def _output(model, lq, precision):
     """srgrad's output of `lq` (an array) under `precision`."""
     import framework as sg
@@ -167,6 +198,8 @@ def run(args) -> list:
             rows.append(_step_rows(name, opts, args.repeat))
         if opts.infer_size:
             rows += _infer_rows(name, opts, args.repeat, args.threads, precision)
+        if opts.infer_size and opts.apart_rounds > 0 and not opts.tiny:
+            rows += _apart_rows(name, opts, args.repeat, args.threads, precision)
     return rows
 
 

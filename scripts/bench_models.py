@@ -33,7 +33,8 @@ Each step and inference row keeps the ratio of the separate processes (the media
 run of every round), with the interleaved in-process times in its note.
 
 The same file is the child: `python scripts/bench_models.py --child ours|torch MODEL step|infer ...`
-prints one JSON line {"first_step_s", "step_s", "times_s", "cpu_s", "peak_mb", "base_mb"}: the time
+(or `--child onnxruntime|openvino MODEL infer`: that engine on srgrad's float32 export of the same
+model, as its users run it: glibc's allocator untouched, the export not timed) prints one JSON line {"first_step_s", "step_s", "times_s", "cpu_s", "peak_mb", "base_mb"}: the time
 from its start to the end of its first step (or inference), its next ones (`--repeat` of them, their
 median in step_s; cpu_s the median of their CPU time, all threads: on a loaded machine the figure
 that moves least), its peak RSS and its RSS after the imports and the model, before any work.
@@ -439,14 +440,35 @@ def _rss_mb(field="VmRSS"):
     raise RuntimeError(f"no {field} in /proc/self/status (Linux only)")
 
 
+def _engine_session(name, model, image, threads, precision):
+    """A function running ONNX Runtime (float32) or OpenVINO (precision hint f32, or bf16) on srgrad's
+    fixed-size export of `model` for `image`, on `threads` threads (the export and the engine's
+    compile happen here, before the timed calls)."""
+    from framework.onnx import export
+    folder = tempfile.mkdtemp(prefix="srgrad-bench-onnx-")
+    path = os.path.join(folder, "model.onnx")
+    export(model, image, path, dynamic=False)
+    if name == "onnxruntime":
+        import onnxruntime as ort
+        so = ort.SessionOptions()
+        so.intra_op_num_threads, so.inter_op_num_threads = threads, 1
+        sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        feed = {sess.get_inputs()[0].name: image}
+        return lambda: sess.run(None, feed)[0]
+    import openvino as ov
+    compiled = ov.Core().compile_model(path, "CPU", {
+        "INFERENCE_NUM_THREADS": threads,
+        "INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32"})
+    request = compiled.create_infer_request()
+    return lambda: request.infer({0: image})
+
+
 def child_main(argv):
     """One fresh process: build one model in one framework, run a training step (then --repeat more,
     timed) or one inference (then --repeat more, timed); print {"first_step_s", "step_s", "times_s",
     "peak_mb", "base_mb"} as JSON."""
-    from framework import malloc
-    malloc.tune()  # as the commands run (srgrad_cli.run)
     ap = argparse.ArgumentParser(prog="bench_models --child")
-    ap.add_argument("framework", choices=["ours", "torch"])
+    ap.add_argument("framework", choices=["ours", "torch", "onnxruntime", "openvino"])
     ap.add_argument("name", choices=list(CASES))
     ap.add_argument("phase", choices=["step", "infer"])
     ap.add_argument("--threads", type=int, default=2)
@@ -456,11 +478,20 @@ def child_main(argv):
     ap.add_argument("--precision", choices=["fp32", "bf16"], default="fp32")
     ap.add_argument("--capture", choices=("on", "off"), default="on")
     a = ap.parse_args(argv)
+    engine = a.framework in ("onnxruntime", "openvino")
+    if engine and a.phase != "infer":
+        ap.error(f"{a.framework}: inference only")
+    if not engine:
+        from framework import malloc
+        malloc.tune()  # as the commands run (srgrad_cli.run)
     capture = a.framework == "ours" and a.capture == "on"
     spec, side = CASES[a.name]
     sys.path.insert(0, str(HERE.parent))
     sys.path.insert(0, str(HERE))
-    if a.framework == "ours":
+    if engine:
+        model = _engine_session(a.framework, _ours_model(spec), _image(a.infer_size), a.threads,
+                                a.precision)
+    elif a.framework == "ours":
         import numba
         numba.set_num_threads(a.threads)
         model = _ours_model(spec)
@@ -471,7 +502,9 @@ def child_main(argv):
         torch.manual_seed(0)
         model = build_twin(spec)
     base = _rss_mb()  # libraries, model and interpreter, before any work
-    if a.phase == "step":
+    if engine:
+        fn = model
+    elif a.phase == "step":
         lq, gt = _batch(spec, side, a.batch)
         fn = _ours_step(model, lq, gt, a.precision, capture) if a.framework == "ours" else \
             _torch_step(model, lq, gt, a.precision)
