@@ -9,6 +9,8 @@ numba keeps in registers as it keeps any local scalar, and four intrinsics act o
     vstore(a, i, v)      a[i:i + lanes] = v
     vstore_part(a, i, v, lo, hi)   a[i + p] = v[p] for lanes lo <= p < hi only (a masked store: the
                          other lanes' addresses are never touched, so i may be negative)
+    vload_part(a, i, like, lo, hi)   a[i + p] in lanes lo <= p < hi, 0 in the others: a vector of
+                         like's lanes (a masked load, as vstore_part)
     vsplat(x, lanes)     x in every lane
     vfma(a, b, c)        a b + c per lane, rounded once (llvm.fma: IEEE fused multiply-add)
     vadd(a, b)           a + b per lane
@@ -41,7 +43,7 @@ from numba.core.datamodel import models, register_default
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-__all__ = ["Vector", "vload", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vrelu", "vleaky",
+__all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vrelu", "vleaky",
            "vdot_bf16", "wide", "lanes", "target"]
 
 
@@ -120,6 +122,33 @@ def _splat(builder, value, count):
     one = builder.insert_element(ir.Constant(vt, ir.Undefined), value, ir.Constant(ir.IntType(32), 0))
     return builder.shuffle_vector(one, ir.Constant(vt, ir.Undefined),
                                   ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count))
+
+
+@intrinsic
+def vload_part(typingctx, arr, i, like, lo, hi):
+    _check_array(arr)
+    if not isinstance(like, Vector) or like.dtype != arr.dtype:
+        raise TypingError(f"vload_part: {like} from {arr}")
+    vt = like
+
+    def codegen(context, builder, sig, args):
+        lt = context.get_value_type(vt)
+        count, i64 = lt.count, ir.IntType(64)
+        lanes_ = ir.Constant(ir.VectorType(i64, count), list(range(count)))
+        lo_, hi_ = (context.cast(builder, a, t, types.int64) for a, t in zip(args[3:], sig.args[3:]))
+        if context.enable_boundscheck:
+            with builder.if_then(builder.icmp_signed("<", lo_, hi_)):
+                last = builder.sub(builder.add(args[1], hi_), ir.Constant(i64, 1))
+                _boundscheck(context, builder, sig.args[0], args[0], builder.add(args[1], lo_), last)
+        mask = builder.and_(builder.icmp_signed(">=", lanes_, _splat(builder, lo_, count)),
+                            builder.icmp_signed("<", lanes_, _splat(builder, hi_, count)))
+        ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], lt)
+        fnty = ir.FunctionType(lt, [lt.as_pointer(), ir.IntType(32), ir.VectorType(ir.IntType(1), count), lt])
+        fn = cgutils.get_or_insert_function(builder.module, fnty,
+                                            f"llvm.masked.load.v{count}f{arr.dtype.bitwidth}.p0")
+        zero = ir.Constant(lt, [ir.Constant(lt.element, 0)] * count)
+        return builder.call(fn, [ptr, ir.Constant(ir.IntType(32), arr.dtype.bitwidth // 8), mask, zero])
+    return vt(arr, types.intp, like, lo, hi), codegen
 
 
 @intrinsic

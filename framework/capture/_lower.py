@@ -4,10 +4,15 @@
 - an op whose arguments are all constants (a spectral-normalised weight, a relative-position bias
   gathered from its table, a weight reshaped or flipped) is computed once and its output kept;
 - a convolution on the direct route gets its weights packed into the kernel's layout once
-  (_direct.pack), where the eager op packs them at every call.
+  (_direct.pack), where the eager op packs them at every call;
+- an Add whose operand is such a convolution's output, read by nothing else, with an operand of
+  the same shape and dtype known before the convolution runs (a residual block's `x + conv(...)`),
+  is done by the convolution as it stores each output (_direct.correlate's `residual`): one pass
+  over memory fewer, and no output array of the add's own.
 
 Each of these computes what the eager op computes, from the same arrays: the results are the same
-bits (tests/framework/test_capture.py).
+bits (the fused add rounds the stored conv output plus the other operand once, as np.add does;
+tests/framework/test_capture.py).
 """
 from __future__ import annotations
 
@@ -16,6 +21,7 @@ import numpy as np
 from .. import precision
 from ..autograd import Context
 from ..functional import _direct, conv
+from ..functional.elementwise import Add
 
 
 # The kinds of an op's argument in a captured graph: a slot (an intermediate or the input), a live
@@ -27,7 +33,7 @@ def fold(graph, packed: dict) -> None:
     """Fold `graph` (an inference Graph) in place: constant arguments, constant ops, and the
     lowerings of LOWERINGS (which keep what they prepare in `packed`, keyed by the arrays it
     comes from, for the other graphs of the same weights)."""
-    fixed, ops = {}, []
+    fixed, ops, classes = {}, [], []
     for (forward, spec, kwargs, needs, first), cls in zip(graph.forward, graph.classes):
         spec = tuple((_FIXED, fixed[v]) if kind == _SLOT and v in fixed else
                      (_FIXED, v.data) if kind == _LIVE else (kind, v) for kind, v in spec)
@@ -39,12 +45,64 @@ def fold(graph, packed: dict) -> None:
         lower = LOWERINGS.get(cls)
         lowered = lower(spec, kwargs, graph.slot_meta, packed, forward) if lower is not None else None
         ops.append((lowered or forward, spec, kwargs, needs, first))
-    graph.forward, graph.classes = ops, None
+        classes.append(cls)
+    graph.forward, graph.classes = _fuse_residual_adds(ops, classes, graph), None
     graph.constants = {}
     for name, s in list(graph.outputs.items()):
         if s in fixed:  # an output that does not depend on the input
             key = -1 - len(graph.constants)
             graph.constants[key], graph.outputs[name] = fixed[s], key
+
+
+def _meta(kind, v, slot_meta):
+    """(shape, dtype) of an argument: a slot's recorded one, a fixed array's own."""
+    if kind == _SLOT:
+        shape, dtype = slot_meta[v]
+        return tuple(shape), np.dtype(dtype)
+    return (np.shape(v), np.asarray(v).dtype) if kind == _FIXED else (None, None)
+
+
+def _fuse_residual_adds(ops, classes, graph):
+    """`ops` with each Add of a fusable convolution's output (a lowered forward with `.fused`, the
+    Add its only reader, not a graph output) and an operand of that output's shape and dtype that
+    exists before the convolution (the graph's input, an earlier op's output, a constant) done by
+    the convolution: the Add's entry dropped, its readers reading the convolution's slot."""
+    readers = {}
+    for _, spec, _, _, _ in ops:
+        for kind, v in spec:
+            if kind == _SLOT:
+                readers[v] = readers.get(v, 0) + 1
+    outputs = set(graph.outputs.values())
+    at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}  # an op's first output slot -> op
+    fused, renamed = {}, {}  # conv index -> (its new entry), Add's slot -> the conv's
+    drop = set()
+    for m, ((_, spec, kwargs, _, first), cls) in enumerate(zip(ops, classes)):
+        if cls is not Add or kwargs or len(spec) != 2:
+            continue
+        for side in (0, 1):
+            (kc, c), (ko, other) = spec[side], spec[1 - side]
+            k = at.get(c) if kc == _SLOT else None
+            if k is None or k in fused or getattr(ops[k][0], "fused", None) is None or \
+                    readers.get(c) != 1 or c in outputs or ko == _LIVE or (ko == _SLOT and other >= c):
+                continue
+            if _meta(ko, other, graph.slot_meta) != _meta(kc, c, graph.slot_meta):
+                continue  # broadcast or promoted: not the conv's store
+            forward, cspec, ckwargs, cneeds, cfirst = ops[k]
+            fused[k] = (forward.fused, cspec + ((ko, other),), ckwargs, cneeds, cfirst)
+            renamed[first] = cfirst
+            drop.add(m)
+            break
+    if not fused:
+        return ops
+    out = []
+    for k, (forward, spec, kwargs, needs, first) in enumerate(ops):
+        if k in drop:
+            continue
+        forward, spec, kwargs, needs, first = fused.get(k, (forward, spec, kwargs, needs, first))
+        spec = tuple((kind, renamed.get(v, v)) if kind == _SLOT else (kind, v) for kind, v in spec)
+        out.append((forward, spec, kwargs, needs, first))
+    graph.outputs = {name: renamed.get(s, s) for name, s in graph.outputs.items()}
+    return out
 
 
 def _conv2d(spec, kwargs, slot_meta, cache, eager):
@@ -74,6 +132,14 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
             return eager(ctx, x, *args, **kw)
         return _direct.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
                                  tiles, elems, packed)
+
+    def fused(ctx, x, *args, **kw):
+        """forward(...) + args[-1] (an Add fused by _fuse_residual_adds)."""
+        if precision.bf16_active(x.dtype):
+            return np.add(eager(ctx, x, *args[:-1], **kw), args[-1])
+        return _direct.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
+                                 tiles, elems, packed, residual=args[-1])
+    forward.fused = fused
     return forward
 
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .. import _simd
 from .._jit import kernel, prange
-from .._simd import vadd, vfma, vleaky, vload, vrelu, vsplat, vstore, vstore_part, wide
+from .._simd import vadd, vfma, vleaky, vload, vload_part, vrelu, vsplat, vstore, vstore_part, wide
 from ._im2col import valid_range
 
 MAX_BLOCK = 8  # output channels (forward) or taps (weight gradient) per register block: a0..a7 below
@@ -120,17 +120,21 @@ def _channels_last(g, gt, b0):
 
 
 @kernel
-def _put(y, b, o, h, off, v, lo, hi, slope, act):
-    """y[b, o, h, off + p] = act(v[p]) for lanes lo <= p < hi, if channel o exists; act: 0 none,
-    1 relu (slope 0) or leaky relu, as activation.rectify_."""
+def _put(y, b, o, h, off, v, lo, hi, slope, act, res, residual):
+    """y[b, o, h, off + p] = act(v[p]) (+ res[b, o, h, off + p] if residual) for lanes lo <= p < hi,
+    if channel o exists; act: 0 none, 1 relu (slope 0) or leaky relu, as activation.rectify_. The
+    residual's add is the one an Add op after the conv would do: the activated value rounded to the
+    dtype, plus the other operand, rounded once."""
     if o < y.shape[1]:
         if act:
             v = vrelu(v) if slope == 0 else vleaky(v, slope)
+        if residual:
+            v = vadd(v, vload_part(res[b, o, h], off, v, lo, hi))
         vstore_part(y[b, o, h], off, v, lo, hi)
 
 
 @kernel
-def _store(y, b, r0, rows, o, NP, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, a6, a7):
+def _store(y, b, r0, rows, o, NP, q, Wp, L, slope, act, res, residual, a0, a1, a2, a3, a4, a5, a6, a7):
     """The finished block: output channels o..o + NP - 1 at the L flat positions q..q + L - 1 =
     h Wp + w, into y[b, o + k, r0 + h, w] for the pixels of the band (w < OW, h < rows): one masked
     store per channel and row it covers."""
@@ -146,7 +150,7 @@ def _store(y, b, r0, rows, o, NP, q, Wp, L, slope, act, a0, a1, a2, a3, a4, a5, 
             lo, off = p - q, q - h * Wp
             for k, v in ((0, a0), (1, a1), (2, a2), (3, a3), (4, a4), (5, a5), (6, a6), (7, a7)):
                 if k < NP:
-                    _put(y, b, o + k, r0 + h, off, v, lo, lo + n, slope, act)
+                    _put(y, b, o + k, r0 + h, off, v, lo, lo + n, slope, act, res, residual)
         p += n
 
 
@@ -156,11 +160,12 @@ def _correlate_kernel(L, NP):
     the accumulators past NP are dead code)."""
 
     @kernel
-    def correlate(xf, wt, bias, y, b0, r0, rows, Wp, cb, slope, act, acc):
+    def correlate(xf, wt, bias, y, b0, r0, rows, Wp, cb, slope, act, acc, res, residual):
         """y[b0 + b, o, r0 + h, w] = act(sum_{c, i, j} wt[o // NP, c, i, j, o % NP] xf[b, c, q + i Wp
         + j] + bias[o]) at every flat position q = h Wp + w of the band of `rows` rows (a whole
         number of vectors of L; the junk ones dropped by _store); the sum in blocks of cb channels,
-        each a chain from 0 (the first from the bias) added to the running total in acc (8 L)."""
+        each a chain from 0 (the first from the bias) added to the running total in acc (8 L);
+        with `residual`, res (y's shape) added to each activated output (_put)."""
         wide()
         nb, C, S = xf.shape
         OB, _, kh, kw, _ = wt.shape
@@ -200,7 +205,7 @@ def _correlate_kernel(L, NP):
                         if NP > 6:
                             a6, a7 = vadd(vload(acc, 6 * L, L), a6), vadd(vload(acc, 7 * L, L), a7)
                     if c0 + cb >= C:
-                        _store(y, b0 + b, r0, rows, o, NP, q, Wp, L, slope, act,
+                        _store(y, b0 + b, r0, rows, o, NP, q, Wp, L, slope, act, res, residual,
                                a0, a1, a2, a3, a4, a5, a6, a7)
                         continue
                     vstore(acc, 0, a0)
@@ -316,9 +321,10 @@ def _correlate_tiles_kernel(L, NP):
     """The forward over every tile in one parallel region: a tile is padded into its thread's buffer
     and computed there (one numba fork/join per call, not a Python thread pool's)."""
 
-    def correlate_tiles(x, wt, bias, y, tiles, top, left, Wp, cb, slope, act, bufs):
+    def correlate_tiles(x, wt, bias, y, tiles, top, left, Wp, cb, slope, act, bufs, res, residual):
         """tiles (T, 5): b0, b1, r0, r1 and the plane length S of each tile; bufs (threads, elems):
-        each thread's running totals (MAX_BLOCK L elements), then its tile's planes."""
+        each thread's running totals (MAX_BLOCK L elements), then its tile's planes; res: added to
+        the output where `residual` (else unread: y itself)."""
         C, A = x.shape[1], MAX_BLOCK * L
         variant = (L, NP)  # noqa: F841 (closure cells: the cache key tells the variants apart)
         for k in prange(tiles.shape[0]):
@@ -326,7 +332,7 @@ def _correlate_tiles_kernel(L, NP):
             buf = bufs[numba.get_thread_id()]
             xf = buf[A:A + (b1 - b0) * C * S].reshape((b1 - b0, C, S))
             _pad(x, xf, b0, r0 - top, left, Wp)
-            _tile_kernel(xf, wt, bias, y, b0, r0, r1 - r0, Wp, cb, slope, act, buf[:A])
+            _tile_kernel(xf, wt, bias, y, b0, r0, r1 - r0, Wp, cb, slope, act, buf[:A], res, residual)
 
     return kernel(parallel=True)(_with_globals(correlate_tiles, _tile_kernel=_correlate_kernel(L, NP)))
 
@@ -356,12 +362,14 @@ def pack(w, bias, dt):
     return wt, b
 
 
-def correlate(x, w, features, padding, bias, slope, tiles, elems, packed=None):
+def correlate(x, w, features, padding, bias, slope, tiles, elems, packed=None, residual=None):
     """conv.py's _correlate for a stride-1, undilated, ungrouped kernel, with the activation fused
     (slope None: none, 0: relu, > 0: leaky relu). x (N, C, H, W), w (O, C, kh, kw) -> (N, O, OH, OW)
     with features = (OH, OW); tiles (b0, b1, r0, r1) over (images, output rows), run on numba's
     threads with a buffer of elems (buffer_elems) each. `packed`: pack(w, bias, x.dtype), if
-    already made."""
+    already made. `residual`: an array of the output's shape and dtype added to every (activated)
+    output as it is stored, the bits of `y + residual` computed after (a captured graph's fused
+    Add, framework/capture/_lower.py)."""
     N, C = x.shape[:2]
     O, _, kh, kw = w.shape
     OH, OW = features
@@ -369,11 +377,15 @@ def correlate(x, w, features, padding, bias, slope, tiles, elems, packed=None):
     NP, L = forward_block(dt)
     wt, b = pack(w, bias, dt) if packed is None else packed
     y = np.empty((N, O, OH, OW), dt)
+    if residual is not None and (residual.shape != y.shape or residual.dtype != dt):
+        raise ValueError(f"direct conv: residual {residual.shape} {residual.dtype} is not the output's "
+                         f"{y.shape} {dt}")
+    res = y if residual is None else np.ascontiguousarray(residual)
     act, s = slope is not None, dt.type(0 if slope is None else slope)
     cb = _blocks(C, _blocks(C * kh * kw, BLOCK_TERMS))  # channels per block, the blocks even
     table = np.array([(*t, _tile_sizes(t, C, OW, kh, kw, dt)[1]) for t in tiles], np.int64).reshape(-1, 5)
     _correlate_tiles_kernel(L, NP)(x, wt, b, y, table, padding[0], padding[1], OW + kw - 1, cb, s, act,
-                                   _thread_buffers(elems, dt))
+                                   _thread_buffers(elems, dt), res, residual is not None)
     return y
 
 

@@ -135,7 +135,7 @@ def _correlate_kernel(L, NP):
                         a4, a5 = vadd(vload(acc, 4 * L, L), a4), vadd(vload(acc, 5 * L, L), a5)
                         a6, a7 = vadd(vload(acc, 6 * L, L), a6), vadd(vload(acc, 7 * L, L), a7)
                     if k0 + cb >= K:
-                        _store(y, b0 + b, r0, rows, o, NP, q, Wp, L, slope, act,
+                        _store(y, b0 + b, r0, rows, o, NP, q, Wp, L, slope, act, y, False,
                                a0, a1, a2, a3, a4, a5, a6, a7)
                         continue
                     vstore(acc, 0, a0)

@@ -156,7 +156,9 @@ def test_inference_graph_packs_the_direct_routes_weights_once():
 
 def test_inference_graph_computes_constant_ops_once():
     graph = _inference_graph("SwinIR")  # the relative-position bias gathered from its table
-    assert len(graph.forward) == len(graph.meta) - 6
+    fused = [op for op in graph.forward if op[0].__qualname__.endswith("fused")]
+    assert len(fused) == 1  # conv_after_body(...) + x: one Add done by its conv
+    assert len(graph.forward) == len(graph.meta) - 6 - len(fused)
 
 
 def _linear_case(seed=0):
@@ -316,3 +318,67 @@ def test_an_inference_recording_frees_each_intermediate_as_the_eager_run_does():
     assert cap.replays == 1
     expected = np.maximum(x.data, 0) ** 2 + x.data
     assert all(np.array_equal(o, expected) for o in outs)
+
+
+class _ResidualCases(sg.nn.Module):
+    """Residual adds after a direct-route conv (16 -> 16 channels, 3x3): `case` picks the pattern."""
+
+    def __init__(self, case):
+        super().__init__()
+        init.manual_seed(3)
+        self.conv, self.case = sg.nn.Conv2d(16, 16, 3, padding=1), case
+        self.shift = sg.nn.Parameter(sg.tensor(np.linspace(-1, 1, 16, dtype=np.float32).reshape(1, 16, 1, 1)))
+
+    def forward(self, x):
+        c = self.conv(x)
+        if self.case == "input + conv":  # fused: the other operand exists before the conv
+            return x + c
+        if self.case == "conv + earlier":
+            return c + F.relu(x)  # relu(x) is recorded after the conv: not fused
+        if self.case == "read twice":
+            return (c + x) * c
+        if self.case == "broadcast":
+            return c + self.shift
+        return F.relu(x + c)  # "then relu": fused, the relu reads the conv's slot
+
+
+@pytest.mark.parametrize("case, fused", [("input + conv", True), ("conv + earlier", False),
+                                         ("read twice", False), ("broadcast", False),
+                                         ("then relu", True)])
+def test_an_add_after_a_direct_conv_is_fused_only_where_it_is_the_same_bits(case, fused):
+    """The inference graph does `x + conv(x)` in the conv's store (one op fewer) where the Add is
+    the conv output's only reader and its other operand has the output's shape and exists before
+    the conv; otherwise the Add stays. Either way every replay equals eager, bit for bit."""
+    model = _ResidualCases(case)
+    model.eval()
+    cap = Capture([model], train=False)
+    rng = np.random.default_rng(7)
+    for i in range(4):  # calls 1-2 record, 3-4 replay
+        x = sg.tensor(rng.standard_normal((2, 16, 9, 13)).astype(np.float32))
+        with sg.no_grad():
+            eager = model(x).data
+            got = cap(lambda x: {"y": model(x)}, x)["y"].data
+        assert got.dtype == eager.dtype and np.array_equal(got, eager), (case, i)
+    assert cap.replays == 2, cap.status()
+    (graph,) = cap.graphs
+    recorded = len(graph.meta)
+    assert len(graph.forward) == recorded - (1 if fused else 0), case
+    assert any(op[0].__qualname__.endswith("fused") for op in graph.forward) == fused
+
+
+def test_the_direct_convs_residual_store_is_the_add_of_its_output():
+    """_direct.correlate(residual=r) against the conv then np.add, on shapes whose rows end inside
+    a vector (the masked lanes), with relu fused and without, and a mismatched residual refused."""
+    from framework.functional import _direct
+    rng = np.random.default_rng(2)
+    for (n, c, h, w), slope in [((1, 16, 5, 7), None), ((2, 24, 11, 37), 0.0), ((1, 16, 33, 3), 0.2)]:
+        x = rng.standard_normal((n, c, h, w)).astype(np.float32)
+        wt = rng.standard_normal((20, c, 3, 3)).astype(np.float32)
+        b = rng.standard_normal(20).astype(np.float32)
+        r = rng.standard_normal((n, 20, h, w)).astype(np.float32)
+        tiles, elems = [(0, n, 0, h)], _direct.buffer_elems([(0, n, 0, h)], c, w, 3, 3, np.float32)
+        plain = _direct.correlate(x, wt, (h, w), (1, 1), b, slope, tiles, elems)
+        fused = _direct.correlate(x, wt, (h, w), (1, 1), b, slope, tiles, elems, residual=r)
+        assert np.array_equal(fused, np.add(plain, r)), (n, c, h, w, slope)
+    with pytest.raises(ValueError, match="residual"):
+        _direct.correlate(x, wt, (h, w), (1, 1), b, None, tiles, elems, residual=r[:, :5])
