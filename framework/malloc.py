@@ -7,7 +7,7 @@ touch (with transparent huge pages, which numpy asks for on large arrays, a faul
 memory). A training step allocates and frees the same 1-30 MB activations every step, and one
 512x512 inference the same 64-256 MB ones every image: in a process that runs srgrad alone (as a
 user runs it) those faults were ~20% of a 16-patch step (SRVGGNetCompact: 93-97 ms, 77-80 ms with
-a 32 MiB mmap threshold) and 20-38% of a 512x512 inference even with that threshold (EDSR 4.4-4.8 s,
+a 32 MiB mmap threshold) and 8-38% of a 512x512 inference even with that threshold (EDSR 4.4-4.8 s,
 3.2 s with the settings below; docs/benchmarks.md). A process that also ran torch hid the first,
 because torch's large frees had raised the threshold.
 
