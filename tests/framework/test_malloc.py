@@ -65,11 +65,11 @@ def test_a_freed_array_is_reused_not_mapped_afresh():
 def test_an_array_above_glibcs_largest_mmap_threshold_is_reused_too():
     """Two 64 MB arrays per step (one 64-channel 512x512 activation each), above the 32 MiB that
     glibc's mmap threshold can reach: tuned, the heap serves them again without a fault; with glibc's
-    defaults each is a fresh mapping, faulted again every step (at least once per 2 MB huge page,
-    once per 4 KB page without them)."""
+    defaults each is a fresh mapping, faulted again every step (once per 2 MB huge page, once per
+    4 KB page without them: here 10880; the bound asks for one per 4 MB)."""
     tuned, system = _probe(count=2, mb=64), _probe("system", count=2, mb=64)
     assert tuned["faults"] < 100, tuned
-    assert system["faults"] >= 10 * 2 * 32, system
+    assert system["faults"] >= 10 * 2 * 16, system
 
 
 _COMMAND = """
