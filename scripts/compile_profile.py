@@ -63,7 +63,10 @@ def table(path, top=40) -> str:
     return "\n".join(lines)
 
 
+def pytest_configure(config):
+    """pytest calls this for a plugin it loaded (-p compile_profile), not for an import."""
+    _install()
+
+
 if __name__ == "__main__":
     print(table(sys.argv[1]))
-elif "pytest" in sys.modules:  # loaded as a plugin (-p compile_profile)
-    _install()
