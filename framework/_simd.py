@@ -124,6 +124,20 @@ def _splat(builder, value, count):
                                   ir.Constant(ir.VectorType(ir.IntType(32), count), [0] * count))
 
 
+def _part_mask(context, builder, sig, args, count):
+    """The <count x i1> mask of lanes lo <= p < hi of vload_part / vstore_part (arr, i, _, lo, hi),
+    after the bounds check of the elements those lanes touch (under NUMBA_BOUNDSCHECK=1)."""
+    i64 = ir.IntType(64)
+    lo_, hi_ = (context.cast(builder, a, t, types.int64) for a, t in zip(args[3:], sig.args[3:]))
+    if context.enable_boundscheck:
+        with builder.if_then(builder.icmp_signed("<", lo_, hi_)):
+            last = builder.sub(builder.add(args[1], hi_), ir.Constant(i64, 1))
+            _boundscheck(context, builder, sig.args[0], args[0], builder.add(args[1], lo_), last)
+    lanes_ = ir.Constant(ir.VectorType(i64, count), list(range(count)))
+    return builder.and_(builder.icmp_signed(">=", lanes_, _splat(builder, lo_, count)),
+                        builder.icmp_signed("<", lanes_, _splat(builder, hi_, count)))
+
+
 @intrinsic
 def vload_part(typingctx, arr, i, like, lo, hi):
     _check_array(arr)
@@ -133,15 +147,8 @@ def vload_part(typingctx, arr, i, like, lo, hi):
 
     def codegen(context, builder, sig, args):
         lt = context.get_value_type(vt)
-        count, i64 = lt.count, ir.IntType(64)
-        lanes_ = ir.Constant(ir.VectorType(i64, count), list(range(count)))
-        lo_, hi_ = (context.cast(builder, a, t, types.int64) for a, t in zip(args[3:], sig.args[3:]))
-        if context.enable_boundscheck:
-            with builder.if_then(builder.icmp_signed("<", lo_, hi_)):
-                last = builder.sub(builder.add(args[1], hi_), ir.Constant(i64, 1))
-                _boundscheck(context, builder, sig.args[0], args[0], builder.add(args[1], lo_), last)
-        mask = builder.and_(builder.icmp_signed(">=", lanes_, _splat(builder, lo_, count)),
-                            builder.icmp_signed("<", lanes_, _splat(builder, hi_, count)))
+        count = lt.count
+        mask = _part_mask(context, builder, sig, args, count)
         ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], lt)
         fnty = ir.FunctionType(lt, [lt.as_pointer(), ir.IntType(32), ir.VectorType(ir.IntType(1), count), lt])
         fn = cgutils.get_or_insert_function(builder.module, fnty,
@@ -159,16 +166,9 @@ def vstore_part(typingctx, arr, i, v, lo, hi):
 
     def codegen(context, builder, sig, args):
         vt = args[2].type
-        count, i64 = vt.count, ir.IntType(64)
+        count = vt.count
         ptr = _element_pointer(context, builder, sig.args[0], args[0], args[1], vt)
-        lanes_ = ir.Constant(ir.VectorType(i64, count), list(range(count)))
-        lo_, hi_ = (context.cast(builder, a, t, types.int64) for a, t in zip(args[3:], sig.args[3:]))
-        if context.enable_boundscheck:
-            with builder.if_then(builder.icmp_signed("<", lo_, hi_)):
-                last = builder.sub(builder.add(args[1], hi_), ir.Constant(i64, 1))
-                _boundscheck(context, builder, sig.args[0], args[0], builder.add(args[1], lo_), last)
-        mask = builder.and_(builder.icmp_signed(">=", lanes_, _splat(builder, lo_, count)),
-                            builder.icmp_signed("<", lanes_, _splat(builder, hi_, count)))
+        mask = _part_mask(context, builder, sig, args, count)
         fnty = ir.FunctionType(ir.VoidType(), [vt, vt.as_pointer(), ir.IntType(32),
                                                ir.VectorType(ir.IntType(1), count)])
         name = f"llvm.masked.store.v{count}f{v.dtype.bitwidth}.p0"
