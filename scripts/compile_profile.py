@@ -2,13 +2,14 @@
 kernel cache is its slowest part: docs/benchmarks.md, "The suite's cold start").
 
     NUMBA_CACHE_DIR=$(mktemp -d) COMPILE_PROFILE=compile.json PYTHONPATH=scripts \
-        python -m pytest -p compile_profile [tests ...]
+        python -m pytest -n 0 -p compile_profile [tests ...]
     python scripts/compile_profile.py compile.json        # the table, slowest first
 
 Per kernel (module.qualname): the seconds spent compiling it, exclusive of the kernels it compiled
 on the way (numba compiles a callee inside its caller's compile), and how many signatures. Only
 this process's compiles: a test's subprocess (a command under test, an instruction-set child)
-compiles in its own process, uncounted. An empty NUMBA_CACHE_DIR makes the run cold without
+compiles in its own process, uncounted; so would pytest-xdist's workers (`-n 0` keeps the tests
+in this process). An empty NUMBA_CACHE_DIR makes the run cold without
 touching the tree's own cache.
 """
 from __future__ import annotations

@@ -406,7 +406,8 @@ def test_every_op_test_again_with_numba_boundscheck(tmp_path):
     import subprocess
     import sys
     env = dict(os.environ, NUMBA_BOUNDSCHECK="1", NUMBA_CACHE_DIR=str(tmp_path / "numba"))
-    result = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p",
+    # -n 0: in one process (this test's worker shares the cores with the suite's other one)
+    result = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-n", "0", "-p",
                              "no:cacheprovider", "-x"], capture_output=True, text=True, env=env,
                             timeout=600)
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-2000:]
