@@ -31,7 +31,7 @@ from .. import _amx, precision
 from .._amx import tile_config, tile_dot, tile_load, tile_release, tile_store, tile_zero
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
-from ._direct_bf16 import _grad_pairs, _pad_bits, _pad_pairs, round_bits
+from ._direct_bf16 import _grad_pairs, _pad_bits, _pair_plane, round_bits
 
 MIN_CHANNELS = 16  # below, padding to 32 channels wastes more than half of each product
 TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
@@ -67,10 +67,12 @@ def _put_block(buf, bias, y, b, o0, q, Wp, slope, act):
 
 @kernel(parallel=True)
 def _forward_layout(xu, xp, top, left, Wp):
-    """xp: each image rounded and padded into planes of channel pairs (_pad_pairs). (Its own
-    parallel region: numba mis-ran two loops in one parallel function, _direct.py.)"""
-    for b in prange(xu.shape[0]):
-        _pad_pairs(xu, xp[b:b + 1], b, -top, left, Wp)
+    """xp: each image rounded and padded into planes of channel pairs (_pad_pairs), a task per
+    plane (a task per image left one core idle in one-image inference). (Its own parallel region:
+    numba mis-ran two loops in one parallel function, _direct.py.)"""
+    K = xp.shape[1]
+    for t in prange(xp.shape[0] * K):
+        _pair_plane(xu, xp[t // K, t % K], t // K, t % K, -top, left, Wp)
 
 
 @kernel(parallel=True)

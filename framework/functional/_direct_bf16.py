@@ -64,29 +64,33 @@ def _rne(u):
 def _pad_pairs(xu, xp, b0, top, left, Wp):
     """xp[b, k, i Wp + j] = bf16 pair (channels 2k, 2k + 1; channels past x's: 0) of
     xu[b0 + b, c, top + i, j - left] (float32 bits), 0 outside x and past the last whole row."""
-    nb, K, S = xp.shape
-    C, H, W = xu.shape[1], xu.shape[2], xu.shape[3]
-    rows = S // Wp
-    i0, i1 = valid_range(top, 1, H, rows)
-    j0, j1 = valid_range(-left, 1, W, Wp)
+    nb, K = xp.shape[:2]
     for t in range(nb * K):
-        b, k = t // K, t % K
-        plane = xp[b, k]
-        for m in range(S):
-            plane[m] = 0
-        if 2 * k >= C:  # a pair past x's channels (AMX's blocks of 32)
-            continue
-        odd = 2 * k + 1 < C
-        for i in range(i0, i1):
-            row = plane[i * Wp + j0:]
-            lo = xu[b0 + b, 2 * k, top + i, j0 - left:]
-            if odd:
-                hi = xu[b0 + b, 2 * k + 1, top + i, j0 - left:]
-                for j in range(j1 - j0):
-                    row[j] = _rne(lo[j]) | (_rne(hi[j]) << np.uint32(16))
-            else:
-                for j in range(j1 - j0):
-                    row[j] = _rne(lo[j])
+        _pair_plane(xu, xp[t // K, t % K], b0 + t // K, t % K, top, left, Wp)
+
+
+@kernel
+def _pair_plane(xu, plane, b, k, top, left, Wp):
+    """One plane of _pad_pairs: plane[i Wp + j] = the pair of channels 2k, 2k + 1 of image b."""
+    C, H, W = xu.shape[1], xu.shape[2], xu.shape[3]
+    S = plane.shape[0]
+    i0, i1 = valid_range(top, 1, H, S // Wp)
+    j0, j1 = valid_range(-left, 1, W, Wp)
+    for m in range(S):
+        plane[m] = 0
+    if 2 * k >= C:  # a pair past x's channels (AMX's blocks of 32)
+        return
+    odd = 2 * k + 1 < C
+    for i in range(i0, i1):
+        row = plane[i * Wp + j0:]
+        lo = xu[b, 2 * k, top + i, j0 - left:]
+        if odd:
+            hi = xu[b, 2 * k + 1, top + i, j0 - left:]
+            for j in range(j1 - j0):
+                row[j] = _rne(lo[j]) | (_rne(hi[j]) << np.uint32(16))
+        else:
+            for j in range(j1 - j0):
+                row[j] = _rne(lo[j])
 
 
 @functools.lru_cache(maxsize=None)
