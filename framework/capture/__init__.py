@@ -17,8 +17,8 @@ the backward of its first output, as `fn(*inputs)["..."].backward()` would. Per 
 Refused, with the reason: an op whose Function declares `uncapturable` (dropout's mask), an
 in-place op on a tensor, a tensor made from the step's data outside the ops, a loss that reaches a
 graph built before the call, a module buffer changed during the step other than by an op that
-declares it its `state` (batch norm's running statistics and counter are; spectral norm's power
-iteration, numpy outside the ops, is not), more than MAX_GRAPHS signatures. A graph whose state
+declares it its `state` (batch norm's running statistics and counter, spectral norm's power
+iteration vectors), more than MAX_GRAPHS signatures. A graph whose state
 arrays are no longer its modules' buffers (a buffer's .data replaced) is recorded again.
 
 What a replay cannot see: Python in `fn` that changes with anything but the inputs' data after
@@ -136,8 +136,8 @@ class Capture:
                         if not same(arr, before.get(name))
                         and id(self._live(name)) not in updated), None)
         if changed is not None and not isinstance(sym, str):
-            sym = (f"the buffer {changed} changes during the step (running statistics, spectral "
-                   f"norm): the step is not a function of its inputs alone")
+            sym = (f"the buffer {changed} changes during the step outside the ops: the step is "
+                   f"not a function of its inputs alone")
         del rec
         return outputs, sym
 

@@ -9,6 +9,8 @@ on the buffers in place and without a graph; in eval mode u and v are used as th
 computed through differentiable ops from copies of u and v, so the gradient reaches weight_orig both
 directly and through sigma (d sigma / dW = u v^T), and a later forward that updates the buffers does
 not change what an earlier graph saved (GAN training runs D on real and fake before one backward).
+The training-mode iteration is an op (PowerIteration) whose `state` is u and v: a captured step
+(framework/capture) repeats it at every replay, as it repeats batch norm's running statistics.
 """
 from __future__ import annotations
 
@@ -17,12 +19,12 @@ import numpy as np
 from .. import functional as F
 from .. import random
 from .._check import int_arg, number
-from ..autograd import no_grad
+from ..autograd import Function, no_grad
 from ..tensor import Tensor
 from .conv import ConvTranspose2d
 from .module import Module, Parameter
 
-__all__ = ["SpectralNorm", "spectral_norm", "remove_spectral_norm"]
+__all__ = ["SpectralNorm", "PowerIteration", "spectral_norm", "remove_spectral_norm"]
 
 
 def _normalize(x: np.ndarray, eps: float, out: np.ndarray) -> np.ndarray:
@@ -30,6 +32,26 @@ def _normalize(x: np.ndarray, eps: float, out: np.ndarray) -> np.ndarray:
     norm = max(np.sqrt(np.dot(x, x)), x.dtype.type(eps))
     np.divide(x, norm, out=out)
     return out
+
+
+class PowerIteration(Function):
+    """w (rows, cols), the weight's matrix -> copies of (u, v) after `n` power iterations
+    v <- normalize(W^T u), u <- normalize(W v) on the buffers u (rows,) and v (cols,) in place.
+    u and v are constants of the graph (torch runs the iteration under no_grad): no gradient
+    reaches w through them. They are the op's `state`, so a captured step updates them too."""
+
+    state = ("u", "v")
+
+    @staticmethod
+    def forward(ctx, w, *, u, v, n, eps):
+        for _ in range(n):
+            _normalize(w.T @ u, eps, out=v)
+            _normalize(w @ v, eps, out=u)
+        return u.copy(), v.copy()
+
+    @staticmethod
+    def backward(ctx, gu, gv):
+        return (None,)
 
 
 class SpectralNorm:
@@ -57,15 +79,14 @@ class SpectralNorm:
         """weight_orig / sigma as a graph node, after the power iteration when asked."""
         weight = getattr(module, self.name + "_orig")
         u, v = getattr(module, self.name + "_u"), getattr(module, self.name + "_v")
-        if do_power_iteration:
-            w = self.matrix(weight.data)
-            for _ in range(self.n_power_iterations):
-                _normalize(w.T @ u.data, self.eps, out=v.data)
-                _normalize(w @ v.data, self.eps, out=u.data)
-        # copies: the graph keeps these, and the next training forward updates the buffers in place
-        u_now, v_now = Tensor._wrap(u.data.copy()), Tensor._wrap(v.data.copy())
         w_mat = weight if self.dim == 0 else F.permute(weight, self._perm(weight.ndim))
         w_mat = F.reshape(w_mat, (weight.shape[self.dim], -1))
+        # copies: the graph keeps these, and the next training forward updates the buffers in place
+        if do_power_iteration:
+            u_now, v_now = PowerIteration.apply(w_mat, u=u.data, v=v.data,
+                                                n=self.n_power_iterations, eps=self.eps)
+        else:  # eval mode: constants (an exported graph holds them as such)
+            u_now, v_now = Tensor._wrap(u.data.copy()), Tensor._wrap(v.data.copy())
         sigma = F.sum(F.mul(u_now, F.matmul(w_mat, v_now)))  # u . (W v), as torch.dot(u, mv(W, v))
         return F.div(weight, sigma)
 
