@@ -163,12 +163,16 @@ class Recipe:
         parameter in one pass (optim/fused.py: the same bits), unless the config set fused."""
         why = "train.capture: off" if self.cfg["train"].get("capture", "auto") == "off" \
             else self.UNCAPTURED
-        modules = [self.model] + [c for c in self.criteria.values() if isinstance(c, nn.Module)]
-        capture = Capture(modules, enabled=why is None)
+        capture = Capture(self.capture_modules(), enabled=why is None)
         capture.reason = why
         if why is None and getattr(self.optimizer, "fused", False) is None:
             self.optimizer.fused = True
         return capture
+
+    def capture_modules(self) -> list:
+        """The modules the captured step runs (their buffers and training flags are checked):
+        the generator and the loss modules."""
+        return [self.model] + [c for c in self.criteria.values() if isinstance(c, nn.Module)]
 
     def capture_summary(self) -> str:
         """The start-up summary's line on the captured step."""

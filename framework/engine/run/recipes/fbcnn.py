@@ -7,8 +7,9 @@ pair: FBCNN's forward returns the image only); G_loss = the generator's terms on
 train.losses.qf(qf_est, qf) with qf = (100 - QF) / 100 from the dataset (JPEGDataset; FBCNN's
 options: QF_lossfn l1, QF_lossfn_weight 0.001, so `{type: L1Loss, loss_weight: 0.001}`); their sum
 is backpropagated and one optimizer step taken, then the EMA. A batch without a finite qf trains on
-G_loss alone (FBCNN's NaN check). metrics.csv logs `loss`, l_g_pix and l_g_qf. The step is eager
-(the capture records the model's forward, not forward_qf).
+G_loss alone (FBCNN's NaN check). metrics.csv logs `loss`, l_g_pix and l_g_qf. Under train.capture:
+auto the step (forward_qf, the terms, the backward) is captured as the sr recipe's, one graph with
+the QF term and one without (the batch's qf decides which, outside the graph).
 """
 from __future__ import annotations
 
@@ -31,7 +32,6 @@ class FBCNNRecipe(Recipe):
     UNUSED = {"train.losses.qf": "a QF loss needs a model that predicts the quality factor and a "
                                  "dataset that gives it: recipe fbcnn (FBCNN, JPEGDataset)"}
     TERMS = ("l_g_pix", "l_g_percep", "l_g_style", "l_g_qf")
-    UNCAPTURED = "recipe fbcnn: the QF loss takes the model's second output (forward_qf)"
 
     def build(self) -> None:
         if not callable(getattr(self.model, "forward_qf", None)):
@@ -50,12 +50,19 @@ class FBCNNRecipe(Recipe):
         lq, targets = self.tensors(batch)
         qf_gt = np.asarray(batch["qf"], dtype=self.dtype).reshape(-1, 1)
         self.optimizer.zero_grad()
-        image, qf_est = self.model.forward_qf(lq)
-        terms = self.generator_terms(image, targets)
-        if np.isfinite(qf_gt).all():
-            terms["l_g_qf"] = self.criteria["qf"](qf_est, Tensor(qf_gt))
-        loss = total(terms)
-        loss.backward()
+        roles, with_qf = tuple(targets), bool(np.isfinite(qf_gt).all())
+
+        def run(lq, qf, *ts):
+            image, qf_est = self.model.forward_qf(lq)
+            terms = self.generator_terms(image, dict(zip(roles, ts)))
+            if with_qf:
+                terms["l_g_qf"] = self.criteria["qf"](qf_est, qf)
+            return {"loss": total(terms), **terms}
+
+        # the loss and its backward, captured or eager (base.generator_backward's way); with_qf
+        # is part of the key: a batch without a finite qf has a graph of its own
+        terms = self.capture(run, lq, Tensor(qf_gt), *targets.values(), key=(roles, with_qf))
+        loss = terms.pop("loss")
         values = {"loss": float(loss.item()), **{k: float(t.item()) for k, t in terms.items()}}
         values, stepped = self.update("optimizer", values, iteration, "batch skipped", dry)
         if not stepped:

@@ -13,6 +13,11 @@ D runs in training mode throughout (spectral norm does one power iteration per f
 iteration, as in BasicSR). metrics.csv logs each term, and out_d_real / out_d_fake (D's mean
 output).
 
+Under train.capture: auto the generator's step (G, its terms, D on sr with D frozen, the backward
+into G) is captured as the sr recipe's step; spectral norm's power iteration is an op with state
+(nn/spectral_norm.py), so the replay updates D's u and v too. The discriminator's step stays
+eager: it takes two backward passes (real, then fake), as BasicSR, and a captured graph replays one.
+
 The sharpened target (train.gt_usm) is RealESRGANModel's: the USM of the cropped GT (its feed_data
 sharpens self.gt again after paired_random_crop), not the crop of the sharpened HR image that
 RealESRNetModel (the sr recipe) trains against; the two differ within the blur radius (25 px) of
@@ -68,12 +73,18 @@ class GANRecipe(Recipe):
     TERMS = ("l_g_pix", "l_g_percep", "l_g_style", "l_g_gan", "l_d_real", "l_d_fake",
              "out_d_real", "out_d_fake")
     PRETRAINED = {"model": "pretrained", "net_d": "pretrained_d"}
-    UNCAPTURED = ("recipe gan: two networks trained in turn through a detached output, and "
-                  "the discriminators' spectral norm or batch norm changes buffers every step")
 
     def build(self) -> None:
         self.net_d = self.add_network("net_d", self.cfg["model_d"], "model_d")
         self.optimizer_d, self.scheduler_d = self.add_optimizer("optimizer_d", self.net_d)
+
+    def capture_modules(self) -> list:
+        return super().capture_modules() + [self.net_d]  # D judges sr inside the generator's step
+
+    def capture_summary(self) -> str:
+        text = super().capture_summary()
+        return text if not self.capture.enabled else \
+            f"{text}; the discriminator's step eager (two backward passes, as BasicSR)"
 
     def columns(self) -> list[str]:
         if not is_list(self.cfg["train"]):
@@ -97,12 +108,18 @@ class GANRecipe(Recipe):
         # -- generator
         self.optimizer.zero_grad()
         self.net_d.requires_grad_(False)
-        sr = self.model(lq)
         if dry or self.generator_updates(iteration):
-            terms = self.generator_terms(sr, targets)
-            terms[adversarial.column] = gan(self.net_d(sr), True, is_disc=False)
-            loss = total(terms)
-            loss.backward()
+            roles = tuple(targets)
+
+            def run(lq, *ts):
+                sr = self.model(lq)
+                terms = self.generator_terms(sr, dict(zip(roles, ts)))
+                terms[adversarial.column] = gan(self.net_d(sr), True, is_disc=False)
+                return {"loss": total(terms), **terms, "sr": sr}
+
+            # G's loss and its backward, captured or eager (base.generator_backward's way)
+            terms = self.capture(run, lq, *targets.values(), key=roles)
+            loss, sr = terms.pop("loss"), terms.pop("sr")
             values, stepped = self.update(
                 "optimizer", {"loss": float(loss.item()), **{k: float(t.item())
                                                              for k, t in terms.items()}},
@@ -110,8 +127,10 @@ class GANRecipe(Recipe):
             if not stepped:
                 self.net_d.requires_grad_(True)
                 return None
-        elif self.scheduler is not None:
-            self.scheduler.step()  # the schedule follows the iteration, stepped or not
+        else:
+            sr = self.model(lq)
+            if self.scheduler is not None:
+                self.scheduler.step()  # the schedule follows the iteration, stepped or not
         self.net_d.requires_grad_(True)
         # -- discriminator: real, then fake (the generator's output, cut from its graph)
         self.optimizer_d.zero_grad()
