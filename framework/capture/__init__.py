@@ -7,7 +7,9 @@ twice, then replayed from flat lists without the autograd engine's per-op Python
     # out["loss"] is a Tensor; every parameter's .grad holds the gradient of out["loss"]
 
 `capture(fn, *inputs)` runs `fn(*inputs)` (a dict of output Tensors) and, for a training capture,
-the backward of its first output, as `fn(*inputs)["..."].backward()` would. Per input signature
+the backward of its first output, as `fn(*inputs)["..."].backward()` would (or of each output
+named in `roots`, in turn, as one `.backward()` after another: GAN's discriminator on real, then
+fake; as eagerly, their graphs cannot share an op: the first pass frees what it saved). Per input signature
 (shapes, dtypes, grad mode, the modules' training flags, `key`):
 1. the first call runs eagerly and is recorded (_record.py);
 2. the second runs eagerly, is recorded again and compared with the first: a different op, option
@@ -48,8 +50,9 @@ class Capture:
     stay unchanged by the step and whose training flags are part of the signature. `train`: also
     run the backward of the first output. `enabled=False`: always eager (`reason` says "off")."""
 
-    def __init__(self, modules=(), train: bool = True, enabled: bool = True):
+    def __init__(self, modules=(), train: bool = True, enabled: bool = True, roots=None):
         self.modules, self.train, self.enabled = list(modules), train, enabled
+        self.roots = None if roots is None else tuple(roots)  # None: the first output
         self._states = {}  # signature -> Symbolic (recorded once), Graph, or the refusal's reason
         self._packed = {}  # the inference graphs' packed weights, shared between their shapes
         self.reason = None if enabled else "off"
@@ -106,10 +109,21 @@ class Capture:
         return "eager (capture off)" if self.reason == "off" else f"eager: {self.reason}"
 
     # -- eager runs -----------------------------------------------------------------------------
+    def _roots(self, outputs) -> list:
+        """The outputs whose backward a training step runs, in order."""
+        if not self.train:
+            return []
+        if self.roots is None:
+            return [next(iter(outputs.values()))]
+        missing = [r for r in self.roots if r not in outputs]
+        if missing:
+            raise KeyError(f"Capture: roots {missing} are not outputs of the step ({list(outputs)})")
+        return [outputs[r] for r in self.roots]
+
     def _eager(self, fn, inputs):
         outputs = fn(*inputs)
-        if self.train:
-            next(iter(outputs.values())).backward()
+        for root in self._roots(outputs):
+            root.backward()
         return outputs
 
     def _recorded(self, fn, inputs):
@@ -121,14 +135,15 @@ class Capture:
             outputs = fn(*inputs)
         finally:
             autograd._recorder = prev
+        roots = self._roots(outputs)
         try:
-            sym = Symbolic(rec, outputs, next(iter(outputs.values())) if self.train else None)
+            sym = Symbolic(rec, outputs, roots)
         except CaptureRefused as exc:
             sym = str(exc)
         except Exception as exc:  # noqa: BLE001  as in __call__
             sym = f"the step could not be recorded ({type(exc).__name__}: {exc})"
-        if self.train:
-            next(iter(outputs.values())).backward()
+        for root in roots:
+            root.backward()
         # a buffer its ops update as their `state` (batch norm's statistics) may change: the
         # replay repeats the update; any other change is Python outside the ops
         updated = set() if isinstance(sym, str) else {id(a) for a in state_arrays(sym.ops)}

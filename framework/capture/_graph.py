@@ -25,7 +25,7 @@ from ._lower import _FIXED, _LIVE, _SLOT, fold
 class Graph:
     """`sym` (a _record.Symbolic of the step, recorded twice and compared) compiled; `folded`:
     constants to keep as values (their Tensor was made afresh in each run). `train`: with the
-    backward from output `sym.root`; else an inference graph, whose folded weights and packed
+    backward from each of `sym.roots` in turn; else an inference graph, whose folded weights and packed
     layouts go to (and come from) the dict `packed`, shared by a Capture's graphs."""
 
     def __init__(self, sym, folded=(), train=True, packed=None):
@@ -85,26 +85,27 @@ class Graph:
                 self.frees[k].append(s)
 
     def _compile_backward(self, sym, leaf_index):
-        """Per op in backward order: (op, output shapes/dtypes, [(input position, target, dtype)])
-        with target ("op", k, i) or ("leaf", j); the sum buffers of outputs with several
-        gradient contributions; the leaves' gradient buffers."""
-        contributions = {}
+        """Per root, a pass: per op in backward order (op, output shapes/dtypes, [(input position,
+        target, dtype)]) with target ("op", k, i) or ("leaf", j), the sum buffers of outputs with
+        several gradient contributions, the root (op, output) and its shape and dtype; and the
+        leaves' gradient buffers (a later pass adds into them, as a second .backward() does)."""
         self.backward = []
-        for k in sym.order:
-            targets = []
-            for i, ref, dtype in sym.grad_inputs[k]:
-                if ref[0] == "op":
-                    targets.append((i, (ref[1], ref[2]), dtype))
-                    contributions[ref[1], ref[2]] = contributions.get((ref[1], ref[2]), 0) + 1
-                elif ref[0] == "leaf":
-                    targets.append((i, leaf_index[id(ref[1])], dtype))
-            self.backward.append((k, sym.ops[k][4], targets))
-        self.sums = {key: np.empty(*sym.ops[key[0]][4][key[1]])
-                     for key, n in contributions.items() if n > 1}
+        for order, root in zip(sym.orders, sym.roots):
+            contributions, entries = {}, []
+            for k in order:
+                targets = []
+                for i, ref, dtype in sym.grad_inputs[k]:
+                    if ref[0] == "op":
+                        targets.append((i, (ref[1], ref[2]), dtype))
+                        contributions[ref[1], ref[2]] = contributions.get((ref[1], ref[2]), 0) + 1
+                    elif ref[0] == "leaf":
+                        targets.append((i, leaf_index[id(ref[1])], dtype))
+                entries.append((k, sym.ops[k][4], targets))
+            sums = {key: np.empty(*sym.ops[key[0]][4][key[1]])
+                    for key, n in contributions.items() if n > 1}
+            self.backward.append((entries, sums, (root[1], root[2]), sym.ops[root[1]][4][root[2]]))
         self.grads = [np.empty(t.shape, t.dtype) for t in self.leaves]
-        self.saved = set(sym.order)
-        self.root = (sym.root[1], sym.root[2])
-        self.root_meta = sym.ops[sym.root[1]][4][sym.root[2]]
+        self.saved = {k for order in sym.orders for k in order}
 
     def valid(self) -> bool:
         """Whether the graph still describes the step: every leaf still requires grad and no
@@ -136,16 +137,17 @@ class Graph:
                    for name, s in self.outputs.items()}
         if train:
             del vals
-            self._backward(ctxs)
+            for entries, sums, root, root_meta in self.backward:
+                self._backward(ctxs, entries, sums, root, root_meta)
         return outputs
 
-    def _backward(self, ctxs):
+    def _backward(self, ctxs, entries, sums, root, root_meta):
         pending = [None] * len(self.forward)
-        k0, i0 = self.root
-        shape, dtype = self.root_meta
+        k0, i0 = root
+        shape, dtype = root_meta
         pending[k0] = [None] * len(self.meta[k0])
         pending[k0][i0] = np.ones(shape, dtype)
-        for k, meta, targets in self.backward:
+        for k, meta, targets in entries:
             gouts = pending[k]
             pending[k] = None
             if gouts is None or all(g is None for g in gouts):
@@ -172,7 +174,7 @@ class Graph:
                 if slots[o] is None:
                     slots[o] = g
                 else:
-                    slots[o] = np.add(slots[o], g, out=self.sums[target])
+                    slots[o] = np.add(slots[o], g, out=sums[target])
 
     def _to_leaf(self, j, g):
         t = self.leaves[j]

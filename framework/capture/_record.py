@@ -127,10 +127,11 @@ def _get(table, obj):
 
 class Symbolic:
     """A recording with every argument named (`ops`: (cls, refs, kwargs, needs, output shapes and
-    dtypes)), the refs of the function's outputs by name, the backward order (op indices, when
-    `root` was given) and per op its node's inputs that take a gradient: [(position, ref)]."""
+    dtypes)), the refs of the function's outputs by name, per root (the Tensors whose backward the
+    step runs, in turn) its backward order (`orders`: op indices) and ref (`roots`), and per op its
+    node's inputs that take a gradient: [(position, ref)]."""
 
-    def __init__(self, rec: Recording, outputs: dict, root=None):
+    def __init__(self, rec: Recording, outputs: dict, roots=()):
         if rec.problem:
             raise CaptureRefused(rec.problem)
         self.n_inputs = len(rec.inputs)
@@ -143,18 +144,18 @@ class Symbolic:
             if ref is None:
                 raise CaptureRefused(f"output {name!r} is not made by an op of the step")
             self.outputs[name] = ref
-        self.order = None
-        if root is not None and root._node is None:
-            raise CaptureRefused("the loss does not depend on anything that requires grad")
-        if root is not None:
-            from ..autograd import _topological
+        from ..autograd import _topological
+        self.orders, self.roots = [], []
+        for root in roots:
+            if root._node is None:
+                raise CaptureRefused("the loss does not depend on anything that requires grad")
             order = []
             for node in _topological([root._node]):  # the nodes are alive: rec.nodes holds them
                 if id(node) not in index:
                     raise CaptureRefused("the loss depends on a graph built before the step began")
                 order.append(index[id(node)])
-            self.order = order
-            self.root = rec.ref_of(root)
+            self.orders.append(order)
+            self.roots.append(rec.ref_of(root))
 
 
 def _root(arr):
@@ -202,7 +203,7 @@ def compare(a: Symbolic, b: Symbolic):
                     folded.add((k, i))
             elif not same(p[1], q[1]):
                 raise CaptureRefused(f"{what}: argument {i} differs between two runs of the step")
-    if a.outputs != b.outputs or a.order != b.order:
+    if a.outputs != b.outputs or a.orders != b.orders:
         raise CaptureRefused("the step's outputs or its backward differ between two runs")
     return folded
 

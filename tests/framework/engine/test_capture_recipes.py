@@ -93,11 +93,15 @@ def test_an_uncaptured_recipe_says_why_and_stays_eager(tiny_data, tmp_path, monk
     assert not captured.optimizer.fused
 
 
-def test_the_gan_summary_says_the_discriminator_stays_eager(tiny_data, tmp_path):
-    captured, _, lines = _fit(tmp_path, tiny_data, "gan", "auto", iters=1)
+def test_the_gan_discriminator_step_replays_too(tiny_data, tmp_path):
+    """Its own capture, two roots (l_d_real, then l_d_fake): replayed on iterations 3-4 of the
+    bit-identical run above; its summary says so."""
+    captured, _, lines = _fit(tmp_path, tiny_data, "gan", "auto")
     summary = [line for line in lines if line.startswith("step:")]
     assert summary[0].startswith("step: captured (train.capture: auto)")
-    assert summary[0].endswith("the discriminator's step eager (two backward passes, as BasicSR)")
+    assert summary[0].endswith("; the discriminator's step too")
+    assert captured.capture.replays == 2 and captured.capture_d.replays == 2, \
+        captured.capture_d.status()
 
 
 def test_every_recipe_is_covered():

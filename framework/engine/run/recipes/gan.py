@@ -13,10 +13,13 @@ D runs in training mode throughout (spectral norm does one power iteration per f
 iteration, as in BasicSR). metrics.csv logs each term, and out_d_real / out_d_fake (D's mean
 output).
 
-Under train.capture: auto the generator's step (G, its terms, D on sr with D frozen, the backward
-into G) is captured as the sr recipe's step; spectral norm's power iteration is an op with state
-(nn/spectral_norm.py), so the replay updates D's u and v too. The discriminator's step stays
-eager: it takes two backward passes (real, then fake), as BasicSR, and a captured graph replays one.
+Under train.capture: auto both steps are captured: the generator's (G, its terms, D on sr with D
+frozen, the backward into G) as the sr recipe's step, and the discriminator's (D on the real
+target and on the detached sr, then the backward of l_d_real and of l_d_fake in turn, as BasicSR's
+two .backward() calls: a Capture with two roots). Spectral norm's power iteration is an op with
+state (nn/spectral_norm.py), so a replay updates D's u and v too. Both forwards of D run before
+the two backward passes (BasicSR interleaves them): nothing the backward passes write is read by
+the second forward, so the results are the same bits, eager or captured.
 
 The sharpened target (train.gt_usm) is RealESRGANModel's: the USM of the cropped GT (its feed_data
 sharpens self.gt again after paired_random_crop), not the crop of the sharpened HR image that
@@ -27,6 +30,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .... import nn
+from ....capture import Capture
 from ....card import card
 from ....data.degradations import usm_sharp
 from ....registry import LOSSES, MODELS, OPTIMIZERS, RECIPES, SCHEDULERS
@@ -78,13 +83,20 @@ class GANRecipe(Recipe):
         self.net_d = self.add_network("net_d", self.cfg["model_d"], "model_d")
         self.optimizer_d, self.scheduler_d = self.add_optimizer("optimizer_d", self.net_d)
 
+    def build_capture(self):
+        capture = super().build_capture()
+        modules = [self.net_d] + [c for c in self.criteria.values() if isinstance(c, nn.Module)]
+        # the discriminator's step: the backward of l_d_real, then of l_d_fake
+        self.capture_d = Capture(modules, enabled=capture.enabled, roots=("l_d_real", "l_d_fake"))
+        self.capture_d.reason = capture.reason
+        return capture
+
     def capture_modules(self) -> list:
         return super().capture_modules() + [self.net_d]  # D judges sr inside the generator's step
 
     def capture_summary(self) -> str:
         text = super().capture_summary()
-        return text if not self.capture.enabled else \
-            f"{text}; the discriminator's step eager (two backward passes, as BasicSR)"
+        return text if not self.capture.enabled else f"{text}; the discriminator's step too"
 
     def columns(self) -> list[str]:
         if not is_list(self.cfg["train"]):
@@ -134,12 +146,14 @@ class GANRecipe(Recipe):
         self.net_d.requires_grad_(True)
         # -- discriminator: real, then fake (the generator's output, cut from its graph)
         self.optimizer_d.zero_grad()
-        real = self.net_d(targets[adversarial.target])
-        l_d_real = gan(real, True, is_disc=True)
-        l_d_real.backward()
-        fake = self.net_d(sr.detach())
-        l_d_fake = gan(fake, False, is_disc=True)
-        l_d_fake.backward()
+
+        def run_d(target, sr):
+            real, fake = self.net_d(target), self.net_d(sr)
+            return {"l_d_real": gan(real, True, is_disc=True),
+                    "l_d_fake": gan(fake, False, is_disc=True), "real": real, "fake": fake}
+
+        out = self.capture_d(run_d, targets[adversarial.target], sr.detach())
+        l_d_real, l_d_fake, real, fake = out["l_d_real"], out["l_d_fake"], out["real"], out["fake"]
         d_values, stepped = self.update(
             "optimizer_d", {"l_d_real": float(l_d_real.item()), "l_d_fake": float(l_d_fake.item()),
                             "out_d_real": float(real.data.mean()),
