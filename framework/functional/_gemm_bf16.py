@@ -1,5 +1,6 @@
 """C = A B with bfloat16 operands and float32 sums on AMX tiles (framework/_amx.py): linear's three
-products under `autocast("bf16")` where the CPU has AMX-BF16 (linear.py).
+products and matmul's (batched: `matmul_batched`) under `autocast("bf16")` where the CPU has
+AMX-BF16 (linear.py).
 
 A (M, K) is rounded into rows of K bfloat16 (a tile: 16 rows x 32 terms), B (K, N) into tdpbf16ps's
 pair layout (K/2, N, 2) (a tile: 16 pairs of rows x 16 columns), both zero-padded to multiples of
@@ -22,48 +23,65 @@ from ._direct_bf16 import _rne
 TILE = 16
 
 
+@kernel
+def _rows(a, b, c, m0, rb, buf):
+    """c[m0:m0 + 32] = a[m0:m0 + 32] b on tiles (the thread's tiles configured): a (Mp, Kp)
+    bfloat16 bits, b (Kp/2, Np, 2) bfloat16 pairs, c (Mp, Np) float32; buf (1024,) float32."""
+    Kp = a.shape[1]
+    Np = c.shape[1]
+    for n0 in range(0, Np, 32):
+        for k0 in range(0, Kp, 32 * rb):
+            tile_zero(0)
+            tile_zero(1)
+            tile_zero(2)
+            tile_zero(3)
+            for k in range(k0, min(Kp, k0 + 32 * rb), 32):
+                x = (m0 * Kp + k) * 2
+                tile_load(a, x, Kp * 2, 4)
+                tile_load(a, x + TILE * Kp * 2, Kp * 2, 5)
+                y = ((k // 2) * Np + n0) * 4
+                tile_load(b, y, Np * 4, 6)
+                tile_load(b, y + 64, Np * 4, 7)
+                tile_dot(0, 4, 6)
+                tile_dot(1, 4, 7)
+                tile_dot(2, 5, 6)
+                tile_dot(3, 5, 7)
+            if k0 == 0:  # the first block straight into c, the others added onto it
+                z = (m0 * Np + n0) * 4
+                tile_store(c, z, Np * 4, 0)
+                tile_store(c, z + 64, Np * 4, 1)
+                tile_store(c, z + TILE * Np * 4, Np * 4, 2)
+                tile_store(c, z + TILE * Np * 4 + 64, Np * 4, 3)
+                continue
+            tile_store(buf, 0, 128, 0)
+            tile_store(buf, 64, 128, 1)
+            tile_store(buf, TILE * 128, 128, 2)
+            tile_store(buf, TILE * 128 + 64, 128, 3)
+            for m in range(32):
+                row, src = c[m0 + m, n0:], buf[m * 32:]
+                for n in range(32):
+                    row[n] += src[n]
+
+
 @kernel(parallel=True)
 def _gemm(a, b, c, cfg, rb, scratch):
     """c[m, n] = sum_k a[m, k] b[k, n]: a (Mp, Kp) bfloat16 bits, b (Kp/2, Np, 2) bfloat16 pairs,
     c (Mp, Np) float32 (written whole); scratch (threads, 1024) float32. A task: 32 rows of c."""
-    Mp, Kp = a.shape
-    Np = c.shape[1]
-    for mb in prange(Mp // 32):
-        m0 = mb * 32
-        buf = scratch[numba.get_thread_id()]
+    for mb in prange(a.shape[0] // 32):
         tile_config(cfg)
-        for n0 in range(0, Np, 32):
-            for k0 in range(0, Kp, 32 * rb):
-                tile_zero(0)
-                tile_zero(1)
-                tile_zero(2)
-                tile_zero(3)
-                for k in range(k0, min(Kp, k0 + 32 * rb), 32):
-                    x = (m0 * Kp + k) * 2
-                    tile_load(a, x, Kp * 2, 4)
-                    tile_load(a, x + TILE * Kp * 2, Kp * 2, 5)
-                    y = ((k // 2) * Np + n0) * 4
-                    tile_load(b, y, Np * 4, 6)
-                    tile_load(b, y + 64, Np * 4, 7)
-                    tile_dot(0, 4, 6)
-                    tile_dot(1, 4, 7)
-                    tile_dot(2, 5, 6)
-                    tile_dot(3, 5, 7)
-                if k0 == 0:  # the first block straight into c, the others added onto it
-                    z = (m0 * Np + n0) * 4
-                    tile_store(c, z, Np * 4, 0)
-                    tile_store(c, z + 64, Np * 4, 1)
-                    tile_store(c, z + TILE * Np * 4, Np * 4, 2)
-                    tile_store(c, z + TILE * Np * 4 + 64, Np * 4, 3)
-                    continue
-                tile_store(buf, 0, 128, 0)
-                tile_store(buf, 64, 128, 1)
-                tile_store(buf, TILE * 128, 128, 2)
-                tile_store(buf, TILE * 128 + 64, 128, 3)
-                for m in range(32):
-                    row, src = c[m0 + m, n0:], buf[m * 32:]
-                    for n in range(32):
-                        row[n] += src[n]
+        _rows(a, b, c, mb * 32, rb, scratch[numba.get_thread_id()])
+        tile_release()
+
+
+@kernel(parallel=True)
+def _gemm_batched(a, b, c, cfg, rb, scratch):
+    """_gemm per matrix of a batch: a (B, Mp, Kp), b (B, Kp/2, Np, 2), c (B, Mp, Np). A task: 32
+    rows of one product (attention's thousands of small products share the threads)."""
+    MB = a.shape[1] // 32
+    for t in prange(a.shape[0] * MB):
+        i = t // MB
+        tile_config(cfg)
+        _rows(a[i], b[i], c[i], (t % MB) * 32, rb, scratch[numba.get_thread_id()])
         tile_release()
 
 
@@ -101,6 +119,42 @@ def _pack_b(bu, out):
                 row[n] = _rne(lo[n])
 
 
+@kernel(parallel=True)
+def _pack_a_batched(au, out):
+    """_pack_a per matrix: au (B, M, K) float32 bits, out (B, Mp, Kp)."""
+    B, Mp = out.shape[0], out.shape[1]
+    M, K = au.shape[1], au.shape[2]
+    for t in prange(B * Mp):
+        i, m = t // Mp, t % Mp
+        row = out[i, m]
+        for k in range(out.shape[2]):
+            row[k] = np.uint16(_rne(au[i, m, k])) if m < M and k < K else 0
+
+
+@kernel(parallel=True)
+def _pack_b_batched(bu, out):
+    """_pack_b per matrix: bu (B, K, N) float32 bits, out (B, Kp/2, Np) uint32 pairs."""
+    B, P = out.shape[0], out.shape[1]
+    K, N = bu.shape[1], bu.shape[2]
+    for t in prange(B * P):
+        i, p = t // P, t % P
+        row = out[i, p]
+        k = 2 * p
+        for n in range(N, out.shape[2]):
+            row[n] = 0
+        if k >= K:
+            for n in range(N):
+                row[n] = 0
+        elif k + 1 < K:
+            lo, hi = bu[i, k], bu[i, k + 1]
+            for n in range(N):
+                row[n] = _rne(lo[n]) | (_rne(hi[n]) << np.uint32(16))
+        else:
+            lo = bu[i, k]
+            for n in range(N):
+                row[n] = _rne(lo[n])
+
+
 def available() -> bool:
     return precision.support().amx_bf16
 
@@ -118,3 +172,18 @@ def matmul(a, b):
     rb = max(4, round((Kp / 32) ** 0.5))  # blocks of at least 128 terms, about sqrt(K) for long sums
     _gemm(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 1024), np.float32))
     return c[:M, :N]
+
+
+def matmul_batched(a, b):
+    """a (B, M, K) @ b (B, K, N) float32 (arrays or views, any strides) -> (B, M, N) float32,
+    bfloat16 operands rounded to nearest even, float32 sums (each product as `matmul`'s)."""
+    precision.require_amx("matmul")
+    (B, M, K), N = a.shape, b.shape[2]
+    Mp, Kp, Np = (_blocks(n, 32) * 32 for n in (M, K, N))
+    ab, bb = np.empty((B, Mp, Kp), np.uint16), np.empty((B, Kp // 2, Np, 2), np.uint16)
+    _pack_a_batched(a.view(np.uint32), ab)
+    _pack_b_batched(b.view(np.uint32), bb.view(np.uint32)[..., 0])
+    c = np.empty((B, Mp, Np), np.float32)
+    rb = max(4, round((Kp / 32) ** 0.5))
+    _gemm_batched(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 1024), np.float32))
+    return c[:, :M, :N]

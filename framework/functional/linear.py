@@ -8,7 +8,8 @@ batched product (attention's q k^T and attn v: thousands of 64 x 30 matrices) is
 per matrix, and BLAS runs matrices this small on one thread; above a size the batch runs as a few
 slices on conv's worker threads, each with single-threaded BLAS (framework/functional/_tiles.py).
 Under `autocast("bf16")` on an AMX CPU linear's products are _gemm_bf16.py's instead (bfloat16
-operands, float32 sums); matmul stays float32 (docs/numerics.md).
+operands, float32 sums), and so are matmul's products of matrices whose inner and output sides
+are both at least BF16_MIN_SIDE (docs/numerics.md).
 """
 from __future__ import annotations
 
@@ -57,15 +58,39 @@ def _product(p: np.ndarray, q: np.ndarray) -> np.ndarray:
     return out
 
 
+# matmul's bfloat16 route takes a product whose inner and output sides are both at least this: below,
+# padding them to the tiles' 32 made it slower than float32 BLAS (512 products of 64 x 16 @ 16 x 64:
+# 0.92 against 0.60 ms; at 24 and 32 as fast or faster; docs/benchmarks.md, issue 41). A function of
+# shapes only, as conv's routes.
+BF16_MIN_SIDE = 24
+
+
+def _mm(p: np.ndarray, q: np.ndarray, bf16: bool) -> np.ndarray:
+    """_product(p, q), or with bfloat16 operands and float32 sums (_gemm_bf16.py) when `bf16` and
+    both the inner and the output side are at least BF16_MIN_SIDE."""
+    if not (bf16 and p.shape[-1] >= BF16_MIN_SIDE and q.shape[-1] >= BF16_MIN_SIDE):
+        return _product(p, q)
+    if q.ndim == 2:  # one shared matrix: the batch folded into rows, one product
+        return _gemm_bf16.matmul(_rows(p), q).reshape(p.shape[:-1] + (q.shape[-1],))
+    batch = np.broadcast_shapes(p.shape[:-2], q.shape[:-2])
+    p3 = np.broadcast_to(p, batch + p.shape[-2:]).reshape((-1,) + p.shape[-2:])
+    q3 = np.broadcast_to(q, batch + q.shape[-2:]).reshape((-1,) + q.shape[-2:])
+    return _gemm_bf16.matmul_batched(p3, q3).reshape(batch + (p.shape[-2], q.shape[-1]))
+
+
 class MatMulFunction(Function):
-    """a (..., n, k) or (k,), b (..., k, m) or (k,) -> numpy's matmul of the two."""
+    """a (..., n, k) or (k,), b (..., k, m) or (k,) -> numpy's matmul of the two. Under
+    autocast('bf16') on an AMX CPU, matrix operands' products take _mm's bfloat16 route (the
+    backward's too, each product by its own sides)."""
 
     @staticmethod
     def forward(ctx, a, b):
         ctx.save_for_backward(a, b)
         if a.ndim == 1 or b.ndim == 1:
+            ctx.bf16 = False
             return np.matmul(a, b)
-        return _product(a, b)
+        ctx.bf16 = _bf16(a.dtype) and a.dtype == b.dtype
+        return _mm(a, b, ctx.bf16)
 
     @staticmethod
     def backward(ctx, g):  # dL/dA = g B^T, dL/dB = A^T g (1-D operands promoted, broadcast axes summed)
@@ -77,12 +102,12 @@ class MatMulFunction(Function):
         need_a, need_b = ctx.needs_input_grad
         ga = gb = None
         if need_a:
-            ga = unbroadcast(_product(g2, np.swapaxes(b2, -1, -2)), a2.shape).reshape(a.shape)
+            ga = unbroadcast(_mm(g2, np.swapaxes(b2, -1, -2), ctx.bf16), a2.shape).reshape(a.shape)
         if need_b:
             if b2.ndim == 2 and a2.ndim > 2:  # shared b: sum over the batch inside one product
-                gb = _rows(a2).T @ _rows(g2)
+                gb = _mm(_rows(a2).T, _rows(g2), ctx.bf16)
             else:
-                gb = unbroadcast(_product(np.swapaxes(a2, -1, -2), g2), b2.shape)
+                gb = unbroadcast(_mm(np.swapaxes(a2, -1, -2), g2, ctx.bf16), b2.shape)
             gb = gb.reshape(b.shape)
         return ga, gb
 

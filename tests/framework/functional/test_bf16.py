@@ -204,3 +204,44 @@ def test_linear_bf16_within_the_bound():
     exact = x.reshape(-1, 45).astype(np.float64) @ w.T.astype(np.float64) + b
     assert (np.abs(y.numpy().reshape(-1, 50) - exact) / checks[0][2]).max() > 30 * gamma(46)  # rounded
     np.testing.assert_array_equal(bt.grad.numpy(), r.reshape(-1, 50).sum(axis=0))
+
+
+@needs_amx
+@pytest.mark.parametrize("b_shape", [(3, 33, 29), (33, 29)])  # batched, and one shared matrix
+def test_matmul_bf16_within_the_bound(b_shape):
+    """matmul's products with both sides >= BF16_MIN_SIDE take bfloat16 operands, forward and
+    both gradients, each within gamma_n sum|t| of the float64 product of the rounded operands."""
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((3, 40, 33)).astype(np.float32)
+    b = (rng.standard_normal(b_shape) * 0.3).astype(np.float32)
+    r = rng.standard_normal((3, 40, 29)).astype(np.float32)
+    at, bt = (sg.tensor(x, requires_grad=True) for x in (a, b))
+    with sg.autocast("bf16"):
+        y = F.matmul(at, bt)
+    (y * sg.tensor(r)).sum().backward()
+    A, B, R = (bf(x).numpy() for x in (a, b, r))
+    Bt = np.swapaxes(B, -1, -2)
+    if B.ndim == 2:  # the shared matrix's gradient: one product over every row of the batch
+        gb_ref = A.reshape(-1, 33).T @ R.reshape(-1, 29)
+        gb_size = np.abs(A.reshape(-1, 33).T) @ np.abs(R.reshape(-1, 29))
+        gb_n = 120
+    else:
+        gb_ref, gb_size, gb_n = np.swapaxes(A, -1, -2) @ R, np.abs(np.swapaxes(A, -1, -2)) @ np.abs(R), 40
+    checks = [(y.numpy(), A @ B, np.abs(A) @ np.abs(B), 33),
+              (at.grad.numpy(), R @ Bt, np.abs(R) @ np.abs(Bt), 29),
+              (bt.grad.numpy(), gb_ref, gb_size, gb_n)]
+    for value, ref, size, n in checks:
+        err = np.abs(value - ref)
+        assert (err <= gamma(n) * size).all(), (err / size).max() / gamma(n)
+    exact = a.astype(np.float64) @ b.astype(np.float64)
+    assert (np.abs(y.numpy() - exact) / checks[0][2]).max() > 30 * gamma(33)  # the operands were rounded
+
+
+@needs_amx
+def test_matmul_below_the_side_stays_float32():
+    # attention's q k^T with 10-channel heads: padding to 32 made bfloat16 slower; float32 BLAS
+    rng = np.random.default_rng(7)
+    a, b = (rng.standard_normal(s).astype(np.float32) for s in ((4, 16, 10), (4, 10, 16)))
+    with sg.autocast("bf16"):
+        y = F.matmul(sg.tensor(a), sg.tensor(b))
+    np.testing.assert_array_equal(y.numpy(), np.matmul(a, b))
