@@ -34,7 +34,8 @@ run of every round), with the interleaved in-process times in its note.
 
 The same file is the child: `python scripts/bench_models.py --child ours|torch MODEL step|infer ...`
 (or `--child onnxruntime|openvino MODEL infer`: that engine on srgrad's float32 export of the same
-model, as its users run it: glibc's allocator untouched, the export not timed) prints one JSON line {"first_step_s", "step_s", "times_s", "cpu_s", "peak_mb", "base_mb"}: the time
+model, the export not timed; torch and the engines run as their users run them, glibc's allocator
+untouched, srgrad with its commands' `malloc.tune()`) prints one JSON line {"first_step_s", "step_s", "times_s", "cpu_s", "peak_mb", "base_mb"}: the time
 from its start to the end of its first step (or inference), its next ones (`--repeat` of them, their
 median in step_s; cpu_s the median of their CPU time, all threads: on a loaded machine the figure
 that moves least), its peak RSS and its RSS after the imports and the model, before any work.
@@ -481,7 +482,7 @@ def child_main(argv):
     engine = a.framework in ("onnxruntime", "openvino")
     if engine and a.phase != "infer":
         ap.error(f"{a.framework}: inference only")
-    if not engine:
+    if a.framework == "ours":  # torch and the engines keep glibc's allocator, as their users have it
         from framework import malloc
         malloc.tune()  # as the commands run (srgrad_cli.run)
     capture = a.framework == "ours" and a.capture == "on"
