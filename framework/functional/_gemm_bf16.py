@@ -64,19 +64,10 @@ def _rows(a, b, c, m0, rb, buf):
 
 
 @kernel(parallel=True)
-def _gemm(a, b, c, cfg, rb, scratch):
-    """c[m, n] = sum_k a[m, k] b[k, n]: a (Mp, Kp) bfloat16 bits, b (Kp/2, Np, 2) bfloat16 pairs,
-    c (Mp, Np) float32 (written whole); scratch (threads, 1024) float32. A task: 32 rows of c."""
-    for mb in prange(a.shape[0] // 32):
-        tile_config(cfg)
-        _rows(a, b, c, mb * 32, rb, scratch[numba.get_thread_id()])
-        tile_release()
-
-
-@kernel(parallel=True)
 def _gemm_batched(a, b, c, cfg, rb, scratch):
-    """_gemm per matrix of a batch: a (B, Mp, Kp), b (B, Kp/2, Np, 2), c (B, Mp, Np). A task: 32
-    rows of one product (attention's thousands of small products share the threads)."""
+    """c[i] = a[i] b[i] for each product i: a (B, Mp, Kp) bfloat16 bits, b (B, Kp/2, Np, 2)
+    bfloat16 pairs, c (B, Mp, Np) float32 (written whole); scratch (threads, 1024) float32. A task:
+    32 rows of one product (attention's thousands of small products share the threads)."""
     MB = a.shape[1] // 32
     for t in prange(a.shape[0] * MB):
         i = t // MB
@@ -86,42 +77,9 @@ def _gemm_batched(a, b, c, cfg, rb, scratch):
 
 
 @kernel(parallel=True)
-def _pack_a(au, out):
-    """out[m, k] = bf16(a[m, k]) (au: a's float32 bits, any strides), 0 past a: A's rows of terms."""
-    M, K = au.shape
-    for m in prange(out.shape[0]):
-        row = out[m]
-        for k in range(out.shape[1]):
-            row[k] = np.uint16(_rne(au[m, k])) if m < M and k < K else 0
-
-
-@kernel(parallel=True)
-def _pack_b(bu, out):
-    """out[p, n] = bf16(b[2 p, n]) | bf16(b[2 p + 1, n]) << 16 (bu: b's float32 bits), 0 past b:
-    tdpbf16ps's pairs as one uint32 each (little-endian: the (K/2, N, 2) uint16 layout), stored
-    contiguously so that the loop vectorises."""
-    K, N = bu.shape
-    for p in prange(out.shape[0]):
-        row = out[p]
-        k = 2 * p
-        for n in range(N, out.shape[1]):
-            row[n] = 0
-        if k >= K:
-            for n in range(N):
-                row[n] = 0
-        elif k + 1 < K:
-            lo, hi = bu[k], bu[k + 1]
-            for n in range(N):
-                row[n] = _rne(lo[n]) | (_rne(hi[n]) << np.uint32(16))
-        else:
-            lo = bu[k]
-            for n in range(N):
-                row[n] = _rne(lo[n])
-
-
-@kernel(parallel=True)
 def _pack_a_batched(au, out):
-    """_pack_a per matrix: au (B, M, K) float32 bits, out (B, Mp, Kp)."""
+    """out[i, m, k] = bf16(a[i, m, k]) (au: a's float32 bits, any strides), 0 past a: A's rows of
+    terms, per product."""
     B, Mp = out.shape[0], out.shape[1]
     M, K = au.shape[1], au.shape[2]
     for t in prange(B * Mp):
@@ -133,7 +91,9 @@ def _pack_a_batched(au, out):
 
 @kernel(parallel=True)
 def _pack_b_batched(bu, out):
-    """_pack_b per matrix: bu (B, K, N) float32 bits, out (B, Kp/2, Np) uint32 pairs."""
+    """out[i, p, n] = bf16(b[i, 2 p, n]) | bf16(b[i, 2 p + 1, n]) << 16 (bu: b's float32 bits), 0
+    past b: tdpbf16ps's pairs as one uint32 each (little-endian: the (K/2, N, 2) uint16 layout),
+    stored contiguously so that the loop vectorises."""
     B, P = out.shape[0], out.shape[1]
     K, N = bu.shape[1], bu.shape[2]
     for t in prange(B * P):
@@ -161,17 +121,8 @@ def available() -> bool:
 
 def matmul(a, b):
     """a (M, K) @ b (K, N) float32 (arrays or views) -> (M, N) float32, bfloat16 operands rounded to
-    nearest even, float32 sums."""
-    precision.require_amx("linear")
-    (M, K), N = a.shape, b.shape[1]
-    Mp, Kp, Np = (_blocks(n, 32) * 32 for n in (M, K, N))
-    ab, bb = np.empty((Mp, Kp), np.uint16), np.empty((Kp // 2, Np, 2), np.uint16)
-    _pack_a(a.view(np.uint32), ab)  # rounded once, in one pass each (views read in place)
-    _pack_b(b.view(np.uint32), bb.view(np.uint32)[..., 0])
-    c = np.empty((Mp, Np), np.float32)
-    rb = max(4, round((Kp / 32) ** 0.5))  # blocks of at least 128 terms, about sqrt(K) for long sums
-    _gemm(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 1024), np.float32))
-    return c[:M, :N]
+    nearest even, float32 sums: one product of `matmul_batched`."""
+    return matmul_batched(a[None], b[None])[0]
 
 
 def matmul_batched(a, b):
@@ -181,9 +132,9 @@ def matmul_batched(a, b):
     (B, M, K), N = a.shape, b.shape[2]
     Mp, Kp, Np = (_blocks(n, 32) * 32 for n in (M, K, N))
     ab, bb = np.empty((B, Mp, Kp), np.uint16), np.empty((B, Kp // 2, Np, 2), np.uint16)
-    _pack_a_batched(a.view(np.uint32), ab)
+    _pack_a_batched(a.view(np.uint32), ab)  # rounded once, in one pass each (views read in place)
     _pack_b_batched(b.view(np.uint32), bb.view(np.uint32)[..., 0])
     c = np.empty((B, Mp, Np), np.float32)
-    rb = max(4, round((Kp / 32) ** 0.5))
+    rb = max(4, round((Kp / 32) ** 0.5))  # blocks of at least 128 terms, about sqrt(K) for long sums
     _gemm_batched(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 1024), np.float32))
     return c[:, :M, :N]
