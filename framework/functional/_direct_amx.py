@@ -4,7 +4,9 @@ MIN_CHANNELS channels on its image side.
 
 A tile product adds, for 16 x 16 float32 outputs, 32 bfloat16 terms each (16 pairs). Each kernel
 keeps 2 x 2 output tiles (32 x 32) in tmm0..tmm3 and streams two tiles of each operand per step
-(tmm4, tmm5 and tmm6, tmm7):
+(tmm4, tmm5 and tmm6, tmm7). The tile unit does not rename tiles (a load waits for the products
+still reading its tile), so each kernel loads the next step's operands behind this step's last
+products (software pipelining; the order of the products, so every bit, is unchanged):
 
 - forward (and the input gradient, the forward of the flipped kernel): rows = output channels,
   columns = flat output positions q = h Wp + w (_direct_bf16's padded planes of channel pairs,
@@ -31,7 +33,7 @@ from .. import _amx, precision
 from .._amx import tile_config, tile_dot, tile_load, tile_release, tile_store, tile_zero
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
-from ._direct_bf16 import _grad_pairs, _pad_bits, _pair_plane, round_bits
+from ._direct_bf16 import _pair_plane, round_bits, weight_grad_layout
 
 MIN_CHANNELS = 16  # below, padding to 32 channels wastes more than half of each product
 TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
@@ -76,42 +78,68 @@ def _forward_layout(xu, xp, top, left, Wp):
 
 
 @kernel(parallel=True)
-def _forward(xp, wa, bias, y, cfg, Wp, kh, kw, slope, act, scratch, tasks):
+def _forward(xp, wa, bias, y, cfg, Wp, slope, act, scratch, tasks, woff, xoff):
     """y = act(W * x + bias) on tiles. xp (N, 16 KB, S) uint32 planes of channel pairs
     (_forward_layout); wa (kh kw, KB, Opad, 32) bfloat16 (tap, block of 32 channels, output
-    channel, channel); scratch (threads, 1024) float32; tasks (T, 3): image, first and end flat
-    position (multiples of 32)."""
+    channel, channel); scratch (threads, 2048) float32; tasks (T, 3): image, first and end flat
+    position (multiples of 32); woff, xoff (kh kw KB,): each step's byte offset into wa and xp
+    (_steps). Two overlaps keep the tile unit busy (the unit does not rename tiles, so a load waits
+    for the products still reading its tile): the next step's operands load while this step's last
+    products run, and the previous block's epilogue (_put_block) runs on the core while this
+    block's products run on the tile unit (the scratch holds two blocks)."""
     S = xp.shape[2]
     KB, Opad = wa.shape[1], wa.shape[2]
+    steps = woff.shape[0]
     for n in prange(tasks.shape[0]):
         b, q0, q1 = tasks[n, 0], tasks[n, 1], tasks[n, 2]
         buf = scratch[numba.get_thread_id()]
         tile_config(cfg)
+        side, pq, po = 0, -1, 0  # the block waiting for its epilogue: its half of buf, position, channel
         for q in range(q0, q1, 32):
+            xb = (b * KB * TILE * S + q) * 4
             for o0 in range(0, Opad, 32):
+                wb = o0 * 64
                 tile_zero(0)
                 tile_zero(1)
                 tile_zero(2)
                 tile_zero(3)
-                for i in range(kh):
-                    for j in range(kw):
-                        for kb in range(KB):
-                            a = (((i * kw + j) * KB + kb) * Opad + o0) * 64
-                            tile_load(wa, a, 64, 4)
-                            tile_load(wa, a + TILE * 64, 64, 5)
-                            x = ((b * KB + kb) * TILE * S + q + i * Wp + j) * 4
-                            tile_load(xp, x, S * 4, 6)
-                            tile_load(xp, x + TILE * 4, S * 4, 7)
-                            tile_dot(0, 4, 6)
-                            tile_dot(1, 4, 7)
-                            tile_dot(2, 5, 6)
-                            tile_dot(3, 5, 7)
-                tile_store(buf, 0, 128, 0)
-                tile_store(buf, 64, 128, 1)
-                tile_store(buf, TILE * 128, 128, 2)
-                tile_store(buf, TILE * 128 + 64, 128, 3)
-                _put_block(buf, bias, y, b, o0, q, Wp, slope, act)
+                tile_load(wa, wb, 64, 4)
+                tile_load(xp, xb + xoff[0], S * 4, 6)
+                tile_load(wa, wb + TILE * 64, 64, 5)
+                tile_load(xp, xb + xoff[0] + TILE * 4, S * 4, 7)
+                for s in range(1, steps):
+                    tile_dot(0, 4, 6)
+                    tile_dot(1, 4, 7)
+                    tile_dot(2, 5, 6)
+                    tile_load(wa, wb + woff[s], 64, 4)
+                    tile_load(xp, xb + xoff[s], S * 4, 6)
+                    tile_dot(3, 5, 7)
+                    tile_load(wa, wb + woff[s] + TILE * 64, 64, 5)
+                    tile_load(xp, xb + xoff[s] + TILE * 4, S * 4, 7)
+                tile_dot(0, 4, 6)
+                tile_dot(1, 4, 7)
+                tile_dot(2, 5, 6)
+                tile_dot(3, 5, 7)
+                if pq >= 0:
+                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slope, act)
+                z = side * 4096
+                tile_store(buf, z, 128, 0)
+                tile_store(buf, z + 64, 128, 1)
+                tile_store(buf, z + TILE * 128, 128, 2)
+                tile_store(buf, z + TILE * 128 + 64, 128, 3)
+                side, pq, po = 1 - side, q, o0
+        if pq >= 0:
+            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slope, act)
         tile_release()
+
+
+def _steps(KB, Opad, S, Wp, kh, kw):
+    """The forward's steps, tap by tap and block by block of 32 channels (the order of every sum):
+    step s = (tap t, block kb) reads wa at s Opad 64 bytes and xp at (kb 16 S + i Wp + j) 4 bytes
+    (t = i kw + j) from its block's origin."""
+    s = np.arange(kh * kw * KB)
+    t, kb = s // KB, s % KB
+    return (s * Opad * 64).astype(np.int64), ((kb * TILE * S + (t // kw) * Wp + t % kw) * 4).astype(np.int64)
 
 
 def pack_weight(w):
@@ -148,10 +176,10 @@ def correlate(x, w, features, padding, bias, slope, workers):
         b[:O] = bias
     y = np.empty((N, O, OH, OW), np.float32)
     xp = np.empty((N, wa.shape[1] * TILE, S), np.uint32)
-    scratch = _aligned_empty((numba.get_num_threads(), 1024), np.float32)
+    scratch = _aligned_empty((numba.get_num_threads(), 2048), np.float32)
     _forward_layout(np.ascontiguousarray(x).view(np.uint32), xp, padding[0], padding[1], Wp)
-    _forward(xp, wa, b, y, _amx.CONFIG, Wp, kh, kw, np.float32(0 if slope is None else slope), slope is not None,
-             scratch, _tasks(N, Q, workers))
+    _forward(xp, wa, b, y, _amx.CONFIG, Wp, np.float32(0 if slope is None else slope), slope is not None,
+             scratch, _tasks(N, Q, workers), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw))
     return y
 
 
@@ -198,17 +226,27 @@ def _weight_grad(xf, gt, dwt, cfg, offsets, plane, rb, accs, tasks):
                     tile_load(a, 64, 128, 1)
                     tile_load(a, TILE * 128, 128, 2)
                     tile_load(a, TILE * 128 + 64, 128, 3)
-                    for p in range(p0, p1, 16):
-                        x = (b * X + c0 * plane + offsets[t] + 2 * p) * 2
-                        tile_load(xf, x, plane * 2, 4)
-                        tile_load(xf, x + TILE * plane * 2, plane * 2, 5)
-                        g = ((b * P + p) * Opad + o0) * 4
-                        tile_load(gt, g, Opad * 4, 6)
-                        tile_load(gt, g + 64, Opad * 4, 7)
+                    x = (b * X + c0 * plane + offsets[t] + 2 * p0) * 2  # a step: 32 positions further
+                    g = ((b * P + p0) * Opad + o0) * 4
+                    tile_load(xf, x, plane * 2, 4)
+                    tile_load(gt, g, Opad * 4, 6)
+                    tile_load(xf, x + TILE * plane * 2, plane * 2, 5)
+                    tile_load(gt, g + 64, Opad * 4, 7)
+                    for _ in range(p0 + 16, p1, 16):  # the next step's loads behind this one's products
+                        x += 64
+                        g += 16 * Opad * 4
                         tile_dot(0, 4, 6)
                         tile_dot(1, 4, 7)
                         tile_dot(2, 5, 6)
+                        tile_load(xf, x, plane * 2, 4)
+                        tile_load(gt, g, Opad * 4, 6)
                         tile_dot(3, 5, 7)
+                        tile_load(xf, x + TILE * plane * 2, plane * 2, 5)
+                        tile_load(gt, g + 64, Opad * 4, 7)
+                    tile_dot(0, 4, 6)
+                    tile_dot(1, 4, 7)
+                    tile_dot(2, 5, 6)
+                    tile_dot(3, 5, 7)
                     tile_store(a, 0, 128, 0)
                     tile_store(a, 64, 128, 1)
                     tile_store(a, TILE * 128, 128, 2)
@@ -218,14 +256,6 @@ def _weight_grad(xf, gt, dwt, cfg, offsets, plane, rb, accs, tasks):
                     _flush(acc, dwt, c0, o0, T)
                     since = 0
         tile_release()
-
-
-@kernel(parallel=True)
-def _weight_grad_layout(xu, gu, xf, gt, top, left, Wp, Hp):
-    """xf: each image rounded and padded (_pad_bits); gt: its gradient in pairs (_grad_pairs)."""
-    for b in prange(xu.shape[0]):
-        _pad_bits(xu, xf[b], b, top, left, Wp, Hp)
-        _grad_pairs(gu, gt[b], b, Wp)
 
 
 def weight_grad(x, g, padding, kernel_size):
@@ -239,10 +269,10 @@ def weight_grad(x, g, padding, kernel_size):
     Cpad, Opad = _blocks(C, 32) * 32, _blocks(O, 32) * 32
     plane = Hp * Wp
     P = _blocks(_blocks(OH * Wp, 2), 16) * 16  # pairs of flat positions, whole steps of 16 (zero past)
-    xf = np.empty((N, Cpad * plane + 2 * P + Wp + 32), np.uint16)  # planes past C: zeros (_pad_bits)
+    xf = np.empty((N, Cpad * plane + 2 * P + Wp + 32), np.uint16)  # planes past C: zeros
     gt = np.empty((N, P, Opad), np.uint32)
-    _weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
-                        xf, gt.view(np.uint16).reshape(N, P, Opad, 2), -padding[0], padding[1], Wp, Hp)
+    weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
+                       xf, gt.view(np.uint16).reshape(N, P, Opad, 2), Cpad, -padding[0], padding[1], Wp, Hp)
     i, j = np.unravel_index(np.arange(kh * kw), (kh, kw))
     offsets = (i * Wp + j).astype(np.int64)
     tasks = np.array([(c0, o0) for c0 in range(0, Cpad, 32) for o0 in range(0, Opad, 32)], np.int64)

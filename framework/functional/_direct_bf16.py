@@ -218,39 +218,68 @@ def correlate(x, w, features, padding, bias, slope, tiles):
 
 
 @kernel
-def _pad_bits(xu, xf, b, top, left, Wp, Hp):
-    """xf[c Hp Wp + i Wp + j] = bf16(xu[b, c, top + i, j - left]) (uint16), 0 outside x and after
-    the C planes: one image of the weight gradient's input, padded, as flat planes."""
+def _pad_plane(xu, xf, b, c, top, left, Wp, Hp):
+    """xf[c Hp Wp + i Wp + j] = bf16(xu[b, c, top + i, j - left]) (uint16), 0 outside x; a plane
+    past x's channels (AMX's blocks of 32): zeros. One plane of an image of the weight gradient's
+    input, padded, as flat planes."""
     C, H, W = xu.shape[1], xu.shape[2], xu.shape[3]
+    plane = xf[c * Hp * Wp:(c + 1) * Hp * Wp]
+    for m in range(plane.shape[0]):
+        plane[m] = 0
+    if c >= C:
+        return
     i0, i1 = valid_range(top, 1, H, Hp)
     j0, j1 = valid_range(-left, 1, W, Wp)
-    for m in range(xf.shape[0]):
-        xf[m] = 0
-    for c in range(C):
-        for i in range(i0, i1):
-            row, src = xf[(c * Hp + i) * Wp + j0:], xu[b, c, top + i, j0 - left:]
-            for j in range(j1 - j0):
-                row[j] = np.uint16(_rne(src[j]))
+    for i in range(i0, i1):
+        row, src = plane[i * Wp + j0:], xu[b, c, top + i, j0 - left:]
+        for j in range(j1 - j0):
+            row[j] = np.uint16(_rne(src[j]))
 
 
 @kernel
-def _grad_pairs(gu, gt, b, Wp):
-    """gt[q >> 1, o, q & 1] = bf16(gu[b, o, h, w]) at q = h Wp + w (w >= OW, q >= OH Wp, o >= O: 0):
-    one image's gradient channels last over the padded width, in pairs of positions (gt: the uint16
-    view (P, Opad, 2) of the uint32 pairs), in blocks of 16 pixels of a row (their pairs stay in L1
-    while every channel writes into them)."""
-    O, OH, OW = gu.shape[1], gu.shape[2], gu.shape[3]
-    flat = gt.reshape(gt.size)
-    for m in range(flat.shape[0]):
-        flat[m] = 0
-    for h in range(OH):
-        for w0 in range(0, OW, 16):
-            n = min(16, OW - w0)
-            for o in range(O):
-                src = gu[b, o, h, w0:]
-                for t in range(n):
-                    q = h * Wp + w0 + t
-                    gt[q >> 1, o, q & 1] = np.uint16(_rne(src[t]))
+def _grad_row(gu, gt, b, h, Wp):
+    """gt[q >> 1, o, q & 1] = bf16(gu[b, o, h, w]) at q = h Wp + w for the Wp positions of row h
+    (w >= OW, o >= O: 0): one row of an image's gradient channels last over the padded width, in
+    pairs of positions (gt: the uint16 view (P, Opad, 2) of the uint32 pairs), in blocks of 16
+    pixels (their pairs stay in L1 while every channel writes into them). Each uint16 is written
+    by its row alone: a pair that straddles two rows is written by two tasks, a half each."""
+    O, OW = gu.shape[1], gu.shape[3]
+    Opad = gt.shape[1]
+    for w in range(Wp):
+        q = h * Wp + w
+        for o in range(Opad):
+            gt[q >> 1, o, q & 1] = 0
+    for w0 in range(0, OW, 16):
+        n = min(16, OW - w0)
+        for o in range(O):
+            src = gu[b, o, h, w0:]
+            for t in range(n):
+                q = h * Wp + w0 + t
+                gt[q >> 1, o, q & 1] = np.uint16(_rne(src[t]))
+
+
+@kernel(parallel=True)
+def weight_grad_layout(xu, gu, xf, gt, planes, top, left, Wp, Hp):
+    """Both operands of a bfloat16 weight gradient, a task per plane and per gradient row (a task per
+    image left one core idle at batch 1): xf (N, planes Hp Wp + tail) uint16, each image's input
+    rounded and padded into `planes` flat planes (_pad_plane; the tail: 0); gt (N, P, Opad, 2)
+    uint16, its gradient in pairs of flat positions, channels last (_grad_row; pairs past the last
+    row: 0)."""
+    N, OH = xu.shape[0], gu.shape[2]
+    P, Opad = gt.shape[1], gt.shape[2]
+    per = planes + OH + 1
+    for t in prange(N * per):
+        b, u = t // per, t % per
+        if u < planes:
+            _pad_plane(xu, xf[b], b, u, top, left, Wp, Hp)
+        elif u < planes + OH:
+            _grad_row(gu, gt[b], b, u - planes, Wp)
+        else:  # the tails
+            for m in range(planes * Hp * Wp, xf.shape[1]):
+                xf[b, m] = 0
+            for q in range(OH * Wp, 2 * P):
+                for o in range(Opad):
+                    gt[b, q >> 1, o, q & 1] = 0
 
 
 @kernel
@@ -268,7 +297,7 @@ def _weight_grad_kernel(L, NT):
         """dwt[ob, t, l] = sum_{b, p} dot(gf[b, p, ob L + l], pair(xf[b], offsets[t] + 2 p)) for the
         taps t in [t0, t1) (whole blocks of NT; offsets padded): per image, per block of rb pairs, a
         chain from 0 added to the running total. xf (nb, C Hp Wp + tail) uint16: padded flat planes;
-        gf (nb, P Opad) uint32: gradient pairs channels last (_grad_pairs)."""
+        gf (nb, P Opad) uint32: gradient pairs channels last (_grad_row)."""
         wide()
         nb, Opad = gf.shape[0], dwt.shape[0] * L
         P = gf.shape[1] // Opad
@@ -306,14 +335,6 @@ def _weight_grad_kernel(L, NT):
     return weight_grad
 
 
-@kernel(parallel=True)
-def _weight_grad_layout(xu, gu, xf, gt, top, left, Wp, Hp):
-    """xf: each image rounded and padded (_pad_bits); gt: its gradient in pairs (_grad_pairs)."""
-    for b in prange(xu.shape[0]):
-        _pad_bits(xu, xf[b], b, top, left, Wp, Hp)
-        _grad_pairs(gu, gt[b], b, Wp)
-
-
 @functools.lru_cache(maxsize=None)
 def _weight_grad_tasks_kernel(L, NT):
     """The weight gradient's tasks in one parallel region."""
@@ -339,8 +360,8 @@ def weight_grad(x, g, padding, kernel_size, workers):
     P = _blocks(OH * Wp, 2)  # pairs of flat positions (the last one's second half: 0)
     xf = np.empty((N, C * Hp * Wp + Wp + 2), np.uint16)  # a tap's last pair reads up to kw past C planes
     gt = _aligned_empty((N, P, OB * L), np.uint32)
-    _weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
-                        xf, gt.view(np.uint16).reshape(N, P, OB * L, 2), -padding[0], padding[1], Wp, Hp)
+    weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
+                       xf, gt.view(np.uint16).reshape(N, P, OB * L, 2), C, -padding[0], padding[1], Wp, Hp)
     K = C * kh * kw
     Kpad = _blocks(K, NT) * NT
     c, i, j = np.unravel_index(np.arange(K), (C, kh, kw))

@@ -5,9 +5,11 @@ AMX-BF16 (linear.py).
 A (M, K) is rounded into rows of K bfloat16 (a tile: 16 rows x 32 terms), B (K, N) into tdpbf16ps's
 pair layout (K/2, N, 2) (a tile: 16 pairs of rows x 16 columns), both zero-padded to multiples of
 32. A task owns 32 rows of C; per 32 x 32 block (tmm0..tmm3) it runs over K in steps of 32 (two tiles
-of each operand, four products per step); every max(4, ~sqrt(K/32)) steps the tiles go onto the
-block's running total (blocked sums, as _direct.py's), so the order of every sum is fixed: the
-result depends neither on threads nor on the machine, only on the route.
+of each operand, four products per step; the next step's tiles load while this step's last products
+run: the tile unit does not rename tiles, so a load waits for the products still reading its tile);
+every max(4, ~sqrt(K/32)) steps the tiles go onto the block's running total (blocked sums, as
+_direct.py's), so the order of every sum is fixed: the result depends neither on threads nor on the
+machine, only on the route.
 """
 from __future__ import annotations
 
@@ -35,17 +37,27 @@ def _rows(a, b, c, m0, rb, buf):
             tile_zero(1)
             tile_zero(2)
             tile_zero(3)
-            for k in range(k0, min(Kp, k0 + 32 * rb), 32):
-                x = (m0 * Kp + k) * 2
-                tile_load(a, x, Kp * 2, 4)
-                tile_load(a, x + TILE * Kp * 2, Kp * 2, 5)
-                y = ((k // 2) * Np + n0) * 4
-                tile_load(b, y, Np * 4, 6)
-                tile_load(b, y + 64, Np * 4, 7)
+            x = (m0 * Kp + k0) * 2  # a step: 32 terms further
+            y = ((k0 // 2) * Np + n0) * 4
+            tile_load(a, x, Kp * 2, 4)
+            tile_load(b, y, Np * 4, 6)
+            tile_load(a, x + TILE * Kp * 2, Kp * 2, 5)
+            tile_load(b, y + 64, Np * 4, 7)
+            for _ in range(k0 + 32, min(Kp, k0 + 32 * rb), 32):  # the next step's loads behind this one's products
+                x += 64
+                y += 16 * Np * 4
                 tile_dot(0, 4, 6)
                 tile_dot(1, 4, 7)
                 tile_dot(2, 5, 6)
+                tile_load(a, x, Kp * 2, 4)
+                tile_load(b, y, Np * 4, 6)
                 tile_dot(3, 5, 7)
+                tile_load(a, x + TILE * Kp * 2, Kp * 2, 5)
+                tile_load(b, y + 64, Np * 4, 7)
+            tile_dot(0, 4, 6)
+            tile_dot(1, 4, 7)
+            tile_dot(2, 5, 6)
+            tile_dot(3, 5, 7)
             if k0 == 0:  # the first block straight into c, the others added onto it
                 z = (m0 * Np + n0) * 4
                 tile_store(c, z, Np * 4, 0)
