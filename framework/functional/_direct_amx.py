@@ -272,7 +272,7 @@ def weight_grad(x, g, padding, kernel_size):
     xf = np.empty((N, Cpad * plane + 2 * P + Wp + 32), np.uint16)  # planes past C: zeros
     gt = np.empty((N, P, Opad), np.uint32)
     weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
-                       xf, gt.view(np.uint16).reshape(N, P, Opad, 2), Cpad, -padding[0], padding[1], Wp, Hp)
+                       xf, gt, Cpad, -padding[0], padding[1], Wp, Hp)
     i, j = np.unravel_index(np.arange(kh * kw), (kh, kw))
     offsets = (i * Wp + j).astype(np.int64)
     tasks = np.array([(c0, o0) for c0 in range(0, Cpad, 32) for o0 in range(0, Opad, 32)], np.int64)

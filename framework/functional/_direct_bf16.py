@@ -237,49 +237,57 @@ def _pad_plane(xu, xf, b, c, top, left, Wp, Hp):
 
 
 @kernel
-def _grad_row(gu, gt, b, h, Wp):
-    """gt[q >> 1, o, q & 1] = bf16(gu[b, o, h, w]) at q = h Wp + w for the Wp positions of row h
-    (w >= OW, o >= O: 0): one row of an image's gradient channels last over the padded width, in
-    pairs of positions (gt: the uint16 view (P, Opad, 2) of the uint32 pairs), in blocks of 16
-    pixels (their pairs stay in L1 while every channel writes into them). Each uint16 is written
-    by its row alone: a pair that straddles two rows is written by two tasks, a half each."""
-    O, OW = gu.shape[1], gu.shape[3]
+def _grad_pairs(gu, gt, b, p0, p1, Wp):
+    """gt[p, o] = bf16(g[q = 2p]) | bf16(g[q + 1]) << 16 for the pairs p in [p0, p1), g[q] =
+    gu[b, o, h, w] at q = h Wp + w (0 where w >= OW, h >= OH or o >= O): image b's gradient
+    channels last over the padded width, in pairs of flat positions (gt (P, Opad) uint32). A pair
+    is written whole, once: no zeroing pass, and a task owns whole pairs even where one straddles
+    two rows. The 2 reads per pair come from O planes whose lines the next pairs reuse (L1)."""
+    O, OH, OW = gu.shape[1], gu.shape[2], gu.shape[3]
     Opad = gt.shape[1]
-    for w in range(Wp):
-        q = h * Wp + w
-        for o in range(Opad):
-            gt[q >> 1, o, q & 1] = 0
-    for w0 in range(0, OW, 16):
-        n = min(16, OW - w0)
-        for o in range(O):
-            src = gu[b, o, h, w0:]
-            for t in range(n):
-                q = h * Wp + w0 + t
-                gt[q >> 1, o, q & 1] = np.uint16(_rne(src[t]))
+    for p in range(p0, p1):
+        h0, w0 = (2 * p) // Wp, (2 * p) % Wp
+        h1, w1 = (2 * p + 1) // Wp, (2 * p + 1) % Wp
+        lo, hi = h0 < OH and w0 < OW, h1 < OH and w1 < OW
+        row = gt[p]
+        if lo and hi:
+            for o in range(O):
+                row[o] = _rne(gu[b, o, h0, w0]) | (_rne(gu[b, o, h1, w1]) << np.uint32(16))
+        elif lo:
+            for o in range(O):
+                row[o] = _rne(gu[b, o, h0, w0])
+        elif hi:
+            for o in range(O):
+                row[o] = _rne(gu[b, o, h1, w1]) << np.uint32(16)
+        else:
+            for o in range(O):
+                row[o] = 0
+        for o in range(O, Opad):
+            row[o] = 0
+
+
+PAIRS_PER_TASK = 64  # of the gradient's layout: about 20 tasks per image at 48 x 48
 
 
 @kernel(parallel=True)
 def weight_grad_layout(xu, gu, xf, gt, planes, top, left, Wp, Hp):
-    """Both operands of a bfloat16 weight gradient, a task per plane and per gradient row (a task per
-    image left one core idle at batch 1): xf (N, planes Hp Wp + tail) uint16, each image's input
-    rounded and padded into `planes` flat planes (_pad_plane; the tail: 0); gt (N, P, Opad, 2)
-    uint16, its gradient in pairs of flat positions, channels last (_grad_row; pairs past the last
-    row: 0)."""
-    N, OH = xu.shape[0], gu.shape[2]
-    P, Opad = gt.shape[1], gt.shape[2]
-    per = planes + OH + 1
+    """Both operands of a bfloat16 weight gradient, a task per plane and per run of pairs (a task
+    per image left one core idle at batch 1): xf (N, planes Hp Wp + tail) uint16, each image's
+    input rounded and padded into `planes` flat planes (_pad_plane; the tail: 0); gt (N, P, Opad)
+    uint32, its gradient in pairs of flat positions, channels last (_grad_pairs)."""
+    N, P = xu.shape[0], gt.shape[1]
+    runs = (P + PAIRS_PER_TASK - 1) // PAIRS_PER_TASK
+    per = planes + runs + 1
     for t in prange(N * per):
         b, u = t // per, t % per
         if u < planes:
             _pad_plane(xu, xf[b], b, u, top, left, Wp, Hp)
-        elif u < planes + OH:
-            _grad_row(gu, gt[b], b, u - planes, Wp)
-        else:  # the tails
+        elif u < planes + runs:
+            p0 = (u - planes) * PAIRS_PER_TASK
+            _grad_pairs(gu, gt[b], b, p0, min(P, p0 + PAIRS_PER_TASK), Wp)
+        else:  # xf's tail
             for m in range(planes * Hp * Wp, xf.shape[1]):
                 xf[b, m] = 0
-            for q in range(OH * Wp, 2 * P):
-                for o in range(Opad):
-                    gt[b, q >> 1, o, q & 1] = 0
 
 
 @kernel
@@ -297,7 +305,7 @@ def _weight_grad_kernel(L, NT):
         """dwt[ob, t, l] = sum_{b, p} dot(gf[b, p, ob L + l], pair(xf[b], offsets[t] + 2 p)) for the
         taps t in [t0, t1) (whole blocks of NT; offsets padded): per image, per block of rb pairs, a
         chain from 0 added to the running total. xf (nb, C Hp Wp + tail) uint16: padded flat planes;
-        gf (nb, P Opad) uint32: gradient pairs channels last (_grad_row)."""
+        gf (nb, P Opad) uint32: gradient pairs channels last (_grad_pairs)."""
         wide()
         nb, Opad = gf.shape[0], dwt.shape[0] * L
         P = gf.shape[1] // Opad
@@ -361,7 +369,7 @@ def weight_grad(x, g, padding, kernel_size, workers):
     xf = np.empty((N, C * Hp * Wp + Wp + 2), np.uint16)  # a tap's last pair reads up to kw past C planes
     gt = _aligned_empty((N, P, OB * L), np.uint32)
     weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
-                       xf, gt.view(np.uint16).reshape(N, P, OB * L, 2), C, -padding[0], padding[1], Wp, Hp)
+                       xf, gt, C, -padding[0], padding[1], Wp, Hp)
     K = C * kh * kw
     Kpad = _blocks(K, NT) * NT
     c, i, j = np.unravel_index(np.arange(K), (C, kh, kw))
