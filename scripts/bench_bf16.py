@@ -9,6 +9,14 @@ Rows (milliseconds, the median of --repeat after a warm-up; ours and torch's int
 - linear 4096 x 180 -> 180 (SwinIR-light's MLP), forward, on AMX;
 - register-only loops of 16 independent chains: vdpbf16ps (32 multiply-adds per instruction) and
   vfmadd (16), in G instructions per second per core (a note; no torch column).
+
+`tile_rates()` (also in benchmark.py's header where the CPU has AMX): the tile unit's throughput on
+each logical CPU now, a 2 x 2 block of tdpbf16ps on L1-resident tiles with the loads behind the
+products, pinned to each CPU in turn. Its peak is 512 multiply-adds a cycle (16 x 16 x 32 in 16
+cycles). On a shared host the tile unit of a physical core serves both of its hyperthreads: measured
+on the development VM, a CPU gave 1550-1700 GMAC/s or 440-520 within the same minute (the other
+hyperthread's tenant using its tile unit), while float32 GEMM ran at the same speed on both; the
+AMX rows of a run are only comparable under the same rates.
 """
 from __future__ import annotations
 
@@ -63,6 +71,57 @@ def _throughput(kind, n=10 ** 7, repeat=5):
     finally:
         numba.set_num_threads(threads)
     return 16 * n / best / 1e9
+
+
+def _tile_loop():
+    from framework._amx import tile_config, tile_dot, tile_load, tile_release, tile_zero
+    from framework._jit import kernel
+
+    @kernel
+    def loop(a, cfg, n):
+        tile_config(cfg)
+        tile_zero(0)
+        tile_zero(1)
+        tile_zero(2)
+        tile_zero(3)
+        tile_load(a, 0, 64, 4)
+        tile_load(a, 2048, 64, 6)
+        tile_load(a, 1024, 64, 5)
+        tile_load(a, 3072, 64, 7)
+        for _ in range(n):
+            tile_dot(0, 4, 6)
+            tile_dot(1, 4, 7)
+            tile_dot(2, 5, 6)
+            tile_load(a, 0, 64, 4)
+            tile_load(a, 2048, 64, 6)
+            tile_dot(3, 5, 7)
+            tile_load(a, 1024, 64, 5)
+            tile_load(a, 3072, 64, 7)
+        tile_release()
+    return loop
+
+
+def tile_rates(n=20000, repeat=3) -> dict:
+    """{logical CPU: GMAC/s of its tile unit now} (best of `repeat` runs of n steps of four
+    tdpbf16ps, the calling thread pinned to each CPU in turn); {} without AMX."""
+    import os
+
+    from framework import _amx, precision
+    if not precision.support().amx_bf16 or not hasattr(os, "sched_setaffinity"):
+        return {}
+    precision.require_amx("tile_rates")
+    loop, a = _tile_loop(), np.zeros(4096, np.uint8)
+    cpus = sorted(os.sched_getaffinity(0))
+    rates = {}
+    try:
+        for cpu in cpus:
+            os.sched_setaffinity(0, {cpu})
+            loop(a, _amx.CONFIG, 10)
+            best = min(_timed(lambda: loop(a, _amx.CONFIG, n)) for _ in range(repeat))
+            rates[cpu] = 4 * n * 16 * 16 * 32 / best / 1e9
+    finally:
+        os.sched_setaffinity(0, cpus)
+    return rates
 
 
 def _timed(fn):
@@ -120,6 +179,10 @@ def run(args) -> list:
         a, t = time_pair(lambda: _gemm_bf16.matmul(xl, wl.T), lambda: txl @ twl.T, args.repeat)
         rows.append(Row("linear AMX 4096 x 180 -> 180", a, t, note=f"numpy float32 {own:.2f} ms: bf16 "
                                                                f"{own / a:.2f}x faster"))
+    rates = tile_rates()
+    if rates:
+        rows.append(Row("tile unit, each CPU (GMAC/s)", max(rates.values()), None,
+                        note=", ".join(f"cpu{c} {r:.0f}" for c, r in rates.items()) + " (peak 512 MAC a cycle)"))
     dp, fma = _throughput("dp"), _throughput("fma")
     rows.append(Row("instruction throughput, one core (G instr/s)", dp, None,
                     note=f"vdpbf16ps {dp:.2f} (32 MAC each) vs vfmadd231ps {fma:.2f} (16 MAC each): "

@@ -109,6 +109,11 @@ def machine() -> list[str]:
         lines.append(f"load average at start: {' '.join(load)}")
     except OSError:
         pass
+    from bench_bf16 import tile_rates
+    rates = tile_rates()
+    if rates:  # a shared host's other tenant can take most of a core's tile unit (bench_bf16.py)
+        lines.append("AMX tile unit at start, GMAC/s per CPU (peak 512 multiply-adds a cycle): "
+                     + ", ".join(f"cpu{c} {r:.0f}" for c, r in rates.items()))
     return lines
 
 

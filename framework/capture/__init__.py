@@ -10,7 +10,7 @@ twice, then replayed from flat lists without the autograd engine's per-op Python
 the backward of its first output, as `fn(*inputs)["..."].backward()` would (or of each output
 named in `roots`, in turn, as one `.backward()` after another: GAN's discriminator on real, then
 fake; as eagerly, their graphs cannot share an op: the first pass frees what it saved). Per input signature
-(shapes, dtypes, grad mode, the modules' training flags, `key`):
+(shapes, dtypes, grad mode, the modules' training flags, the autocast precision, `key`):
 1. the first call runs eagerly and is recorded (_record.py);
 2. the second runs eagerly, is recorded again and compared with the first: a different op, option
    or constant is data-dependent and that signature stays eager, with the reason (`reason`);
@@ -33,7 +33,7 @@ step's (tests/framework/test_capture.py checks every registered model and recipe
 """
 from __future__ import annotations
 
-from .. import autograd
+from .. import autograd, precision
 from ._graph import Graph
 from ._record import CaptureRefused, Recording, Symbolic, compare, same, state_arrays
 
@@ -60,7 +60,7 @@ class Capture:
 
     def __call__(self, fn, *inputs, key=()) -> dict:
         sig = (key, tuple((t.shape, t.dtype.str) for t in inputs), autograd.is_grad_enabled(),
-               tuple(m.training for m in self.modules))
+               tuple(m.training for m in self.modules), precision.current())
         state = self._states.get(sig)
         if isinstance(state, Graph):
             if state.valid() and all(b.data is a for b, a in state.owners):

@@ -19,7 +19,8 @@ from ..autograd import Context
 from ..tensor import Tensor
 # argument sources: a slot, a live Tensor (its .data read at every call), a fixed value (they are
 # the lowering's data: _lower.py folds fixed arguments)
-from ._lower import _FIXED, _LIVE, _SLOT, fold
+from ._kinds import _FIXED, _LIVE, _SLOT
+from ._lower import fold
 
 
 class Graph:

@@ -8,7 +8,9 @@
 - an Add whose operand is such a convolution's output, read by nothing else, with an operand of
   the same shape and dtype known before the convolution runs (a residual block's `x + conv(...)`),
   is done by the convolution as it stores each output (_direct.correlate's `residual`): one pass
-  over memory fewer, and no output array of the add's own.
+  over memory fewer, and no output array of the add's own;
+- under autocast("bf16") on AMX, convolutions hand each other bfloat16 planes instead of float32
+  arrays, and a channel Cat that only they read is read in place (_planes.py).
 
 Each of these computes what the eager op computes, from the same arrays: the results are the same
 bits (the fused add rounds the stored conv output plus the other operand once, as np.add does;
@@ -22,11 +24,8 @@ from .. import precision
 from ..autograd import Context
 from ..functional import _direct, conv
 from ..functional.elementwise import Add
-
-
-# The kinds of an op's argument in a captured graph: a slot (an intermediate or the input), a live
-# tensor read at each call (a parameter, in a training graph), a fixed array (a constant).
-_SLOT, _LIVE, _FIXED = 0, 1, 2
+from ._kinds import _FIXED, _LIVE, _SLOT
+from ._planes import share_planes
 
 
 def fold(graph, packed: dict) -> None:
@@ -46,6 +45,7 @@ def fold(graph, packed: dict) -> None:
         lowered = lower(spec, kwargs, graph.slot_meta, packed, forward) if lower is not None else None
         ops.append((lowered or forward, spec, kwargs, needs, first))
         classes.append(cls)
+    ops, classes = share_planes(ops, classes, graph)
     graph.forward, graph.classes = _fuse_residual_adds(ops, classes, graph), None
     graph.constants = {}
     for name, s in list(graph.outputs.items()):

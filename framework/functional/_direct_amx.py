@@ -33,7 +33,7 @@ from .. import _amx, precision
 from .._amx import tile_config, tile_dot, tile_load, tile_release, tile_store, tile_zero
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
-from ._direct_bf16 import _pair_plane, round_bits, weight_grad_layout
+from ._direct_bf16 import _pair_plane, _rne, round_bits, weight_grad_layout
 
 MIN_CHANNELS = 16  # below, padding to 32 channels wastes more than half of each product
 TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
@@ -67,6 +67,43 @@ def _put_block(buf, bias, y, b, o0, q, Wp, slope, act):
         p += n
 
 
+@kernel
+def _put_pairs(buf, bias, dst, b, o0, q, Wp, OH, OW, slope, act, dgeo):
+    """dst[b, d0 + o0 / 2 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels o0 + 2k,
+    o0 + 2k + 1 of act(buf + bias) at the block's flat positions p = h Wp + w that are pixels
+    (dgeo = (d0, top, left, dWp)): the output written as the next convolution's layout, the bits
+    _pair_plane gives from the float32 output (_put_block's values, rounded to nearest even). buf
+    is rewritten with the activated values."""
+    d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
+    bits = buf.view(np.uint32)
+    p = q
+    while p < q + 32:
+        h, w = p // Wp, p % Wp
+        if w >= OW:  # a row's junk end
+            p += Wp - w
+            continue
+        n = min(OW - w, q + 32 - p)
+        if h >= OH:
+            break
+        for k in range(32):
+            src, bk = buf[k * 32 + p - q:], bias[o0 + k]
+            for t in range(n):
+                v = src[t] + bk
+                if act:  # as _put_block
+                    if slope == 0:
+                        if v <= 0:
+                            v = np.float32(0)
+                    elif not v > 0:
+                        v = v * slope
+                src[t] = v
+        for k in range(16):
+            lo, hi = bits[2 * k * 32 + p - q:], bits[(2 * k + 1) * 32 + p - q:]
+            row = dst[b, d0 + o0 // 2 + k, (h + top) * dWp + w + left:]
+            for t in range(n):
+                row[t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+        p += n
+
+
 @kernel(parallel=True)
 def _forward_layout(xu, xp, top, left, Wp):
     """xp: each image rounded and padded into planes of channel pairs (_pad_pairs), a task per
@@ -78,25 +115,27 @@ def _forward_layout(xu, xp, top, left, Wp):
 
 
 @kernel(parallel=True)
-def _forward(xp, wa, bias, y, cfg, Wp, slope, act, scratch, tasks, woff, xoff):
-    """y = act(W * x + bias) on tiles. xp (N, 16 KB, S) uint32 planes of channel pairs
-    (_forward_layout); wa (kh kw, KB, Opad, 32) bfloat16 (tap, block of 32 channels, output
-    channel, channel); scratch (threads, 2048) float32; tasks (T, 3): image, first and end flat
-    position (multiples of 32); woff, xoff (kh kw KB,): each step's byte offset into wa and xp
-    (_steps). Two overlaps keep the tile unit busy (the unit does not rename tiles, so a load waits
+def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slope, act, scratch, tasks, woff, xoff):
+    """y = act(W * x + bias) on tiles. xp (N, planes, S) uint32 planes of channel pairs
+    (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
+    block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
+    (_put_block), or, where dst has planes, as the next convolution's planes (_put_pairs, dgeo);
+    scratch (threads, 2048) float32; tasks (T, 3): image, first and end flat position (multiples
+    of 32); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps). Two overlaps keep the tile unit busy (the unit does not rename tiles, so a load waits
     for the products still reading its tile): the next step's operands load while this step's last
     products run, and the previous block's epilogue (_put_block) runs on the core while this
     block's products run on the tile unit (the scratch holds two blocks)."""
-    S = xp.shape[2]
-    KB, Opad = wa.shape[1], wa.shape[2]
+    planes, S = xp.shape[1], xp.shape[2]
+    Opad = wa.shape[2]
     steps = woff.shape[0]
+    pairs = dst.shape[1] > 0
     for n in prange(tasks.shape[0]):
         b, q0, q1 = tasks[n, 0], tasks[n, 1], tasks[n, 2]
         buf = scratch[numba.get_thread_id()]
         tile_config(cfg)
         side, pq, po = 0, -1, 0  # the block waiting for its epilogue: its half of buf, position, channel
         for q in range(q0, q1, 32):
-            xb = (b * KB * TILE * S + q) * 4
+            xb = ((b * planes + pin) * S + q) * 4
             for o0 in range(0, Opad, 32):
                 wb = o0 * 64
                 tile_zero(0)
@@ -120,7 +159,10 @@ def _forward(xp, wa, bias, y, cfg, Wp, slope, act, scratch, tasks, woff, xoff):
                 tile_dot(1, 4, 7)
                 tile_dot(2, 5, 6)
                 tile_dot(3, 5, 7)
-                if pq >= 0:
+                if pq >= 0 and pairs:
+                    _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW,
+                               slope, act, dgeo)
+                elif pq >= 0:
                     _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slope, act)
                 z = side * 4096
                 tile_store(buf, z, 128, 0)
@@ -128,7 +170,10 @@ def _forward(xp, wa, bias, y, cfg, Wp, slope, act, scratch, tasks, woff, xoff):
                 tile_store(buf, z + TILE * 128, 128, 2)
                 tile_store(buf, z + TILE * 128 + 64, 128, 3)
                 side, pq, po = 1 - side, q, o0
-        if pq >= 0:
+        if pq >= 0 and pairs:
+            _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW, slope, act,
+                       dgeo)
+        elif pq >= 0:
             _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slope, act)
         tile_release()
 
@@ -142,14 +187,60 @@ def _steps(KB, Opad, S, Wp, kh, kw):
     return (s * Opad * 64).astype(np.int64), ((kb * TILE * S + (t // kw) * Wp + t % kw) * 4).astype(np.int64)
 
 
-def pack_weight(w):
-    """W (O, C, kh, kw) float32 -> (kh kw, C/32, O, 32) bfloat16 bits, C and O padded with zeros
-    to multiples of 32: tile rows of 32 channels of one output and tap."""
+def pack_weight(w, positions=None, channels=None):
+    """W (O, C, kh, kw) float32 -> (kh kw, channels/32, Opad, 32) bfloat16 bits: tile rows of 32
+    channels of one output and tap; input channel c at position positions[c] (default c) of the
+    `channels` the kernel reads (default C rounded up to 32), zeros elsewhere, O padded with zeros
+    to a multiple of 32."""
     O, C, kh, kw = w.shape
-    bits = np.zeros((_blocks(O, 32) * 32, _blocks(C, 32) * 32, kh, kw), np.uint16)
-    bits[:O, :C] = round_bits(w)
+    channels = _blocks(C, 32) * 32 if channels is None else channels
+    bits = np.zeros((_blocks(O, 32) * 32, channels, kh, kw), np.uint16)
+    bits[:O, np.arange(C) if positions is None else positions] = round_bits(w)
     out = bits.reshape(bits.shape[0], -1, 32, kh * kw).transpose(3, 1, 0, 2)
     return np.ascontiguousarray(out)
+
+
+def plane_geometry(features, kernel):
+    """(Wp, Q, S) of the planes a correlation with these output sizes and kernel reads: the padded
+    row length, the flat output positions (whole blocks of 32), each plane's length (a step's 32
+    positions from the last tap's offset)."""
+    (OH, OW), (kh, kw) = features, kernel
+    Wp = OW + kw - 1
+    Q = _blocks(OH * Wp, 32) * 32
+    return Wp, Q, Q + (kh - 1) * Wp + kw - 1 + 32
+
+
+def layout(x, xp, plane0, padding, Wp):
+    """x (N, C, H, W) float32 rounded and padded into xp[:, plane0:plane0 + K] (uint32 planes of
+    channel pairs, K = 16 per 32 channels of x rounded up; pairs past C: zeros)."""
+    K = _blocks(x.shape[1], 32) * TILE
+    _forward_layout(np.ascontiguousarray(x).view(np.uint32), xp[:, plane0:plane0 + K], padding[0], padding[1],
+                    Wp)
+
+
+_NO_PLANES = np.zeros((1, 0, 1), np.uint32)
+
+
+def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None):
+    """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
+    pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
+    after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
+    (the next convolution's layout: `layout`'s bits from y)."""
+    precision.require_amx("conv2d")
+    (OH, OW), (kh, kw) = features, kernel
+    Wp, Q, S = plane_geometry(features, kernel)
+    if xp.shape[2] != S or pin + wa.shape[1] * TILE > xp.shape[1]:
+        raise ValueError(f"_direct_amx.run: planes {xp.shape} do not hold {wa.shape[1] * TILE} planes of "
+                         f"{S} from plane {pin}")
+    N = xp.shape[0]
+    y = np.empty((N, O if dst is None else 0, OH, OW), np.float32)
+    if dst is None:
+        dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
+    scratch = _aligned_empty((numba.get_num_threads(), 2048), np.float32)
+    _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp,
+             np.float32(0 if slope is None else slope), slope is not None, scratch, _tasks(N, Q, workers),
+             *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw))
+    return None if dst is not _NO_PLANES else y
 
 
 def _tasks(N, Q, workers):
@@ -164,23 +255,15 @@ def correlate(x, w, features, padding, bias, slope, workers):
     """conv.py's direct correlate on tiles: x (N, C, H, W), w (O, C, kh, kw) float32 -> (N, O, OH, OW)
     float32, the activation fused (slope None: none, 0: relu, > 0: leaky)."""
     precision.require_amx("conv2d")
-    N, C = x.shape[:2]
     O, _, kh, kw = w.shape
-    OH, OW = features
     wa = pack_weight(w)
-    Wp = OW + kw - 1
-    Q = _blocks(OH * Wp, 32) * 32
-    S = Q + (kh - 1) * Wp + kw - 1 + 32  # a step's 32 positions from the last tap's offset
+    Wp, _, S = plane_geometry(features, (kh, kw))
     b = np.zeros(wa.shape[2], np.float32)
     if bias is not None:
         b[:O] = bias
-    y = np.empty((N, O, OH, OW), np.float32)
-    xp = np.empty((N, wa.shape[1] * TILE, S), np.uint32)
-    scratch = _aligned_empty((numba.get_num_threads(), 2048), np.float32)
-    _forward_layout(np.ascontiguousarray(x).view(np.uint32), xp, padding[0], padding[1], Wp)
-    _forward(xp, wa, b, y, _amx.CONFIG, Wp, np.float32(0 if slope is None else slope), slope is not None,
-             scratch, _tasks(N, Q, workers), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw))
-    return y
+    xp = np.empty((x.shape[0], wa.shape[1] * TILE, S), np.uint32)
+    layout(x, xp, 0, padding, Wp)
+    return run(xp, 0, wa, b, O, features, (kh, kw), slope, workers)
 
 
 CHUNK = 16  # steps of 32 positions per visit of the taps (their input and gradient stay in L2)

@@ -295,9 +295,10 @@ def test_tiled_inference_through_captured_graphs_is_bit_identical():
 @pytest.mark.skipif(not sg.precision.support().avx512_bf16,
                     reason=f"bfloat16 kernels: {sg.precision.support().reason}")
 def test_a_captured_inference_graph_runs_in_the_calls_precision():
-    """The packed direct-route convolutions are float32's: under autocast('bf16') a replay takes
-    the op's bf16 route, as eager does (srgrad-infer --bf16 registers its model too), and a later
-    float32 call is float32 again."""
+    """The precision is part of a capture's signature: under autocast('bf16') the calls record
+    and replay their own graph (the bf16 routes, as eager; on AMX with planes between the
+    convolutions: test_capture_planes.py), and a later float32 call replays the float32 graph
+    (srgrad-infer --bf16 registers its model too)."""
     model, _ = build("EDSR", 2, 3, small=True)
     model.eval()
     x = sg.tensor(np.random.default_rng(1).uniform(0, 1, (1, 3, 12, 10)).astype(np.float32))
@@ -311,10 +312,11 @@ def test_a_captured_inference_graph_runs_in_the_calls_precision():
         for _ in range(2):
             cap(lambda x: {"sr": model(x)}, x)  # recorded in float32
         with sg.autocast("bf16"):
-            replayed = cap(lambda x: {"sr": model(x)}, x)["sr"]
+            replayed = [cap(lambda x: {"sr": model(x)}, x)["sr"] for _ in range(3)]  # recorded, replayed
         again = cap(lambda x: {"sr": model(x)}, x)["sr"]
-    assert cap.replays >= 2
-    assert np.array_equal(np.asarray(getattr(replayed, "data", replayed)), bf16)
+    assert cap.replays == 2 and len(cap.graphs) == 2, cap.status()
+    for r in replayed:
+        assert np.array_equal(np.asarray(getattr(r, "data", r)), bf16)
     assert np.array_equal(np.asarray(getattr(again, "data", again)), fp32)
 
 

@@ -27,6 +27,14 @@ def test_the_header_says_cpu_blas_core_numba_target_torch_capability_knobs_and_l
     assert f"ATen CPU capability {torch.backends.cpu.get_cpu_capability()}" in text
     env = next(line for line in lines if line.startswith("environment: "))
     assert "OPENBLAS_CORETYPE=Haswell" in env and "ONEDNN_MAX_CPU_ISA" not in env
+    from framework import precision
+    if precision.support().amx_bf16:  # the tile unit's rate on each CPU (a shared host's tenant)
+        import os
+        tile = lines[-1]
+        assert tile.startswith("AMX tile unit at start, GMAC/s per CPU")
+        rates = [float(part.split()[-1]) for part in tile.split(": ", 1)[1].split(", ")]
+        assert len(rates) == len(os.sched_getaffinity(0)) and all(r > 10 for r in rates)
+        lines = lines[:-1]
     assert lines[-1].startswith("load average at start: ")
 
 

@@ -1,0 +1,281 @@
+"""bfloat16 operands handed from convolution to convolution in an inference graph (fold's last step
+under autocast("bf16") where the CPU has AMX): a convolution on the AMX route reads its input as
+bfloat16 planes of channel pairs (_direct_amx.layout: rounded once, padded), and a convolution whose
+output only AMX convolutions read writes those planes itself instead of a float32 array
+(_direct_amx._put_pairs).
+
+A group: the AMX convolutions that read the same values, directly or through a channel Cat that
+only they read (RRDBNet's dense block: conv_k reads cat(x, x1, ..., x_{k-1})), all with the same
+geometry (padding, kernel, sizes). Its values share one arena of planes, each value in its own
+region of whole blocks of 32 channels, in the order of the longest Cat: every Cat of the group is
+then a contiguous range of the arena, read in place (no concatenation), and each reader's weights are
+packed at its channels' positions there (zeros over a region's padding, whose planes stay zero).
+A value that something else reads too (a residual add, the graph's output) keeps its float32 array
+and is laid out into its region once, after the op that makes it; with a Cat per reader, the
+eager graph rounded it once per reader.
+
+What each convolution computes is unchanged: the planes hold the bits `layout` makes from the float32
+values (the epilogue rounds what it would have stored), and every sum runs in the same order, so
+the graph's outputs are the eager bf16 graph's bits (tests/framework/test_capture_planes.py).
+"""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from .. import precision
+from ..functional import _direct_amx, conv
+from ..functional._direct import _blocks
+from ..functional.shape import Cat
+from ._kinds import _FIXED, _SLOT
+
+
+class _Arena:
+    """A group's planes (N, planes, S) uint32 of padded rows of Wp, zero at first use, kept per
+    thread: a region's borders and padding are never written, so they stay zero from call to call.
+    Groups of the same structure (the same regions) whose ops do not interleave share one (the
+    blocks of a network one after another): each writes every position it reads before reading it."""
+
+    def __init__(self, shape, Wp):
+        self.shape, self.Wp, self._local = shape, Wp, threading.local()
+
+    def get(self):
+        a = getattr(self._local, "planes", None)
+        if a is None:
+            a = self._local.planes = np.zeros(self.shape, np.uint32)
+        return a
+
+
+def _amx_conv(op, cls, slot_meta):
+    """A Conv2dFunction entry that runs on the AMX route under bf16, as a dict, else None."""
+    if cls is not conv.Conv2dFunction:
+        return None
+    _, spec, kwargs, _, first = op
+    if set(kwargs) - {"geo", "relu_slope"} or len(spec) not in (2, 3):
+        return None
+    (kx, x), (kw, w) = spec[:2]
+    kb, b = spec[2] if len(spec) == 3 else (_FIXED, None)
+    if kx != _SLOT or kw != _FIXED or kb != _FIXED:
+        return None
+    shape, dtype = slot_meta[x]
+    geo = kwargs["geo"]
+    if len(shape) != 4 or np.dtype(dtype) != np.float32 or np.asarray(w).dtype != np.float32:
+        return None
+    C, O = shape[1], w.shape[0]
+    if conv._large_route(geo, C, O) or not conv._direct_route(geo, C, O) or not conv._amx_route(C):
+        return None
+    return {"x": x, "w": np.ascontiguousarray(w), "b": b, "geo": geo, "slope": kwargs.get("relu_slope"),
+            "N": shape[0], "O": O, "out": first}
+
+
+def _channel_cat(op, cls, slot_meta):
+    """The input slots of a Cat over the channels of 4-D float32 values, else None."""
+    if cls is not Cat:
+        return None
+    _, spec, kwargs, _, _ = op
+    if kwargs.get("axis") not in (1, -3) or not spec or any(kind != _SLOT for kind, _ in spec):
+        return None
+    metas = [slot_meta[v] for _, v in spec]
+    if any(len(s) != 4 or np.dtype(d) != np.float32 for s, d in metas):
+        return None
+    return [v for _, v in spec]
+
+
+def _sublist(part, whole):
+    """The start of `part` as a contiguous run of `whole`, else None."""
+    for i in range(len(whole) - len(part) + 1):
+        if whole[i:i + len(part)] == part:
+            return i
+    return None
+
+
+def share_planes(ops, classes, graph):
+    """(ops, classes) with each group's convolutions reading and writing planes; unchanged outside
+    autocast("bf16") on AMX or where no group qualifies."""
+    if not precision.bf16_active(np.float32) or not precision.support().amx_bf16:
+        return ops, classes
+    meta, outputs = graph.slot_meta, set(graph.outputs.values())
+    at = {op[4]: k for k, op in enumerate(ops)}  # an op's first output slot -> op index
+    readers = {}
+    for k, (_, spec, _, _, _) in enumerate(ops):
+        for kind, v in spec:
+            if kind == _SLOT:
+                readers.setdefault(v, []).append(k)
+    convs = {k: c for k, op in enumerate(ops) if (c := _amx_conv(op, classes[k], meta)) is not None}
+    sources, cats = {}, {}  # reader conv -> its value slots; Cat op -> its readers
+    for k, c in convs.items():
+        j = at.get(c["x"])
+        parts = _channel_cat(ops[j], classes[j], meta) if j is not None else None
+        if parts is not None and c["x"] not in outputs and all(r in convs for r in readers[c["x"]]) \
+                and len(set(parts)) == len(parts):
+            sources[k] = parts
+            cats.setdefault(j, []).append(k)
+        else:
+            sources[k] = [c["x"]]
+    groups = _groups(sources)
+    made = []  # (span of op indices, structure, group, plan)
+    for group in groups:
+        plan = _plan(group, sources, convs, cats, readers, outputs, at, meta)
+        if plan is not None:
+            structure, place, writers, lay = plan
+            ends = [*group, *(k for k, _ in writers.values()), *(_producer(ops, v, graph) for v, _, _ in lay)]
+            made.append(((min(ends), max(ends)), structure, group, plan))
+    plans, drop, extra = {}, set(), []  # conv -> its new forward parts; Cats dropped; layouts added
+    pool = {}  # structure -> [[arena, the last op using it]]: groups one after another share one
+    for (start, end), structure, group, (_, place, writers, lay) in sorted(made, key=lambda m: m[0]):
+        free = [e for e in pool.setdefault(structure, []) if e[1] < start]
+        if free:
+            free[0][1] = end
+            arena = free[0][0]
+        else:
+            arena = _Arena(*structure[:2])
+            pool[structure].append([arena, end])
+        for k in group:
+            plans.setdefault(k, {})["read"] = (arena, place[k])
+        for v, (k, dgeo) in writers.items():
+            plans.setdefault(k, {})["write"] = (arena, dgeo)
+        for v, region, pad in lay:
+            extra.append((v, arena, region, pad))
+        drop.update(j for j in cats if all(r in group for r in cats[j]))
+    if not plans:
+        return ops, classes
+    after = {}
+    for s, arena, region, pad in extra:
+        after.setdefault(_producer(ops, s, graph), []).append(_layout_op(graph, s, arena, region, pad))
+    new_ops, new_classes = [], []
+    for j in after.get(-1, []):  # regions of the graph's inputs
+        new_ops.append(j)
+        new_classes.append(None)
+    for k, op in enumerate(ops):
+        if k in drop:
+            continue
+        if k in plans:
+            op = (_conv_forward(convs[k], plans[k]), *op[1:])
+        new_ops.append(op)
+        new_classes.append(classes[k])
+        for j in after.get(k, []):
+            new_ops.append(j)
+            new_classes.append(None)
+    return new_ops, new_classes
+
+
+def _producer(ops, v, graph):
+    """The index of the op that makes slot v (-1: a graph input); ops number their slots in order."""
+    if v < graph.n_inputs:
+        return -1
+    return int(np.searchsorted([op[4] for op in ops], v, side="right")) - 1
+
+
+def _groups(sources):
+    """Reader convs grouped by the values they share (union-find over the value slots)."""
+    parent = {}
+
+    def root(v):
+        while parent.setdefault(v, v) != v:
+            v = parent[v]
+        return v
+
+    for parts in sources.values():
+        for v in parts[1:]:
+            parent[root(v)] = root(parts[0])
+    by = {}
+    for k, parts in sources.items():
+        by.setdefault(root(parts[0]), []).append(k)
+    return list(by.values())
+
+
+def _plan(group, sources, convs, cats, readers, outputs, at, meta):
+    """(structure: the arena's shape, row length and regions; {reader: (first plane, packed
+    weight)}, {value: (writer conv, dgeo)}, [(value, first plane, padding)] layouts) for one group, or None where its readers differ in geometry,
+    no order makes every reader's values a contiguous run, or nothing would be saved (no value
+    written as planes, no Cat read in place, no value read twice)."""
+    geo0 = convs[group[0]]["geo"]
+    key = (convs[group[0]]["N"], geo0.kernel, geo0.padding, geo0.image, geo0.features)
+    if any((convs[k]["N"], convs[k]["geo"].kernel, convs[k]["geo"].padding, convs[k]["geo"].image,
+            convs[k]["geo"].features) != key for k in group):
+        return None
+    order = max((sources[k] for k in group), key=len)
+    starts = {k: _sublist(sources[k], order) for k in group}
+    if any(s is None for s in starts.values()) or len(set(order)) != len(order):
+        return None
+    planes, offset = {}, 0
+    for v in order:
+        planes[v] = offset
+        offset += _blocks(meta[v][0][1], 32) * _direct_amx.TILE
+    N, kernel, padding, _, features = key
+    Wp, _, S = _direct_amx.plane_geometry(features, kernel)
+    structure = ((N, offset, S), Wp, tuple(planes[v] for v in order))
+    place = {}
+    for k in group:
+        parts = sources[k]
+        pin = planes[parts[0]]
+        positions = np.concatenate([2 * (planes[v] - pin) + np.arange(meta[v][0][1]) for v in parts])
+        end = planes[parts[-1]] + _blocks(meta[parts[-1]][0][1], 32) * _direct_amx.TILE
+        c = convs[k]
+        wa = _direct_amx.pack_weight(c["w"], positions, 2 * (end - pin))
+        place[k] = (pin, wa)
+    group_cats = {j for j in cats if all(r in group for r in cats[j])}
+    in_group = set(group) | group_cats
+    writers, lay = {}, []
+    for v in order:
+        k = at.get(v)
+        if k in convs and v not in outputs and all(r in in_group for r in readers[v]):
+            writers[v] = (k, np.array([planes[v], padding[0], padding[1], Wp], np.int64))
+        else:
+            lay.append((v, planes[v], padding))
+    shared = any(sum(v in sources[k] for k in group) > 1 for v in order)
+    if not (writers or group_cats or shared):
+        return None  # each value laid out once for its one reader: what the op does itself
+    return structure, place, writers, lay
+
+
+def _conv_forward(c, plan):
+    """A convolution's forward reading its planes (plan["read"]) or laying out its float32 input,
+    writing the next convolutions' planes (plan["write"]) or its float32 output."""
+    geo, slope, O = c["geo"], c["slope"], c["O"]
+    read, write = plan.get("read"), plan.get("write")
+    if read is None:
+        wa = _direct_amx.pack_weight(c["w"])
+    else:
+        arena_in, (pin, wa) = read
+    bias = np.zeros(wa.shape[2], np.float32)
+    if c["b"] is not None:
+        bias[:O] = c["b"]
+    Wp, _, S = _direct_amx.plane_geometry(geo.features, geo.kernel)
+
+    def forward(ctx, x, *args, **kwargs):
+        if not precision.bf16_active(np.float32):  # the capture's key holds the precision
+            raise RuntimeError("a graph of bfloat16 planes replayed outside autocast('bf16')")
+        if read is None:
+            xp = np.empty((x.shape[0], wa.shape[1] * _direct_amx.TILE, S), np.uint32)
+            _direct_amx.layout(x, xp, 0, geo.padding, Wp)
+            first = 0
+        else:
+            xp, first = arena_in.get(), pin
+        if write is None:
+            return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers())
+        arena_out, dgeo = write
+        _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
+                        arena_out.get(), dgeo)
+        return _WRITTEN
+
+    if write is None:  # an Add of its output: _lower._fuse_residual_adds (np.add under bf16)
+        forward.fused = lambda ctx, x, *args, **kwargs: np.add(forward(ctx, x, *args[:-1], **kwargs), args[-1])
+    return forward
+
+
+_WRITTEN = np.zeros(0, np.float32)  # the output of a convolution that wrote planes: nothing reads it
+
+
+def _layout_op(graph, v, arena, region, padding):
+    """A graph entry laying the float32 value in slot v into its region of the arena."""
+
+    def lay(ctx, x):
+        _direct_amx.layout(x, arena.get(), region, padding, arena.Wp)
+        return _WRITTEN
+
+    slot = graph.n_slots
+    graph.n_slots += 1
+    graph.slot_meta.append(((0,), "float32"))
+    return lay, ((_SLOT, v),), {}, (False,), slot

@@ -1,0 +1,169 @@
+"""Inference graphs under autocast('bf16') on AMX: convolutions hand each other bfloat16 planes
+(framework/capture/_planes.py). The replay must be the eager bf16 forward's bits, with the plane
+hand-off actually taken (Cats read in place, producers writing planes), and only where it is the
+same computation."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import framework as sg
+import framework.functional as F
+import models  # noqa: F401  registers every architecture
+from framework import precision
+from framework.capture import Capture, _planes
+from framework.functional import _direct_amx
+from framework.functional.shape import Cat
+from framework.nn import Module, init
+from framework.registry import MODELS
+
+needs_amx = pytest.mark.skipif(not precision.support().amx_bf16,
+                               reason="AMX-BF16: this CPU or OS has no AMX tiles")
+
+CONFIGS = {  # AMX-route sizes (16 channels or more on every conv's image side but the first)
+    "RRDBNet": {"type": "RRDBNet", "scale": 2, "num_feat": 32, "num_block": 1, "num_grow_ch": 16},
+    "RRDBNet-grow32": {"type": "RRDBNet", "scale": 4, "num_feat": 32, "num_block": 1, "num_grow_ch": 32},
+    "EDSR": {"type": "EDSR", "scale": 2, "num_feat": 32, "num_block": 2},
+    "MSRResNet": {"type": "MSRResNet", "scale": 2, "num_feat": 32, "num_block": 2},
+}
+
+
+def _replays(model, x, calls=4):
+    """Eager bf16 output, then `calls` calls through a Capture (2 record, the rest replay)."""
+    cap = Capture([model], train=False)
+    with sg.no_grad(), sg.autocast("bf16"):
+        eager = model(x).data.copy()
+        outs = [cap(lambda t: {"sr": model(t)}, x)["sr"].data.copy() for _ in range(calls)]
+    return eager, outs, cap
+
+
+def _closed_over(fn):
+    for cell in getattr(fn, "__closure__", None) or ():
+        try:
+            yield cell.cell_contents
+        except ValueError:  # a variable never assigned on this path
+            pass
+
+
+def _kinds(graph):
+    names = [getattr(op[0], "__qualname__", "") for op in graph.forward]
+    arenas, laid = set(), set()
+    for op in graph.forward:
+        for v in _closed_over(op[0]):
+            if isinstance(v, _planes._Arena) and op[0].__qualname__.startswith("_layout_op"):
+                laid.add(id(v))
+            for a in (v, *(v if isinstance(v, tuple) else ())):
+                if isinstance(a, _planes._Arena):
+                    arenas.add(id(a))
+    return {"planes": sum(n.startswith("_conv_forward") for n in names),
+            "layouts": sum(n.startswith("_layout_op") for n in names),
+            "cats": sum(op[0] is Cat.forward for op in graph.forward), "arenas": len(arenas),
+            "laid out into": len(laid)}
+
+
+@needs_amx
+@pytest.mark.parametrize("name", sorted(CONFIGS))
+def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
+    init.manual_seed(0)
+    model = MODELS.build(CONFIGS[name])
+    model.eval()
+    x = sg.tensor(np.random.default_rng(0).uniform(0, 1, (1, 3, 21, 26)).astype(np.float32))
+    eager, outs, cap = _replays(model, x)
+    assert cap.replays == 2, cap.status()
+    for out in outs:
+        assert np.array_equal(out.view(np.uint32), eager.view(np.uint32))
+    kinds = _kinds(cap.graphs[0])
+    assert kinds["planes"] > 0
+    if name.startswith("RRDBNet"):  # each dense block's 4 Cats read in place, x laid out once,
+        # and the 3 blocks (one after another, the same regions) share one arena
+        assert kinds["cats"] == 0 and kinds["layouts"] == 3 and kinds["laid out into"] == 1, kinds
+    if name == "EDSR":  # each body block's first conv writes the second's planes; 2 blocks, 1 arena
+        assert kinds["planes"] == 4 and kinds["layouts"] == 0 and kinds["arenas"] == 1, kinds
+
+
+class _TwoReaders(Module):
+    """x -> a (3x3) -> b; a is read by a 3x3 conv and by a 5x5 conv (two geometries: no shared
+    planes for a), and c = cat(a, b) is also the graph's second output (kept as float32)."""
+
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(3)
+        self.w = [sg.tensor((rng.standard_normal(s) * 0.2).astype(np.float32))
+                  for s in ((32, 16, 3, 3), (32, 32, 3, 3), (16, 32, 5, 5), (16, 64, 3, 3))]
+
+    def forward(self, x):
+        a = F.conv2d(x, self.w[0], padding=1, relu_slope=0.0)
+        b = F.conv2d(a, self.w[1], padding=1, relu_slope=0.0)
+        c = F.cat([a, b], axis=1)
+        return F.conv2d(a, self.w[2], padding=2) + F.conv2d(c, self.w[3], padding=1)[:, :16], c
+
+
+@needs_amx
+def test_planes_are_shared_only_where_every_reader_takes_the_same_layout():
+    model = _TwoReaders()
+    x = sg.tensor(np.random.default_rng(1).uniform(0, 1, (1, 16, 13, 11)).astype(np.float32))
+    cap = Capture([model], train=False)
+    with sg.no_grad(), sg.autocast("bf16"):
+        y, c = model(x)
+        got = [cap(lambda t: dict(zip(("y", "c"), model(t))), x) for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    for g in got:
+        assert np.array_equal(g["y"].data, y.data) and np.array_equal(g["c"].data, c.data)
+    kinds = _kinds(cap.graphs[0])
+    # a's readers differ (3x3 pad 1 and 5x5 pad 2, and the Cat is an output): no group holds a;
+    # b's only reader is the Cat, read by nothing that takes planes: every conv stays as it was
+    assert kinds["planes"] == 0 and kinds["cats"] == 1
+
+
+@needs_amx
+def test_a_graph_per_precision_fp32_after_bf16_is_fp32():
+    init.manual_seed(0)
+    model = MODELS.build(CONFIGS["EDSR"])
+    model.eval()
+    x = sg.tensor(np.random.default_rng(2).uniform(0, 1, (1, 3, 12, 10)).astype(np.float32))
+    with sg.no_grad():
+        fp32 = model(x).data.copy()
+    eager, outs, cap = _replays(model, x, calls=3)
+    with sg.no_grad():
+        again = [cap(lambda t: {"sr": model(t)}, x)["sr"].data for _ in range(3)]
+    assert not np.array_equal(fp32, eager)
+    assert all(np.array_equal(o, eager) for o in outs)
+    assert all(np.array_equal(a, fp32) for a in again)
+    assert len(cap.graphs) == 2 and cap.replays == 2, cap.status()
+
+
+@needs_amx
+def test_a_convolution_writes_the_planes_its_reader_would_lay_out():
+    """_direct_amx.run's pair epilogue gives `layout`'s bits of the float32 output, at an offset
+    into a larger arena, and a reader from that offset gives the float32 route's output."""
+    rng = np.random.default_rng(4)
+    for C, O, H, W, k, slope in ((32, 48, 20, 23, 3, 0.2), (16, 33, 9, 31, 3, None), (40, 32, 12, 12, 5, 0.0)):
+        x = rng.standard_normal((1, C, H, W)).astype(np.float32)
+        w = (rng.standard_normal((O, C, k, k)) * 0.2).astype(np.float32)
+        b = rng.standard_normal(O).astype(np.float32)
+        y = _direct_amx.correlate(x, w, (H, W), (k // 2, k // 2), b, slope, 2)
+        Wp2, _, S2 = _direct_amx.plane_geometry((H, W), (3, 3))
+        region = -(-O // 32) * 16
+        want = np.full((1, 8 + region + 4, S2), 7, np.uint32)
+        _direct_amx.layout(y, want, 8, (1, 1), Wp2)
+        got = np.full_like(want, 7)
+        got[:, 8:8 + region] = 0  # a fresh arena region: zero
+        wa = _direct_amx.pack_weight(w)
+        bias = np.zeros(wa.shape[2], np.float32)
+        bias[:O] = b
+        Wp, _, S = _direct_amx.plane_geometry((H, W), (k, k))
+        xp = np.empty((1, wa.shape[1] * 16, S), np.uint32)
+        _direct_amx.layout(x, xp, 0, (k // 2, k // 2), Wp)
+        assert _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, got,
+                               np.array([8, 1, 1, Wp2], np.int64)) is None
+        assert np.array_equal(got, want)
+        w2 = (rng.standard_normal((16, O, 3, 3)) * 0.2).astype(np.float32)
+        out = _direct_amx.run(got, 8, _direct_amx.pack_weight(w2), np.zeros(32, np.float32), 16, (H, W), (3, 3),
+                              None, 2)
+        assert np.array_equal(out, _direct_amx.correlate(y, w2, (H, W), (1, 1), None, None, 2))
+
+
+def test_outside_bf16_the_pass_changes_nothing():
+    """Under float32 (or without AMX) share_planes returns the ops as they were."""
+    ops, classes = [("op",)], [None]
+    assert _planes.share_planes(ops, classes, graph=None) == (ops, classes)
