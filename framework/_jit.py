@@ -80,10 +80,13 @@ class _Cache(caching.FunctionCache):
     _impl_class = _CacheImpl
 
 
-def kernel(fn=None, *, parallel: bool = False):
-    """`@kernel` or `@kernel(parallel=True)` (use `numba.prange` in the outer loop)."""
+def kernel(fn=None, *, parallel: bool = False, inline: bool = False):
+    """`@kernel` or `@kernel(parallel=True)` (use `numba.prange` in the outer loop); `inline=True`: a
+    small helper numba copies into each caller (a call numba does not inline costs an inner loop
+    its vectorisation)."""
     def deco(f):
-        disp = numba.njit(parallel=parallel, fastmath=False, nogil=True, error_model="numpy")(f)
+        disp = numba.njit(parallel=parallel, fastmath=False, nogil=True, error_model="numpy",
+                          inline="always" if inline else "never")(f)
         disp._cache = _Cache(disp.py_func)  # what njit(cache=True) does, with our locators
         return disp
     return deco if fn is None else deco(fn)

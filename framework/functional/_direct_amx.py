@@ -39,6 +39,29 @@ MIN_CHANNELS = 16  # below, padding to 32 channels wastes more than half of each
 TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
 
 
+@kernel(inline=True)
+def _activate(v, slope, act):
+    """The fused activation (act: on; slope 0: relu, which sends -0 and 0 to +0; else leaky); NaN
+    stays: activation.rectify_'s values."""
+    if act:
+        if slope == 0:
+            if v <= 0:
+                return np.float32(0)
+        elif not v > 0:
+            return v * slope
+    return v
+
+
+@kernel(inline=True)
+def _pixels(p, end, Wp, OW):
+    """The run of pixels at flat position p = h Wp + w (a row's junk end w >= OW skipped to the next
+    row) before `end`: (p, h, w, n), n <= 0 where none is left."""
+    h, w = p // Wp, p % Wp
+    if w >= OW:
+        p, h, w = p + Wp - w, h + 1, 0
+    return p, h, w, min(OW - w, end - p)
+
+
 @kernel
 def _put_block(buf, bias, y, b, o0, q, Wp, slope, act):
     """y[b, o0 + n, h, w] = act(buf[n, p - q] + bias[o0 + n]) for the 32 flat positions p = h Wp + w
@@ -46,24 +69,13 @@ def _put_block(buf, bias, y, b, o0, q, Wp, slope, act):
     O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
     p = q
     while p < q + 32:
-        h, w = p // Wp, p % Wp
-        if w >= OW:  # a row's junk end
-            p += Wp - w
-            continue
-        n = min(OW - w, q + 32 - p)
-        if h >= OH:
+        p, h, w, n = _pixels(p, q + 32, Wp, OW)
+        if h >= OH or n <= 0:
             break
         for k in range(min(32, O - o0)):
             src, dst, bk = buf[k * 32 + p - q:], y[b, o0 + k, h, w:], bias[o0 + k]
             for t in range(n):
-                v = src[t] + bk
-                if act:  # activation.rectify_: relu sends -0 and 0 to +0; NaN stays
-                    if slope == 0:
-                        if v <= 0:
-                            v = np.float32(0)
-                    elif not v > 0:
-                        v = v * slope
-                dst[t] = v
+                dst[t] = _activate(src[t] + bk, slope, act)
         p += n
 
 
@@ -78,24 +90,13 @@ def _put_pairs(buf, bias, dst, b, o0, q, Wp, OH, OW, slope, act, dgeo):
     bits = buf.view(np.uint32)
     p = q
     while p < q + 32:
-        h, w = p // Wp, p % Wp
-        if w >= OW:  # a row's junk end
-            p += Wp - w
-            continue
-        n = min(OW - w, q + 32 - p)
-        if h >= OH:
+        p, h, w, n = _pixels(p, q + 32, Wp, OW)
+        if h >= OH or n <= 0:
             break
         for k in range(32):
             src, bk = buf[k * 32 + p - q:], bias[o0 + k]
             for t in range(n):
-                v = src[t] + bk
-                if act:  # as _put_block
-                    if slope == 0:
-                        if v <= 0:
-                            v = np.float32(0)
-                    elif not v > 0:
-                        v = v * slope
-                src[t] = v
+                src[t] = _activate(src[t] + bk, slope, act)
         for k in range(16):
             lo, hi = bits[2 * k * 32 + p - q:], bits[(2 * k + 1) * 32 + p - q:]
             row = dst[b, d0 + o0 // 2 + k, (h + top) * dWp + w + left:]
