@@ -1,4 +1,4 @@
-"""bfloat16 operands handed from convolution to convolution in an inference graph (fold's last step
+"""bfloat16 operands handed from convolution to convolution in an inference graph (a step of fold,
 under autocast("bf16") where the CPU has AMX): a convolution on the AMX route reads its input as
 bfloat16 planes of channel pairs (_direct_amx.layout: rounded once, padded), and a convolution whose
 output only AMX convolutions read writes those planes itself instead of a float32 array
@@ -12,7 +12,9 @@ then a contiguous range of the arena, read in place (no concatenation), and each
 packed at its channels' positions there (zeros over a region's padding, whose planes stay zero).
 A value that something else reads too (a residual add, the graph's output) keeps its float32 array
 and is laid out into its region once, after the op that makes it; with a Cat per reader, the
-eager graph rounded it once per reader.
+eager graph rounded it once per reader. A group is rewritten only where that saves work (a value
+written as planes, a Cat read in place, a value read twice), and groups of the same structure
+whose ops do not interleave (a network's blocks) share one arena.
 
 What each convolution computes is unchanged: the planes hold the bits `layout` makes from the float32
 values (the epilogue rounds what it would have stored), and every sum runs in the same order, so
