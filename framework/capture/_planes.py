@@ -2,7 +2,8 @@
 under autocast("bf16") where the CPU has AMX): a convolution on the AMX route reads its input as
 bfloat16 planes of channel pairs (_direct_amx.layout: rounded once, padded), and a convolution whose
 output only AMX convolutions read writes those planes itself instead of a float32 array
-(_direct_amx._put_pairs).
+(_direct_amx._put_pairs); a ReLU op between them (RCAN's blocks) is done by the writer's epilogue
+(relu's values: np.maximum sends -0 to +0 and keeps NaN, as the epilogue).
 
 A group: the AMX convolutions that read the same values, directly or through a channel Cat that
 only they read (RRDBNet's dense block: conv_k reads cat(x, x1, ..., x_{k-1})), all with the same
@@ -29,6 +30,7 @@ import numpy as np
 from .. import precision
 from ..functional import _direct_amx, conv
 from ..functional._direct import _blocks
+from ..functional.activation import ReLUFunction
 from ..functional.shape import Cat
 from ._kinds import _FIXED, _SLOT
 
@@ -105,6 +107,13 @@ def share_planes(ops, classes, graph):
             if kind == _SLOT:
                 readers.setdefault(v, []).append(k)
     convs = {k: c for k, op in enumerate(ops) if (c := _amx_conv(op, classes[k], meta)) is not None}
+    relus = {}  # a ReLU's output slot -> (the ReLU op, the conv whose output only it reads)
+    for j, (_, spec, kwargs, _, first) in enumerate(ops):
+        if classes[j] is ReLUFunction and not kwargs and len(spec) == 1 and spec[0][0] == _SLOT:
+            k = at.get(spec[0][1])
+            if k in convs and convs[k]["slope"] is None and readers[spec[0][1]] == [j] \
+                    and spec[0][1] not in outputs:
+                relus[first] = (j, k)
     sources, cats = {}, {}  # reader conv -> its value slots; Cat op -> its readers
     for k, c in convs.items():
         j = at.get(c["x"])
@@ -118,10 +127,10 @@ def share_planes(ops, classes, graph):
     groups = _groups(sources)
     made = []  # (span of op indices, structure, group, plan)
     for group in groups:
-        plan = _plan(group, sources, convs, cats, readers, outputs, at, meta)
+        plan = _plan(group, sources, convs, cats, readers, outputs, at, meta, relus)
         if plan is not None:
             structure, place, writers, lay = plan
-            ends = [*group, *(k for k, _ in writers.values()), *(_producer(ops, v, graph) for v, _, _ in lay)]
+            ends = [*group, *(k for k, _, _ in writers.values()), *(_producer(ops, v, graph) for v, _, _ in lay)]
             made.append(((min(ends), max(ends)), structure, group, plan))
     plans, drop, extra = {}, set(), []  # conv -> its new forward parts; Cats dropped; layouts added
     pool = {}  # structure -> [[arena, the last op using it]]: groups one after another share one
@@ -135,8 +144,11 @@ def share_planes(ops, classes, graph):
             pool[structure].append([arena, end])
         for k in group:
             plans.setdefault(k, {})["read"] = (arena, place[k])
-        for v, (k, dgeo) in writers.items():
+        for v, (k, dgeo, relu) in writers.items():
             plans.setdefault(k, {})["write"] = (arena, dgeo)
+            if relu is not None:  # the ReLU done by the conv's epilogue (np.maximum's values)
+                plans[k]["slope"] = 0.0
+                drop.add(relu)
         for v, region, pad in lay:
             extra.append((v, arena, region, pad))
         drop.update(j for j in cats if all(r in group for r in cats[j]))
@@ -187,9 +199,10 @@ def _groups(sources):
     return list(by.values())
 
 
-def _plan(group, sources, convs, cats, readers, outputs, at, meta):
+def _plan(group, sources, convs, cats, readers, outputs, at, meta, relus):
     """(structure: the arena's shape, row length and regions; {reader: (first plane, packed
-    weight)}, {value: (writer conv, dgeo)}, [(value, first plane, padding)] layouts) for one group, or None where its readers differ in geometry,
+    weight)}, {value: (writer conv, dgeo, the ReLU op it does or None)}, [(value, first plane,
+    padding)] layouts) for one group, or None where its readers differ in geometry,
     no order makes every reader's values a contiguous run, or nothing would be saved (no value
     written as planes, no Cat read in place, no value read twice)."""
     geo0 = convs[group[0]]["geo"]
@@ -221,9 +234,11 @@ def _plan(group, sources, convs, cats, readers, outputs, at, meta):
     in_group = set(group) | group_cats
     writers, lay = {}, []
     for v in order:
-        k = at.get(v)
+        k, relu = at.get(v), None
+        if v in relus:  # a ReLU of a conv's output: the conv writes it, activated
+            relu, k = relus[v]
         if k in convs and v not in outputs and all(r in in_group for r in readers[v]):
-            writers[v] = (k, np.array([planes[v], padding[0], padding[1], Wp], np.int64))
+            writers[v] = (k, np.array([planes[v], padding[0], padding[1], Wp], np.int64), relu)
         else:
             lay.append((v, planes[v], padding))
     shared = any(sum(v in sources[k] for k in group) > 1 for v in order)
@@ -235,7 +250,7 @@ def _plan(group, sources, convs, cats, readers, outputs, at, meta):
 def _conv_forward(c, plan):
     """A convolution's forward reading its planes (plan["read"]) or laying out its float32 input,
     writing the next convolutions' planes (plan["write"]) or its float32 output."""
-    geo, slope, O = c["geo"], c["slope"], c["O"]
+    geo, slope, O = c["geo"], plan.get("slope", c["slope"]), c["O"]
     read, write = plan.get("read"), plan.get("write")
     if read is None:
         wa = _direct_amx.pack_weight(c["w"])

@@ -13,6 +13,7 @@ import models  # noqa: F401  registers every architecture
 from framework import precision
 from framework.capture import Capture, _planes
 from framework.functional import _direct_amx
+from framework.functional.activation import ReLUFunction
 from framework.functional.shape import Cat
 from framework.nn import Module, init
 from framework.registry import MODELS
@@ -25,6 +26,7 @@ CONFIGS = {  # AMX-route sizes (16 channels or more on every conv's image side b
     "RRDBNet-grow32": {"type": "RRDBNet", "scale": 4, "num_feat": 32, "num_block": 1, "num_grow_ch": 32},
     "EDSR": {"type": "EDSR", "scale": 2, "num_feat": 32, "num_block": 2},
     "MSRResNet": {"type": "MSRResNet", "scale": 2, "num_feat": 32, "num_block": 2},
+    "RCAN": {"type": "RCAN", "scale": 2, "num_feat": 32, "num_group": 1, "num_block": 2, "squeeze_factor": 8},
 }
 
 
@@ -58,6 +60,7 @@ def _kinds(graph):
     return {"planes": sum(n.startswith("_conv_forward") for n in names),
             "layouts": sum(n.startswith("_layout_op") for n in names),
             "cats": sum(op[0] is Cat.forward for op in graph.forward), "arenas": len(arenas),
+            "relus": sum(op[0] is ReLUFunction.forward for op in graph.forward),
             "laid out into": len(laid)}
 
 
@@ -77,6 +80,9 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
     if name.startswith("RRDBNet"):  # each dense block's 4 Cats read in place, x laid out once,
         # and the 3 blocks (one after another, the same regions) share one arena
         assert kinds["cats"] == 0 and kinds["layouts"] == 3 and kinds["laid out into"] == 1, kinds
+    if name == "RCAN":  # each block's conv -> ReLU -> conv: the ReLU done by the first conv's epilogue;
+        # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
+        assert kinds["relus"] == 2 and kinds["planes"] == 4, kinds
     if name == "EDSR":  # each body block's first conv writes the second's planes; 2 blocks, 1 arena
         assert kinds["planes"] == 4 and kinds["layouts"] == 0 and kinds["arenas"] == 1, kinds
 
