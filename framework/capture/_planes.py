@@ -2,8 +2,8 @@
 under autocast("bf16") where the CPU has AMX): a convolution on the AMX route reads its input as
 bfloat16 planes of channel pairs (_direct_amx.layout: rounded once, padded), and a convolution whose
 output only AMX convolutions read writes those planes itself instead of a float32 array
-(_direct_amx._put_pairs); a ReLU op between them (RCAN's blocks) is done by the writer's epilogue
-(relu's values: np.maximum sends -0 to +0 and keeps NaN, as the epilogue).
+(_direct_amx._put_pairs); a ReLU or PReLU op between them (RCAN's, SRVGGNetCompact's blocks) is
+done by the writer's epilogue with the op's own formula (the same values).
 
 A group: the AMX convolutions that read the same values, directly or through a channel Cat that
 only they read (RRDBNet's dense block: conv_k reads cat(x, x1, ..., x_{k-1})), all with the same
@@ -30,7 +30,7 @@ import numpy as np
 from .. import precision
 from ..functional import _direct_amx, conv
 from ..functional._direct import _blocks
-from ..functional.activation import ReLUFunction
+from ..functional.activation import PReLUFunction, ReLUFunction
 from ..functional.shape import Cat
 from ._kinds import _FIXED, _SLOT
 
@@ -107,13 +107,14 @@ def share_planes(ops, classes, graph):
             if kind == _SLOT:
                 readers.setdefault(v, []).append(k)
     convs = {k: c for k, op in enumerate(ops) if (c := _amx_conv(op, classes[k], meta)) is not None}
-    relus = {}  # a ReLU's output slot -> (the ReLU op, the conv whose output only it reads)
+    relus = {}  # an activation's output slot -> (its op, the conv whose output only it reads, slope)
     for j, (_, spec, kwargs, _, first) in enumerate(ops):
-        if classes[j] is ReLUFunction and not kwargs and len(spec) == 1 and spec[0][0] == _SLOT:
+        slope = _activation(classes[j], spec, kwargs)
+        if slope is not None:
             k = at.get(spec[0][1])
             if k in convs and convs[k]["slope"] is None and readers[spec[0][1]] == [j] \
-                    and spec[0][1] not in outputs:
-                relus[first] = (j, k)
+                    and spec[0][1] not in outputs and np.size(slope) in (1, convs[k]["O"]):
+                relus[first] = (j, k, slope if np.ndim(slope) == 0 else np.resize(slope, convs[k]["O"]))
     sources, cats = {}, {}  # reader conv -> its value slots; Cat op -> its readers
     for k, c in convs.items():
         j = at.get(c["x"])
@@ -146,9 +147,9 @@ def share_planes(ops, classes, graph):
             plans.setdefault(k, {})["read"] = (arena, place[k])
         for v, (k, dgeo, relu) in writers.items():
             plans.setdefault(k, {})["write"] = (arena, dgeo)
-            if relu is not None:  # the ReLU done by the conv's epilogue (np.maximum's values)
-                plans[k]["slope"] = 0.0
-                drop.add(relu)
+            if relu is not None:  # the activation done by the conv's epilogue (the op's values)
+                plans[k]["slope"] = relu[1]
+                drop.add(relu[0])
         for v, region, pad in lay:
             extra.append((v, arena, region, pad))
         drop.update(j for j in cats if all(r in group for r in cats[j]))
@@ -172,6 +173,19 @@ def share_planes(ops, classes, graph):
             new_ops.append(j)
             new_classes.append(None)
     return new_ops, new_classes
+
+
+def _activation(cls, spec, kwargs):
+    """The slope of a ReLU (0.0) or PReLU (its weight array, one per channel or one shared) op on a
+    slot, as _direct_amx.run takes it; else None."""
+    if kwargs or not spec or spec[0][0] != _SLOT:
+        return None
+    if cls is ReLUFunction and len(spec) == 1:
+        return 0.0
+    if cls is PReLUFunction and len(spec) == 2 and spec[1][0] == _FIXED:
+        w = np.asarray(spec[1][1])
+        return np.ascontiguousarray(w, np.float32).reshape(-1) if w.dtype == np.float32 else None
+    return None
 
 
 def _producer(ops, v, graph):
@@ -235,8 +249,9 @@ def _plan(group, sources, convs, cats, readers, outputs, at, meta, relus):
     writers, lay = {}, []
     for v in order:
         k, relu = at.get(v), None
-        if v in relus:  # a ReLU of a conv's output: the conv writes it, activated
-            relu, k = relus[v]
+        if v in relus:  # an activation of a conv's output: the conv writes it, activated
+            j, k, slope = relus[v]
+            relu = (j, slope)
         if k in convs and v not in outputs and all(r in in_group for r in readers[v]):
             writers[v] = (k, np.array([planes[v], padding[0], padding[1], Wp], np.int64), relu)
         else:

@@ -40,15 +40,18 @@ TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
 
 
 @kernel(inline=True)
-def _activate(v, slope, act):
-    """The fused activation (act: on; slope 0: relu, which sends -0 and 0 to +0; else leaky); NaN
-    stays: activation.rectify_'s values."""
-    if act:
+def _activate(v, slope, mode):
+    """The fused activation: mode 0 none; 1 activation.rectify_'s (slope 0: relu, which sends -0
+    and 0 to +0; else leaky; NaN stays); 2 PReLU's (slope v where v <= 0: _prelu_kernel's)."""
+    if mode == 1:
         if slope == 0:
             if v <= 0:
                 return np.float32(0)
         elif not v > 0:
             return v * slope
+    elif mode == 2:
+        if v <= 0:
+            return slope * v
     return v
 
 
@@ -63,9 +66,10 @@ def _pixels(p, end, Wp, OW):
 
 
 @kernel
-def _put_block(buf, bias, y, b, o0, q, Wp, slope, act):
+def _put_block(buf, bias, y, b, o0, q, Wp, slopes, mode):
     """y[b, o0 + n, h, w] = act(buf[n, p - q] + bias[o0 + n]) for the 32 flat positions p = h Wp + w
-    from q that are pixels of y (w < OW, h < OH) and the channels o0 + n of y."""
+    from q that are pixels of y (w < OW, h < OH) and the channels o0 + n of y (act: _activate's
+    mode with the channel's slope)."""
     O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
     p = q
     while p < q + 32:
@@ -75,12 +79,12 @@ def _put_block(buf, bias, y, b, o0, q, Wp, slope, act):
         for k in range(min(32, O - o0)):
             src, dst, bk = buf[k * 32 + p - q:], y[b, o0 + k, h, w:], bias[o0 + k]
             for t in range(n):
-                dst[t] = _activate(src[t] + bk, slope, act)
+                dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode)
         p += n
 
 
 @kernel
-def _put_pairs(buf, bias, dst, b, o0, q, Wp, OH, OW, slope, act, dgeo):
+def _put_pairs(buf, bias, dst, b, o0, q, Wp, OH, OW, slopes, mode, dgeo):
     """dst[b, d0 + o0 / 2 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels o0 + 2k,
     o0 + 2k + 1 of act(buf + bias) at the block's flat positions p = h Wp + w that are pixels
     (dgeo = (d0, top, left, dWp)): the output written as the next convolution's layout, the bits
@@ -96,7 +100,7 @@ def _put_pairs(buf, bias, dst, b, o0, q, Wp, OH, OW, slope, act, dgeo):
         for k in range(32):
             src, bk = buf[k * 32 + p - q:], bias[o0 + k]
             for t in range(n):
-                src[t] = _activate(src[t] + bk, slope, act)
+                src[t] = _activate(src[t] + bk, slopes[o0 + k], mode)
         for k in range(16):
             lo, hi = bits[2 * k * 32 + p - q:], bits[(2 * k + 1) * 32 + p - q:]
             row = dst[b, d0 + o0 // 2 + k, (h + top) * dWp + w + left:]
@@ -116,7 +120,7 @@ def _forward_layout(xu, xp, top, left, Wp):
 
 
 @kernel(parallel=True)
-def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slope, act, scratch, tasks, woff, xoff):
+def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scratch, tasks, woff, xoff):
     """y = act(W * x + bias) on tiles. xp (N, planes, S) uint32 planes of channel pairs
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
@@ -162,9 +166,9 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slope, act, scrat
                 tile_dot(3, 5, 7)
                 if pq >= 0 and pairs:
                     _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW,
-                               slope, act, dgeo)
+                               slopes, mode, dgeo)
                 elif pq >= 0:
-                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slope, act)
+                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode)
                 z = side * 4096
                 tile_store(buf, z, 128, 0)
                 tile_store(buf, z + 64, 128, 1)
@@ -172,10 +176,10 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slope, act, scrat
                 tile_store(buf, z + TILE * 128 + 64, 128, 3)
                 side, pq, po = 1 - side, q, o0
         if pq >= 0 and pairs:
-            _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW, slope, act,
+            _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW, slopes, mode,
                        dgeo)
         elif pq >= 0:
-            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slope, act)
+            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode)
         tile_release()
 
 
@@ -226,7 +230,8 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
     pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
     after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
-    (the next convolution's layout: `layout`'s bits from y)."""
+    (the next convolution's layout: `layout`'s bits from y). slope: None (no activation), a number
+    (0: relu, else leaky: activation.rectify_) or an array of O (PReLU's weights: _prelu_kernel)."""
     precision.require_amx("conv2d")
     (OH, OW), (kh, kw) = features, kernel
     Wp, Q, S = plane_geometry(features, kernel)
@@ -234,13 +239,17 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
         raise ValueError(f"_direct_amx.run: planes {xp.shape} do not hold {wa.shape[1] * TILE} planes of "
                          f"{S} from plane {pin}")
     N = xp.shape[0]
+    slopes = np.zeros(wa.shape[2], np.float32)
+    if isinstance(slope, np.ndarray):
+        slopes[:O], mode = slope.reshape(-1), 2
+    else:
+        slopes[:], mode = (0 if slope is None else slope), (0 if slope is None else 1)
     y = np.empty((N, O if dst is None else 0, OH, OW), np.float32)
     if dst is None:
         dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
     scratch = _aligned_empty((numba.get_num_threads(), 2048), np.float32)
-    _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp,
-             np.float32(0 if slope is None else slope), slope is not None, scratch, _tasks(N, Q, workers),
-             *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw))
+    _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
+             _tasks(N, Q, workers), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw))
     return None if dst is not _NO_PLANES else y
 
 

@@ -13,7 +13,7 @@ import models  # noqa: F401  registers every architecture
 from framework import precision
 from framework.capture import Capture, _planes
 from framework.functional import _direct_amx
-from framework.functional.activation import ReLUFunction
+from framework.functional.activation import PReLUFunction, ReLUFunction
 from framework.functional.shape import Cat
 from framework.nn import Module, init
 from framework.registry import MODELS
@@ -27,6 +27,7 @@ CONFIGS = {  # AMX-route sizes (16 channels or more on every conv's image side b
     "EDSR": {"type": "EDSR", "scale": 2, "num_feat": 32, "num_block": 2},
     "MSRResNet": {"type": "MSRResNet", "scale": 2, "num_feat": 32, "num_block": 2},
     "RCAN": {"type": "RCAN", "scale": 2, "num_feat": 32, "num_group": 1, "num_block": 2, "squeeze_factor": 8},
+    "SRVGGNetCompact": {"type": "SRVGGNetCompact", "scale": 4, "num_feat": 32, "num_conv": 4, "act_type": "prelu"},
 }
 
 
@@ -61,6 +62,7 @@ def _kinds(graph):
             "layouts": sum(n.startswith("_layout_op") for n in names),
             "cats": sum(op[0] is Cat.forward for op in graph.forward), "arenas": len(arenas),
             "relus": sum(op[0] is ReLUFunction.forward for op in graph.forward),
+            "prelus": sum(op[0] is PReLUFunction.forward for op in graph.forward),
             "laid out into": len(laid)}
 
 
@@ -83,6 +85,9 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
     if name == "RCAN":  # each block's conv -> ReLU -> conv: the ReLU done by the first conv's epilogue;
         # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
         assert kinds["relus"] == 2 and kinds["planes"] == 4, kinds
+    if name == "SRVGGNetCompact":  # conv -> PReLU -> conv: each PReLU done by the conv before it (its
+        # own per-channel slopes), but the first (after conv_first: 3 channels, on im2col)
+        assert kinds["prelus"] == 1 and kinds["planes"] == 5, kinds
     if name == "EDSR":  # each body block's first conv writes the second's planes; 2 blocks, 1 arena
         assert kinds["planes"] == 4 and kinds["layouts"] == 0 and kinds["arenas"] == 1, kinds
 
@@ -173,3 +178,17 @@ def test_outside_bf16_the_pass_changes_nothing():
     """Under float32 (or without AMX) share_planes returns the ops as they were."""
     ops, classes = [("op",)], [None]
     assert _planes.share_planes(ops, classes, graph=None) == (ops, classes)
+
+
+@needs_amx
+def test_the_tile_epilogue_applies_prelu_slopes_per_channel():
+    """_direct_amx.run with an array slope: PReLU's formula (a v where v <= 0) per output channel,
+    into y and into the next convolution's planes; one IEEE product per value, so exact."""
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 32, 11, 14)).astype(np.float32)
+    w = (rng.standard_normal((40, 32, 3, 3)) * 0.2).astype(np.float32)
+    a = rng.uniform(-0.5, 0.5, 40).astype(np.float32)
+    plain = _direct_amx.correlate(x, w, (11, 14), (1, 1), None, None, 2)
+    want = np.where(plain <= 0, a[None, :, None, None] * plain, plain)
+    assert np.array_equal(_direct_amx.correlate(x, w, (11, 14), (1, 1), None, a, 2), want)
+    assert (plain < 0).any() and (a < 0).any()
