@@ -15,6 +15,9 @@ which never uses them itself.
                                      a[m, 2k] b[k, 2n] + a[m, 2k + 1] b[k, 2n + 1] (bfloat16 pairs)
     tile_release()                   tilerelease: the thread's tile state back to its initial state
 
+and, from them, the 2 x 2 block every AMX kernel runs (block_zero, block_load, block_store, operands,
+step, last_step: inline helpers, below).
+
 Offsets and strides are in bytes and unchecked: validate before the kernel runs. A process must ask
 Linux for the tile data first (framework/precision.py does, once), or its first tile instruction
 is killed by SIGILL.
@@ -28,7 +31,10 @@ from numba import types
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-__all__ = ["CONFIG", "tile_config", "tile_load", "tile_store", "tile_zero", "tile_dot", "tile_release"]
+from ._jit import kernel
+
+__all__ = ["CONFIG", "tile_config", "tile_load", "tile_store", "tile_zero", "tile_dot", "tile_release",
+           "block_zero", "block_load", "block_store", "operands", "step", "last_step"]
 
 # LLVM compiles inline assembly through its assembly parser, which numba does not initialise
 llvm.initialize_native_asmparser()
@@ -121,3 +127,67 @@ def tile_dot(typingctx, c, a, b):
         _asm(builder, f"tdpbf16ps %tmm{tb}, %tmm{ta}, %tmm{tc}", [])
         return context.get_dummy_value()
     return types.none(c, a, b), codegen
+
+
+# -- the 2 x 2 block every AMX kernel runs (tmm0..tmm3: 32 x 32 float32 sums; tmm4, tmm5: two tiles of
+# the left operand, 16 rows apart; tmm6, tmm7: two of the right one, 16 columns apart). Inline
+# helpers (numba copies them into each kernel: a call it does not inline would cost each step).
+
+@kernel(inline=True)
+def block_zero():
+    tile_zero(0)
+    tile_zero(1)
+    tile_zero(2)
+    tile_zero(3)
+
+
+@kernel(inline=True)
+def block_load(c, z, stride):
+    """tmm0..tmm3 = the 32 x 32 float32 block of c at byte z (row stride `stride`)."""
+    tile_load(c, z, stride, 0)
+    tile_load(c, z + 64, stride, 1)
+    tile_load(c, z + 16 * stride, stride, 2)
+    tile_load(c, z + 16 * stride + 64, stride, 3)
+
+
+@kernel(inline=True)
+def block_store(c, z, stride):
+    """The 32 x 32 float32 block tmm0..tmm3 into c at byte z (row stride `stride`)."""
+    tile_store(c, z, stride, 0)
+    tile_store(c, z + 64, stride, 1)
+    tile_store(c, z + 16 * stride, stride, 2)
+    tile_store(c, z + 16 * stride + 64, stride, 3)
+
+
+@kernel(inline=True)
+def operands(a, x, sa, b, y, sb):
+    """A step's operands: tmm4, tmm5 = 16 rows of a at byte x and 16 rows further (row stride sa);
+    tmm6, tmm7 = 16 rows of b at byte y and 64 bytes further (row stride sb)."""
+    tile_load(a, x, sa, 4)
+    tile_load(b, y, sb, 6)
+    tile_load(a, x + 16 * sa, sa, 5)
+    tile_load(b, y + 64, sb, 7)
+
+
+@kernel(inline=True)
+def step(a, x, sa, b, y, sb):
+    """This step's four products into the block, the next step's operands (as `operands`) loaded
+    behind them: the tile unit does not rename tiles, so a load waits for the products still reading
+    its tile, and loading all four first left the unit idle (docs/benchmarks.md)."""
+    tile_dot(0, 4, 6)
+    tile_dot(1, 4, 7)
+    tile_dot(2, 5, 6)
+    tile_load(a, x, sa, 4)
+    tile_load(b, y, sb, 6)
+    tile_dot(3, 5, 7)
+    tile_load(a, x + 16 * sa, sa, 5)
+    tile_load(b, y + 64, sb, 7)
+
+
+@kernel(inline=True)
+def last_step():
+    """The last step's four products."""
+    tile_dot(0, 4, 6)
+    tile_dot(1, 4, 7)
+    tile_dot(2, 5, 6)
+    tile_dot(3, 5, 7)

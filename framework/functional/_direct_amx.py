@@ -30,7 +30,7 @@ import numba
 import numpy as np
 
 from .. import _amx, precision
-from .._amx import tile_config, tile_dot, tile_load, tile_release, tile_store, tile_zero
+from .._amx import block_load, block_store, block_zero, last_step, operands, step, tile_config, tile_release
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _pair_plane, _rne, round_bits, weight_grad_layout
@@ -143,37 +143,17 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
             xb = ((b * planes + pin) * S + q) * 4
             for o0 in range(0, Opad, 32):
                 wb = o0 * 64
-                tile_zero(0)
-                tile_zero(1)
-                tile_zero(2)
-                tile_zero(3)
-                tile_load(wa, wb, 64, 4)
-                tile_load(xp, xb + xoff[0], S * 4, 6)
-                tile_load(wa, wb + TILE * 64, 64, 5)
-                tile_load(xp, xb + xoff[0] + TILE * 4, S * 4, 7)
+                block_zero()
+                operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
                 for s in range(1, steps):
-                    tile_dot(0, 4, 6)
-                    tile_dot(1, 4, 7)
-                    tile_dot(2, 5, 6)
-                    tile_load(wa, wb + woff[s], 64, 4)
-                    tile_load(xp, xb + xoff[s], S * 4, 6)
-                    tile_dot(3, 5, 7)
-                    tile_load(wa, wb + woff[s] + TILE * 64, 64, 5)
-                    tile_load(xp, xb + xoff[s] + TILE * 4, S * 4, 7)
-                tile_dot(0, 4, 6)
-                tile_dot(1, 4, 7)
-                tile_dot(2, 5, 6)
-                tile_dot(3, 5, 7)
+                    step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                last_step()
                 if pq >= 0 and pairs:
                     _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW,
                                slopes, mode, dgeo)
                 elif pq >= 0:
                     _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode)
-                z = side * 4096
-                tile_store(buf, z, 128, 0)
-                tile_store(buf, z + 64, 128, 1)
-                tile_store(buf, z + TILE * 128, 128, 2)
-                tile_store(buf, z + TILE * 128 + 64, 128, 3)
+                block_store(buf, side * 4096, 128)
                 side, pq, po = 1 - side, q, o0
         if pq >= 0 and pairs:
             _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW, slopes, mode,
@@ -315,35 +295,16 @@ def _weight_grad(xf, gt, dwt, cfg, offsets, plane, rb, accs, tasks):
                 p1 = min(P, p0 + 16 * CHUNK)
                 for t in range(T):
                     a = acc[t]
-                    tile_load(a, 0, 128, 0)
-                    tile_load(a, 64, 128, 1)
-                    tile_load(a, TILE * 128, 128, 2)
-                    tile_load(a, TILE * 128 + 64, 128, 3)
+                    block_load(a, 0, 128)
                     x = (b * X + c0 * plane + offsets[t] + 2 * p0) * 2  # a step: 32 positions further
                     g = ((b * P + p0) * Opad + o0) * 4
-                    tile_load(xf, x, plane * 2, 4)
-                    tile_load(gt, g, Opad * 4, 6)
-                    tile_load(xf, x + TILE * plane * 2, plane * 2, 5)
-                    tile_load(gt, g + 64, Opad * 4, 7)
-                    for _ in range(p0 + 16, p1, 16):  # the next step's loads behind this one's products
+                    operands(xf, x, plane * 2, gt, g, Opad * 4)
+                    for _ in range(p0 + 16, p1, 16):
                         x += 64
                         g += 16 * Opad * 4
-                        tile_dot(0, 4, 6)
-                        tile_dot(1, 4, 7)
-                        tile_dot(2, 5, 6)
-                        tile_load(xf, x, plane * 2, 4)
-                        tile_load(gt, g, Opad * 4, 6)
-                        tile_dot(3, 5, 7)
-                        tile_load(xf, x + TILE * plane * 2, plane * 2, 5)
-                        tile_load(gt, g + 64, Opad * 4, 7)
-                    tile_dot(0, 4, 6)
-                    tile_dot(1, 4, 7)
-                    tile_dot(2, 5, 6)
-                    tile_dot(3, 5, 7)
-                    tile_store(a, 0, 128, 0)
-                    tile_store(a, 64, 128, 1)
-                    tile_store(a, TILE * 128, 128, 2)
-                    tile_store(a, TILE * 128 + 64, 128, 3)
+                        step(xf, x, plane * 2, gt, g, Opad * 4)
+                    last_step()
+                    block_store(a, 0, 128)
                 since += (p1 - p0) // 16
                 if since >= rb or p1 == P:
                     _flush(acc, dwt, c0, o0, T)

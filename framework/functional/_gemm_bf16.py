@@ -17,12 +17,11 @@ import numba
 import numpy as np
 
 from .. import _amx, precision
-from .._amx import tile_config, tile_dot, tile_load, tile_release, tile_store, tile_zero
+from .._amx import block_store, block_zero, last_step, operands, step, tile_config, tile_release
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _rne
 
-TILE = 16
 
 
 @kernel
@@ -33,42 +32,19 @@ def _rows(a, b, c, m0, rb, buf):
     Np = c.shape[1]
     for n0 in range(0, Np, 32):
         for k0 in range(0, Kp, 32 * rb):
-            tile_zero(0)
-            tile_zero(1)
-            tile_zero(2)
-            tile_zero(3)
+            block_zero()
             x = (m0 * Kp + k0) * 2  # a step: 32 terms further
             y = ((k0 // 2) * Np + n0) * 4
-            tile_load(a, x, Kp * 2, 4)
-            tile_load(b, y, Np * 4, 6)
-            tile_load(a, x + TILE * Kp * 2, Kp * 2, 5)
-            tile_load(b, y + 64, Np * 4, 7)
-            for _ in range(k0 + 32, min(Kp, k0 + 32 * rb), 32):  # the next step's loads behind this one's products
+            operands(a, x, Kp * 2, b, y, Np * 4)
+            for _ in range(k0 + 32, min(Kp, k0 + 32 * rb), 32):
                 x += 64
                 y += 16 * Np * 4
-                tile_dot(0, 4, 6)
-                tile_dot(1, 4, 7)
-                tile_dot(2, 5, 6)
-                tile_load(a, x, Kp * 2, 4)
-                tile_load(b, y, Np * 4, 6)
-                tile_dot(3, 5, 7)
-                tile_load(a, x + TILE * Kp * 2, Kp * 2, 5)
-                tile_load(b, y + 64, Np * 4, 7)
-            tile_dot(0, 4, 6)
-            tile_dot(1, 4, 7)
-            tile_dot(2, 5, 6)
-            tile_dot(3, 5, 7)
+                step(a, x, Kp * 2, b, y, Np * 4)
+            last_step()
             if k0 == 0:  # the first block straight into c, the others added onto it
-                z = (m0 * Np + n0) * 4
-                tile_store(c, z, Np * 4, 0)
-                tile_store(c, z + 64, Np * 4, 1)
-                tile_store(c, z + TILE * Np * 4, Np * 4, 2)
-                tile_store(c, z + TILE * Np * 4 + 64, Np * 4, 3)
+                block_store(c, (m0 * Np + n0) * 4, Np * 4)
                 continue
-            tile_store(buf, 0, 128, 0)
-            tile_store(buf, 64, 128, 1)
-            tile_store(buf, TILE * 128, 128, 2)
-            tile_store(buf, TILE * 128 + 64, 128, 3)
+            block_store(buf, 0, 128)
             for m in range(32):
                 row, src = c[m0 + m, n0:], buf[m * 32:]
                 for n in range(32):
