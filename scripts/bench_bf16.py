@@ -74,29 +74,17 @@ def _throughput(kind, n=10 ** 7, repeat=5):
 
 
 def _tile_loop():
-    from framework._amx import tile_config, tile_dot, tile_load, tile_release, tile_zero
+    from framework._amx import block_zero, operands, step, tile_config, tile_release
     from framework._jit import kernel
 
     @kernel
     def loop(a, cfg, n):
+        """n steps of the kernels' 2 x 2 block on the same 4 KB of operands (L1)."""
         tile_config(cfg)
-        tile_zero(0)
-        tile_zero(1)
-        tile_zero(2)
-        tile_zero(3)
-        tile_load(a, 0, 64, 4)
-        tile_load(a, 2048, 64, 6)
-        tile_load(a, 1024, 64, 5)
-        tile_load(a, 3072, 64, 7)
+        block_zero()
+        operands(a, 0, 64, a, 2048, 64)
         for _ in range(n):
-            tile_dot(0, 4, 6)
-            tile_dot(1, 4, 7)
-            tile_dot(2, 5, 6)
-            tile_load(a, 0, 64, 4)
-            tile_load(a, 2048, 64, 6)
-            tile_dot(3, 5, 7)
-            tile_load(a, 1024, 64, 5)
-            tile_load(a, 3072, 64, 7)
+            step(a, 0, 64, a, 2048, 64)
         tile_release()
     return loop
 
