@@ -316,17 +316,48 @@ def weight_grad(x, g, padding, kernel_size):
     """conv.py's direct weight gradient on tiles: x (N, C, H, W), g (N, O, OH, OW) float32 ->
     dW (O, C, kh, kw) float32."""
     precision.require_amx("conv2d")
-    N, C = x.shape[:2]
     O, OH, OW = g.shape[1:]
-    kh, kw = kernel_size
-    Hp, Wp = OH + kh - 1, OW + kw - 1
-    Cpad, Opad = _blocks(C, 32) * 32, _blocks(O, 32) * 32
-    plane = Hp * Wp
-    P = _blocks(_blocks(OH * Wp, 2), 16) * 16  # pairs of flat positions, whole steps of 16 (zero past)
-    xf = np.empty((N, Cpad * plane + 2 * P + Wp + 32), np.uint16)  # planes past C: zeros
-    gt = np.empty((N, P, Opad), np.uint32)
+    Hp, Wp, P = _grad_geometry((OH, OW), kernel_size)
+    xf = _input_planes(x, Hp, Wp, P)
+    gt = np.empty((x.shape[0], P, _blocks(O, 32) * 32), np.uint32)
     weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
-                       xf, gt, Cpad, -padding[0], padding[1], Wp, Hp)
+                       xf, gt, _blocks(x.shape[1], 32) * 32, -padding[0], padding[1], Wp, Hp)
+    return _weight_grad_tiles(xf, gt, x.shape[1], O, Hp, Wp, kernel_size)
+
+
+def weight_grad_planes(x, gt, padding, kernel_size, features, O):
+    """weight_grad from the gradient already in its layout: gt (N, P, Opad) uint32 (_grad_pairs's
+    pairs of flat positions over rows of OW + kw - 1, P from _grad_geometry; _direct_amx_grad.py)."""
+    precision.require_amx("conv2d")
+    Hp, Wp, P = _grad_geometry(features, kernel_size)
+    if gt.shape != (x.shape[0], P, _blocks(O, 32) * 32) or gt.dtype != np.uint32:
+        raise ValueError(f"_direct_amx.weight_grad_planes: gt {gt.shape} {gt.dtype} is not the layout of "
+                         f"{O} channels at {features} for {x.shape[0]} images")
+    xf = _input_planes(x, Hp, Wp, P)
+    xu = np.ascontiguousarray(x).view(np.uint32)
+    weight_grad_layout(xu, xu, xf, gt[:, :0], _blocks(x.shape[1], 32) * 32, -padding[0], padding[1], Wp, Hp)
+    return _weight_grad_tiles(xf, gt, x.shape[1], O, Hp, Wp, kernel_size)
+
+
+def _grad_geometry(features, kernel_size):
+    """(Hp, Wp, P) of the weight gradient: the padded input's sizes, and the pairs of flat output
+    positions over rows of Wp (whole steps of 16; zero past the last)."""
+    (OH, OW), (kh, kw) = features, kernel_size
+    Wp = OW + kw - 1
+    return OH + kh - 1, Wp, _blocks(_blocks(OH * Wp, 2), 16) * 16
+
+
+def _input_planes(x, Hp, Wp, P):
+    """The weight gradient's input buffer: (N, Cpad Hp Wp + tail) uint16 (planes past C: zeros; the
+    tail: a tap's last step reads up to 2 P + Wp + 32 past the last plane's origin)."""
+    return np.empty((x.shape[0], _blocks(x.shape[1], 32) * 32 * Hp * Wp + 2 * P + Wp + 32), np.uint16)
+
+
+def _weight_grad_tiles(xf, gt, C, O, Hp, Wp, kernel_size):
+    """_weight_grad on both operands' layouts -> dW (O, C, kh, kw) float32."""
+    N, P, Opad = gt.shape
+    kh, kw = kernel_size
+    Cpad = _blocks(C, 32) * 32
     i, j = np.unravel_index(np.arange(kh * kw), (kh, kw))
     offsets = (i * Wp + j).astype(np.int64)
     tasks = np.array([(c0, o0) for c0 in range(0, Cpad, 32) for o0 in range(0, Opad, 32)], np.int64)
@@ -334,5 +365,5 @@ def weight_grad(x, g, padding, kernel_size):
     dwt = np.empty((kh * kw, Cpad, Opad), np.float32)
     accs = _aligned_empty((numba.get_num_threads(), kh * kw, 1024), np.float32)
     accs[...] = 0
-    _weight_grad(xf, gt, dwt, _amx.CONFIG, offsets, plane, rb, accs, tasks)
+    _weight_grad(xf, gt, dwt, _amx.CONFIG, offsets, Hp * Wp, rb, accs, tasks)
     return np.ascontiguousarray(dwt[:, :C, :O].transpose(2, 1, 0).reshape(O, C, kh, kw))

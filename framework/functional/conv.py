@@ -20,7 +20,8 @@ padded planes, or the frequency domain for very many multiply-adds per output (`
 everything else takes im2col / col2im (serial numba kernels) and a product (np.matmul, BLAS).
 Under `framework.autocast("bf16")` the direct route of float32 tensors takes bfloat16 operands with
 float32 sums: on AMX tiles (_direct_amx.py) from 16 channels on the image side where the CPU has
-AMX, else AVX512-BF16 (_direct_bf16.py); the other routes stay float32 (docs/numerics.md).
+AMX, else AVX512-BF16 (_direct_bf16.py); the other routes stay float32 (docs/numerics.md). Where both
+of conv2d's gradients take AMX, its backward reads the output gradient once for both (_direct_amx_grad.py).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image; a multiple of
 the workers). The direct route runs its tiles in one numba parallel region per call (a fork/join of
@@ -41,7 +42,7 @@ import numpy as np
 from .._check import float_array, int_arg, int_pair, number
 from .. import autograd, precision
 from ..autograd import Function
-from . import _depthwise, _direct, _direct_amx, _direct_bf16, _tiles
+from . import _depthwise, _direct, _direct_amx, _direct_amx_grad, _direct_bf16, _tiles
 from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
 
@@ -211,6 +212,16 @@ def _direct_weight_grad(x, y, geo):
     return _direct.weight_grad(x, y, geo.padding, geo.kernel, _workers())
 
 
+def _fused_backward(geo, c, o, needs):
+    """Whether conv2d's backward takes _direct_amx_grad.py (one pass over the gradient for the
+    activation's derivative, the bias sum and both tile layouts): where its input gradient (the
+    flipped correlation) and its weight gradient both take the direct route on AMX."""
+    flipped = geo.flipped()
+    return (flipped is not None and _direct_amx_grad.applies(c, o, needs)
+            and _direct_route(geo, c, o, _DIRECT_MIN_TAPS_WEIGHT_GRAD) and not _large_route(geo, c, o)
+            and _direct_route(flipped, o, c) and not _large_route(flipped, o, c))
+
+
 def _correlate(x, w, geo, bias=None, slope=None):
     """Y = act(W @ im2col(X) + bias): X (N, C, H, W), W (O, C/g, kh, kw) -> Y (N, O, OH, OW); slope:
     None (no activation), 0 (relu) or the leaky relu's slope, applied to the fresh output."""
@@ -354,8 +365,13 @@ class Conv2dFunction(Function):
     def backward(ctx, g):  # dL/dx = col2im(W^T g), dL/dW = sum_n g_n im2col(x_n)^T, dL/db = sum g
         x, w, y = ctx.saved_tensors  # g first through the fused activation: g [y > 0] (or slope)
         nx, nw, nb = ctx.needs_input_grad
-        g = np.ascontiguousarray(g) if y is None else rectify_grad(g, y, ctx.relu_slope)
         with precision.autocast(ctx.precision):  # the forward's precision (as torch's autocast)
+            if _fused_backward(ctx.geo, x.shape[1], w.shape[0], ctx.needs_input_grad):
+                gx, gw, gb = _direct_amx_grad.backward(x, g, y, ctx.relu_slope, _flip(w, 1, x.shape[1]),
+                                                       ctx.geo.padding, ctx.geo.flipped().padding, _workers())
+                return gx, gw, (gb if nb else None)
+        g = np.ascontiguousarray(g) if y is None else rectify_grad(g, y, ctx.relu_slope)
+        with precision.autocast(ctx.precision):
             gx = _correlate_adjoint(g, w, ctx.geo, x.shape[1]) if nx else None
             gw = _weight_grad(x, g, ctx.geo, w.shape) if nw else None
         gb = g.sum(axis=(0, 2, 3)) if nb else None

@@ -14,7 +14,7 @@ import torch
 import framework as sg
 import framework.functional as F
 from framework import precision
-from framework.functional import _direct_amx, _direct_bf16
+from framework.functional import _direct_amx, _direct_amx_grad, _direct_bf16, conv
 
 U, UB = 2.0 ** -24, 2.0 ** -9
 HAS_BF16 = precision.support().avx512_bf16
@@ -116,7 +116,9 @@ def test_conv2d_bf16_within_the_bound(C, O):
     bound = (2 * UB + UB ** 2 + gamma(C * k * k + 1) * (1 + UB) ** 2) * size
     assert (np.abs(y - exact) <= bound).all()
     assert (np.abs(y - exact) / size).max() > 30 * gamma(C * k * k + 1)  # the operands were rounded
-    np.testing.assert_array_equal(db, r.sum(axis=(0, 2, 3)))  # the bias gradient stays float32
+    # the bias gradient is not rounded: a float32 sum (float64 on AMX's fused backward)
+    exact, size = r.astype(np.float64).sum(axis=(0, 2, 3)), np.abs(r).astype(np.float64).sum(axis=(0, 2, 3))
+    assert (np.abs(db - exact) <= gamma(N * H * W) * size).all()
 
 
 @needs_bf16
@@ -155,6 +157,61 @@ def test_amx_and_avx512_bf16_routes_agree_within_the_bound():
     gv = _direct_bf16.weight_grad(x, r, (1, 1), (k, k), 2)
     size = torch.nn.grad.conv2d_weight(bf(x).abs(), w.shape, bf(r).abs(), padding=1).numpy()
     assert (np.abs(ga - gv) <= 2 * gamma(N * H * W) * size).all()
+
+
+def _relu_conv(x, w, b, r, p, slope, frozen=False):
+    """conv2d with a fused activation under bf16, L = sum(y r): (dx, dW or None, db)."""
+    xt, bt = sg.tensor(x, requires_grad=True), sg.tensor(b, requires_grad=True)
+    wt = sg.tensor(w, requires_grad=not frozen)
+    with sg.autocast("bf16"):
+        y = F.conv2d(xt, wt, bt, padding=p, relu_slope=slope)
+    (y * sg.tensor(r[:, :, :y.shape[2], :y.shape[3]])).sum().backward()
+    return xt.grad.numpy(), None if frozen else wt.grad.numpy(), bt.grad.numpy()
+
+
+@needs_amx
+@pytest.mark.parametrize("N, C, O, H, W, k, p, slope", [
+    (2, 64, 64, 12, 12, 3, 1, 0),  # EDSR's body: relu fused
+    (3, 48, 16, 9, 11, 3, 1, 0.2),  # RRDBNet's dense conv: 16 outputs, leaky; odd width (pairs straddle rows)
+    (1, 32, 40, 7, 13, 5, 2, None),  # no activation, 5 x 5
+    (2, 16, 96, 10, 9, 3, 0, 0),  # no padding: the flipped correlation pads 2
+])
+def test_fused_amx_backward_is_the_unfused_bits(monkeypatch, N, C, O, H, W, k, p, slope):
+    # one pass over the gradient (_direct_amx_grad.py) lays out what the unfused route's rectify_grad and
+    # two layouts give: the same tile products, the same bits; the bias sum float64 (within the bound)
+    rng = np.random.default_rng(N * C + O)
+    x, w, b, r = _conv_case(rng, N, C, O, H, W, k)
+    calls = []
+    fused = _direct_amx_grad.backward
+    monkeypatch.setattr(_direct_amx_grad, "backward", lambda *a: calls.append(1) or fused(*a))
+    dx, dw, db = _relu_conv(x, w, b, r, p, slope)
+    assert calls == [1]
+    monkeypatch.setattr(conv, "_fused_backward", lambda *a: False)
+    ux, uw, ub = _relu_conv(x, w, b, r, p, slope)
+    np.testing.assert_array_equal(dx, ux)
+    np.testing.assert_array_equal(dw, uw)
+    with sg.autocast("bf16"):
+        y = F.conv2d(sg.tensor(x), sg.tensor(w), sg.tensor(b), padding=p).numpy()
+    rr = r[:, :, :y.shape[2], :y.shape[3]].astype(np.float64)
+    g = rr if slope is None else np.where(y > 0, rr, slope * rr)  # the activation's derivative
+    exact, size = g.sum(axis=(0, 2, 3)), np.abs(g).sum(axis=(0, 2, 3))
+    assert (np.abs(db - exact) <= 4 * U * size).all()  # float64 sums: one float32 rounding
+    assert (np.abs(ub - exact) <= gamma(N * H * W) * size).all()
+
+
+@needs_amx
+def test_fused_amx_backward_only_where_both_gradients_are_wanted(monkeypatch):
+    rng = np.random.default_rng(9)
+    x, w, b, r = _conv_case(rng, 2, 32, 32, 6, 7, 3)
+    calls = []
+    fused = _direct_amx_grad.backward
+    monkeypatch.setattr(_direct_amx_grad, "backward", lambda *a: calls.append(1) or fused(*a))
+    dx, _, _ = _relu_conv(x, w, b, r, 1, 0, frozen=True)  # a frozen weight: the unfused route
+    assert calls == []
+    np.testing.assert_array_equal(dx, _relu_conv(x, w, b, r, 1, 0)[0])
+    assert calls == [1]
+    with pytest.raises(ValueError, match="not the layout"):
+        _direct_amx.weight_grad_planes(x, np.zeros((2, 16, 32), np.uint32), (1, 1), (3, 3), (6, 7), 32)
 
 
 @needs_bf16
