@@ -5,6 +5,8 @@ bound of issue 29's misses: a row where torch's rate is above srgrad's is a kern
 step's time outside all convolutions is the last line.
 
     python scripts/conv_shapes.py SRVGGNetCompact RCAN [--batch 16] [--threads 2] [--repeat 5]
+    python scripts/conv_shapes.py EDSR --precision bf16   (srgrad's step under framework.autocast;
+        torch's ops on bfloat16 tensors, as its CPU autocast runs conv2d and its backward)
 
 Models and shapes: bench_models.CASES (each model's CPU-sized config). srgrad's times are medians
 over `--repeat` warm steps (each op summed over its calls in a step); torch's, medians of 15 runs of
@@ -25,14 +27,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
-def record(name: str, batch: int, repeat: int):
+def record(name: str, batch: int, repeat: int, precision: str = "fp32"):
     """{(kind, x shape, w shape, geometry): [seconds per step, ...]} and the step times."""
     import bench_models as bm
     from framework.functional import conv
     spec, side = bm.CASES[name]
     model = bm._ours_model(spec)
     lq, gt = bm._batch(spec, side, batch)
-    step = bm._ours_step(model, lq, gt)
+    step = bm._ours_step(model, lq, gt, precision)
     step()
     step()
     calls = []
@@ -89,13 +91,15 @@ def record(name: str, batch: int, repeat: int):
     return per_step, steps
 
 
-def torch_times(keys, threads):
-    """In this process (the child): torch's time of each op alone, median of 15 warm runs."""
+def torch_times(keys, threads, precision="fp32"):
+    """In this process (the child): torch's time of each op alone, median of 15 warm runs (bf16:
+    on bfloat16 tensors, the operands torch's CPU autocast gives conv2d and its backward)."""
     import torch
     torch.set_num_threads(threads)
+    dtype = torch.bfloat16 if precision == "bf16" else torch.float32
     out = []
     for kind, xs, ws, (k, s, p, d, g, _) in keys:
-        x, w = torch.randn(*xs), torch.randn(*ws)
+        x, w = torch.randn(*xs, dtype=dtype), torch.randn(*ws, dtype=dtype)
         gy = torch.randn_like(torch.nn.functional.conv2d(x, w, None, s, p, d, g))
         mask = {"fwd": None, "dx": [True, False, False], "dW": [False, True, False]}[kind]
 
@@ -123,12 +127,13 @@ def main(argv=None) -> int:
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--precision", choices=("fp32", "bf16"), default="fp32")
     ap.add_argument("--torch-child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.torch_child:
         keys = [(k[0], tuple(k[1]), tuple(k[2]), tuple(tuple(v) if isinstance(v, list) else v for v in k[3]))
                 for k in json.loads(Path(args.torch_child).read_text())]
-        print(json.dumps(torch_times(keys, args.threads)))
+        print(json.dumps(torch_times(keys, args.threads, args.precision)))
         return 0
     if not args.models or set(args.models) - set(bm.CASES):
         ap.error(f"give one or more MODEL of {', '.join(bm.CASES)}")
@@ -137,18 +142,18 @@ def main(argv=None) -> int:
     from benchmark import machine
     sg.set_num_threads(args.threads)
     print("\n".join(machine()))
-    print(f"batch {args.batch}, {args.threads} threads; ms per training step (an op's calls summed), "
+    print(f"batch {args.batch}, {args.threads} threads, {args.precision}; ms per training step (an op's calls summed), "
           "GFLOP/s = 2 x multiply-adds / time")
     print("| model | op | input (image side) | weight | stride, padding | calls | srgrad ms | torch ms "
           "| ratio | srgrad GFLOP/s | torch GFLOP/s |")
     print("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|")
     for name in args.models:
-        per_step, steps = record(name, args.batch, args.repeat)
+        per_step, steps = record(name, args.batch, args.repeat, args.precision)
         keys = list(per_step)
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(keys, f)
         child = subprocess.run([sys.executable, __file__, "--torch-child", f.name, "--threads",
-                                str(args.threads)], capture_output=True, text=True, check=True)
+                                str(args.threads), "--precision", args.precision], capture_output=True, text=True, check=True)
         Path(f.name).unlink()
         theirs = json.loads(child.stdout.strip().splitlines()[-1])
         total_ours = total_theirs = 0.0
