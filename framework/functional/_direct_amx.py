@@ -16,15 +16,18 @@ products (software pipelining; the order of the products, so every bit, is uncha
 - weight gradient: per tap, rows = input channels (32 consecutive positions of a padded input
   plane from the tap's offset), columns = output channels (the gradient in pairs of flat positions,
   channels last: _direct_bf16's layout); one step = 32 positions. A task owns 32 x 32 of (input,
-  output) channels for every tap and visits all taps per chunk of positions, so the chunk's input
-  and gradient are read from cache kh kw times (a task per tap streamed them from memory each
-  time); every ~sqrt(steps) steps the blocks go onto the running totals (_direct's blocked sums).
+  output) channels for every tap and a run of images (MIN_TASKS) and visits all taps per chunk of
+  positions, so the chunk's input and gradient are read from cache kh kw times (a task per tap
+  streamed them from memory each time); every ~sqrt(steps) steps the blocks go onto the run's
+  running totals (_direct's blocked sums), and the runs' totals are added in order.
 
 Operands are rounded once per call (_direct_bf16's kernels); sums are float32 in the tiles, in the
 order tdpbf16ps takes them (docs/numerics.md gives the bound; tests/framework/functional/test_bf16.py
 measures the difference to the AVX512-BF16 route).
 """
 from __future__ import annotations
+
+import functools
 
 import numba
 import numpy as np
@@ -257,6 +260,11 @@ def correlate(x, w, features, padding, bias, slope, workers):
 
 
 CHUNK = 16  # steps of 32 positions per visit of the taps (their input and gradient stay in L2)
+# The weight gradient's tasks: a 32 x 32 block of (channel, output) and a run of images. 32 -> 32
+# channels is one block: without runs one thread did all the work. At least MIN_TASKS tasks (runs of
+# images, at most one per image), a rule of shapes only, so that the sums' order never depends on
+# the threads; the runs' totals are added in order.
+MIN_TASKS = 8
 
 
 @kernel
@@ -272,24 +280,25 @@ def _flush(acc, d, c0, o0, T):
 
 
 @kernel(parallel=True)
-def _weight_grad(xf, gt, dwt, cfg, offsets, plane, rb, accs, tasks):
-    """dwt[t, c, o] = sum_{b, q} x[b, c, offsets[t] + q] g[b, q, o] on tiles. xf (N, Cpad plane +
-    tail) bfloat16 padded planes; gt (N, P, Opad) uint32 gradient pairs (P a multiple of 16);
-    accs (threads, T, 1024) float32, zero: each tap's 32 x 32 block between visits; tasks (T', 2):
-    first channel and first output of a 32 x 32 block. Per image, CHUNK steps at a time, every tap
-    adds its products into its block (the chunk's data stays in cache for all taps); every rb steps
-    and at the end of each image the blocks go onto the totals (_flush): chains of about sqrt(steps)."""
+def _weight_grad(xf, gt, parts, cfg, offsets, plane, rb, accs, tasks):
+    """parts[r, t, c, o] = sum_{b in run r, q} x[b, c, offsets[t] + q] g[b, q, o] on tiles. xf (N,
+    Cpad plane + tail) bfloat16 padded planes; gt (N, P, Opad) uint32 gradient pairs (P a multiple
+    of 16); accs (threads, T, 1024) float32, zero: each tap's 32 x 32 block between visits; tasks
+    (T', 5): first channel and first output of a 32 x 32 block, run r and its images [b0, b1).
+    Per image, CHUNK steps at a time, every tap adds its products into its block (the chunk's data
+    stays in cache for all taps); every rb steps and at the end of each image the blocks go onto
+    the run's totals (_flush): chains of about sqrt(steps)."""
     N, P, Opad = gt.shape
     X, T = xf.shape[1], offsets.shape[0]
     for n in prange(tasks.shape[0]):
-        c0, o0 = tasks[n, 0], tasks[n, 1]
-        acc = accs[numba.get_thread_id()]
+        c0, o0, r, b0, b1 = tasks[n, 0], tasks[n, 1], tasks[n, 2], tasks[n, 3], tasks[n, 4]
+        acc, dwt = accs[numba.get_thread_id()], parts[r]
         for t in range(T):
             for c in range(c0, c0 + 32):
                 for o in range(o0, o0 + 32):
                     dwt[t, c, o] = 0
         tile_config(cfg)
-        for b in range(N):
+        for b in range(b0, b1):
             since = 0
             for p0 in range(0, P, 16 * CHUNK):
                 p1 = min(P, p0 + 16 * CHUNK)
@@ -360,10 +369,14 @@ def _weight_grad_tiles(xf, gt, C, O, Hp, Wp, kernel_size):
     Cpad = _blocks(C, 32) * 32
     i, j = np.unravel_index(np.arange(kh * kw), (kh, kw))
     offsets = (i * Wp + j).astype(np.int64)
-    tasks = np.array([(c0, o0) for c0 in range(0, Cpad, 32) for o0 in range(0, Opad, 32)], np.int64)
+    blocks = [(c0, o0) for c0 in range(0, Cpad, 32) for o0 in range(0, Opad, 32)]
+    runs = max(1, min(N, _blocks(MIN_TASKS, len(blocks))))
+    tasks = np.array([(c0, o0, r, N * r // runs, N * (r + 1) // runs) for r in range(runs) for c0, o0 in blocks],
+                     np.int64)
     rb = max(1, round((N * P / 16) ** 0.5))  # about sqrt(steps) blocks of sqrt(steps) steps
-    dwt = np.empty((kh * kw, Cpad, Opad), np.float32)
+    parts = np.empty((runs, kh * kw, Cpad, Opad), np.float32)
     accs = _aligned_empty((numba.get_num_threads(), kh * kw, 1024), np.float32)
     accs[...] = 0
-    _weight_grad(xf, gt, dwt, _amx.CONFIG, offsets, Hp * Wp, rb, accs, tasks)
+    _weight_grad(xf, gt, parts, _amx.CONFIG, offsets, Hp * Wp, rb, accs, tasks)
+    dwt = functools.reduce(np.add, parts[1:], parts[0])  # the runs' sums in order
     return np.ascontiguousarray(dwt[:, :C, :O].transpose(2, 1, 0).reshape(O, C, kh, kw))
