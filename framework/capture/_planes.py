@@ -17,6 +17,11 @@ eager graph rounded it once per reader. A group is rewritten only where that sav
 written as planes, a Cat read in place, a value read twice), and groups of the same structure
 whose ops do not interleave (a network's blocks) share one arena.
 
+A nearest upsampling by integer factors (ESRGAN's `interpolate(x, scale_factor=2)` before conv_up)
+whose output only one such convolution reads is not made: the convolution lays out the small value,
+each pair rounded once and repeated (_direct_amx.layout's `repeat`), so the upsampled float32 array
+(16x the small one at x4's last stage) is neither written nor read.
+
 What each convolution computes is unchanged: the planes hold the bits `layout` makes from the float32
 values (the epilogue rounds what it would have stored), and every sum runs in the same order, so
 the graph's outputs are the eager bf16 graph's bits (tests/framework/test_capture_planes.py).
@@ -31,6 +36,7 @@ from .. import precision
 from ..functional import _direct_amx, conv
 from ..functional._direct import _blocks
 from ..functional.activation import PReLUFunction, ReLUFunction
+from ..functional.resample import ResampleFunction
 from ..functional.shape import Cat
 from ._kinds import _FIXED, _SLOT
 
@@ -125,6 +131,13 @@ def share_planes(ops, classes, graph):
             cats.setdefault(j, []).append(k)
         else:
             sources[k] = [c["x"]]
+    nearest = {}  # reader conv -> (the small value, rh, rw): a nearest upsampling only it reads
+    for k, c in convs.items():
+        j = at.get(c["x"])
+        rep = _replication(ops[j], classes[j]) if j is not None else None
+        if rep is not None and sources[k] == [c["x"]] and readers[c["x"]] == [k] and c["x"] not in outputs:
+            nearest[k] = (j, rep)
+            del sources[k]
     groups = _groups(sources)
     made = []  # (span of op indices, structure, group, plan)
     for group in groups:
@@ -153,6 +166,11 @@ def share_planes(ops, classes, graph):
         for v, region, pad in lay:
             extra.append((v, arena, region, pad))
         drop.update(j for j in cats if all(r in group for r in cats[j]))
+    ops = list(ops)
+    for k, (j, rep) in nearest.items():  # the conv lays out the small value, upsampled
+        plans.setdefault(k, {})["repeat"] = rep[1:]
+        ops[k] = (ops[k][0], ((_SLOT, rep[0]), *ops[k][1][1:]), *ops[k][2:])
+        drop.add(j)
     if not plans:
         return ops, classes
     after = {}
@@ -186,6 +204,22 @@ def _activation(cls, spec, kwargs):
         w = np.asarray(spec[1][1])
         return np.ascontiguousarray(w, np.float32).reshape(-1) if w.dtype == np.float32 else None
     return None
+
+
+def _replication(op, cls):
+    """(input slot, rh, rw) of a ResampleFunction op that is a nearest upsampling by integer factors
+    (each axis table one tap of weight 1 at index o // r: its output is its input's values
+    repeated), else None."""
+    if cls is not ResampleFunction or len(op[1]) != 1 or op[1][0][0] != _SLOT:
+        return None
+    factors = []
+    for table in op[2].get("tables", ()):
+        r = table.m // table.n
+        if table.index.shape[1] != 1 or table.m != r * table.n or r < 1 \
+                or not (table.weight == 1).all() or not (table.index[:, 0] == np.arange(table.m) // r).all():
+            return None
+        factors.append(r)
+    return (op[1][0][1], *factors) if len(factors) == 2 else None
 
 
 def _producer(ops, v, graph):
@@ -281,7 +315,7 @@ def _conv_forward(c, plan):
             raise RuntimeError("a graph of bfloat16 planes replayed outside autocast('bf16')")
         if read is None:
             xp = np.empty((x.shape[0], wa.shape[1] * _direct_amx.TILE, S), np.uint32)
-            _direct_amx.layout(x, xp, 0, geo.padding, Wp)
+            _direct_amx.layout(x, xp, 0, geo.padding, Wp, plan.get("repeat", (1, 1)))
             first = 0
         else:
             xp, first = arena_in.get(), pin

@@ -166,6 +166,42 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
         tile_release()
 
 
+@kernel
+def _pair_plane_nearest(xu, plane, b, k, top, left, Wp, rh, rw):
+    """_pair_plane of the nearest upsampling of image b by integer factors (rh, rw), read from the
+    small image: plane[(i + top) Wp + left + j] = the pair of channels 2k, 2k + 1 at xu[b, :, i //
+    rh, j // rw] for every pixel (i, j) of the upsampled image (the caller checks that all of them
+    fall inside the plane), 0 elsewhere. Each source pair is rounded once and written rw times; the
+    rh rows of one source row are copies of the first."""
+    C, Hs, Ws = xu.shape[1], xu.shape[2], xu.shape[3]
+    W = Ws * rw
+    for m in range(plane.shape[0]):
+        plane[m] = 0
+    if 2 * k >= C:  # a pair past x's channels (AMX's blocks of 32)
+        return
+    odd = 2 * k + 1 < C
+    for si in range(Hs):
+        first = (si * rh + top) * Wp + left
+        row = plane[first:first + W]
+        lo = xu[b, 2 * k, si]
+        for sj in range(Ws):
+            v = _rne(lo[sj]) | (_rne(xu[b, 2 * k + 1, si, sj]) << np.uint32(16) if odd else np.uint32(0))
+            for t in range(rw):
+                row[sj * rw + t] = v
+        for a in range(1, rh):
+            dst = plane[first + a * Wp:first + a * Wp + W]
+            for j in range(W):
+                dst[j] = row[j]
+
+
+@kernel(parallel=True)
+def _forward_layout_nearest(xu, xp, top, left, Wp, rh, rw):
+    """_forward_layout of the nearest upsampling of xu by (rh, rw) (_pair_plane_nearest)."""
+    K = xp.shape[1]
+    for t in prange(xp.shape[0] * K):
+        _pair_plane_nearest(xu, xp[t // K, t % K], t // K, t % K, top, left, Wp, rh, rw)
+
+
 def _steps(KB, Opad, S, Wp, kh, kw):
     """The forward's steps, tap by tap and block by block of 32 channels (the order of every sum):
     step s = (tap t, block kb) reads wa at s Opad 64 bytes and xp at (kb 16 S + i Wp + j) 4 bytes
@@ -198,12 +234,21 @@ def plane_geometry(features, kernel):
     return Wp, Q, Q + (kh - 1) * Wp + kw - 1 + 32
 
 
-def layout(x, xp, plane0, padding, Wp):
+def layout(x, xp, plane0, padding, Wp, repeat=(1, 1)):
     """x (N, C, H, W) float32 rounded and padded into xp[:, plane0:plane0 + K] (uint32 planes of
-    channel pairs, K = 16 per 32 channels of x rounded up; pairs past C: zeros)."""
+    channel pairs, K = 16 per 32 channels of x rounded up; pairs past C: zeros). repeat = (rh, rw):
+    the planes of x's nearest upsampling by these integer factors (N, C, H rh, W rw), read from x
+    (the same bits as the layout of the upsampled array)."""
     K = _blocks(x.shape[1], 32) * TILE
-    _forward_layout(np.ascontiguousarray(x).view(np.uint32), xp[:, plane0:plane0 + K], padding[0], padding[1],
-                    Wp)
+    xu, dst = np.ascontiguousarray(x).view(np.uint32), xp[:, plane0:plane0 + K]
+    if tuple(repeat) == (1, 1):
+        _forward_layout(xu, dst, padding[0], padding[1], Wp)
+        return
+    (rh, rw), (H, W) = repeat, x.shape[2:]
+    if (padding[0] + H * rh) * Wp > xp.shape[2] or padding[1] + W * rw > Wp or min(padding) < 0 or min(repeat) < 1:
+        raise ValueError(f"_direct_amx.layout: {x.shape} upsampled by {tuple(repeat)} at padding {padding} does "
+                         f"not fit planes of {xp.shape[2]} in rows of {Wp}")
+    _forward_layout_nearest(xu, dst, padding[0], padding[1], Wp, rh, rw)
 
 
 _NO_PLANES = np.zeros((1, 0, 1), np.uint32)

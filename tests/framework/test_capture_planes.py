@@ -14,6 +14,7 @@ from framework import precision
 from framework.capture import Capture, _planes
 from framework.functional import _direct_amx
 from framework.functional.activation import PReLUFunction, ReLUFunction
+from framework.functional.resample import ResampleFunction
 from framework.functional.shape import Cat
 from framework.nn import Module, init
 from framework.registry import MODELS
@@ -63,6 +64,7 @@ def _kinds(graph):
             "cats": sum(op[0] is Cat.forward for op in graph.forward), "arenas": len(arenas),
             "relus": sum(op[0] is ReLUFunction.forward for op in graph.forward),
             "prelus": sum(op[0] is PReLUFunction.forward for op in graph.forward),
+            "resamples": sum(op[0] is ResampleFunction.forward for op in graph.forward),
             "laid out into": len(laid)}
 
 
@@ -82,6 +84,9 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
     if name.startswith("RRDBNet"):  # each dense block's 4 Cats read in place, x laid out once,
         # and the 3 blocks (one after another, the same regions) share one arena
         assert kinds["cats"] == 0 and kinds["layouts"] == 3 and kinds["laid out into"] == 1, kinds
+        # the two nearest x2 upsamplings: each read by its conv_up only, which lays out the small
+        # value, upsampled (no float32 array of the upsampled image)
+        assert kinds["resamples"] == 0, kinds
     if name == "RCAN":  # each block's conv -> ReLU -> conv: the ReLU done by the first conv's epilogue;
         # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
         assert kinds["relus"] == 2 and kinds["planes"] == 4, kinds
@@ -192,3 +197,46 @@ def test_the_tile_epilogue_applies_prelu_slopes_per_channel():
     want = np.where(plain <= 0, a[None, :, None, None] * plain, plain)
     assert np.array_equal(_direct_amx.correlate(x, w, (11, 14), (1, 1), None, a, 2), want)
     assert (plain < 0).any() and (a < 0).any()
+
+
+class _Upsamplings(Module):
+    """Four upsamplings of x, each read by a 3x3 conv: nearest x2 (folded: the conv lays out x
+    itself, repeated), nearest to (2H, 3W) (folded, two factors), nearest x1.5 and bilinear x2 (not
+    repetitions: they stay), and a nearest x2 that an add reads too (stays)."""
+
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(6)
+        self.w = [sg.tensor((rng.standard_normal((16, 32, 3, 3)) * 0.2).astype(np.float32)) for _ in range(5)]
+
+    def forward(self, x):
+        H, W = x.shape[2:]
+        ups = [F.interpolate(x, scale_factor=2, mode="nearest"), F.interpolate(x, size=(2 * H, 3 * W)),
+               F.interpolate(x, scale_factor=1.5, mode="nearest"),
+               F.interpolate(x, scale_factor=2, mode="bilinear", align_corners=False)]
+        outs = [F.conv2d(u, w, padding=1, relu_slope=0.0) for u, w in zip(ups, self.w)]
+        shared = F.interpolate(x, scale_factor=2, mode="nearest")
+        return (*outs, F.conv2d(shared, self.w[4], padding=1) + shared[:, :16])
+
+
+@needs_amx
+def test_a_conv_lays_out_the_nearest_upsampling_it_alone_reads():
+    model = _Upsamplings()
+    x = sg.tensor(np.random.default_rng(7).uniform(-1, 1, (2, 32, 7, 9)).astype(np.float32))
+    cap = Capture([model], train=False)
+    with sg.no_grad(), sg.autocast("bf16"):
+        eager = [t.data.copy() for t in model(x)]
+        got = [cap(lambda t: {str(i): o for i, o in enumerate(model(t))}, x) for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    for g in got:
+        assert all(np.array_equal(g[str(i)].data.view(np.uint32), e.view(np.uint32)) for i, e in enumerate(eager))
+    assert _kinds(cap.graphs[0])["resamples"] == 3  # x1.5, bilinear and the shared x2 stay
+    # the layout of the repetition from the small image is the layout of the repeated array
+    Wp, _, S = _direct_amx.plane_geometry((14, 27), (3, 3))
+    big = x.data.repeat(2, axis=2).repeat(3, axis=3)
+    want, got = np.full((2, 16, S), 7, np.uint32), np.full((2, 16, S), 7, np.uint32)
+    _direct_amx.layout(big, want, 0, (1, 1), Wp)
+    _direct_amx.layout(x.data, got, 0, (1, 1), Wp, (2, 3))
+    assert np.array_equal(got, want)
+    with pytest.raises(ValueError, match="does not fit"):
+        _direct_amx.layout(x.data, got, 0, (1, 1), Wp - 3, (2, 3))
