@@ -16,7 +16,7 @@ which never uses them itself.
     tile_release()                   tilerelease: the thread's tile state back to its initial state
 
 and, from them, the 2 x 2 block every AMX kernel runs (block_zero, block_load, block_store, operands,
-step, last_step: inline helpers, below).
+step, last_step: inline helpers, below), and the 1 x 3 block of a narrow forward (row_*).
 
 Offsets and strides are in bytes and unchecked: validate before the kernel runs. A process must ask
 Linux for the tile data first (framework/precision.py does, once), or its first tile instruction
@@ -34,7 +34,8 @@ from numba.extending import intrinsic
 from ._jit import kernel
 
 __all__ = ["CONFIG", "tile_config", "tile_load", "tile_store", "tile_zero", "tile_dot", "tile_release",
-           "block_zero", "block_load", "block_store", "operands", "step", "last_step"]
+           "block_zero", "block_load", "block_store", "operands", "step", "last_step",
+           "row_zero", "row_store", "row_operands", "row_step", "row_last"]
 
 # LLVM compiles inline assembly through its assembly parser, which numba does not initialise
 llvm.initialize_native_asmparser()
@@ -191,3 +192,53 @@ def last_step():
     tile_dot(1, 4, 7)
     tile_dot(2, 5, 6)
     tile_dot(3, 5, 7)
+
+
+# -- the 1 x 3 block of a narrow product (16 rows of the left operand: a convolution with at most 16
+# outputs, where the 2 x 2 block wasted half its products on padding): tmm0..tmm2 = 16 x 48 float32
+# sums, tmm4 = the left operand's 16 rows, tmm5..tmm7 = three tiles of the right one, 16 columns
+# apart (tmm3 unused).
+
+@kernel(inline=True)
+def row_zero():
+    tile_zero(0)
+    tile_zero(1)
+    tile_zero(2)
+
+
+@kernel(inline=True)
+def row_store(c, z, stride):
+    """The 16 x 48 float32 block tmm0..tmm2 into c at byte z (row stride `stride`)."""
+    tile_store(c, z, stride, 0)
+    tile_store(c, z + 64, stride, 1)
+    tile_store(c, z + 128, stride, 2)
+
+
+@kernel(inline=True)
+def row_operands(a, x, sa, b, y, sb):
+    """A narrow step's operands: tmm4 = 16 rows of a at byte x (row stride sa); tmm5..tmm7 = 16 rows
+    of b at byte y, y + 64, y + 128 (row stride sb)."""
+    tile_load(b, y, sb, 5)
+    tile_load(a, x, sa, 4)
+    tile_load(b, y + 64, sb, 6)
+    tile_load(b, y + 128, sb, 7)
+
+
+@kernel(inline=True)
+def row_step(a, x, sa, b, y, sb):
+    """This narrow step's three products, the next step's operands loaded behind them (as `step`)."""
+    tile_dot(0, 4, 5)
+    tile_dot(1, 4, 6)
+    tile_load(b, y, sb, 5)
+    tile_dot(2, 4, 7)
+    tile_load(b, y + 64, sb, 6)
+    tile_load(a, x, sa, 4)
+    tile_load(b, y + 128, sb, 7)
+
+
+@kernel(inline=True)
+def row_last():
+    """The last narrow step's three products."""
+    tile_dot(0, 4, 5)
+    tile_dot(1, 4, 6)
+    tile_dot(2, 4, 7)

@@ -33,7 +33,8 @@ import numba
 import numpy as np
 
 from .. import _amx, precision
-from .._amx import block_load, block_store, block_zero, last_step, operands, step, tile_config, tile_release
+from .._amx import (block_load, block_store, block_zero, last_step, operands, row_last, row_operands, row_step,
+                    row_store, row_zero, step, tile_config, tile_release)
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _pair_plane, _rne, round_bits, weight_grad_layout
@@ -69,43 +70,43 @@ def _pixels(p, end, Wp, OW):
 
 
 @kernel
-def _put_block(buf, bias, y, b, o0, q, Wp, slopes, mode):
-    """y[b, o0 + n, h, w] = act(buf[n, p - q] + bias[o0 + n]) for the 32 flat positions p = h Wp + w
-    from q that are pixels of y (w < OW, h < OH) and the channels o0 + n of y (act: _activate's
-    mode with the channel's slope)."""
+def _put_block(buf, bias, y, b, o0, q, Wp, slopes, mode, width):
+    """y[b, o0 + n, h, w] = act(buf[n, p - q] + bias[o0 + n]) for the `width` flat positions p = h Wp
+    + w from q that are pixels of y (w < OW, h < OH) and the channels o0 + n of y (act: _activate's
+    mode with the channel's slope); buf's rows are `width` long."""
     O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
     p = q
-    while p < q + 32:
-        p, h, w, n = _pixels(p, q + 32, Wp, OW)
+    while p < q + width:
+        p, h, w, n = _pixels(p, q + width, Wp, OW)
         if h >= OH or n <= 0:
             break
         for k in range(min(32, O - o0)):
-            src, dst, bk = buf[k * 32 + p - q:], y[b, o0 + k, h, w:], bias[o0 + k]
+            src, dst, bk = buf[k * width + p - q:], y[b, o0 + k, h, w:], bias[o0 + k]
             for t in range(n):
                 dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode)
         p += n
 
 
 @kernel
-def _put_pairs(buf, bias, dst, b, o0, q, Wp, OH, OW, slopes, mode, dgeo):
+def _put_pairs(buf, bias, dst, b, o0, q, Wp, OH, OW, slopes, mode, dgeo, width, rows):
     """dst[b, d0 + o0 / 2 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels o0 + 2k,
-    o0 + 2k + 1 of act(buf + bias) at the block's flat positions p = h Wp + w that are pixels
-    (dgeo = (d0, top, left, dWp)): the output written as the next convolution's layout, the bits
-    _pair_plane gives from the float32 output (_put_block's values, rounded to nearest even). buf
-    is rewritten with the activated values."""
+    o0 + 2k + 1 of act(buf + bias) at the block's `width` flat positions p = h Wp + w that are
+    pixels, for the block's `rows` channels (dgeo = (d0, top, left, dWp)): the output written as the
+    next convolution's layout, the bits _pair_plane gives from the float32 output (_put_block's
+    values, rounded to nearest even). buf is rewritten with the activated values."""
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
     bits = buf.view(np.uint32)
     p = q
-    while p < q + 32:
-        p, h, w, n = _pixels(p, q + 32, Wp, OW)
+    while p < q + width:
+        p, h, w, n = _pixels(p, q + width, Wp, OW)
         if h >= OH or n <= 0:
             break
-        for k in range(32):
-            src, bk = buf[k * 32 + p - q:], bias[o0 + k]
+        for k in range(rows):
+            src, bk = buf[k * width + p - q:], bias[o0 + k]
             for t in range(n):
                 src[t] = _activate(src[t] + bk, slopes[o0 + k], mode)
-        for k in range(16):
-            lo, hi = bits[2 * k * 32 + p - q:], bits[(2 * k + 1) * 32 + p - q:]
+        for k in range(rows // 2):
+            lo, hi = bits[2 * k * width + p - q:], bits[(2 * k + 1) * width + p - q:]
             row = dst[b, d0 + o0 // 2 + k, (h + top) * dWp + w + left:]
             for t in range(n):
                 row[t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
@@ -129,40 +130,55 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
     (_put_block), or, where dst has planes, as the next convolution's planes (_put_pairs, dgeo);
     scratch (threads, 2048) float32; tasks (T, 3): image, first and end flat position (multiples
-    of 32); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps). Two overlaps keep the tile unit busy (the unit does not rename tiles, so a load waits
-    for the products still reading its tile): the next step's operands load while this step's last
-    products run, and the previous block's epilogue (_put_block) runs on the core while this
-    block's products run on the tile unit (the scratch holds two blocks)."""
+    of the block's width); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps).
+    Blocks of 32 outputs x 32 positions (the 2 x 2 block), or where Opad is 16 (at most 16 outputs)
+    16 x 48 (the 1 x 3 block: no product on padding). Two overlaps keep the tile unit busy (the unit
+    does not rename tiles, so a load waits for the products still reading its tile): the next
+    step's operands load while this step's last products run, and the previous block's epilogue
+    (_put_block) runs on the core while this block's products run on the tile unit (the scratch
+    holds two blocks)."""
     planes, S = xp.shape[1], xp.shape[2]
     Opad = wa.shape[2]
     steps = woff.shape[0]
     pairs = dst.shape[1] > 0
+    narrow = Opad == TILE
+    width, rows = (48, TILE) if narrow else (32, 32)
     for n in prange(tasks.shape[0]):
         b, q0, q1 = tasks[n, 0], tasks[n, 1], tasks[n, 2]
         buf = scratch[numba.get_thread_id()]
         tile_config(cfg)
         side, pq, po = 0, -1, 0  # the block waiting for its epilogue: its half of buf, position, channel
-        for q in range(q0, q1, 32):
+        for q in range(q0, q1, width):
             xb = ((b * planes + pin) * S + q) * 4
             for o0 in range(0, Opad, 32):
                 wb = o0 * 64
-                block_zero()
-                operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
-                for s in range(1, steps):
-                    step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
-                last_step()
+                if narrow:
+                    row_zero()
+                    row_operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
+                    for s in range(1, steps):
+                        row_step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                    row_last()
+                else:
+                    block_zero()
+                    operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
+                    for s in range(1, steps):
+                        step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                    last_step()
                 if pq >= 0 and pairs:
                     _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW,
-                               slopes, mode, dgeo)
+                               slopes, mode, dgeo, width, rows)
                 elif pq >= 0:
-                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode)
-                block_store(buf, side * 4096, 128)
+                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width)
+                if narrow:
+                    row_store(buf, side * 4096, width * 4)
+                else:
+                    block_store(buf, side * 4096, width * 4)
                 side, pq, po = 1 - side, q, o0
         if pq >= 0 and pairs:
             _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW, slopes, mode,
-                       dgeo)
+                       dgeo, width, rows)
         elif pq >= 0:
-            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode)
+            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width)
         tile_release()
 
 
@@ -211,14 +227,20 @@ def _steps(KB, Opad, S, Wp, kh, kw):
     return (s * Opad * 64).astype(np.int64), ((kb * TILE * S + (t // kw) * Wp + t % kw) * 4).astype(np.int64)
 
 
+def out_blocks(O):
+    """The forward's padded output channels: 16 for at most 16 outputs (its 1 x 3 block), else a
+    multiple of 32 (the 2 x 2 block)."""
+    return TILE if O <= TILE else _blocks(O, 32) * 32
+
+
 def pack_weight(w, positions=None, channels=None):
     """W (O, C, kh, kw) float32 -> (kh kw, channels/32, Opad, 32) bfloat16 bits: tile rows of 32
     channels of one output and tap; input channel c at position positions[c] (default c) of the
     `channels` the kernel reads (default C rounded up to 32), zeros elsewhere, O padded with zeros
-    to a multiple of 32."""
+    to out_blocks(O)."""
     O, C, kh, kw = w.shape
     channels = _blocks(C, 32) * 32 if channels is None else channels
-    bits = np.zeros((_blocks(O, 32) * 32, channels, kh, kw), np.uint16)
+    bits = np.zeros((out_blocks(O), channels, kh, kw), np.uint16)
     bits[:O, np.arange(C) if positions is None else positions] = round_bits(w)
     out = bits.reshape(bits.shape[0], -1, 32, kh * kw).transpose(3, 1, 0, 2)
     return np.ascontiguousarray(out)
@@ -226,11 +248,11 @@ def pack_weight(w, positions=None, channels=None):
 
 def plane_geometry(features, kernel):
     """(Wp, Q, S) of the planes a correlation with these output sizes and kernel reads: the padded
-    row length, the flat output positions (whole blocks of 32), each plane's length (a step's 32
-    positions from the last tap's offset)."""
+    row length, the flat output positions (whole blocks of 96: of 32 and of 48, either block's
+    width), each plane's length (32 positions past the last tap's offset)."""
     (OH, OW), (kh, kw) = features, kernel
     Wp = OW + kw - 1
-    Q = _blocks(OH * Wp, 32) * 32
+    Q = _blocks(OH * Wp, 96) * 96
     return Wp, Q, Q + (kh - 1) * Wp + kw - 1 + 32
 
 
@@ -277,15 +299,15 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
         dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
     scratch = _aligned_empty((numba.get_num_threads(), 2048), np.float32)
     _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
-             _tasks(N, Q, workers), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw))
+             _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw))
     return None if dst is not _NO_PLANES else y
 
 
-def _tasks(N, Q, workers):
-    """(image, q0, q1) tasks: blocks of 32 flat positions, about 4 tasks per worker in all."""
-    blocks = Q // 32
+def _tasks(N, Q, workers, width=32):
+    """(image, q0, q1) tasks: blocks of `width` flat positions, about 4 tasks per worker in all."""
+    blocks = Q // width
     per = max(1, _blocks(N * blocks, 4 * workers))
-    return np.array([(b, s * 32, min(blocks, s + per) * 32) for b in range(N) for s in range(0, blocks, per)],
+    return np.array([(b, s * width, min(blocks, s + per) * width) for b in range(N) for s in range(0, blocks, per)],
                     np.int64).reshape(-1, 3)
 
 

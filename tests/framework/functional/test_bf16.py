@@ -200,6 +200,35 @@ def test_fused_amx_backward_is_the_unfused_bits(monkeypatch, N, C, O, H, W, k, p
 
 
 @needs_amx
+@pytest.mark.parametrize("C, O, slope", [(32, 16, 0.2), (48, 3, None), (16, 1, 0.0), (80, 9, None)])
+def test_amx_narrow_block_is_the_wide_blocks_bits(C, O, slope):
+    # at most 16 outputs take the 1 x 3 block (16 outputs x 48 positions); the same weights padded to
+    # 17 outputs take the 2 x 2 block (32 x 32, half on padding): the same products in the same order
+    rng = np.random.default_rng(C + O)
+    N, H, W, k = 2, 9, 13, 3
+    x, w, b, _ = _conv_case(rng, N, C, O, H, W, k)
+    Wp, _, S = _direct_amx.plane_geometry((H, W), (k, k))
+    xp = np.empty((N, -(-C // 32) * 16, S), np.uint32)
+    _direct_amx.layout(x, xp, 0, (1, 1), Wp)
+    wide = _direct_amx.pack_weight(np.concatenate([w, np.zeros((17 - O, C, k, k), np.float32)]))
+    narrow = _direct_amx.pack_weight(w)
+    assert narrow.shape[2] == 16 and wide.shape[2] == 32
+    bias = np.zeros(32, np.float32)
+    bias[:O] = b
+    outs = [_direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2) for wa in (narrow, wide)]
+    np.testing.assert_array_equal(outs[0].view(np.uint32), outs[1].view(np.uint32))
+    planes = []  # the pair epilogue: the next convolution's planes
+    for wa in (narrow, wide):
+        dst = np.zeros((N, 3 + 16, S), np.uint32)
+        _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, dst, np.array([3, 1, 1, Wp], np.int64))
+        planes.append(dst)
+    np.testing.assert_array_equal(planes[0], planes[1])
+    want = np.zeros_like(planes[0])
+    _direct_amx.layout(outs[0], want, 3, (1, 1), Wp)
+    np.testing.assert_array_equal(planes[0], want)
+
+
+@needs_amx
 def test_fused_amx_backward_only_where_both_gradients_are_wanted(monkeypatch):
     rng = np.random.default_rng(9)
     x, w, b, r = _conv_case(rng, 2, 32, 32, 6, 7, 3)
