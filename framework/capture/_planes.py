@@ -73,7 +73,8 @@ def _amx_conv(op, cls, slot_meta):
     if len(shape) != 4 or np.dtype(dtype) != np.float32 or np.asarray(w).dtype != np.float32:
         return None
     C, O = shape[1], w.shape[0]
-    if conv._large_route(geo, C, O) or not conv._direct_route(geo, C, O) or not conv._amx_route(C):
+    if conv._large_route(geo, C, O) or not conv._amx_route(C) or not (
+            conv._direct_route(geo, C, O) or conv._few_outputs_amx(geo, C, O, np.float32)):
         return None
     return {"x": x, "w": np.ascontiguousarray(w), "b": b, "geo": geo, "slope": kwargs.get("relu_slope"),
             "N": shape[0], "O": O, "out": first}

@@ -20,7 +20,8 @@ padded planes, or the frequency domain for very many multiply-adds per output (`
 everything else takes im2col / col2im (serial numba kernels) and a product (np.matmul, BLAS).
 Under `framework.autocast("bf16")` the direct route of float32 tensors takes bfloat16 operands with
 float32 sums: on AMX tiles (_direct_amx.py) from 16 channels on the image side where the CPU has
-AMX, else AVX512-BF16 (_direct_bf16.py); the other routes stay float32 (docs/numerics.md). Where both
+AMX (with any number of outputs: a last conv to 3 channels too), else AVX512-BF16 (_direct_bf16.py);
+the other routes stay float32 (docs/numerics.md). Where both
 of conv2d's gradients take AMX, its backward reads the output gradient once for both (_direct_amx_grad.py).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image; a multiple of
@@ -191,6 +192,14 @@ def _amx_route(c):
     return c >= _direct_amx.MIN_CHANNELS and precision.support().amx_bf16
 
 
+def _few_outputs_amx(geo, c, o, dtype):
+    """Whether a correlation that the direct route leaves to im2col only for its few outputs (a
+    network's last conv, 32 or 64 -> 3) runs on AMX tiles under bf16: its 1 x 3 block spends 3 of
+    16 rows on them, and still beat float32 im2col 2x (docs/benchmarks.md)."""
+    return (o < _DIRECT_MIN_CHANNELS and _direct_route(geo, c, _DIRECT_MIN_CHANNELS)
+            and precision.bf16_active(dtype) and _amx_route(c))
+
+
 def _direct_correlate(x, w, geo, bias, slope):
     """_correlate by the direct route, the activation fused (_direct.correlate; under
     autocast('bf16') with bfloat16 operands, on AMX or AVX512-BF16)."""
@@ -229,6 +238,8 @@ def _correlate(x, w, geo, bias=None, slope=None):
         y = _depthwise.correlate(x, w, geo, bias, _run, _workers())
     elif _direct_route(geo, x.shape[1], w.shape[0]):
         return _direct_correlate(x, w, geo, bias, slope)
+    elif _few_outputs_amx(geo, x.shape[1], w.shape[0], x.dtype):
+        return _direct_amx.correlate(x, w, geo.features, geo.padding, bias, slope, _workers())
     else:
         y = _correlate_gemm(x, w, geo, bias)
     return y if slope is None else rectify_(y, slope)

@@ -229,6 +229,29 @@ def test_amx_narrow_block_is_the_wide_blocks_bits(C, O, slope):
 
 
 @needs_amx
+def test_a_last_conv_to_few_outputs_runs_on_tiles():
+    # 32 -> 3 (a network's last conv): im2col in float32 elsewhere, on AMX under bf16 (the forward's
+    # operands rounded: within the bound, beyond float32's); its input gradient stays float32 (im2col
+    # of 3 channels), its weight gradient bf16 (the direct route of the flipped kernel, as before)
+    rng = np.random.default_rng(11)
+    N, C, O, H, W, k = 2, 32, 3, 7, 11, 3
+    x, w, b, r = _conv_case(rng, N, C, O, H, W, k)
+    y, dx, dw, db = _bf16_conv(x, w, b, r, 1)
+    conv2d, T = torch.nn.functional.conv2d, torch.from_numpy
+    ref = conv2d(bf(x), bf(w), T(b.astype(np.float64)), padding=1).numpy()
+    size = conv2d(bf(x).abs(), bf(w).abs(), T(np.abs(b).astype(np.float64)), padding=1).numpy()
+    assert (np.abs(y - ref) <= gamma(C * k * k + 1) * size).all()
+    exact = conv2d(T(x.astype(np.float64)), T(w.astype(np.float64)), T(b.astype(np.float64)), padding=1).numpy()
+    assert (np.abs(y - exact) / size).max() > 30 * gamma(C * k * k + 1)  # the operands were rounded
+    xt, wt, bt = (sg.tensor(a, requires_grad=True) for a in (x, w, b))
+    (F.conv2d(xt, wt, bt, padding=1) * sg.tensor(r[:, :O])).sum().backward()
+    np.testing.assert_array_equal(dx, xt.grad.numpy())
+    size = torch.nn.grad.conv2d_weight(bf(x).abs(), w.shape, bf(r[:, :O]).abs(), padding=1).numpy()
+    ref = torch.nn.grad.conv2d_weight(bf(x), w.shape, bf(r[:, :O]), padding=1).numpy()
+    assert (np.abs(dw - ref) <= gamma(N * H * W) * size).all()
+
+
+@needs_amx
 def test_fused_amx_backward_only_where_both_gradients_are_wanted(monkeypatch):
     rng = np.random.default_rng(9)
     x, w, b, r = _conv_case(rng, 2, 32, 32, 6, 7, 3)
