@@ -23,7 +23,7 @@ import numpy as np
 
 from .. import precision
 from ..autograd import Context
-from ..functional import _direct, conv
+from ..functional import _direct, _direct_amx, conv
 from ..functional.elementwise import Add
 from ._kinds import _FIXED, _LIVE, _SLOT
 from ._planes import share_planes
@@ -135,7 +135,11 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
                                  tiles, elems, packed)
 
     def fused(ctx, x, *args, **kw):
-        """forward(...) + args[-1] (an Add fused by _fuse_residual_adds)."""
+        """forward(...) + args[-1] (an Add fused by _fuse_residual_adds; on AMX tiles by their
+        epilogue, else np.add after the op)."""
+        if precision.bf16_active(x.dtype) and conv._amx_route(shape[1]):
+            return _direct_amx.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
+                                         conv._workers(), residual=args[-1])
         if precision.bf16_active(x.dtype):
             return np.add(eager(ctx, x, *args[:-1], **kw), args[-1])
         return _direct.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,

@@ -311,7 +311,7 @@ def _conv_forward(c, plan):
         bias[:O] = c["b"]
     Wp, _, S = _direct_amx.plane_geometry(geo.features, geo.kernel)
 
-    def forward(ctx, x, *args, **kwargs):
+    def forward(ctx, x, *args, residual=None, **kwargs):
         if not precision.bf16_active(np.float32):  # the capture's key holds the precision
             raise RuntimeError("a graph of bfloat16 planes replayed outside autocast('bf16')")
         if read is None:
@@ -321,14 +321,15 @@ def _conv_forward(c, plan):
         else:
             xp, first = arena_in.get(), pin
         if write is None:
-            return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers())
+            return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
+                                   residual=residual)
         arena_out, dgeo = write
         _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
                         arena_out.get(), dgeo)
         return _WRITTEN
 
-    if write is None:  # an Add of its output: _lower._fuse_residual_adds (np.add under bf16)
-        forward.fused = lambda ctx, x, *args, **kwargs: np.add(forward(ctx, x, *args[:-1], **kwargs), args[-1])
+    if write is None:  # an Add of its output (_lower._fuse_residual_adds): done by the epilogue
+        forward.fused = lambda ctx, x, *args, **kwargs: forward(ctx, x, *args[:-1], residual=args[-1], **kwargs)
     return forward
 
 

@@ -70,10 +70,11 @@ def _pixels(p, end, Wp, OW):
 
 
 @kernel
-def _put_block(buf, bias, y, b, o0, q, Wp, slopes, mode, width):
+def _put_block(buf, bias, y, b, o0, q, Wp, slopes, mode, width, res, has_res):
     """y[b, o0 + n, h, w] = act(buf[n, p - q] + bias[o0 + n]) for the `width` flat positions p = h Wp
     + w from q that are pixels of y (w < OW, h < OH) and the channels o0 + n of y (act: _activate's
-    mode with the channel's slope); buf's rows are `width` long."""
+    mode with the channel's slope); buf's rows are `width` long. has_res: + res[b, o0 + n, h, w]
+    after the activation (a residual add's float32 sum: np.add's value)."""
     O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
     p = q
     while p < q + width:
@@ -82,8 +83,13 @@ def _put_block(buf, bias, y, b, o0, q, Wp, slopes, mode, width):
             break
         for k in range(min(32, O - o0)):
             src, dst, bk = buf[k * width + p - q:], y[b, o0 + k, h, w:], bias[o0 + k]
-            for t in range(n):
-                dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode)
+            if has_res:
+                r = res[b, o0 + k, h, w:]
+                for t in range(n):
+                    dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode) + r[t]
+            else:
+                for t in range(n):
+                    dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode)
         p += n
 
 
@@ -124,12 +130,13 @@ def _forward_layout(xu, xp, top, left, Wp):
 
 
 @kernel(parallel=True)
-def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scratch, tasks, woff, xoff):
+def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scratch, tasks, woff, xoff, res,
+             has_res):
     """y = act(W * x + bias) on tiles. xp (N, planes, S) uint32 planes of channel pairs
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
-    (_put_block), or, where dst has planes, as the next convolution's planes (_put_pairs, dgeo);
-    scratch (threads, 2048) float32; tasks (T, 3): image, first and end flat position (multiples
+    (_put_block; has_res: plus res, the same shape), or, where dst has planes, as the next
+    convolution's planes (_put_pairs, dgeo); scratch (threads, 2048) float32; tasks (T, 3): image, first and end flat position (multiples
     of the block's width); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps).
     Blocks of 32 outputs x 32 positions (the 2 x 2 block), or where Opad is 16 (at most 16 outputs)
     16 x 48 (the 1 x 3 block: no product on padding). Two overlaps keep the tile unit busy (the unit
@@ -168,7 +175,7 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
                     _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW,
                                slopes, mode, dgeo, width, rows)
                 elif pq >= 0:
-                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width)
+                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width, res, has_res)
                 if narrow:
                     row_store(buf, side * 4096, width * 4)
                 else:
@@ -178,7 +185,7 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
             _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW, slopes, mode,
                        dgeo, width, rows)
         elif pq >= 0:
-            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width)
+            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width, res, has_res)
         tile_release()
 
 
@@ -274,14 +281,17 @@ def layout(x, xp, plane0, padding, Wp, repeat=(1, 1)):
 
 
 _NO_PLANES = np.zeros((1, 0, 1), np.uint32)
+_NO_RESIDUAL = np.zeros((1, 1, 1, 1), np.float32)
 
 
-def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None):
+def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None, residual=None):
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
     pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
     after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
     (the next convolution's layout: `layout`'s bits from y). slope: None (no activation), a number
-    (0: relu, else leaky: activation.rectify_) or an array of O (PReLU's weights: _prelu_kernel)."""
+    (0: relu, else leaky: activation.rectify_) or an array of O (PReLU's weights: _prelu_kernel).
+    residual: a float32 array of y's shape added after the activation (a residual add done by the
+    epilogue: np.add's values, without a pass of its own)."""
     precision.require_amx("conv2d")
     (OH, OW), (kh, kw) = features, kernel
     Wp, Q, S = plane_geometry(features, kernel)
@@ -297,9 +307,13 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     y = np.empty((N, O if dst is None else 0, OH, OW), np.float32)
     if dst is None:
         dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
+    if residual is not None and (residual.shape != y.shape or residual.dtype != np.float32):
+        raise ValueError(f"_direct_amx.run: a residual {residual.shape} {residual.dtype} for an output {y.shape}")
+    res = _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual)
     scratch = _aligned_empty((numba.get_num_threads(), 2048), np.float32)
     _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
-             _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw))
+             _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw),
+             res, residual is not None)
     return None if dst is not _NO_PLANES else y
 
 
@@ -311,9 +325,10 @@ def _tasks(N, Q, workers, width=32):
                     np.int64).reshape(-1, 3)
 
 
-def correlate(x, w, features, padding, bias, slope, workers):
+def correlate(x, w, features, padding, bias, slope, workers, residual=None):
     """conv.py's direct correlate on tiles: x (N, C, H, W), w (O, C, kh, kw) float32 -> (N, O, OH, OW)
-    float32, the activation fused (slope None: none, 0: relu, > 0: leaky)."""
+    float32, the activation fused (slope None: none, 0: relu, > 0: leaky), then `residual` added
+    (run's)."""
     precision.require_amx("conv2d")
     O, _, kh, kw = w.shape
     wa = pack_weight(w)
@@ -323,7 +338,7 @@ def correlate(x, w, features, padding, bias, slope, workers):
         b[:O] = bias
     xp = np.empty((x.shape[0], wa.shape[1] * TILE, S), np.uint32)
     layout(x, xp, 0, padding, Wp)
-    return run(xp, 0, wa, b, O, features, (kh, kw), slope, workers)
+    return run(xp, 0, wa, b, O, features, (kh, kw), slope, workers, residual=residual)
 
 
 CHUNK = 16  # steps of 32 positions per visit of the taps (their input and gradient stay in L2)

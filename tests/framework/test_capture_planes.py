@@ -15,6 +15,7 @@ from framework.capture import Capture, _planes
 from framework.functional import _direct_amx
 from framework.functional.activation import PReLUFunction, ReLUFunction
 from framework.functional.resample import ResampleFunction
+from framework.functional.elementwise import Add
 from framework.functional.shape import Cat
 from framework.nn import Module, init
 from framework.registry import MODELS
@@ -240,3 +241,35 @@ def test_a_conv_lays_out_the_nearest_upsampling_it_alone_reads():
     assert np.array_equal(got, want)
     with pytest.raises(ValueError, match="does not fit"):
         _direct_amx.layout(x.data, got, 0, (1, 1), Wp - 3, (2, 3))
+
+
+class _Residual(Module):
+    """y = conv(x) + x (x the graph's input: no planes group) and z = conv2(relu-conv1(y)) + y (the
+    second conv reads planes): both adds done by the tile epilogue."""
+
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(8)
+        self.w = [sg.tensor((rng.standard_normal((32, 32, 3, 3)) * 0.2).astype(np.float32)) for _ in range(3)]
+
+    def forward(self, x):
+        y = F.conv2d(x, self.w[0], padding=1) + x
+        return F.conv2d(F.conv2d(y, self.w[1], padding=1, relu_slope=0.0), self.w[2], padding=1) + y
+
+
+@needs_amx
+def test_a_residual_add_is_done_by_the_tile_epilogue():
+    model = _Residual()
+    x = sg.tensor(np.random.default_rng(9).uniform(-1, 1, (2, 32, 9, 14)).astype(np.float32))
+    cap = Capture([model], train=False)
+    with sg.no_grad(), sg.autocast("bf16"):
+        eager = model(x).data.copy()
+        got = [cap(lambda t: {"y": model(t)}, x)["y"].data for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    assert all(np.array_equal(g.view(np.uint32), eager.view(np.uint32)) for g in got)
+    graph = cap.graphs[0]
+    assert not any(op[0] is Add.forward for op in graph.forward)  # both adds fused
+    names = [getattr(op[0], "__qualname__", "") for op in graph.forward]
+    assert sum(n.startswith("_conv2d") for n in names) == 1 and sum(n.startswith("_conv_forward") for n in names) == 2
+    with pytest.raises(ValueError, match="residual"):
+        _direct_amx.correlate(x.data, model.w[0].data, (9, 14), (1, 1), None, None, 2, residual=x.data[:, :16])
