@@ -2,8 +2,9 @@
 under autocast("bf16") where the CPU has AMX): a convolution on the AMX route reads its input as
 bfloat16 planes of channel pairs (_direct_amx.layout: rounded once, padded), and a convolution whose
 output only AMX convolutions read writes those planes itself instead of a float32 array
-(_direct_amx._put_pairs); a ReLU or PReLU op between them (RCAN's, SRVGGNetCompact's blocks) is
-done by the writer's epilogue with the op's own formula (the same values).
+(_direct_amx._put_pairs); a ReLU, PReLU or LeakyReLU op between them (RCAN's, SRVGGNetCompact's
+blocks, MSRResNet's and RRDBNet's conv_hr) is done by the writer's epilogue with the op's own
+formula (the same values).
 
 A group: the AMX convolutions that read the same values, directly or through a channel Cat that
 only they read (RRDBNet's dense block: conv_k reads cat(x, x1, ..., x_{k-1})), all with the same
@@ -35,7 +36,7 @@ import numpy as np
 from .. import precision
 from ..functional import _direct_amx, conv
 from ..functional._direct import _blocks
-from ..functional.activation import PReLUFunction, ReLUFunction
+from ..functional.activation import LeakyReLUFunction, PReLUFunction, ReLUFunction
 from ..functional.resample import ResampleFunction
 from ..functional.shape import Cat
 from ._kinds import _FIXED, _SLOT
@@ -196,8 +197,13 @@ def share_planes(ops, classes, graph):
 
 def _activation(cls, spec, kwargs):
     """The slope of a ReLU (0.0) or PReLU (its weight array, one per channel or one shared) op on a
-    slot, as _direct_amx.run takes it; else None."""
-    if kwargs or not spec or spec[0][0] != _SLOT:
+    slot, as _direct_amx.run takes it; a LeakyReLU's as a PReLU's single weight (its formula, x if
+    x > 0 else slope x, is PReLU's for every value); else None."""
+    if not spec or spec[0][0] != _SLOT:
+        return None
+    if cls is LeakyReLUFunction and len(spec) == 1 and set(kwargs) == {"negative_slope"}:
+        return np.array([kwargs["negative_slope"]], np.float32)
+    if kwargs:
         return None
     if cls is ReLUFunction and len(spec) == 1:
         return 0.0

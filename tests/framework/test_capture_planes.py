@@ -13,7 +13,7 @@ import models  # noqa: F401  registers every architecture
 from framework import precision
 from framework.capture import Capture, _planes
 from framework.functional import _direct_amx
-from framework.functional.activation import PReLUFunction, ReLUFunction
+from framework.functional.activation import LeakyReLUFunction, PReLUFunction, ReLUFunction
 from framework.functional.resample import ResampleFunction
 from framework.functional.elementwise import Add
 from framework.functional.shape import Cat
@@ -66,6 +66,7 @@ def _kinds(graph):
             "relus": sum(op[0] is ReLUFunction.forward for op in graph.forward),
             "prelus": sum(op[0] is PReLUFunction.forward for op in graph.forward),
             "resamples": sum(op[0] is ResampleFunction.forward for op in graph.forward),
+            "leakys": sum(op[0] is LeakyReLUFunction.forward for op in graph.forward),
             "laid out into": len(laid)}
 
 
@@ -94,6 +95,10 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
     if name == "SRVGGNetCompact":  # conv -> PReLU -> conv: each PReLU done by the conv before it (its
         # own per-channel slopes), but the first (after conv_first: 3 channels, on im2col)
         assert kinds["prelus"] == 1 and kinds["planes"] == 5, kinds
+    if name == "MSRResNet":  # conv_hr -> LeakyReLU -> conv_last (3 outputs, on tiles): the LeakyReLU
+        # done by conv_hr's epilogue (PReLU's formula, one slope); conv_first's (3 channels, on im2col)
+        # and the one after the pixel shuffle stay
+        assert kinds["leakys"] == 2, kinds
     if name == "EDSR":  # each body block's first conv writes the second's planes; 2 blocks, 1 arena
         assert kinds["planes"] == 4 and kinds["layouts"] == 0 and kinds["arenas"] == 1, kinds
 
