@@ -10,8 +10,9 @@
   is done by the convolution as it stores each output (_direct.correlate's `residual`): one pass
   over memory fewer, and no output array of the add's own;
 - under autocast("bf16") on AMX, convolutions hand each other bfloat16 planes instead of float32
-  arrays, a channel Cat that only they read is read in place, and a nearest upsampling only one
-  of them reads is laid out from its input (_planes.py).
+  arrays, a channel Cat that only they read is read in place, a nearest upsampling only one
+  of them reads is laid out from its input, and an upsampler's pixel shuffle (and the activation
+  after it) is done by its convolution's epilogue (_planes.py).
 
 Each of these computes what the eager op computes, from the same arrays: the results are the same
 bits (the fused add rounds the stored conv output plus the other operand once, as np.add does;

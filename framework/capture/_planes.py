@@ -18,6 +18,10 @@ eager graph rounded it once per reader. A group is rewritten only where that sav
 written as planes, a Cat read in place, a value read twice), and groups of the same structure
 whose ops do not interleave (a network's blocks) share one arena.
 
+A convolution whose output only a PixelShuffle reads (an upsampler) stores its output shuffled,
+with an activation that alone reads the shuffle's output (MSRResNet's LeakyReLU; the activation
+commutes with the permutation): the shuffle's and the activation's ops are dropped.
+
 A nearest upsampling by integer factors (ESRGAN's `interpolate(x, scale_factor=2)` before conv_up)
 whose output only one such convolution reads is not made: the convolution lays out the small value,
 each pair rounded once and repeated (_direct_amx.layout's `repeat`), so the upsampled float32 array
@@ -37,6 +41,7 @@ from .. import precision
 from ..functional import _direct_amx, conv
 from ..functional._direct import _blocks
 from ..functional.activation import LeakyReLUFunction, PReLUFunction, ReLUFunction
+from ..functional.pixel_shuffle import PixelShuffleFunction
 from ..functional.resample import ResampleFunction
 from ..functional.shape import Cat
 from ._kinds import _FIXED, _SLOT
@@ -107,14 +112,13 @@ def share_planes(ops, classes, graph):
     autocast("bf16") on AMX or where no group qualifies."""
     if not precision.bf16_active(np.float32) or not precision.support().amx_bf16:
         return ops, classes
+    ops, classes, shuffled = _fold_shuffles(ops, classes, graph)
     meta, outputs = graph.slot_meta, set(graph.outputs.values())
     at = {op[4]: k for k, op in enumerate(ops)}  # an op's first output slot -> op index
-    readers = {}
-    for k, (_, spec, _, _, _) in enumerate(ops):
-        for kind, v in spec:
-            if kind == _SLOT:
-                readers.setdefault(v, []).append(k)
+    readers = _readers(ops)
     convs = {k: c for k, op in enumerate(ops) if (c := _amx_conv(op, classes[k], meta)) is not None}
+    for c in convs.values():  # a conv storing its output shuffled does not also write planes
+        c["shuffle"] = c["out"] in shuffled
     relus = {}  # an activation's output slot -> (its op, the conv whose output only it reads, slope)
     for j, (_, spec, kwargs, _, first) in enumerate(ops):
         slope = _activation(classes[j], spec, kwargs)
@@ -169,6 +173,11 @@ def share_planes(ops, classes, graph):
             extra.append((v, arena, region, pad))
         drop.update(j for j in cats if all(r in group for r in cats[j]))
     ops = list(ops)
+    for k, c in convs.items():  # the conv stores its output shuffled (and activated): _fold_shuffles
+        if c["out"] in shuffled:
+            plans.setdefault(k, {})["shuffle"] = shuffled[c["out"]][0]
+            if shuffled[c["out"]][1] is not None:
+                plans[k]["slope"] = shuffled[c["out"]][1]
     for k, (j, rep) in nearest.items():  # the conv lays out the small value, upsampled
         plans.setdefault(k, {})["repeat"] = rep[1:]
         ops[k] = (ops[k][0], ((_SLOT, rep[0]), *ops[k][1][1:]), *ops[k][2:])
@@ -193,6 +202,54 @@ def share_planes(ops, classes, graph):
             new_ops.append(j)
             new_classes.append(None)
     return new_ops, new_classes
+
+
+def _readers(ops):
+    """{slot: [the ops that read it]}."""
+    readers = {}
+    for k, (_, spec, _, _, _) in enumerate(ops):
+        for kind, v in spec:
+            if kind == _SLOT:
+                readers.setdefault(v, []).append(k)
+    return readers
+
+
+def _fold_shuffles(ops, classes, graph):
+    """(ops, classes, {conv output slot: (r, activation slope or None)}): each AMX conv whose output
+    only a PixelShuffle reads (EDSR's, RCAN's, MSRResNet's upsamplers) stores that shuffle itself, and
+    with it an activation that alone reads the shuffle's output where the conv has none (MSRResNet's
+    LeakyReLU; a PReLU's per-channel weights repeated over each channel's r^2 outputs): those ops
+    are dropped and their readers read the conv's slot, whose meta becomes theirs."""
+    meta, outputs = graph.slot_meta, set(graph.outputs.values())
+    readers, found, renamed, drop = _readers(ops), {}, {}, set()
+    for k, op in enumerate(ops):
+        c = _amx_conv(op, classes[k], meta)
+        j = readers.get(c["out"], []) if c is not None else []
+        if len(j) != 1 or classes[j[0]] is not PixelShuffleFunction or c["out"] in outputs \
+                or set(ops[j[0]][2]) != {"r"} or c["O"] % ops[j[0]][2]["r"] ** 2:
+            continue
+        j, r = j[0], ops[j[0]][2]["r"]
+        final, slope, drops = ops[j][4], None, [j]
+        after = readers.get(final, [])
+        if len(after) == 1 and final not in outputs and c["slope"] is None:
+            a = after[0]
+            slope = _activation(classes[a], ops[a][1], ops[a][2])
+            if slope is not None and np.size(slope) in (1, c["O"] // (r * r)):
+                final, drops = ops[a][4], [j, a]
+                slope = slope if np.ndim(slope) == 0 else np.repeat(np.resize(slope, c["O"] // (r * r)), r * r)
+            else:
+                slope = None
+        found[c["out"]] = (r, slope)
+        drop.update(drops)
+        renamed[final] = c["out"]
+        meta[c["out"]] = meta[final]
+    if not found:
+        return ops, classes, found
+    kept = [k for k in range(len(ops)) if k not in drop]
+    ops = [(f, tuple((kind, renamed.get(v, v)) if kind == _SLOT else (kind, v) for kind, v in spec), kw, needs, first)
+           for f, spec, kw, needs, first in (ops[k] for k in kept)]
+    graph.outputs = {name: renamed.get(v, v) for name, v in graph.outputs.items()}
+    return ops, [classes[k] for k in kept], found
 
 
 def _activation(cls, spec, kwargs):
@@ -293,7 +350,7 @@ def _plan(group, sources, convs, cats, readers, outputs, at, meta, relus):
         if v in relus:  # an activation of a conv's output: the conv writes it, activated
             j, k, slope = relus[v]
             relu = (j, slope)
-        if k in convs and v not in outputs and all(r in in_group for r in readers[v]):
+        if k in convs and v not in outputs and all(r in in_group for r in readers[v]) and not convs[k]["shuffle"]:
             writers[v] = (k, np.array([planes[v], padding[0], padding[1], Wp], np.int64), relu)
         else:
             lay.append((v, planes[v], padding))
@@ -306,7 +363,7 @@ def _plan(group, sources, convs, cats, readers, outputs, at, meta, relus):
 def _conv_forward(c, plan):
     """A convolution's forward reading its planes (plan["read"]) or laying out its float32 input,
     writing the next convolutions' planes (plan["write"]) or its float32 output."""
-    geo, slope, O = c["geo"], plan.get("slope", c["slope"]), c["O"]
+    geo, slope, O, shuffle = c["geo"], plan.get("slope", c["slope"]), c["O"], plan.get("shuffle", 1)
     read, write = plan.get("read"), plan.get("write")
     if read is None:
         wa = _direct_amx.pack_weight(c["w"])
@@ -328,13 +385,13 @@ def _conv_forward(c, plan):
             xp, first = arena_in.get(), pin
         if write is None:
             return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
-                                   residual=residual)
+                                   residual=residual, shuffle=shuffle)
         arena_out, dgeo = write
         _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
                         arena_out.get(), dgeo)
         return _WRITTEN
 
-    if write is None:  # an Add of its output (_lower._fuse_residual_adds): done by the epilogue
+    if write is None and shuffle == 1:  # an Add of its output (_lower._fuse_residual_adds): by the epilogue
         forward.fused = lambda ctx, x, *args, **kwargs: forward(ctx, x, *args[:-1], residual=args[-1], **kwargs)
     return forward
 

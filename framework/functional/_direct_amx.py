@@ -70,23 +70,32 @@ def _pixels(p, end, Wp, OW):
 
 
 @kernel
-def _put_block(buf, bias, y, b, o0, q, Wp, slopes, mode, width, res, has_res):
+def _put_block(buf, bias, y, b, o0, q, Wp, slopes, mode, width, res, has_res, r):
     """y[b, o0 + n, h, w] = act(buf[n, p - q] + bias[o0 + n]) for the `width` flat positions p = h Wp
     + w from q that are pixels of y (w < OW, h < OH) and the channels o0 + n of y (act: _activate's
     mode with the channel's slope); buf's rows are `width` long. has_res: + res[b, o0 + n, h, w]
-    after the activation (a residual add's float32 sum: np.add's value)."""
-    O, OH, OW = y.shape[1], y.shape[2], y.shape[3]
+    after the activation (a residual add's float32 sum: np.add's value). r > 1: y is the output
+    pixel-shuffled by r (N, O / r^2, OH r, OW r): channel o = c r^2 + i r + j of pixel (h, w) goes to
+    y[b, c, h r + i, w r + j] (pixel_shuffle's map; the activation commutes with it)."""
+    O, OH, OW = y.shape[1] * r * r, y.shape[2] // r, y.shape[3] // r
     p = q
     while p < q + width:
         p, h, w, n = _pixels(p, q + width, Wp, OW)
         if h >= OH or n <= 0:
             break
         for k in range(min(32, O - o0)):
-            src, dst, bk = buf[k * width + p - q:], y[b, o0 + k, h, w:], bias[o0 + k]
-            if has_res:
-                r = res[b, o0 + k, h, w:]
+            src, bk = buf[k * width + p - q:], bias[o0 + k]
+            if r > 1:
+                o = o0 + k
+                row = y[b, o // (r * r), h * r + (o // r) % r, w * r + o % r:]
                 for t in range(n):
-                    dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode) + r[t]
+                    row[t * r] = _activate(src[t] + bk, slopes[o], mode)
+                continue
+            dst = y[b, o0 + k, h, w:]
+            if has_res:
+                rk = res[b, o0 + k, h, w:]
+                for t in range(n):
+                    dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode) + rk[t]
             else:
                 for t in range(n):
                     dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode)
@@ -131,11 +140,11 @@ def _forward_layout(xu, xp, top, left, Wp):
 
 @kernel(parallel=True)
 def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scratch, tasks, woff, xoff, res,
-             has_res):
+             has_res, r):
     """y = act(W * x + bias) on tiles. xp (N, planes, S) uint32 planes of channel pairs
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
-    (_put_block; has_res: plus res, the same shape), or, where dst has planes, as the next
+    (_put_block; has_res: plus res, the same shape; r > 1: pixel-shuffled), or, where dst has planes, as the next
     convolution's planes (_put_pairs, dgeo); scratch (threads, 2048) float32; tasks (T, 3): image, first and end flat position (multiples
     of the block's width); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps).
     Blocks of 32 outputs x 32 positions (the 2 x 2 block), or where Opad is 16 (at most 16 outputs)
@@ -175,7 +184,7 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
                     _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW,
                                slopes, mode, dgeo, width, rows)
                 elif pq >= 0:
-                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width, res, has_res)
+                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width, res, has_res, r)
                 if narrow:
                     row_store(buf, side * 4096, width * 4)
                 else:
@@ -185,7 +194,7 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
             _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW, slopes, mode,
                        dgeo, width, rows)
         elif pq >= 0:
-            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width, res, has_res)
+            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width, res, has_res, r)
         tile_release()
 
 
@@ -284,14 +293,15 @@ _NO_PLANES = np.zeros((1, 0, 1), np.uint32)
 _NO_RESIDUAL = np.zeros((1, 1, 1, 1), np.float32)
 
 
-def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None, residual=None):
+def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None, residual=None, shuffle=1):
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
     pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
     after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
     (the next convolution's layout: `layout`'s bits from y). slope: None (no activation), a number
     (0: relu, else leaky: activation.rectify_) or an array of O (PReLU's weights: _prelu_kernel).
     residual: a float32 array of y's shape added after the activation (a residual add done by the
-    epilogue: np.add's values, without a pass of its own)."""
+    epilogue: np.add's values, without a pass of its own). shuffle = r > 1: y pixel-shuffled by r,
+    (N, O / r^2, OH r, OW r), stored so by the epilogue (pixel_shuffle's values, without its pass)."""
     precision.require_amx("conv2d")
     (OH, OW), (kh, kw) = features, kernel
     Wp, Q, S = plane_geometry(features, kernel)
@@ -304,7 +314,9 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
         slopes[:O], mode = slope.reshape(-1), 2
     else:
         slopes[:], mode = (0 if slope is None else slope), (0 if slope is None else 1)
-    y = np.empty((N, O if dst is None else 0, OH, OW), np.float32)
+    if shuffle > 1 and (O % (shuffle * shuffle) or dst is not None or residual is not None):
+        raise ValueError(f"_direct_amx.run: a pixel shuffle by {shuffle} of {O} channels, with planes or a residual")
+    y = np.empty((N, O // (shuffle * shuffle) if dst is None else 0, OH * shuffle, OW * shuffle), np.float32)
     if dst is None:
         dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
     if residual is not None and (residual.shape != y.shape or residual.dtype != np.float32):
@@ -313,7 +325,7 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     scratch = _aligned_empty((numba.get_num_threads(), 2048), np.float32)
     _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
              _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw),
-             res, residual is not None)
+             res, residual is not None, shuffle)
     return None if dst is not _NO_PLANES else y
 
 

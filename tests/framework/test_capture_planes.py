@@ -14,6 +14,7 @@ from framework import precision
 from framework.capture import Capture, _planes
 from framework.functional import _direct_amx
 from framework.functional.activation import LeakyReLUFunction, PReLUFunction, ReLUFunction
+from framework.functional.pixel_shuffle import PixelShuffleFunction
 from framework.functional.resample import ResampleFunction
 from framework.functional.elementwise import Add
 from framework.functional.shape import Cat
@@ -67,6 +68,7 @@ def _kinds(graph):
             "prelus": sum(op[0] is PReLUFunction.forward for op in graph.forward),
             "resamples": sum(op[0] is ResampleFunction.forward for op in graph.forward),
             "leakys": sum(op[0] is LeakyReLUFunction.forward for op in graph.forward),
+            "shuffles": sum(op[0] is PixelShuffleFunction.forward for op in graph.forward),
             "laid out into": len(laid)}
 
 
@@ -91,16 +93,18 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
         assert kinds["resamples"] == 0, kinds
     if name == "RCAN":  # each block's conv -> ReLU -> conv: the ReLU done by the first conv's epilogue;
         # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
-        assert kinds["relus"] == 2 and kinds["planes"] == 4, kinds
+        assert kinds["relus"] == 2 and kinds["planes"] == 5, kinds
     if name == "SRVGGNetCompact":  # conv -> PReLU -> conv: each PReLU done by the conv before it (its
         # own per-channel slopes), but the first (after conv_first: 3 channels, on im2col)
         assert kinds["prelus"] == 1 and kinds["planes"] == 5, kinds
     if name == "MSRResNet":  # conv_hr -> LeakyReLU -> conv_last (3 outputs, on tiles): the LeakyReLU
-        # done by conv_hr's epilogue (PReLU's formula, one slope); conv_first's (3 channels, on im2col)
-        # and the one after the pixel shuffle stay
-        assert kinds["leakys"] == 2, kinds
+        # done by conv_hr's epilogue (PReLU's formula, one slope); upconv -> PixelShuffle -> LeakyReLU:
+        # both done by upconv's epilogue; conv_first's (3 channels, on im2col) stays
+        assert kinds["leakys"] == 1 and kinds["shuffles"] == 0, kinds
+    if name in ("EDSR", "RCAN"):  # the upsampler's conv stores its output pixel-shuffled
+        assert kinds["shuffles"] == 0, kinds
     if name == "EDSR":  # each body block's first conv writes the second's planes; 2 blocks, 1 arena
-        assert kinds["planes"] == 4 and kinds["layouts"] == 0 and kinds["arenas"] == 1, kinds
+        assert kinds["planes"] == 5 and kinds["layouts"] == 0 and kinds["arenas"] == 1, kinds
 
 
 class _TwoReaders(Module):
@@ -278,3 +282,41 @@ def test_a_residual_add_is_done_by_the_tile_epilogue():
     assert sum(n.startswith("_conv2d") for n in names) == 1 and sum(n.startswith("_conv_forward") for n in names) == 2
     with pytest.raises(ValueError, match="residual"):
         _direct_amx.correlate(x.data, model.w[0].data, (9, 14), (1, 1), None, None, 2, residual=x.data[:, :16])
+
+
+class _Upsampler(Module):
+    """conv (32 -> 64) -> pixel_shuffle(2) -> PReLU (16 weights) -> conv, and conv -> pixel_shuffle
+    read by an add too (the activation-free store, the shuffle's output read twice)."""
+
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(10)
+        self.w = [sg.tensor((rng.standard_normal(s) * 0.2).astype(np.float32))
+                  for s in ((64, 32, 3, 3), (32, 16, 3, 3), (64, 32, 3, 3))]
+        self.a = sg.tensor(rng.uniform(-0.5, 0.5, 16).astype(np.float32))
+
+    def forward(self, x):
+        y = F.prelu(F.pixel_shuffle(F.conv2d(x, self.w[0], padding=1), 2), self.a)
+        z = F.pixel_shuffle(F.conv2d(x, self.w[2], padding=1), 2)
+        return F.conv2d(y, self.w[1], padding=1), z + z
+
+
+@needs_amx
+def test_an_upsampler_conv_stores_its_output_shuffled_and_activated():
+    model = _Upsampler()
+    x = sg.tensor(np.random.default_rng(11).uniform(-1, 1, (2, 32, 6, 9)).astype(np.float32))
+    cap = Capture([model], train=False)
+    with sg.no_grad(), sg.autocast("bf16"):
+        eager = [t.data.copy() for t in model(x)]
+        got = [cap(lambda t: dict(zip("ab", model(t))), x) for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    for g in got:
+        for name, e in zip("ab", eager):
+            assert np.array_equal(g[name].data.view(np.uint32), e.view(np.uint32))
+    kinds = _kinds(cap.graphs[0])
+    assert kinds["shuffles"] == 0 and kinds["prelus"] == 0, kinds
+    Wp, _, S = _direct_amx.plane_geometry((6, 9), (3, 3))
+    xp = np.zeros((2, 16, S), np.uint32)
+    with pytest.raises(ValueError, match="pixel shuffle"):
+        _direct_amx.run(xp, 0, _direct_amx.pack_weight(model.w[1].data[:, :, :, :]), np.zeros(32, np.float32), 32,
+                        (6, 9), (3, 3), None, 2, shuffle=3)
