@@ -98,7 +98,7 @@ class Table:
 
     def __init__(self, index: np.ndarray, weight: np.ndarray, n: int):
         self.index, self.weight, self.n = index, weight, n
-        self._cast, self._t = {}, None
+        self._cast, self._t, self._x2 = {}, None, None
         index.flags.writeable = weight.flags.writeable = False
 
     @property
@@ -395,6 +395,50 @@ def _resample_planes(x, h_index, h_weight, w_index, w_weight, h_first, out):
             _rows_pass(tmp, h_index, h_weight, out[p])
 
 
+@kernel
+def _repeat2(x, out):
+    """out[p, 2h + i, 2w + j] = x[p, h, w] (i, j in 0, 1): nearest x2 on both axes, the values
+    _resample_planes gives through its one-tap tables of weight 1 (a product by 1 is exact)."""
+    for p in range(x.shape[0]):
+        for h in range(x.shape[1]):
+            src, d0, d1 = x[p, h], out[p, 2 * h], out[p, 2 * h + 1]
+            for w in range(src.shape[0]):
+                d0[2 * w] = d0[2 * w + 1] = src[w]
+            for w in range(d1.shape[0]):
+                d1[w] = d0[w]
+
+
+@kernel
+def _pairs2(g, out, h_first):
+    """out[p, h, w] = the sum of g[p, 2h + i, 2w + j] over i, j in 0, 1: nearest x2's adjoint, in
+    _resample_planes's order (h_first: the row pass first, (g00 + g10) + (g01 + g11); else the
+    column pass first, (g00 + g01) + (g10 + g11); each table's weight 1, its products exact)."""
+    for p in range(out.shape[0]):
+        for h in range(out.shape[1]):
+            a, b, o = g[p, 2 * h], g[p, 2 * h + 1], out[p, h]
+            if h_first:
+                for w in range(o.shape[0]):
+                    o[w] = (a[2 * w] + b[2 * w]) + (a[2 * w + 1] + b[2 * w + 1])
+            else:
+                for w in range(o.shape[0]):
+                    o[w] = (a[2 * w] + a[2 * w + 1]) + (b[2 * w] + b[2 * w + 1])
+
+
+def _x2(table):
+    """'repeat' where the table is nearest x2 (output o = input o // 2, weight 1), 'pairs' where it is
+    its transpose (output o = input 2o + input 2o + 1, weights 1), else None."""
+    if table._x2 is None:
+        i, wt, m = table.index, table.weight, table.m
+        if i.shape[1] == 1 and m == 2 * table.n and (wt == 1).all() and (i[:, 0] == np.arange(m) // 2).all():
+            table._x2 = "repeat"
+        elif i.shape[1] == 2 and table.n == 2 * m and (wt == 1).all() and \
+                (np.sort(i, axis=1) == 2 * np.arange(m)[:, None] + np.arange(2)).all():
+            table._x2 = "pairs"
+        else:
+            table._x2 = ""
+    return table._x2 or None
+
+
 # Below this much work (units of the cost model in `resample`) one thread is faster: a parallel
 # region waits for its slowest thread (_jit.launch; the measurement is in docs/benchmarks.md).
 _SERIAL_WORK = 1 << 20
@@ -415,8 +459,16 @@ def resample(x: np.ndarray, th: Table, tw: Table) -> np.ndarray:
     # each task owns its planes of `out`: no races; a few tasks per worker for balance
     bounds = np.linspace(0, P, min(P, 4 * workers) + 1).astype(np.int64)
     tasks = [(lo, hi) for lo, hi in zip(bounds[:-1], bounds[1:]) if hi > lo]
-    _tiles.run(tasks, lambda t, _: _resample_planes(planes[t[0]:t[1]], *tables, out[t[0]:t[1]]),
-               0, x.dtype, workers)
+    x2 = _x2(th) if _x2(th) == _x2(tw) else None  # nearest x2 and its adjoint: one pass, the same values
+
+    def work(t, _):
+        if x2 == "repeat":
+            _repeat2(planes[t[0]:t[1]], out[t[0]:t[1]])
+        elif x2 == "pairs":
+            _pairs2(planes[t[0]:t[1]], out[t[0]:t[1]], tables[-1])
+        else:
+            _resample_planes(planes[t[0]:t[1]], *tables, out[t[0]:t[1]])
+    _tiles.run(tasks, work, 0, x.dtype, workers)
     return out.reshape(lead + (th.m, tw.m))
 
 
