@@ -153,7 +153,8 @@ def main(argv=None) -> int:
         with tempfile.NamedTemporaryFile("w", suffix=".json", delete=False) as f:
             json.dump(keys, f)
         child = subprocess.run([sys.executable, __file__, "--torch-child", f.name, "--threads",
-                                str(args.threads), "--precision", args.precision], capture_output=True, text=True, check=True)
+                                str(args.threads), "--precision", args.precision],
+                               capture_output=True, text=True, check=True)
         Path(f.name).unlink()
         theirs = json.loads(child.stdout.strip().splitlines()[-1])
         total_ours = total_theirs = 0.0

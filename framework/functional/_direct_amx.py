@@ -144,9 +144,10 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     """y = act(W * x + bias) on tiles. xp (N, planes, S) uint32 planes of channel pairs
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
-    (_put_block; has_res: plus res, the same shape; r > 1: pixel-shuffled), or, where dst has planes, as the next
-    convolution's planes (_put_pairs, dgeo); scratch (threads, 2048) float32; tasks (T, 3): image, first and end flat position (multiples
-    of the block's width); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps).
+    (_put_block; has_res: plus res, the same shape; r > 1: pixel-shuffled), or, where dst has
+    planes, as the next convolution's planes (_put_pairs, dgeo); scratch (threads, 2048) float32;
+    tasks (T, 3): image, first and end flat position (multiples of the block's width); woff, xoff
+    (kh kw KB,): each step's byte offset into wa and xp (_steps).
     Blocks of 32 outputs x 32 positions (the 2 x 2 block), or where Opad is 16 (at most 16 outputs)
     16 x 48 (the 1 x 3 block: no product on padding). Two overlaps keep the tile unit busy (the unit
     does not rename tiles, so a load waits for the products still reading its tile): the next
