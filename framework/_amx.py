@@ -16,7 +16,8 @@ which never uses them itself.
     tile_release()                   tilerelease: the thread's tile state back to its initial state
 
 and, from them, the 2 x 2 block every AMX kernel runs (block_zero, block_load, block_store, operands,
-step, last_step: inline helpers, below), and the 1 x 3 block of a narrow forward (row_*).
+step, last_step: inline helpers, below), the 1 x 3 block of a narrow forward (row_*) and the 2 x 1
+block of a narrow weight gradient (col_*).
 
 Offsets and strides are in bytes and unchecked: validate before the kernel runs. A process must ask
 Linux for the tile data first (framework/precision.py does, once), or its first tile instruction
@@ -35,7 +36,8 @@ from ._jit import kernel
 
 __all__ = ["CONFIG", "tile_config", "tile_load", "tile_store", "tile_zero", "tile_dot", "tile_release",
            "block_zero", "block_load", "block_store", "operands", "step", "last_step",
-           "row_zero", "row_store", "row_operands", "row_step", "row_last"]
+           "row_zero", "row_store", "row_operands", "row_step", "row_last",
+           "col_load", "col_store", "col_operands", "col_step", "col_last"]
 
 # LLVM compiles inline assembly through its assembly parser, which numba does not initialise
 llvm.initialize_native_asmparser()
@@ -242,3 +244,47 @@ def row_last():
     tile_dot(0, 4, 5)
     tile_dot(1, 4, 6)
     tile_dot(2, 4, 7)
+
+
+# -- the 2 x 1 block of a narrow weight gradient (16 outputs: the 2 x 2 block's right half was
+# padding): tmm0, tmm2 = 32 x 16 float32 sums (rows 16 apart, as in the 2 x 2 block), tmm4, tmm5 = two
+# tiles of the left operand, tmm6 = one of the right one.
+
+@kernel(inline=True)
+def col_load(c, z, stride):
+    """tmm0, tmm2 = the 32 x 16 float32 block of c at byte z (row stride `stride`)."""
+    tile_load(c, z, stride, 0)
+    tile_load(c, z + 16 * stride, stride, 2)
+
+
+@kernel(inline=True)
+def col_store(c, z, stride):
+    """The 32 x 16 float32 block tmm0, tmm2 into c at byte z (row stride `stride`)."""
+    tile_store(c, z, stride, 0)
+    tile_store(c, z + 16 * stride, stride, 2)
+
+
+@kernel(inline=True)
+def col_operands(a, x, sa, b, y, sb):
+    """A narrow step's operands: tmm4, tmm5 = 16 rows of a at byte x and 16 rows further (row stride
+    sa); tmm6 = 16 rows of b at byte y (row stride sb)."""
+    tile_load(a, x, sa, 4)
+    tile_load(b, y, sb, 6)
+    tile_load(a, x + 16 * sa, sa, 5)
+
+
+@kernel(inline=True)
+def col_step(a, x, sa, b, y, sb):
+    """This narrow step's two products, the next step's operands loaded behind them (as `step`)."""
+    tile_dot(0, 4, 6)
+    tile_load(a, x, sa, 4)
+    tile_dot(2, 5, 6)
+    tile_load(b, y, sb, 6)
+    tile_load(a, x + 16 * sa, sa, 5)
+
+
+@kernel(inline=True)
+def col_last():
+    """The last narrow step's two products."""
+    tile_dot(0, 4, 6)
+    tile_dot(2, 5, 6)

@@ -33,8 +33,9 @@ import numba
 import numpy as np
 
 from .. import _amx, precision
-from .._amx import (block_load, block_store, block_zero, last_step, operands, row_last, row_operands, row_step,
-                    row_store, row_zero, step, tile_config, tile_release)
+from .._amx import (block_load, block_store, block_zero, col_last, col_load, col_operands, col_step, col_store,
+                    last_step, operands, row_last, row_operands, row_step, row_store, row_zero, step, tile_config,
+                    tile_release)
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _pair_plane, _rne, round_bits, weight_grad_layout
@@ -363,13 +364,13 @@ MIN_TASKS = 8
 
 
 @kernel
-def _flush(acc, d, c0, o0, T):
-    """d[t, c0 + c, o0 + o] += acc[t, c, o] (32 x 32 per tap), then acc = 0: a block's sums onto the
-    running totals."""
+def _flush(acc, d, c0, o0, T, width):
+    """d[t, c0 + c, o0 + o] += acc[t, c, o] (32 x width per tap), then acc = 0: a block's sums onto
+    the running totals."""
     for t in range(T):
         for c in range(32):
-            row, src = d[t, c0 + c, o0:], acc[t, c * 32:]
-            for o in range(32):
+            row, src = d[t, c0 + c, o0:], acc[t, c * width:]
+            for o in range(width):
                 row[o] += src[o]
                 src[o] = 0
 
@@ -379,18 +380,21 @@ def _weight_grad(xf, gt, parts, cfg, offsets, plane, rb, accs, tasks):
     """parts[r, t, c, o] = sum_{b in run r, q} x[b, c, offsets[t] + q] g[b, q, o] on tiles. xf (N,
     Cpad plane + tail) bfloat16 padded planes; gt (N, P, Opad) uint32 gradient pairs (P a multiple
     of 16); accs (threads, T, 1024) float32, zero: each tap's 32 x 32 block between visits; tasks
-    (T', 5): first channel and first output of a 32 x 32 block, run r and its images [b0, b1).
+    (T', 5): first channel and first output of a 32 x 32 block (32 x 16 where Opad is 16: the 2 x 1
+    block), run r and its images [b0, b1).
     Per image, CHUNK steps at a time, every tap adds its products into its block (the chunk's data
     stays in cache for all taps); every rb steps and at the end of each image the blocks go onto
     the run's totals (_flush): chains of about sqrt(steps)."""
     N, P, Opad = gt.shape
     X, T = xf.shape[1], offsets.shape[0]
+    narrow = Opad == TILE  # at most 16 outputs: the 2 x 1 block (32 x 16), no product on padding
+    width = TILE if narrow else 32
     for n in prange(tasks.shape[0]):
         c0, o0, r, b0, b1 = tasks[n, 0], tasks[n, 1], tasks[n, 2], tasks[n, 3], tasks[n, 4]
         acc, dwt = accs[numba.get_thread_id()], parts[r]
         for t in range(T):
             for c in range(c0, c0 + 32):
-                for o in range(o0, o0 + 32):
+                for o in range(o0, o0 + width):
                     dwt[t, c, o] = 0
         tile_config(cfg)
         for b in range(b0, b1):
@@ -399,19 +403,29 @@ def _weight_grad(xf, gt, parts, cfg, offsets, plane, rb, accs, tasks):
                 p1 = min(P, p0 + 16 * CHUNK)
                 for t in range(T):
                     a = acc[t]
-                    block_load(a, 0, 128)
                     x = (b * X + c0 * plane + offsets[t] + 2 * p0) * 2  # a step: 32 positions further
                     g = ((b * P + p0) * Opad + o0) * 4
-                    operands(xf, x, plane * 2, gt, g, Opad * 4)
-                    for _ in range(p0 + 16, p1, 16):
-                        x += 64
-                        g += 16 * Opad * 4
-                        step(xf, x, plane * 2, gt, g, Opad * 4)
-                    last_step()
-                    block_store(a, 0, 128)
+                    if narrow:
+                        col_load(a, 0, 64)
+                        col_operands(xf, x, plane * 2, gt, g, Opad * 4)
+                        for _ in range(p0 + 16, p1, 16):
+                            x += 64
+                            g += 16 * Opad * 4
+                            col_step(xf, x, plane * 2, gt, g, Opad * 4)
+                        col_last()
+                        col_store(a, 0, 64)
+                    else:
+                        block_load(a, 0, 128)
+                        operands(xf, x, plane * 2, gt, g, Opad * 4)
+                        for _ in range(p0 + 16, p1, 16):
+                            x += 64
+                            g += 16 * Opad * 4
+                            step(xf, x, plane * 2, gt, g, Opad * 4)
+                        last_step()
+                        block_store(a, 0, 128)
                 since += (p1 - p0) // 16
                 if since >= rb or p1 == P:
-                    _flush(acc, dwt, c0, o0, T)
+                    _flush(acc, dwt, c0, o0, T, width)
                     since = 0
         tile_release()
 
@@ -423,18 +437,18 @@ def weight_grad(x, g, padding, kernel_size):
     O, OH, OW = g.shape[1:]
     Hp, Wp, P = _grad_geometry((OH, OW), kernel_size)
     xf = _input_planes(x, Hp, Wp, P)
-    gt = np.empty((x.shape[0], P, _blocks(O, 32) * 32), np.uint32)
+    gt = np.empty((x.shape[0], P, out_blocks(O)), np.uint32)
     weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
                        xf, gt, _blocks(x.shape[1], 32) * 32, -padding[0], padding[1], Wp, Hp)
     return _weight_grad_tiles(xf, gt, x.shape[1], O, Hp, Wp, kernel_size)
 
 
 def weight_grad_planes(x, gt, padding, kernel_size, features, O):
-    """weight_grad from the gradient already in its layout: gt (N, P, Opad) uint32 (_grad_pairs's
+    """weight_grad from the gradient already in its layout: gt (N, P, out_blocks(O)) uint32 (_grad_pairs's
     pairs of flat positions over rows of OW + kw - 1, P from _grad_geometry; _direct_amx_grad.py)."""
     precision.require_amx("conv2d")
     Hp, Wp, P = _grad_geometry(features, kernel_size)
-    if gt.shape != (x.shape[0], P, _blocks(O, 32) * 32) or gt.dtype != np.uint32:
+    if gt.shape != (x.shape[0], P, out_blocks(O)) or gt.dtype != np.uint32:
         raise ValueError(f"_direct_amx.weight_grad_planes: gt {gt.shape} {gt.dtype} is not the layout of "
                          f"{O} channels at {features} for {x.shape[0]} images")
     xf = _input_planes(x, Hp, Wp, P)

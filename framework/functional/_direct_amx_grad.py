@@ -27,7 +27,7 @@ import numpy as np
 from .. import precision
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
-from ._direct_amx import MIN_CHANNELS, pack_weight, plane_geometry, run, weight_grad_planes
+from ._direct_amx import MIN_CHANNELS, out_blocks, pack_weight, plane_geometry, run, weight_grad_planes
 from ._direct_bf16 import _rne
 
 BLOCK = 16  # gradient channels per task: one 64-byte line of a row of the weight gradient's layout
@@ -77,7 +77,7 @@ def _layouts(g, y, slope, mode, gp, top, left, pWp, gt, Wp, sums, scratch, bits,
     P, S = gt.shape[1], gp.shape[2]
     tasks = gp.shape[1] * 2 // BLOCK
     for t in prange(N * tasks):
-        b, o0 = t // tasks, t % tasks * BLOCK
+        b, o0 = t // tasks, t % tasks * BLOCK  # gt may have fewer columns (16 for 16 outputs) than planes
         s, u, pr = scratch[numba.get_thread_id()], bits[numba.get_thread_id()], pairs[numba.get_thread_id()]
         for c in range(BLOCK):
             o, row, acc = o0 + c, s[c], 0.0
@@ -98,7 +98,7 @@ def _layouts(g, y, slope, mode, gp, top, left, pWp, gt, Wp, sums, scratch, bits,
             ub, pc = u[c], pr[c]
             for p in range(P):
                 pc[p] = _rne(ub[2 * p]) | (_rne(ub[2 * p + 1]) << np.uint32(16))
-        for p in range(P):
+        for p in range(P if o0 < gt.shape[2] else 0):
             dst = gt[b, p, o0:]
             for c in range(BLOCK):
                 dst[c] = pr[c, p]
@@ -133,7 +133,7 @@ def backward(x, g, y, slope, wf, padding, flipped_padding, workers):
     N, C, H, W = x.shape
     O, OH, OW = g.shape[1:]
     kh, kw = wf.shape[2:]
-    Opad = _blocks(O, 32) * 32
+    Opad = _blocks(O, 32) * 32  # the flipped correlation's input channels (its pair planes)
     pWp, _, pS = plane_geometry((H, W), (kh, kw))
     Wp = OW + kw - 1
     P = _blocks(_blocks(OH * Wp, 2), 16) * 16  # _direct_amx.weight_grad's pairs
@@ -141,7 +141,7 @@ def backward(x, g, y, slope, wf, padding, flipped_padding, workers):
         raise ValueError(f"_direct_amx_grad.backward: the gradient {g.shape} does not fit the flipped "
                          f"correlation's planes ({pS} of rows of {pWp}, padding {flipped_padding})")
     gp = np.empty((N, Opad // 2, pS), np.uint32)
-    gt = _aligned_empty((N, P, Opad), np.uint32)
+    gt = _aligned_empty((N, P, out_blocks(O)), np.uint32)  # the weight gradient's output columns
     sums = np.empty((N, Opad), np.float64)
     threads = numba.get_num_threads()
     scratch = _aligned_empty((threads, BLOCK, 2 * P), np.float32)

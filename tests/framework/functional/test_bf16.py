@@ -229,6 +229,28 @@ def test_amx_narrow_block_is_the_wide_blocks_bits(C, O, slope):
 
 
 @needs_amx
+@pytest.mark.parametrize("N, C, O, H, W", [(3, 32, 16, 9, 13), (2, 80, 5, 7, 6), (17, 48, 16, 4, 5)])
+def test_amx_narrow_weight_gradient_is_the_wide_blocks_bits(N, C, O, H, W):
+    # at most 16 outputs: the gradient's layout has 16 columns and the weight gradient the 2 x 1 block
+    # (32 channels x 16 outputs); the same layout padded to 32 columns takes the 2 x 2 block (half its
+    # products on zeros): the same products in the same order (the same runs of images)
+    rng = np.random.default_rng(N + C + O)
+    x, _, _, g = _conv_case(rng, N, C, O, H, W, 3)
+    Hp, Wp, P = _direct_amx._grad_geometry((H, W), (3, 3))
+    xf = _direct_amx._input_planes(x, Hp, Wp, P)
+    dws = []
+    for cols in (16, 32):
+        gt = np.empty((N, P, cols), np.uint32)
+        _direct_bf16.weight_grad_layout(x.view(np.uint32), g.view(np.uint32), xf, gt, -(-C // 32) * 32, -1, 1, Wp, Hp)
+        dws.append(_direct_amx._weight_grad_tiles(xf, gt, C, O, Hp, Wp, (3, 3)))
+    np.testing.assert_array_equal(dws[0].view(np.uint32), dws[1].view(np.uint32))
+    np.testing.assert_array_equal(_direct_amx.weight_grad(x, g, (1, 1), (3, 3)), dws[0])
+    size = torch.nn.grad.conv2d_weight(bf(x).abs(), (O, C, 3, 3), bf(g).abs(), padding=1).numpy()
+    ref = torch.nn.grad.conv2d_weight(bf(x), (O, C, 3, 3), bf(g), padding=1).numpy()
+    assert (np.abs(dws[0] - ref) <= gamma(N * H * W) * size).all()
+
+
+@needs_amx
 def test_a_last_conv_to_few_outputs_runs_on_tiles():
     # 32 -> 3 (a network's last conv): im2col in float32 elsewhere, on AMX under bf16 (the forward's
     # operands rounded: within the bound, beyond float32's); its input gradient stays float32 (im2col
