@@ -194,8 +194,10 @@ def _amx_route(c):
 
 def _few_outputs_amx(geo, c, o, dtype):
     """Whether a correlation that the direct route leaves to im2col only for its few outputs (a
-    network's last conv, 32 or 64 -> 3) runs on AMX tiles under bf16: its 1 x 3 block spends 3 of
-    16 rows on them, and still beat float32 im2col 2x (docs/benchmarks.md)."""
+    network's last conv, 32 or 64 -> 3) runs on AMX tiles under bf16, its forward and its weight
+    gradient: their 1 x 3 and 2 x 1 blocks spend 3 of 16 rows or columns on them, and still beat
+    float32 im2col 2x and the flipped kernel's AVX512-BF16 weight gradient 1.4-2.3x
+    (docs/benchmarks.md)."""
     return (o < _DIRECT_MIN_CHANNELS and _direct_route(geo, c, _DIRECT_MIN_CHANNELS)
             and precision.bf16_active(dtype) and _amx_route(c))
 
@@ -340,6 +342,8 @@ def _weight_grad(x, y, geo, w_shape):
         return _depthwise.weight_grad(x, y, geo, w_shape, _run, _workers())
     if _direct_route(geo, C, O, _DIRECT_MIN_TAPS_WEIGHT_GRAD):
         return _direct_weight_grad(x, y, geo)
+    if _few_outputs_amx(geo, C, O, x.dtype):  # its 2 x 1 block: 2x the flipped kernel's AVX512-BF16 route
+        return _direct_amx.weight_grad(x, y, geo.padding, geo.kernel)
     flipped = geo.flipped()
     if flipped is not None and O < C:  # im2col of Y (O kh kw rows): the flipped kernel's gradient
         dwf = _weight_grad(y, x, flipped, (C, O // g, kh, kw))

@@ -254,7 +254,7 @@ def test_amx_narrow_weight_gradient_is_the_wide_blocks_bits(N, C, O, H, W):
 def test_a_last_conv_to_few_outputs_runs_on_tiles():
     # 32 -> 3 (a network's last conv): im2col in float32 elsewhere, on AMX under bf16 (the forward's
     # operands rounded: within the bound, beyond float32's); its input gradient stays float32 (im2col
-    # of 3 channels), its weight gradient bf16 (the direct route of the flipped kernel, as before)
+    # of 3 channels), its weight gradient on tiles too (the 2 x 1 block)
     rng = np.random.default_rng(11)
     N, C, O, H, W, k = 2, 32, 3, 7, 11, 3
     x, w, b, r = _conv_case(rng, N, C, O, H, W, k)
@@ -271,6 +271,7 @@ def test_a_last_conv_to_few_outputs_runs_on_tiles():
     size = torch.nn.grad.conv2d_weight(bf(x).abs(), w.shape, bf(r[:, :O]).abs(), padding=1).numpy()
     ref = torch.nn.grad.conv2d_weight(bf(x), w.shape, bf(r[:, :O]), padding=1).numpy()
     assert (np.abs(dw - ref) <= gamma(N * H * W) * size).all()
+    np.testing.assert_array_equal(dw, _direct_amx.weight_grad(x, r[:, :O], (1, 1), (k, k)))
 
 
 @needs_amx
