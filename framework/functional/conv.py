@@ -21,8 +21,8 @@ everything else takes im2col / col2im (serial numba kernels) and a product (np.m
 Under `framework.autocast("bf16")` the direct route of float32 tensors takes bfloat16 operands with
 float32 sums: on AMX tiles (_direct_amx.py) from 16 channels on the image side where the CPU has
 AMX (with any number of outputs: a last conv to 3 channels too), else AVX512-BF16 (_direct_bf16.py);
-the other routes stay float32 (docs/numerics.md). Where both
-of conv2d's gradients take AMX, its backward reads the output gradient once for both (_direct_amx_grad.py).
+the other routes stay float32 (docs/numerics.md). Where both of conv2d's gradients take AMX, its
+backward reads the output gradient once for both (_direct_amx_grad.py).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image; a multiple of
 the workers). The direct route runs its tiles in one numba parallel region per call (a fork/join of
