@@ -25,7 +25,8 @@ import numpy as np
 from .. import precision
 from ..autograd import Context
 from ..functional import _direct, _direct_amx, conv
-from ..functional.elementwise import Add
+from ..functional import elementwise
+from ..functional.elementwise import Add, Mul
 from ._kinds import _FIXED, _LIVE, _SLOT
 from ._planes import share_planes
 
@@ -48,6 +49,7 @@ def fold(graph, packed: dict) -> None:
         ops.append((lowered or forward, spec, kwargs, needs, first))
         classes.append(cls)
     ops, classes = share_planes(ops, classes, graph)
+    ops, classes = _fuse_scale_adds(ops, classes, graph)
     graph.forward, graph.classes = _fuse_residual_adds(ops, classes, graph), None
     graph.constants = {}
     for name, s in list(graph.outputs.items()):
@@ -105,6 +107,58 @@ def _fuse_residual_adds(ops, classes, graph):
         out.append((forward, spec, kwargs, needs, first))
     graph.outputs = {name: renamed.get(s, s) for name, s in graph.outputs.items()}
     return out
+
+
+def _fuse_scale_adds(ops, classes, graph):
+    """(ops, classes) with each Mul of a 4-D value a by a per-channel s (N or 1, C, 1, 1), read only by
+    an Add with an operand x of a's shape and dtype made before the Mul (RCAN's channel attention
+    and its block's residual, x * CA + skip), done as one pass (elementwise.scale_add: the same
+    values): the Add's entry dropped, its readers reading the Mul's slot."""
+    readers, outputs = {}, set(graph.outputs.values())
+    for _, spec, _, _, _ in ops:
+        for kind, v in spec:
+            if kind == _SLOT:
+                readers[v] = readers.get(v, 0) + 1
+    at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}
+    fused, renamed, drop = {}, {}, set()
+    for m, ((_, spec, kwargs, _, first), cls) in enumerate(zip(ops, classes)):
+        if cls is not Add or kwargs or len(spec) != 2:
+            continue
+        for side in (0, 1):
+            (kt, t), (ko, x) = spec[side], spec[1 - side]
+            k = at.get(t) if kt == _SLOT else None
+            if k is None or k in fused or classes[k] is not Mul or readers.get(t) != 1 or t in outputs \
+                    or ko == _LIVE or (ko == _SLOT and x >= t) or len(ops[k][1]) != 2 or ops[k][2]:
+                continue
+            (ka, a), (ks, sc) = ops[k][1]
+            (sa, da), (ss, ds) = _meta(ka, a, graph.slot_meta), _meta(ks, sc, graph.slot_meta)
+            if sa is None or ss is None or len(sa) != 4 or len(ss) != 4:
+                continue
+            if sa[2:] == (1, 1) and ss[2:] != (1, 1):  # s * a: the per-channel operand first
+                (ka, a, sa, da), (ks, sc, ss, ds) = (ks, sc, ss, ds), (ka, a, sa, da)
+            if ss[1] != sa[1] or ss[2:] != (1, 1) or ss[0] not in (1, sa[0]) or len({da, ds}) != 1 or da.kind != "f" \
+                    or _meta(ko, x, graph.slot_meta) != (sa, da) or _meta(kt, t, graph.slot_meta) != (sa, da):
+                continue
+            fused[k] = (_scale_add, ((ka, a), (ks, sc), (ko, x)), {}, ops[k][3], ops[k][4])
+            renamed[first] = t
+            drop.add(m)
+            break
+    if not fused:
+        return ops, classes
+    out, out_classes = [], []
+    for k, (op, cls) in enumerate(zip(ops, classes)):
+        if k in drop:
+            continue
+        forward, spec, kwargs, needs, first = fused.get(k, op)
+        spec = tuple((kind, renamed.get(v, v)) if kind == _SLOT else (kind, v) for kind, v in spec)
+        out.append((forward, spec, kwargs, needs, first))
+        out_classes.append(None if k in fused else cls)
+    graph.outputs = {name: renamed.get(s, s) for name, s in graph.outputs.items()}
+    return out, out_classes
+
+
+def _scale_add(ctx, a, s, x):
+    return elementwise.scale_add(a, s, x)
 
 
 def _conv2d(spec, kwargs, slot_meta, cache, eager):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .._check import ArgumentTypeError
+from .._jit import kernel, prange
 from ..autograd import Function
 from ..tensor import Tensor
 from ._promote import array_of, result_type
@@ -22,6 +23,29 @@ class Add(Function):
         sa, sb = ctx.shapes
         na, nb = ctx.needs_input_grad
         return (unbroadcast(g, sa) if na else None), (unbroadcast(g, sb) if nb else None)
+
+
+@kernel(parallel=True)
+def _scale_add_planes(a, s, x, out):
+    """out[n, c] = a[n, c] * s[n or 0, c] + x[n, c] over planes (N, C, L): the product rounded, then
+    the sum (np.multiply's then np.add's values; no fused multiply-add: numba does not contract)."""
+    N, C = a.shape[0], a.shape[1]
+    for t in prange(N * C):
+        n, c = t // C, t % C
+        sv, ap, xp, op = s[n if s.shape[0] > 1 else 0, c], a[n, c], x[n, c], out[n, c]
+        for i in range(ap.shape[0]):
+            op[i] = ap[i] * sv + xp[i]
+
+
+def scale_add(a, s, x):
+    """a * s + x for a, x (N, C, H, W) and s (N or 1, C, 1, 1) of one float dtype, in one pass: a
+    channel attention's scale and its block's residual add (an inference graph's fold,
+    capture/_lower.py), the values of Mul then Add."""
+    N, C = a.shape[:2]
+    out = np.empty(a.shape, a.dtype)
+    _scale_add_planes(np.ascontiguousarray(a).reshape(N, C, -1), np.ascontiguousarray(s).reshape(-1, C),
+                      np.ascontiguousarray(x).reshape(N, C, -1), out.reshape(N, C, -1))
+    return out
 
 
 class Sub(Function):

@@ -439,3 +439,29 @@ def test_the_direct_convs_residual_store_is_the_add_of_its_output():
         assert np.array_equal(fused, np.add(plain, r)), (n, c, h, w, slope)
     with pytest.raises(ValueError, match="residual"):
         _direct.correlate(x, wt, (h, w), (1, 1), b, None, tiles, elems, residual=r[:, :5])
+
+
+def test_an_inference_graph_scales_and_adds_in_one_pass():
+    """x * s + skip (a channel attention's scale and its block's residual, RCAN's RCAB) is one pass
+    in an inference graph (elementwise.scale_add): the values of the Mul then the Add, bit for bit;
+    a Mul read twice, or by an Add whose other operand is made after it, stays."""
+    from framework.functional.elementwise import Add, Mul
+
+    class Block(sg.nn.Module):
+        def forward(self, x):
+            s = F.sigmoid(x.mean(dim=(2, 3), keepdim=True))
+            y = x * s + x  # fused
+            z = s * y  # read twice: stays
+            return (z + z) + y * s  # y * s + (z + z): the other operand is made before: fused
+
+    x = sg.tensor(np.random.default_rng(12).standard_normal((2, 5, 7, 9)).astype(np.float32))
+    model = Block()
+    cap = Capture([model], train=False)
+    with sg.no_grad():
+        eager = model(x).data.copy()
+        got = [cap(lambda t: {"y": model(t)}, x)["y"].data for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    assert all(np.array_equal(g.view(np.uint32), eager.view(np.uint32)) for g in got)
+    ops = cap.graphs[0].forward
+    assert sum(getattr(op[0], "__name__", "") == "_scale_add" for op in ops) == 2
+    assert sum(op[0] is Mul.forward for op in ops) == 1 and sum(op[0] is Add.forward for op in ops) == 1
