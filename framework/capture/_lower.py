@@ -9,6 +9,8 @@
   the same shape and dtype known before the convolution runs (a residual block's `x + conv(...)`),
   is done by the convolution as it stores each output (_direct.correlate's `residual`): one pass
   over memory fewer, and no output array of the add's own;
+- a per-channel scale read only by an Add of the scaled value's shape (RCAN's channel attention
+  and its block's residual, `x * s + skip`) is one pass (elementwise.scale_add);
 - under autocast("bf16") on AMX, convolutions hand each other bfloat16 planes instead of float32
   arrays, a channel Cat that only they read is read in place, a nearest upsampling only one
   of them reads is laid out from its input, and an upsampler's pixel shuffle (and the activation
