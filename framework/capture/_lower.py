@@ -68,17 +68,22 @@ def _meta(kind, v, slot_meta):
     return (np.shape(v), np.asarray(v).dtype) if kind == _FIXED else (None, None)
 
 
-def _fuse_residual_adds(ops, classes, graph):
-    """`ops` with each Add of a fusable convolution's output (a lowered forward with `.fused`, the
-    Add its only reader, not a graph output) and an operand of that output's shape and dtype that
-    exists before the convolution (the graph's input, an earlier op's output, a constant) done by
-    the convolution: the Add's entry dropped, its readers reading the convolution's slot."""
+def _reader_counts(ops):
+    """{slot: how many op arguments read it}."""
     readers = {}
     for _, spec, _, _, _ in ops:
         for kind, v in spec:
             if kind == _SLOT:
                 readers[v] = readers.get(v, 0) + 1
-    outputs = set(graph.outputs.values())
+    return readers
+
+
+def _fuse_residual_adds(ops, classes, graph):
+    """`ops` with each Add of a fusable convolution's output (a lowered forward with `.fused`, the
+    Add its only reader, not a graph output) and an operand of that output's shape and dtype that
+    exists before the convolution (the graph's input, an earlier op's output, a constant) done by
+    the convolution: the Add's entry dropped, its readers reading the convolution's slot."""
+    readers, outputs = _reader_counts(ops), set(graph.outputs.values())
     at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}  # an op's first output slot -> op
     fused, renamed = {}, {}  # conv index -> (its new entry), Add's slot -> the conv's
     drop = set()
@@ -116,11 +121,7 @@ def _fuse_scale_adds(ops, classes, graph):
     an Add with an operand x of a's shape and dtype made before the Mul (RCAN's channel attention
     and its block's residual, x * CA + skip), done as one pass (elementwise.scale_add: the same
     values): the Add's entry dropped, its readers reading the Mul's slot."""
-    readers, outputs = {}, set(graph.outputs.values())
-    for _, spec, _, _, _ in ops:
-        for kind, v in spec:
-            if kind == _SLOT:
-                readers[v] = readers.get(v, 0) + 1
+    readers, outputs = _reader_counts(ops), set(graph.outputs.values())
     at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}
     fused, renamed, drop = {}, {}, set()
     for m, ((_, spec, kwargs, _, first), cls) in enumerate(zip(ops, classes)):
