@@ -12,7 +12,8 @@ products (software pipelining; the order of the products, so every bit, is uncha
   columns = flat output positions q = h Wp + w (_direct_bf16's padded planes of channel pairs,
   which are tdpbf16ps's pair layout already: row k of a tile is channel pair k at 16 positions from
   q + i Wp + j), the weights as 16 output channels x 32 input channels per tap; one step = one tap
-  of 32 channels. The 32 x 32 block is stored to a scratch and from there into y (bias, activation).
+  of 32 channels. The 32 x 32 blocks of a chunk of positions are stored to a scratch and from there
+  into y (bias, activation).
 - weight gradient: per tap, rows = input channels (32 consecutive positions of a padded input
   plane from the tap's offset), columns = output channels (the gradient in pairs of flat positions,
   channels last: _direct_bf16's layout); one step = 32 positions. A task owns 32 x 32 of (input,
@@ -42,6 +43,8 @@ from ._direct_bf16 import _pair_plane, _rne, round_bits, weight_grad_layout
 
 MIN_CHANNELS = 16  # below, padding to 32 channels wastes more than half of each product
 TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
+FORWARD_CHUNK = 768  # flat positions a forward task computes for every output before their epilogue: whole
+# blocks of 32 and of 48; Opad x FORWARD_CHUNK float32 (192 KB for 64 outputs) stay in L2
 
 
 @kernel(inline=True)
@@ -71,59 +74,58 @@ def _pixels(p, end, Wp, OW):
 
 
 @kernel
-def _put_block(buf, bias, y, b, o0, q, Wp, slopes, mode, width, res, has_res, r):
-    """y[b, o0 + n, h, w] = act(buf[n, p - q] + bias[o0 + n]) for the `width` flat positions p = h Wp
-    + w from q that are pixels of y (w < OW, h < OH) and the channels o0 + n of y (act: _activate's
-    mode with the channel's slope); buf's rows are `width` long. has_res: + res[b, o0 + n, h, w]
-    after the activation (a residual add's float32 sum: np.add's value). r > 1: y is the output
-    pixel-shuffled by r (N, O / r^2, OH r, OW r): channel o = c r^2 + i r + j of pixel (h, w) goes to
-    y[b, c, h r + i, w r + j] (pixel_shuffle's map; the activation commutes with it)."""
+def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, r):
+    """y[b, o, h, w] = act(buf[o L + p - q0] + bias[o]) for the flat positions p = h Wp + w in [q0,
+    q1) that are pixels of y (w < OW, h < OH) and every channel o of y (act: _activate's mode with
+    the channel's slope); has_res: + res[b, o, h, w] after the activation (a residual add's float32
+    sum: np.add's value). r > 1: y is the output pixel-shuffled by r (N, O / r^2, OH r, OW r):
+    channel o = c r^2 + i r + j of pixel (h, w) goes to y[b, c, h r + i, w r + j] (pixel_shuffle's
+    map; the activation commutes with it). A run is a whole output row where the chunk holds one."""
     O, OH, OW = y.shape[1] * r * r, y.shape[2] // r, y.shape[3] // r
-    p = q
-    while p < q + width:
-        p, h, w, n = _pixels(p, q + width, Wp, OW)
+    p = q0
+    while p < q1:
+        p, h, w, n = _pixels(p, q1, Wp, OW)
         if h >= OH or n <= 0:
             break
-        for k in range(min(32, O - o0)):
-            src, bk = buf[k * width + p - q:], bias[o0 + k]
+        for o in range(O):
+            src, bk, sl = buf[o * L + p - q0:], bias[o], slopes[o]
             if r > 1:
-                o = o0 + k
                 row = y[b, o // (r * r), h * r + (o // r) % r, w * r + o % r:]
                 for t in range(n):
-                    row[t * r] = _activate(src[t] + bk, slopes[o], mode)
+                    row[t * r] = _activate(src[t] + bk, sl, mode)
                 continue
-            dst = y[b, o0 + k, h, w:]
+            dst = y[b, o, h, w:]
             if has_res:
-                rk = res[b, o0 + k, h, w:]
+                rk = res[b, o, h, w:]
                 for t in range(n):
-                    dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode) + rk[t]
+                    dst[t] = _activate(src[t] + bk, sl, mode) + rk[t]
             else:
                 for t in range(n):
-                    dst[t] = _activate(src[t] + bk, slopes[o0 + k], mode)
+                    dst[t] = _activate(src[t] + bk, sl, mode)
         p += n
 
 
 @kernel
-def _put_pairs(buf, bias, dst, b, o0, q, Wp, OH, OW, slopes, mode, dgeo, width, rows):
-    """dst[b, d0 + o0 / 2 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels o0 + 2k,
-    o0 + 2k + 1 of act(buf + bias) at the block's `width` flat positions p = h Wp + w that are
-    pixels, for the block's `rows` channels (dgeo = (d0, top, left, dWp)): the output written as the
-    next convolution's layout, the bits _pair_plane gives from the float32 output (_put_block's
-    values, rounded to nearest even). buf is rewritten with the activated values."""
+def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, rows):
+    """dst[b, d0 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels 2k, 2k + 1 of
+    act(buf + bias) at the flat positions p = h Wp + w in [q0, q1) that are pixels, for the `rows`
+    channels (padding included) (dgeo = (d0, top, left, dWp)): the output written as the next
+    convolution's layout, the bits _pair_plane gives from the float32 output (_put_rows' values,
+    rounded to nearest even). buf's rows (L long) are rewritten with the activated values."""
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
     bits = buf.view(np.uint32)
-    p = q
-    while p < q + width:
-        p, h, w, n = _pixels(p, q + width, Wp, OW)
+    for o in range(rows):
+        src, bk, sl = buf[o * L:o * L + q1 - q0], bias[o], slopes[o]
+        for t in range(q1 - q0):  # junk positions too: one run per row, never stored
+            src[t] = _activate(src[t] + bk, sl, mode)
+    p = q0
+    while p < q1:
+        p, h, w, n = _pixels(p, q1, Wp, OW)
         if h >= OH or n <= 0:
             break
-        for k in range(rows):
-            src, bk = buf[k * width + p - q:], bias[o0 + k]
-            for t in range(n):
-                src[t] = _activate(src[t] + bk, slopes[o0 + k], mode)
         for k in range(rows // 2):
-            lo, hi = bits[2 * k * width + p - q:], bits[(2 * k + 1) * width + p - q:]
-            row = dst[b, d0 + o0 // 2 + k, (h + top) * dWp + w + left:]
+            lo, hi = bits[2 * k * L + p - q0:], bits[(2 * k + 1) * L + p - q0:]
+            row = dst[b, d0 + k, (h + top) * dWp + w + left:]
             for t in range(n):
                 row[t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
         p += n
@@ -145,58 +147,53 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     """y = act(W * x + bias) on tiles. xp (N, planes, S) uint32 planes of channel pairs
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
-    (_put_block; has_res: plus res, the same shape; r > 1: pixel-shuffled), or, where dst has
-    planes, as the next convolution's planes (_put_pairs, dgeo); scratch (threads, 2048) float32;
-    tasks (T, 3): image, first and end flat position (multiples of the block's width); woff, xoff
-    (kh kw KB,): each step's byte offset into wa and xp (_steps).
+    (_put_rows; has_res: plus res, the same shape; r > 1: pixel-shuffled), or, where dst has
+    planes, as the next convolution's planes (_put_row_pairs, dgeo); scratch (threads, Opad
+    FORWARD_CHUNK) float32; tasks (T, 3): image, first and end flat position (multiples of the
+    block's width); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps).
     Blocks of 32 outputs x 32 positions (the 2 x 2 block), or where Opad is 16 (at most 16 outputs)
-    16 x 48 (the 1 x 3 block: no product on padding). Two overlaps keep the tile unit busy (the unit
-    does not rename tiles, so a load waits for the products still reading its tile): the next
-    step's operands load while this step's last products run, and the previous block's epilogue
-    (_put_block) runs on the core while this block's products run on the tile unit (the scratch
-    holds two blocks)."""
+    16 x 48 (the 1 x 3 block: no product on padding). The next step's operands load while this
+    step's last products run (the tile unit does not rename tiles, so a load waits for the products
+    still reading its tile). A task computes FORWARD_CHUNK positions of every output into the
+    scratch (tile stores at its row stride), then runs the epilogue over them in runs of whole
+    rows. An epilogue per block (1024 values in runs of <= 32, between two blocks' products) made
+    the convolution 1.3-2.8x slower (docs/benchmarks.md): it did not overlap the products, and its
+    short runs were not vectorised. Every value is the same (the same sums, the same epilogue
+    arithmetic)."""
     planes, S = xp.shape[1], xp.shape[2]
     Opad = wa.shape[2]
     steps = woff.shape[0]
     pairs = dst.shape[1] > 0
     narrow = Opad == TILE
-    width, rows = (48, TILE) if narrow else (32, 32)
+    width = 48 if narrow else 32
     for n in prange(tasks.shape[0]):
         b, q0, q1 = tasks[n, 0], tasks[n, 1], tasks[n, 2]
         buf = scratch[numba.get_thread_id()]
         tile_config(cfg)
-        side, pq, po = 0, -1, 0  # the block waiting for its epilogue: its half of buf, position, channel
-        for q in range(q0, q1, width):
-            xb = ((b * planes + pin) * S + q) * 4
-            for o0 in range(0, Opad, 32):
-                wb = o0 * 64
-                if narrow:
-                    row_zero()
-                    row_operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
-                    for s in range(1, steps):
-                        row_step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
-                    row_last()
-                else:
-                    block_zero()
-                    operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
-                    for s in range(1, steps):
-                        step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
-                    last_step()
-                if pq >= 0 and pairs:
-                    _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW,
-                               slopes, mode, dgeo, width, rows)
-                elif pq >= 0:
-                    _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width, res, has_res, r)
-                if narrow:
-                    row_store(buf, side * 4096, width * 4)
-                else:
-                    block_store(buf, side * 4096, width * 4)
-                side, pq, po = 1 - side, q, o0
-        if pq >= 0 and pairs:
-            _put_pairs(buf[(1 - side) * 1024:(2 - side) * 1024], bias, dst, b, po, pq, Wp, OH, OW, slopes, mode,
-                       dgeo, width, rows)
-        elif pq >= 0:
-            _put_block(buf[(1 - side) * 1024:], bias, y, b, po, pq, Wp, slopes, mode, width, res, has_res, r)
+        for c0 in range(q0, q1, FORWARD_CHUNK):
+            c1 = min(q1, c0 + FORWARD_CHUNK)
+            for q in range(c0, c1, width):
+                xb = ((b * planes + pin) * S + q) * 4
+                for o0 in range(0, Opad, 32):
+                    wb = o0 * 64
+                    if narrow:
+                        row_zero()
+                        row_operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
+                        for s in range(1, steps):
+                            row_step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                        row_last()
+                        row_store(buf, (q - c0) * 4, FORWARD_CHUNK * 4)
+                    else:
+                        block_zero()
+                        operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
+                        for s in range(1, steps):
+                            step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                        last_step()
+                        block_store(buf, (o0 * FORWARD_CHUNK + q - c0) * 4, FORWARD_CHUNK * 4)
+            if pairs:
+                _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad)
+            else:
+                _put_rows(buf, FORWARD_CHUNK, bias, y, b, c0, c1, Wp, slopes, mode, res, has_res, r)
         tile_release()
 
 
@@ -324,7 +321,7 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     if residual is not None and (residual.shape != y.shape or residual.dtype != np.float32):
         raise ValueError(f"_direct_amx.run: a residual {residual.shape} {residual.dtype} for an output {y.shape}")
     res = _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual)
-    scratch = _aligned_empty((numba.get_num_threads(), 2048), np.float32)
+    scratch = _aligned_empty((numba.get_num_threads(), wa.shape[2] * FORWARD_CHUNK), np.float32)
     _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
              _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw),
              res, residual is not None, shuffle)

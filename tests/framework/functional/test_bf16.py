@@ -200,6 +200,40 @@ def test_fused_amx_backward_is_the_unfused_bits(monkeypatch, N, C, O, H, W, k, p
 
 
 @needs_amx
+@pytest.mark.parametrize("O, slope", [(40, 0.1), (12, 0.0)])
+def test_amx_forward_over_several_chunks_of_positions(O, slope):
+    # one image whose tasks span several FORWARD_CHUNKs (the epilogue runs per chunk over runs of
+    # rows): every output within the bound of the exact sum of the rounded operands, and the
+    # residual, pixel-shuffle and planes epilogues the plain output's bits added, shuffled, laid out
+    rng = np.random.default_rng(O)
+    N, C, H, W, k = 1, 32, 96, 127, 3
+    x, w, b, r = _conv_case(rng, N, C, O, H, W, k)
+    Wp, Q, S = _direct_amx.plane_geometry((H, W), (k, k))
+    assert Q // _direct_amx.FORWARD_CHUNK >= 8 * 2  # 8 tasks on 2 workers: at least two chunks each
+    xp = np.empty((N, 16, S), np.uint32)
+    _direct_amx.layout(x, xp, 0, (1, 1), Wp)
+    wa = _direct_amx.pack_weight(w)
+    bias = np.zeros(wa.shape[2], np.float32)
+    bias[:O] = b
+    y = _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2)
+    exact = torch.nn.functional.conv2d(bf(x), bf(w), torch.from_numpy(b.astype(np.float64)), padding=1).numpy()
+    exact = np.where(exact > 0, exact, slope * exact)
+    size = torch.nn.functional.conv2d(bf(x).abs(), bf(w).abs(), torch.from_numpy(np.abs(b).astype(np.float64)),
+                                      padding=1).numpy()
+    assert (np.abs(y - exact) <= gamma(C * k * k + 1) * size).all()
+    added = _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, residual=r)
+    np.testing.assert_array_equal(added.view(np.uint32), (y + r).view(np.uint32))
+    shuffled = _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, shuffle=2)
+    want = y.reshape(N, O // 4, 2, 2, H, W).transpose(0, 1, 4, 2, 5, 3).reshape(N, O // 4, 2 * H, 2 * W)
+    np.testing.assert_array_equal(shuffled.view(np.uint32), want.view(np.uint32))
+    dst = np.zeros((N, 2 + wa.shape[2] // 2, S), np.uint32)
+    _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, dst, np.array([2, 1, 1, Wp], np.int64))
+    laid = np.zeros_like(dst)
+    _direct_amx.layout(y, laid, 2, (1, 1), Wp)
+    np.testing.assert_array_equal(dst, laid)
+
+
+@needs_amx
 @pytest.mark.parametrize("C, O, slope", [(32, 16, 0.2), (48, 3, None), (16, 1, 0.0), (80, 9, None)])
 def test_amx_narrow_block_is_the_wide_blocks_bits(C, O, slope):
     # at most 16 outputs take the 1 x 3 block (16 outputs x 48 positions); the same weights padded to
