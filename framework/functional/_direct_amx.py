@@ -35,8 +35,8 @@ import numpy as np
 
 from .. import _amx, precision
 from .._amx import (block_load, block_store, block_zero, col_last, col_load, col_operands, col_step, col_store,
-                    last_step, operands, row_last, row_operands, row_step, row_store, row_zero, step, tile_config,
-                    tile_release)
+                    last_step, last_step_next, operands, row_last, row_last_next, row_operands, row_step, row_store,
+                    row_zero, step, tile_config, tile_release)
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _pair_plane, _rne, round_bits, weight_grad_layout
@@ -165,31 +165,42 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     steps = woff.shape[0]
     pairs = dst.shape[1] > 0
     narrow = Opad == TILE
-    width = 48 if narrow else 32
+    width, ob = (48, 1) if narrow else (32, Opad // 32)
     for n in prange(tasks.shape[0]):
         b, q0, q1 = tasks[n, 0], tasks[n, 1], tasks[n, 2]
         buf = scratch[numba.get_thread_id()]
         tile_config(cfg)
         for c0 in range(q0, q1, FORWARD_CHUNK):
             c1 = min(q1, c0 + FORWARD_CHUNK)
-            for q in range(c0, c1, width):
-                xb = ((b * planes + pin) * S + q) * 4
-                for o0 in range(0, Opad, 32):
-                    wb = o0 * 64
-                    if narrow:
+            blocks = (c1 - c0) // width * ob  # position by position, the output blocks inner
+            for i in range(blocks):
+                q, o0 = c0 + i // ob * width, i % ob * 32
+                xb, wb = ((b * planes + pin) * S + q) * 4, o0 * 64
+                z = ((0 if narrow else o0 * FORWARD_CHUNK) + q - c0) * 4  # its place in the scratch
+                # the next block's first step (a block's last step stores it and starts the next)
+                xn, wn = ((b * planes + pin) * S + c0 + (i + 1) // ob * width) * 4 + xoff[0], (i + 1) % ob * 32 * 64
+                if narrow:
+                    if i == 0:
                         row_zero()
                         row_operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
-                        for s in range(1, steps):
-                            row_step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
-                        row_last()
-                        row_store(buf, (q - c0) * 4, FORWARD_CHUNK * 4)
+                    for s in range(1, steps):
+                        row_step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                    if i + 1 < blocks:
+                        row_last_next(buf, z, FORWARD_CHUNK * 4, wa, wn, 64, xp, xn, S * 4)
                     else:
+                        row_last()
+                        row_store(buf, z, FORWARD_CHUNK * 4)
+                else:
+                    if i == 0:
                         block_zero()
                         operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
-                        for s in range(1, steps):
-                            step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                    for s in range(1, steps):
+                        step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                    if i + 1 < blocks:
+                        last_step_next(buf, z, FORWARD_CHUNK * 4, wa, wn, 64, xp, xn, S * 4)
+                    else:
                         last_step()
-                        block_store(buf, (o0 * FORWARD_CHUNK + q - c0) * 4, FORWARD_CHUNK * 4)
+                        block_store(buf, z, FORWARD_CHUNK * 4)
             if pairs:
                 _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad)
             else:
