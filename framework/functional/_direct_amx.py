@@ -39,7 +39,7 @@ from .._amx import (block_load, block_store, block_zero, col_last, col_load, col
                     row_zero, step, tile_config, tile_release)
 from .._jit import kernel, prange
 from ._direct import _aligned_empty, _blocks
-from ._direct_bf16 import _pair_plane, _rne, round_bits, weight_grad_layout
+from ._direct_bf16 import _pair_plane, _rne, weight_grad_layout
 
 MIN_CHANNELS = 16  # below, padding to 32 channels wastes more than half of each product
 TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
@@ -259,17 +259,50 @@ def out_blocks(O):
     return TILE if O <= TILE else _blocks(O, 32) * 32
 
 
-def pack_weight(w, positions=None, channels=None):
+@kernel
+def _pack(wu, out, positions, flip):
+    """out[i kw + j, p // 32, o, p % 32] = the bfloat16 bits of w[o, c, i, j] (wu: its float32 bits),
+    p = positions[c]; flip: of the flipped kernel (conv._flip's: outputs and inputs swapped, the taps
+    reversed) without making it: out[(kh - 1 - i) kw + kw - 1 - j, positions[o] // 32, c, ...]. out
+    is zero where nothing lands (padding)."""
+    O, C, kh, kw = wu.shape
+    flat, src = out.reshape(-1), wu.reshape(-1)
+    for v in range(flat.shape[0]):
+        flat[v] = 0
+    bits = np.empty(src.shape[0], np.uint16)  # rounded in one contiguous pass, then placed
+    for v in range(src.shape[0]):
+        bits[v] = np.uint16(_rne(src[v]))
+    b = bits.reshape(O, C, kh, kw)
+    for i in range(kh):  # tap by tap: the writes run along a tile row
+        for j in range(kw):
+            t = (kh - 1 - i) * kw + kw - 1 - j if flip else i * kw + j
+            dst = out[t]
+            for o in range(O):
+                for c in range(C):
+                    if flip:
+                        dst[positions[o] // 32, c, positions[o] % 32] = b[o, c, i, j]
+                    else:
+                        dst[positions[c] // 32, o, positions[c] % 32] = b[o, c, i, j]
+
+
+def pack_weight(w, positions=None, channels=None, flip=False):
     """W (O, C, kh, kw) float32 -> (kh kw, channels/32, Opad, 32) bfloat16 bits: tile rows of 32
     channels of one output and tap; input channel c at position positions[c] (default c) of the
     `channels` the kernel reads (default C rounded up to 32), zeros elsewhere, O padded with zeros
-    to out_blocks(O)."""
+    to out_blocks(O). flip: the flipped kernel's (conv._flip(w, 1, C), the input gradient's
+    correlation), made from w (one pass: numpy's reshapes, rounding and copies took 20-60 us a
+    call, twice per convolution and step)."""
+    w = np.ascontiguousarray(w, np.float32)
     O, C, kh, kw = w.shape
+    if flip:
+        O, C = C, O
     channels = _blocks(C, 32) * 32 if channels is None else channels
-    bits = np.zeros((out_blocks(O), channels, kh, kw), np.uint16)
-    bits[:O, np.arange(C) if positions is None else positions] = round_bits(w)
-    out = bits.reshape(bits.shape[0], -1, 32, kh * kw).transpose(3, 1, 0, 2)
-    return np.ascontiguousarray(out)
+    positions = np.arange(C, dtype=np.int64) if positions is None else np.asarray(positions, np.int64)
+    if positions.shape != (C,) or (C and (positions.min() < 0 or positions.max() >= channels)):
+        raise ValueError(f"_direct_amx.pack_weight: positions {positions.shape} of {C} channels in {channels}")
+    out = np.empty((kh * kw, channels // 32, out_blocks(O), 32), np.uint16)
+    _pack(w.view(np.uint32), out, positions, flip)
+    return out
 
 
 def plane_geometry(features, kernel):

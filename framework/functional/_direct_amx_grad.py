@@ -10,7 +10,7 @@ g and the saved output y once into a per-thread scratch (the activation's deriva
 bias partial sums taken) and writes both layouts from it while it is in cache; then the two tile
 kernels run as before:
 
-    backward(x, g, y, slope, wf, ...)   dx = flipped correlation of g' (_direct_amx.run)
+    backward(x, g, y, slope, w, ...)    dx = flipped correlation of g' (_direct_amx.run)
                                         dW = sum_n g'_n * x_n          (_direct_amx.weight_grad_planes)
                                         db = sum g'                    (float64 partial sums)
 
@@ -125,14 +125,15 @@ def applies(c, o, needs):
             and precision.bf16_active(np.float32) and precision.support().amx_bf16)
 
 
-def backward(x, g, y, slope, wf, padding, flipped_padding, workers):
+def backward(x, g, y, slope, w, padding, flipped_padding, workers):
     """(dx, dW, db) of conv2d on tiles: x (N, C, H, W), g (N, O, OH, OW) float32; y: the saved output
-    of a fused activation (None: none) of `slope` (0: relu, else leaky); wf (C, O, kh, kw): the
-    flipped kernel (conv._flip); padding: the forward's, flipped_padding: the flipped correlation's."""
+    of a fused activation (None: none) of `slope` (0: relu, else leaky); w (O, C, kh, kw): the
+    forward's kernel (dx takes its flip, pack_weight's `flip`); padding: the forward's,
+    flipped_padding: the flipped correlation's."""
     precision.require_amx("conv2d")
     N, C, H, W = x.shape
     O, OH, OW = g.shape[1:]
-    kh, kw = wf.shape[2:]
+    kh, kw = w.shape[2:]
     Opad = _blocks(O, 32) * 32  # the flipped correlation's input channels (its pair planes)
     pWp, _, pS = plane_geometry((H, W), (kh, kw))
     Wp = OW + kw - 1
@@ -149,7 +150,7 @@ def backward(x, g, y, slope, wf, padding, flipped_padding, workers):
     g = np.ascontiguousarray(g)
     _layouts(g, g if y is None else y, np.float32(slope or 0), mode, gp, flipped_padding[0], flipped_padding[1],
              pWp, gt, Wp, sums, scratch, scratch.view(np.uint32), _aligned_empty((threads, BLOCK, P), np.uint32))
-    wa = pack_weight(wf)
+    wa = pack_weight(w, flip=True)  # the flipped kernel's layout, made from w
     dx = run(gp, 0, wa, np.zeros(wa.shape[2], np.float32), C, (H, W), (kh, kw), None, workers)
     dw = weight_grad_planes(x, gt, padding, (kh, kw), (OH, OW), O)
     return dx, dw, sums[:, :O].sum(axis=0).astype(np.float32)

@@ -382,7 +382,7 @@ class Conv2dFunction(Function):
         nx, nw, nb = ctx.needs_input_grad
         with precision.autocast(ctx.precision):  # the forward's precision (as torch's autocast)
             if _fused_backward(ctx.geo, x.shape[1], w.shape[0], ctx.needs_input_grad):
-                gx, gw, gb = _direct_amx_grad.backward(x, g, y, ctx.relu_slope, _flip(w, 1, x.shape[1]),
+                gx, gw, gb = _direct_amx_grad.backward(x, g, y, ctx.relu_slope, w,
                                                        ctx.geo.padding, ctx.geo.flipped().padding, _workers())
                 return gx, gw, (gb if nb else None)
         g = np.ascontiguousarray(g) if y is None else rectify_grad(g, y, ctx.relu_slope)

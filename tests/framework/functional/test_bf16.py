@@ -199,6 +199,29 @@ def test_fused_amx_backward_is_the_unfused_bits(monkeypatch, N, C, O, H, W, k, p
     assert (np.abs(ub - exact) <= gamma(N * H * W) * size).all()
 
 
+@pytest.mark.parametrize("O, C, k", [(32, 32, 3), (16, 96, 3), (3, 64, 3), (40, 20, 5), (7, 50, 1)])
+def test_pack_weight_is_the_rounded_kernel_in_tile_rows(O, C, k):
+    # the one-pass kernel against numpy's rounding and transposes: plain, at a Cat's channel
+    # positions, and the flipped kernel made from w (conv._flip's, the input gradient's)
+    rng = np.random.default_rng(O + C)
+    w = rng.standard_normal((O, C, k, k)).astype(np.float32)
+    w.flat[:4] = [np.nan, np.inf, -0.0, 3.4e38]
+
+    def reference(w, positions=None, channels=None):
+        o, c, kh, kw = w.shape
+        channels = -(-c // 32) * 32 if channels is None else channels
+        bits = np.zeros((_direct_amx.out_blocks(o), channels, kh, kw), np.uint16)
+        bits[:o, np.arange(c) if positions is None else positions] = _direct_bf16.round_bits(w)
+        return bits.reshape(bits.shape[0], -1, 32, kh * kw).transpose(3, 1, 0, 2)
+
+    np.testing.assert_array_equal(_direct_amx.pack_weight(w), reference(w))
+    np.testing.assert_array_equal(_direct_amx.pack_weight(w, flip=True), reference(conv._flip(w, 1, C)))
+    positions = rng.permutation(128)[:C]
+    np.testing.assert_array_equal(_direct_amx.pack_weight(w, positions, 128), reference(w, positions, 128))
+    with pytest.raises(ValueError, match="positions"):
+        _direct_amx.pack_weight(w, positions + 128, 128)
+
+
 @needs_amx
 @pytest.mark.parametrize("O, slope", [(40, 0.1), (12, 0.0)])
 def test_amx_forward_over_several_chunks_of_positions(O, slope):
