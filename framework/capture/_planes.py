@@ -2,7 +2,7 @@
 under autocast("bf16") where the CPU has AMX): a convolution on the AMX route reads its input as
 bfloat16 planes of channel pairs (_direct_amx.layout: rounded once, padded), and a convolution whose
 output only AMX convolutions read writes those planes itself instead of a float32 array
-(_direct_amx._put_pairs); a ReLU, PReLU or LeakyReLU op between them (RCAN's, SRVGGNetCompact's
+(_direct_amx._put_row_pairs); a ReLU, PReLU or LeakyReLU op between them (RCAN's, SRVGGNetCompact's
 blocks, MSRResNet's and RRDBNet's conv_hr) is done by the writer's epilogue with the op's own
 formula (the same values).
 
