@@ -38,6 +38,7 @@ from .._amx import (block_load, block_store, block_zero, col_last, col_load, col
                     last_step, last_step_next, operands, row_last, row_last_next, row_operands, row_step, row_store,
                     row_zero, step, tile_config, tile_release)
 from .._jit import kernel, prange
+from .._simd import wide
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _pair_plane, _rne, weight_grad_layout
 
@@ -81,6 +82,7 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, r):
     sum: np.add's value). r > 1: y is the output pixel-shuffled by r (N, O / r^2, OH r, OW r):
     channel o = c r^2 + i r + j of pixel (h, w) goes to y[b, c, h r + i, w r + j] (pixel_shuffle's
     map; the activation commutes with it). A run is a whole output row where the chunk holds one."""
+    wide()
     O, OH, OW = y.shape[1] * r * r, y.shape[2] // r, y.shape[3] // r
     p = q0
     while p < q1:
@@ -112,6 +114,7 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
     channels (padding included) (dgeo = (d0, top, left, dWp)): the output written as the next
     convolution's layout, the bits _pair_plane gives from the float32 output (_put_rows' values,
     rounded to nearest even). buf's rows (L long) are rewritten with the activated values."""
+    wide()
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
     bits = buf.view(np.uint32)
     for o in range(rows):

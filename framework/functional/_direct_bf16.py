@@ -54,10 +54,14 @@ def widen(bits):
 
 @kernel
 def _rne(u):
-    """The bfloat16 bits (in a uint32) of the float32 whose bits are u, as round_bits."""
-    if (u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000):
-        return np.uint32(NAN_BF16)
-    return np.uint32((u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) >> np.uint32(16))
+    """The bfloat16 bits (in a uint32) of the float32 whose bits are u, as round_bits. Every step is
+    cast back to 32 bits (numba computes integer arithmetic in 64, and the loops that pack pairs
+    were vectorised on 64-bit lanes: half as many per instruction; a non-NaN u never overflows 32
+    bits here, so the bits are unchanged), and the NaN test is a select, not a branch."""
+    rounded = np.uint32(np.uint32(np.uint32(u + np.uint32(0x7FFF)) + np.uint32(np.uint32(u >> np.uint32(16))
+                                                                               & np.uint32(1))) >> np.uint32(16))
+    nan = np.uint32(u & np.uint32(0x7FFFFFFF)) > np.uint32(0x7F800000)
+    return np.uint32(NAN_BF16) if nan else rounded
 
 
 @kernel

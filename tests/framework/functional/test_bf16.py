@@ -7,6 +7,7 @@ float64 result of the ROUNDED operands |y - ref| <= gamma_n sum|t| (which float3
 break: their rounding error is ~2^-9), and against the float64 result of the original operands
 |y - ref| <= (2 u_b + u_b^2 + gamma_n (1 + u_b)^2) sum|x w|.
 """
+import numba
 import numpy as np
 import pytest
 import torch
@@ -43,6 +44,18 @@ def test_round_bits_is_torchs_bfloat16():
     ours, nan = _direct_bf16.round_bits(a), np.isnan(a)
     np.testing.assert_array_equal(ours[~nan], theirs[~nan])
     assert (ours[nan] == 0x7FC0).all()  # torch's NaN bits depend on its kernel (0x7FC0 or 0xFFFF)
+    # the kernels' _rne (32-bit steps, the NaN test a select), also on NaNs with payloads and signs
+    payloads = np.array([0x7F800001, 0xFF800001, 0x7FFFFFFF, 0xFFFFFFFF, 0x7F7FFFFF, 0xFF7FFFFF], np.uint32)
+    u = np.concatenate([a.view(np.uint32), payloads])
+    np.testing.assert_array_equal(_rne_all(u), _direct_bf16.round_bits(u.view(np.float32)))
+
+
+@numba.njit
+def _rne_all(u):
+    out = np.empty(u.shape[0], np.uint16)
+    for i in range(u.shape[0]):
+        out[i] = np.uint16(_direct_bf16._rne(u[i]))
+    return out
 
 
 def test_autocast_refuses_without_instructions(monkeypatch):
