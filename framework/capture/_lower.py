@@ -8,7 +8,9 @@
 - an Add whose operand is such a convolution's output, read by nothing else, with an operand of
   the same shape and dtype known before the convolution runs (a residual block's `x + conv(...)`),
   is done by the convolution as it stores each output (_direct.correlate's `residual`): one pass
-  over memory fewer, and no output array of the add's own;
+  over memory fewer, and no output array of the add's own; after an AMX upsampler that stores its
+  output pixel-shuffled by r, the operand may be the nearest upsampling by r of an earlier value
+  (SRVGGNetCompact's `out + interpolate(x)`), which is then not made (the epilogue reads x);
 - a per-channel scale read only by an Add of the scaled value's shape (RCAN's channel attention
   and its block's residual, `x * s + skip`) is one pass (elementwise.scale_add);
 - under autocast("bf16") on AMX, convolutions hand each other bfloat16 planes instead of float32
@@ -30,7 +32,7 @@ from ..functional import _direct, _direct_amx, conv
 from ..functional import elementwise
 from ..functional.elementwise import Add, Mul
 from ._kinds import _FIXED, _LIVE, _SLOT
-from ._planes import share_planes
+from ._planes import _replication, share_planes
 
 
 def fold(graph, packed: dict) -> None:
@@ -82,7 +84,11 @@ def _fuse_residual_adds(ops, classes, graph):
     """`ops` with each Add of a fusable convolution's output (a lowered forward with `.fused`, the
     Add its only reader, not a graph output) and an operand of that output's shape and dtype that
     exists before the convolution (the graph's input, an earlier op's output, a constant) done by
-    the convolution: the Add's entry dropped, its readers reading the convolution's slot."""
+    the convolution: the Add's entry dropped, its readers reading the convolution's slot. For a
+    convolution that stores its output pixel-shuffled by r, the operand may also be a nearest
+    upsampling by r that only the Add reads, of a value that exists before the convolution
+    (SRVGGNetCompact's `out + interpolate(x, scale_factor=r)`): the epilogue adds that value at each
+    pixel's source, and the upsampling's entry is dropped too."""
     readers, outputs = _reader_counts(ops), set(graph.outputs.values())
     at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}  # an op's first output slot -> op
     fused, renamed = {}, {}  # conv index -> (its new entry), Add's slot -> the conv's
@@ -94,10 +100,16 @@ def _fuse_residual_adds(ops, classes, graph):
             (kc, c), (ko, other) = spec[side], spec[1 - side]
             k = at.get(c) if kc == _SLOT else None
             if k is None or k in fused or getattr(ops[k][0], "fused", None) is None or \
-                    readers.get(c) != 1 or c in outputs or ko == _LIVE or (ko == _SLOT and other >= c):
+                    readers.get(c) != 1 or c in outputs or ko == _LIVE:
                 continue
             if _meta(ko, other, graph.slot_meta) != _meta(kc, c, graph.slot_meta):
                 continue  # broadcast or promoted: not the conv's store
+            source = _repeated_source(ops, classes, graph, readers, at, ops[k][0], ko, other)
+            if source is not None and source < c:
+                drop.add(at[other])
+                ko, other = _SLOT, source
+            elif ko == _SLOT and other >= c:
+                continue  # made after the conv
             forward, cspec, ckwargs, cneeds, cfirst = ops[k]
             fused[k] = (forward.fused, cspec + ((ko, other),), ckwargs, cneeds, cfirst)
             renamed[first] = cfirst
@@ -114,6 +126,24 @@ def _fuse_residual_adds(ops, classes, graph):
         out.append((forward, spec, kwargs, needs, first))
     graph.outputs = {name: renamed.get(s, s) for name, s in graph.outputs.items()}
     return out
+
+
+def _repeated_source(ops, classes, graph, readers, at, conv_forward, kind, v):
+    """The slot of the small value whose nearest upsampling by the conv's shuffle factor r is the
+    slot v (a ResampleFunction op that only one Add reads, of a float32 value of the shape (N, O /
+    r^2, OH, OW) the conv's epilogue reads for it), else None."""
+    r = getattr(conv_forward, "shuffle", 1)
+    j = at.get(v) if kind == _SLOT else None
+    if r == 1 or j is None or classes[j] is None or readers.get(v) != 1 or v in set(graph.outputs.values()):
+        return None
+    rep = _replication(ops[j], classes[j])
+    if rep is None or rep[1:] != (r, r):
+        return None
+    (shape, dtype), (out_shape, out_dtype) = _meta(_SLOT, rep[0], graph.slot_meta), _meta(_SLOT, v, graph.slot_meta)
+    if dtype != np.float32 or out_dtype != np.float32 or len(shape) != 4 or \
+            tuple(out_shape) != (shape[0], shape[1], shape[2] * r, shape[3] * r):
+        return None
+    return rep[0]
 
 
 def _fuse_scale_adds(ops, classes, graph):

@@ -391,8 +391,9 @@ def _conv_forward(c, plan):
                         arena_out.get(), dgeo)
         return _WRITTEN
 
-    if write is None and shuffle == 1:  # an Add of its output (_lower._fuse_residual_adds): by the epilogue
+    if write is None:  # an Add of its output (_lower._fuse_residual_adds): by the epilogue
         forward.fused = lambda ctx, x, *args, **kwargs: forward(ctx, x, *args[:-1], residual=args[-1], **kwargs)
+        forward.shuffle = shuffle  # > 1: the residual may be the small value a nearest upsampling repeats
     return forward
 
 

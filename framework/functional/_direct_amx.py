@@ -74,14 +74,41 @@ def _pixels(p, end, Wp, OW):
     return p, h, w, min(OW - w, end - p)
 
 
+@kernel(inline=True)
+def _put_shuffled(row, buf, L, e, n, o0, bias, slopes, mode, r):
+    """row[t r + j] = act(buf[(o0 + j) L + e + t] + bias[o0 + j]) for t < n, j < r: one output row
+    of a pixel shuffle by r, the r channels o0 + j interleaved. Written pixel by pixel for r = 2 and
+    4 (the stores contiguous: 4.6-5x the channel-by-channel strided stores), else channel by channel."""
+    if r == 2:
+        a0, a1 = buf[o0 * L + e:], buf[(o0 + 1) * L + e:]
+        b0, b1, s0, s1 = bias[o0], bias[o0 + 1], slopes[o0], slopes[o0 + 1]
+        for t in range(n):
+            row[2 * t] = _activate(a0[t] + b0, s0, mode)
+            row[2 * t + 1] = _activate(a1[t] + b1, s1, mode)
+    elif r == 4:
+        a0, a1, a2, a3 = buf[o0 * L + e:], buf[(o0 + 1) * L + e:], buf[(o0 + 2) * L + e:], buf[(o0 + 3) * L + e:]
+        for t in range(n):
+            row[4 * t] = _activate(a0[t] + bias[o0], slopes[o0], mode)
+            row[4 * t + 1] = _activate(a1[t] + bias[o0 + 1], slopes[o0 + 1], mode)
+            row[4 * t + 2] = _activate(a2[t] + bias[o0 + 2], slopes[o0 + 2], mode)
+            row[4 * t + 3] = _activate(a3[t] + bias[o0 + 3], slopes[o0 + 3], mode)
+    else:
+        for j in range(r):
+            src, bk, sl = buf[(o0 + j) * L + e:], bias[o0 + j], slopes[o0 + j]
+            for t in range(n):
+                row[t * r + j] = _activate(src[t] + bk, sl, mode)
+
+
 @kernel
 def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, r):
     """y[b, o, h, w] = act(buf[o L + p - q0] + bias[o]) for the flat positions p = h Wp + w in [q0,
     q1) that are pixels of y (w < OW, h < OH) and every channel o of y (act: _activate's mode with
-    the channel's slope); has_res: + res[b, o, h, w] after the activation (a residual add's float32
+    the channel's slope); has_res 1: + res[b, o, h, w] after the activation (a residual add's float32
     sum: np.add's value). r > 1: y is the output pixel-shuffled by r (N, O / r^2, OH r, OW r):
     channel o = c r^2 + i r + j of pixel (h, w) goes to y[b, c, h r + i, w r + j] (pixel_shuffle's
-    map; the activation commutes with it). A run is a whole output row where the chunk holds one."""
+    map; the activation commutes with it), plus res[b, c, h r + i, w r + j] (has_res 1) or res[b, c,
+    h, w] (has_res 2: res (N, O / r^2, OH, OW), whose nearest upsampling by r is added: SRVGGNetCompact's
+    base). A run is a whole output row where the chunk holds one."""
     wide()
     O, OH, OW = y.shape[1] * r * r, y.shape[2] // r, y.shape[3] // r
     p = q0
@@ -89,13 +116,23 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, r):
         p, h, w, n = _pixels(p, q1, Wp, OW)
         if h >= OH or n <= 0:
             break
+        if r > 1:
+            for c in range(O // (r * r)):
+                for i in range(r):
+                    row = y[b, c, h * r + i, w * r:w * r + n * r]
+                    _put_shuffled(row, buf, L, p - q0, n, c * r * r + i * r, bias, slopes, mode, r)
+                    if has_res == 1:  # added after the activation: the fused sum's float32 value
+                        add = res[b, c, h * r + i, w * r:]
+                        for e in range(n * r):
+                            row[e] += add[e]
+                    elif has_res == 2:
+                        small = res[b, c, h, w:]
+                        for e in range(n * r):
+                            row[e] += small[e // r]
+            p += n
+            continue
         for o in range(O):
             src, bk, sl = buf[o * L + p - q0:], bias[o], slopes[o]
-            if r > 1:
-                row = y[b, o // (r * r), h * r + (o // r) % r, w * r + o % r:]
-                for t in range(n):
-                    row[t * r] = _activate(src[t] + bk, sl, mode)
-                continue
             dst = y[b, o, h, w:]
             if has_res:
                 rk = res[b, o, h, w:]
@@ -150,7 +187,7 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     """y = act(W * x + bias) on tiles. xp (N, planes, S) uint32 planes of channel pairs
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
-    (_put_rows; has_res: plus res, the same shape; r > 1: pixel-shuffled), or, where dst has
+    (_put_rows; has_res: plus res, its rule; r > 1: pixel-shuffled), or, where dst has
     planes, as the next convolution's planes (_put_row_pairs, dgeo); scratch (threads, Opad
     FORWARD_CHUNK) float32; tasks (T, 3): image, first and end flat position (multiples of the
     block's width); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps).
@@ -346,7 +383,8 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     (the next convolution's layout: `layout`'s bits from y). slope: None (no activation), a number
     (0: relu, else leaky: activation.rectify_) or an array of O (PReLU's weights: _prelu_kernel).
     residual: a float32 array of y's shape added after the activation (a residual add done by the
-    epilogue: np.add's values, without a pass of its own). shuffle = r > 1: y pixel-shuffled by r,
+    epilogue: np.add's values, without a pass of its own); with a shuffle by r, also (N, O / r^2, OH,
+    OW): its nearest upsampling by r added, without being made. shuffle = r > 1: y pixel-shuffled by r,
     (N, O / r^2, OH r, OW r), stored so by the epilogue (pixel_shuffle's values, without its pass)."""
     precision.require_amx("conv2d")
     (OH, OW), (kh, kw) = features, kernel
@@ -360,18 +398,21 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
         slopes[:O], mode = slope.reshape(-1), 2
     else:
         slopes[:], mode = (0 if slope is None else slope), (0 if slope is None else 1)
-    if shuffle > 1 and (O % (shuffle * shuffle) or dst is not None or residual is not None):
-        raise ValueError(f"_direct_amx.run: a pixel shuffle by {shuffle} of {O} channels, with planes or a residual")
+    if shuffle > 1 and (O % (shuffle * shuffle) or dst is not None):
+        raise ValueError(f"_direct_amx.run: a pixel shuffle by {shuffle} of {O} channels, or with planes")
     y = np.empty((N, O // (shuffle * shuffle) if dst is None else 0, OH * shuffle, OW * shuffle), np.float32)
     if dst is None:
         dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
-    if residual is not None and (residual.shape != y.shape or residual.dtype != np.float32):
-        raise ValueError(f"_direct_amx.run: a residual {residual.shape} {residual.dtype} for an output {y.shape}")
+    small = (N, O // (shuffle * shuffle), OH, OW) if shuffle > 1 else None
+    has_res = 0 if residual is None else 1 if residual.shape == y.shape else 2 if residual.shape == small else -1
+    if has_res < 0 or (residual is not None and residual.dtype != np.float32):
+        raise ValueError(f"_direct_amx.run: a residual {residual.shape} {residual.dtype} for an output {y.shape}"
+                         f"{'' if small is None else f' (or its source {small})'}")
     res = _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual)
     scratch = _aligned_empty((numba.get_num_threads(), wa.shape[2] * FORWARD_CHUNK), np.float32)
     _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
              _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw),
-             res, residual is not None, shuffle)
+             res, has_res, shuffle)
     return None if dst is not _NO_PLANES else y
 
 

@@ -236,7 +236,7 @@ def test_pack_weight_is_the_rounded_kernel_in_tile_rows(O, C, k):
 
 
 @needs_amx
-@pytest.mark.parametrize("O, slope", [(40, 0.1), (12, 0.0)])
+@pytest.mark.parametrize("O, slope", [(40, 0.1), (12, 0.0), (36, None), (16, 0.2)])
 def test_amx_forward_over_several_chunks_of_positions(O, slope):
     # one image whose tasks span several FORWARD_CHUNKs (the epilogue runs per chunk over runs of
     # rows): every output within the bound of the exact sum of the rounded operands, and the
@@ -253,15 +253,26 @@ def test_amx_forward_over_several_chunks_of_positions(O, slope):
     bias[:O] = b
     y = _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2)
     exact = torch.nn.functional.conv2d(bf(x), bf(w), torch.from_numpy(b.astype(np.float64)), padding=1).numpy()
-    exact = np.where(exact > 0, exact, slope * exact)
+    exact = exact if slope is None else np.where(exact > 0, exact, slope * exact)
     size = torch.nn.functional.conv2d(bf(x).abs(), bf(w).abs(), torch.from_numpy(np.abs(b).astype(np.float64)),
                                       padding=1).numpy()
     assert (np.abs(y - exact) <= gamma(C * k * k + 1) * size).all()
     added = _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, residual=r)
     np.testing.assert_array_equal(added.view(np.uint32), (y + r).view(np.uint32))
-    shuffled = _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, shuffle=2)
-    want = y.reshape(N, O // 4, 2, 2, H, W).transpose(0, 1, 4, 2, 5, 3).reshape(N, O // 4, 2 * H, 2 * W)
-    np.testing.assert_array_equal(shuffled.view(np.uint32), want.view(np.uint32))
+    for s in (2, 3, 4):  # pixel by pixel for 2 and 4, channel by channel else; with residuals
+        if O % (s * s):
+            continue
+        shuffled = _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, shuffle=s)
+        want = y.reshape(N, O // s ** 2, s, s, H, W).transpose(0, 1, 4, 2, 5, 3).reshape(N, -1, s * H, s * W)
+        np.testing.assert_array_equal(shuffled.view(np.uint32), want.view(np.uint32))
+        full = rng.standard_normal(want.shape).astype(np.float32)
+        added = _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, residual=full, shuffle=s)
+        np.testing.assert_array_equal(added.view(np.uint32), (want + full).view(np.uint32))
+        small = rng.standard_normal((N, O // s ** 2, H, W)).astype(np.float32)  # added where it repeats
+        added = _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, residual=small, shuffle=s)
+        np.testing.assert_array_equal(added.view(np.uint32), (want + small.repeat(s, 2).repeat(s, 3)).view(np.uint32))
+        with pytest.raises(ValueError, match="residual"):
+            _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, residual=small[:, :, :-1], shuffle=s)
     dst = np.zeros((N, 2 + wa.shape[2] // 2, S), np.uint32)
     _direct_amx.run(xp, 0, wa, bias, O, (H, W), (k, k), slope, 2, dst, np.array([2, 1, 1, Wp], np.int64))
     laid = np.zeros_like(dst)
