@@ -202,7 +202,8 @@ def last_step_next(c, z, stride, a, x, sa, b, y, sb):
     y, sb), interleaved: each sum tile is stored as soon as its last product is issued and zeroed
     behind its store, each operand tile reloaded as soon as the products reading it are issued, so
     the tile unit does not wait for the four stores between two blocks (the same sums in the same
-    order: the same bits; the forward 5-15% faster, docs/benchmarks.md)."""
+    order: the same bits; the forward's products and stores 5-15% faster, 1-3% with its epilogue:
+    docs/benchmarks.md)."""
     tile_dot(0, 4, 6)
     tile_dot(1, 4, 7)
     tile_store(c, z, stride, 0)
