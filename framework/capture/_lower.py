@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import precision
 from ..autograd import Context
 from ..functional import _direct, _direct_amx, conv
 from ..functional import elementwise
@@ -217,7 +216,7 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
     tiles, elems = conv._direct_tiles((shape[0], shape[1], dtype), geo)
 
     def forward(ctx, x, *args, **kw):
-        if precision.bf16_active(x.dtype):  # the precision is the call's, not the recording's
+        if conv._bf16_direct(geo, shape[1], x.dtype):  # the precision is the call's, not the recording's
             return eager(ctx, x, *args, **kw)
         return _direct.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
                                  tiles, elems, packed)
@@ -225,10 +224,10 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
     def fused(ctx, x, *args, **kw):
         """forward(...) + args[-1] (an Add fused by _fuse_residual_adds; on AMX tiles by their
         epilogue, else np.add after the op)."""
-        if precision.bf16_active(x.dtype) and conv._amx_route(shape[1]):
+        if conv._bf16_direct(geo, shape[1], x.dtype) and conv._amx_route(shape[1]):
             return _direct_amx.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
                                          conv._workers(), residual=args[-1])
-        if precision.bf16_active(x.dtype):
+        if conv._bf16_direct(geo, shape[1], x.dtype):
             return np.add(eager(ctx, x, *args[:-1], **kw), args[-1])
         return _direct.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
                                  tiles, elems, packed, residual=args[-1])

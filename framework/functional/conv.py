@@ -19,9 +19,10 @@ Depthwise, grouped and the other large-kernel stride-1 correlations take _depthw
 padded planes, or the frequency domain for very many multiply-adds per output (`_large_route`);
 everything else takes im2col / col2im (serial numba kernels) and a product (np.matmul, BLAS).
 Under `framework.autocast("bf16")` the direct route of float32 tensors takes bfloat16 operands with
-float32 sums: on AMX tiles (_direct_amx.py) from 16 channels on the image side where the CPU has
-AMX (with any number of outputs: a last conv to 3 channels too), else AVX512-BF16 (_direct_bf16.py);
-the other routes stay float32 (docs/numerics.md). Where both of conv2d's gradients take AMX, its
+float32 sums from 32 products per output (a first layer's forward stays float32): on AMX tiles
+(_direct_amx.py) from 16 channels on the image side where the CPU has AMX (with any number of
+outputs: a last conv to 3 channels too), else AVX512-BF16 (_direct_bf16.py); the other routes stay
+float32 (docs/numerics.md). Where both of conv2d's gradients take AMX, its
 backward reads the output gradient once for both (_direct_amx_grad.py).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image; a multiple of
@@ -151,15 +152,19 @@ def _flip(w, groups, c):
 
 # The direct route (_direct.py) takes stride-1, undilated, ungrouped, non-pointwise correlations with
 # at least _DIRECT_MIN_CHANNELS on the output side and _DIRECT_MIN_TAPS products per output (C kh kw):
-# below them im2col's GEMM was faster (8 outputs, a first layer's 3 x 3 x 3 taps, a last layer's 3);
-# a 1x1 conv is one GEMM (docs/benchmarks.md, "Where the code's thresholds come from"). A function of
-# shapes only, never of the batch or the CPU, so that every machine takes the same route.
+# below them im2col's GEMM was faster (8 outputs, a last layer's 3); a first layer's 3 x 3 x 3 taps
+# (and a grey image's 9) run direct 1.4-2.8x faster than im2col's GEMM of 27 or 9 rows; a 1x1 conv is
+# one GEMM (docs/benchmarks.md, "Where the code's thresholds come from"). A function of shapes only,
+# never of the batch or the CPU, so that every machine takes the same route.
 _DIRECT_MIN_CHANNELS = 12
-_DIRECT_MIN_TAPS = 32
+_DIRECT_MIN_TAPS = 8
 # The weight gradient has no GEMM-friendly side for a first layer (3 x 3 x 3 taps against 32-64
 # gradient channels over every pixel of the batch): from 8 taps it takes the direct route, which
 # was 2x faster than im2col's at 16-24 px (docs/benchmarks.md, issue 29's second session).
 _DIRECT_MIN_TAPS_WEIGHT_GRAD = 8
+# Under autocast("bf16") a forward with fewer taps than this stays float32 (a first layer: its
+# bfloat16 operands would round the input image, and its 27 products are not where the time goes).
+_BF16_MIN_TAPS = 32
 
 
 def _direct_route(geo, c, o, min_taps=_DIRECT_MIN_TAPS):
@@ -202,10 +207,16 @@ def _few_outputs_amx(geo, c, o, dtype):
             and precision.bf16_active(dtype) and _amx_route(c))
 
 
+def _bf16_direct(geo, c, dtype):
+    """Whether a direct forward from c channels takes bfloat16 operands: under autocast("bf16"),
+    from _BF16_MIN_TAPS products per output."""
+    return precision.bf16_active(dtype) and c * geo.kernel[0] * geo.kernel[1] >= _BF16_MIN_TAPS
+
+
 def _direct_correlate(x, w, geo, bias, slope):
     """_correlate by the direct route, the activation fused (_direct.correlate; under
     autocast('bf16') with bfloat16 operands, on AMX or AVX512-BF16)."""
-    if precision.bf16_active(x.dtype):
+    if _bf16_direct(geo, x.shape[1], x.dtype):
         if _amx_route(x.shape[1]):
             return _direct_amx.correlate(x, w, geo.features, geo.padding, bias, slope, _workers())
         return _direct_bf16.correlate(x, w, geo.features, geo.padding, bias, slope,

@@ -334,8 +334,8 @@ def test_amx_narrow_weight_gradient_is_the_wide_blocks_bits(N, C, O, H, W):
 @needs_amx
 def test_a_last_conv_to_few_outputs_runs_on_tiles():
     # 32 -> 3 (a network's last conv): im2col in float32 elsewhere, on AMX under bf16 (the forward's
-    # operands rounded: within the bound, beyond float32's); its input gradient stays float32 (im2col
-    # of 3 channels), its weight gradient on tiles too (the 2 x 1 block)
+    # operands rounded: within the bound, beyond float32's); its input gradient stays float32 (the
+    # direct route from 3 channels: 27 products), its weight gradient on tiles too (the 2 x 1 block)
     rng = np.random.default_rng(11)
     N, C, O, H, W, k = 2, 32, 3, 7, 11, 3
     x, w, b, r = _conv_case(rng, N, C, O, H, W, k)
@@ -368,6 +368,28 @@ def test_fused_amx_backward_only_where_both_gradients_are_wanted(monkeypatch):
     assert calls == [1]
     with pytest.raises(ValueError, match="not the layout"):
         _direct_amx.weight_grad_planes(x, np.zeros((2, 16, 32), np.uint32), (1, 1), (3, 3), (6, 7), 32)
+
+
+@needs_bf16
+@pytest.mark.parametrize("C, k", [(3, 3), (1, 5)])
+def test_a_first_layer_stays_float32(C, k):
+    # fewer than 32 products per output (conv._BF16_MIN_TAPS): the float32 direct forward under
+    # autocast too (bfloat16 operands would round the input image), eager and in an inference graph
+    from framework.capture import Capture
+    rng = np.random.default_rng(C)
+    x = sg.tensor(rng.random((2, C, 9, 11)).astype(np.float32))
+    layer = sg.nn.Conv2d(C, 24, k, padding=k // 2)
+    w, b = layer.weight, layer.bias
+    with sg.no_grad():
+        want = layer(x).numpy()
+        cap = Capture([layer], train=False)
+        with sg.autocast("bf16"):
+            eager = layer(x).numpy()
+            graph = [cap(lambda x: {"y": layer(x)}, x)["y"].numpy() for _ in range(3)]
+    exact = F.conv2d(*(sg.tensor(a.numpy().astype(np.float64)) for a in (x, w, b)), padding=k // 2).numpy()
+    assert np.abs(want - exact).max() <= gamma(C * k * k + 1) * np.abs(exact).max()
+    for y in (eager, *graph):
+        np.testing.assert_array_equal(y.view(np.uint32), want.view(np.uint32))
 
 
 @needs_bf16

@@ -80,19 +80,20 @@ def test_input_gradient_and_transposed_conv_take_the_direct_route(rng, monkeypat
 
 
 @pytest.mark.parametrize("w_shape", [(32, 3, 3, 3), (16, 1, 3, 3), (12, 2, 2, 2)])
-def test_a_first_layers_weight_gradient_takes_the_direct_route(w_shape, rng, monkeypatch):
-    """3 x 3 x 3 taps (and down to 8): below the forward's 32 taps, so im2col computes the forward,
-    but the weight gradient is the direct route's; value and gradients against torch in float64."""
+def test_a_first_layer_takes_the_direct_route(w_shape, rng, monkeypatch):
+    """3 x 3 x 3 taps (and down to 8): the forward and the weight gradient are the direct route's (the
+    input gradient, to 3 channels or fewer, im2col's); value and gradients against torch in float64."""
     torch = pytest.importorskip("torch")
     calls = _spy(monkeypatch)
     x, w, b = t64(rng, 3, w_shape[1], 7, 9), t64(rng, *w_shape), t64(rng, w_shape[0])
     y = F.conv2d(x, w, b, padding=1)
     g = rng.standard_normal(y.shape)
     y.backward(g)
-    assert calls == {"correlate": 0, "weight_grad": 1}
+    assert calls == {"correlate": 1, "weight_grad": 1}
     tx, tw, tb = (torch.tensor(t.numpy(), requires_grad=True) for t in (x, w, b))
-    torch.nn.functional.conv2d(tx, tw, tb, padding=1).backward(torch.from_numpy(g))
-    for ours, theirs in ((x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
+    ty = torch.nn.functional.conv2d(tx, tw, tb, padding=1)
+    ty.backward(torch.from_numpy(g))
+    for ours, theirs in ((y, ty), (x.grad, tx.grad), (w.grad, tw.grad), (b.grad, tb.grad)):
         np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=1e-11, atol=1e-11)
 
 
@@ -175,7 +176,7 @@ def test_float32_error_is_im2cols(x_shape, w_shape, rng):
 
 
 def test_route_choice():
-    """Stride 1, no dilation, no groups, not a plain 1x1 GEMM, 12+ output channels and 32+ products
+    """Stride 1, no dilation, no groups, not a plain 1x1 GEMM, 12+ output channels and 8+ products
     per output; a function of the shapes only (docs/benchmarks.md's thresholds)."""
     def geo(k=3, side=8, **kw):
         pad = kw.get("padding", k // 2)
@@ -184,7 +185,8 @@ def test_route_choice():
     route = conv_module._direct_route
     assert route(geo(), 4, 16) and route(geo(side=512), 64, 64) and route(geo(5), 2, 16)
     assert route(geo(1, padding=1), 32, 16)  # a padded 1x1 is no plain GEMM
-    assert not route(geo(), 3, 64)  # 27 products: a first layer's im2col GEMM was faster
+    assert route(geo(), 3, 64) and route(geo(), 1, 16)  # a first layer's 27 products, a grey image's 9
+    assert not route(geo(2), 1, 16)  # 4 products: im2col's GEMM
     assert route(geo(side=48), 12, 12)  # FSRCNN's mapping layers
     assert not route(geo(), 64, 11) and not route(geo(1, padding=0), 64, 64)
     for g in (geo(stride=(2, 2)), geo(dilation=(2, 2)), geo(groups=2)):
