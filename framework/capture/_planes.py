@@ -20,7 +20,10 @@ whose ops do not interleave (a network's blocks) share one arena.
 
 A convolution whose output only a PixelShuffle reads (an upsampler) stores its output shuffled,
 with an activation that alone reads the shuffle's output (MSRResNet's LeakyReLU; the activation
-commutes with the permutation): the shuffle's and the activation's ops are dropped.
+commutes with the permutation): the shuffle's and the activation's ops are dropped. Where only AMX
+convolutions read the shuffled value (EDSR's and RCAN's last conv, MSRResNet's conv_hr), the upsampler
+writes their planes, shuffled (_direct_amx._put_shuffled_pairs): the float32 array at the output's
+resolution is neither written nor laid out.
 
 A nearest upsampling by integer factors (ESRGAN's `interpolate(x, scale_factor=2)` before conv_up)
 whose output only one such convolution reads is not made: the convolution lays out the small value,
@@ -117,8 +120,6 @@ def share_planes(ops, classes, graph):
     at = {op[4]: k for k, op in enumerate(ops)}  # an op's first output slot -> op index
     readers = _readers(ops)
     convs = {k: c for k, op in enumerate(ops) if (c := _amx_conv(op, classes[k], meta)) is not None}
-    for c in convs.values():  # a conv storing its output shuffled does not also write planes
-        c["shuffle"] = c["out"] in shuffled
     relus = {}  # an activation's output slot -> (its op, the conv whose output only it reads, slope)
     for j, (_, spec, kwargs, _, first) in enumerate(ops):
         slope = _activation(classes[j], spec, kwargs)
@@ -350,7 +351,7 @@ def _plan(group, sources, convs, cats, readers, outputs, at, meta, relus):
         if v in relus:  # an activation of a conv's output: the conv writes it, activated
             j, k, slope = relus[v]
             relu = (j, slope)
-        if k in convs and v not in outputs and all(r in in_group for r in readers[v]) and not convs[k]["shuffle"]:
+        if k in convs and v not in outputs and all(r in in_group for r in readers[v]):
             writers[v] = (k, np.array([planes[v], padding[0], padding[1], Wp], np.int64), relu)
         else:
             lay.append((v, planes[v], padding))
@@ -388,7 +389,7 @@ def _conv_forward(c, plan):
                                    residual=residual, shuffle=shuffle)
         arena_out, dgeo = write
         _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
-                        arena_out.get(), dgeo)
+                        arena_out.get(), dgeo, shuffle=shuffle)
         return _WRITTEN
 
     if write is None:  # an Add of its output (_lower._fuse_residual_adds): by the epilogue

@@ -171,6 +171,43 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
         p += n
 
 
+@kernel
+def _put_shuffled_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, O, r):
+    """_put_row_pairs for an output pixel-shuffled by r (N, O / r^2, OH r, OW r): the pair of its
+    channels 2k, 2k + 1 at (h r + i, w r + j) is (channels (2k) r^2 + i r + j, (2k + 1) r^2 + i r + j
+    of pixel (h, w)), written at dst[b, d0 + k, (h r + i + top) dWp + w r + j + left]; an odd last
+    channel pairs with 0 (the bits _pair_plane gives from the shuffled float32 output; the pairs past
+    O / r^2 are never written: their planes stay zero)."""
+    wide()
+    d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
+    bits = buf.view(np.uint32)
+    rr, C = r * r, O // (r * r)
+    for o in range(O):
+        src, bk, sl = buf[o * L:o * L + q1 - q0], bias[o], slopes[o]
+        for t in range(q1 - q0):  # junk positions too: one run per row, never stored
+            src[t] = _activate(src[t] + bk, sl, mode)
+    p = q0
+    while p < q1:
+        p, h, w, n = _pixels(p, q1, Wp, OW)
+        if h >= OH or n <= 0:
+            break
+        e = p - q0
+        for k in range((C + 1) // 2):
+            odd = 2 * k + 1 < C
+            for i in range(r):
+                row = dst[b, d0 + k, (h * r + i + top) * dWp + w * r + left:]
+                for j in range(r):
+                    lo = bits[(2 * k * rr + i * r + j) * L + e:]
+                    if odd:
+                        hi = bits[((2 * k + 1) * rr + i * r + j) * L + e:]
+                        for t in range(n):
+                            row[t * r + j] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+                    else:
+                        for t in range(n):
+                            row[t * r + j] = _rne(lo[t])
+        p += n
+
+
 @kernel(parallel=True)
 def _forward_layout(xu, xp, top, left, Wp):
     """xp: each image rounded and padded into planes of channel pairs (_pad_pairs), a task per
@@ -188,7 +225,8 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
     (_put_rows; has_res: plus res, its rule; r > 1: pixel-shuffled), or, where dst has
-    planes, as the next convolution's planes (_put_row_pairs, dgeo); scratch (threads, Opad
+    planes, as the next convolution's planes (_put_row_pairs, dgeo; shuffled: _put_shuffled_pairs, O =
+    y.shape[1]); scratch (threads, Opad
     FORWARD_CHUNK) float32; tasks (T, 3): image, first and end flat position (multiples of the
     block's width); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps).
     Blocks of 32 outputs x 32 positions (the 2 x 2 block), or where Opad is 16 (at most 16 outputs)
@@ -241,7 +279,10 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
                     else:
                         last_step()
                         block_store(buf, z, FORWARD_CHUNK * 4)
-            if pairs:
+            if pairs and r > 1:
+                _put_shuffled_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo,
+                                    y.shape[1], r)
+            elif pairs:
                 _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad)
             else:
                 _put_rows(buf, FORWARD_CHUNK, bias, y, b, c0, c1, Wp, slopes, mode, res, has_res, r)
@@ -380,7 +421,7 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
     pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
     after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
-    (the next convolution's layout: `layout`'s bits from y). slope: None (no activation), a number
+    (the next convolution's layout: `layout`'s bits from y; with a shuffle, from the shuffled y). slope: None (no activation), a number
     (0: relu, else leaky: activation.rectify_) or an array of O (PReLU's weights: _prelu_kernel).
     residual: a float32 array of y's shape added after the activation (a residual add done by the
     epilogue: np.add's values, without a pass of its own); with a shuffle by r, also (N, O / r^2, OH,
@@ -398,9 +439,12 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
         slopes[:O], mode = slope.reshape(-1), 2
     else:
         slopes[:], mode = (0 if slope is None else slope), (0 if slope is None else 1)
-    if shuffle > 1 and (O % (shuffle * shuffle) or dst is not None):
-        raise ValueError(f"_direct_amx.run: a pixel shuffle by {shuffle} of {O} channels, or with planes")
-    y = np.empty((N, O // (shuffle * shuffle) if dst is None else 0, OH * shuffle, OW * shuffle), np.float32)
+    if shuffle > 1 and (O % (shuffle * shuffle) or (dst is not None and residual is not None)):
+        raise ValueError(f"_direct_amx.run: a pixel shuffle by {shuffle} of {O} channels, or with planes and a "
+                         f"residual")
+    # with planes nothing is stored into y: its shape only carries O to the shuffled pairs' epilogue
+    y = np.empty((N, O // (shuffle * shuffle), OH * shuffle, OW * shuffle) if dst is None else (N, O, 0, 0),
+                 np.float32)
     if dst is None:
         dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
     small = (N, O // (shuffle * shuffle), OH, OW) if shuffle > 1 else None

@@ -61,7 +61,12 @@ def _kinds(graph):
             for a in (v, *(v if isinstance(v, tuple) else ())):
                 if isinstance(a, _planes._Arena):
                     arenas.add(id(a))
-    return {"planes": sum(n.startswith("_conv_forward") for n in names),
+    shuffled = 0  # convolutions writing their reader's planes pixel-shuffled
+    for op in graph.forward:
+        free = getattr(getattr(op[0], "__code__", None), "co_freevars", ())
+        cells = {n: c.cell_contents for n, c in zip(free, op[0].__closure__ or ()) if n in ("write", "shuffle")}
+        shuffled += cells.get("write") is not None and cells.get("shuffle", 1) > 1
+    return {"planes": sum(n.startswith("_conv_forward") for n in names), "shuffled planes": shuffled,
             "layouts": sum(n.startswith("_layout_op") for n in names),
             "cats": sum(op[0] is Cat.forward for op in graph.forward), "arenas": len(arenas),
             "relus": sum(op[0] is ReLUFunction.forward for op in graph.forward),
@@ -93,7 +98,7 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
         assert kinds["resamples"] == 0, kinds
     if name == "RCAN":  # each block's conv -> ReLU -> conv: the ReLU done by the first conv's epilogue;
         # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
-        assert kinds["relus"] == 2 and kinds["planes"] == 5, kinds
+        assert kinds["relus"] == 2 and kinds["planes"] == 6, kinds
     if name == "SRVGGNetCompact":  # conv -> PReLU -> conv: each PReLU done by the conv before it (its
         # own per-channel slopes), but the first (after conv_first: 3 channels, on im2col); the
         # output's `+ interpolate(x, nearest)` done by the shuffled last conv from x itself
@@ -105,8 +110,11 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
         assert kinds["leakys"] == 1 and kinds["shuffles"] == 0, kinds
     if name in ("EDSR", "RCAN"):  # the upsampler's conv stores its output pixel-shuffled
         assert kinds["shuffles"] == 0, kinds
+    # EDSR's and RCAN's upsampler writes the last conv's planes shuffled, MSRResNet's conv_hr's
+    # (SRVGGNetCompact's is the last conv; RRDBNet's upsampling is nearest)
+    assert kinds["shuffled planes"] == (name in ("EDSR", "RCAN", "MSRResNet")), kinds
     if name == "EDSR":  # each body block's first conv writes the second's planes; 2 blocks, 1 arena
-        assert kinds["planes"] == 5 and kinds["layouts"] == 0 and kinds["arenas"] == 1, kinds
+        assert kinds["planes"] == 6 and kinds["layouts"] == 0, kinds
 
 
 class _TwoReaders(Module):
@@ -189,6 +197,38 @@ def test_a_convolution_writes_the_planes_its_reader_would_lay_out():
         out = _direct_amx.run(got, 8, _direct_amx.pack_weight(w2), np.zeros(32, np.float32), 16, (H, W), (3, 3),
                               None, 2)
         assert np.array_equal(out, _direct_amx.correlate(y, w2, (H, W), (1, 1), None, None, 2))
+
+
+@needs_amx
+@pytest.mark.parametrize("C, O, r, slope", [(32, 64, 2, 0.1), (16, 27, 3, None), (48, 48, 4, 0.0), (32, 20, 2, None)])
+def test_an_upsampler_writes_its_readers_planes_shuffled(C, O, r, slope):
+    """_direct_amx.run with planes and a shuffle by r gives `layout`'s bits of the shuffled float32
+    output (an odd channel count pairs its last channel with 0), and writes nothing past its region."""
+    rng = np.random.default_rng(O)
+    H, W = 7, 11
+    x = rng.standard_normal((2, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((O, C, 3, 3)) * 0.2).astype(np.float32)
+    b = rng.standard_normal(O).astype(np.float32)
+    y = F.pixel_shuffle(sg.tensor(_direct_amx.correlate(x, w, (H, W), (1, 1), b, slope, 2)), r).numpy()
+    Wp2, _, S2 = _direct_amx.plane_geometry((H * r, W * r), (3, 3))
+    region = -(-(O // (r * r)) // 32) * 16
+    want = np.full((2, 5 + region + 3, S2), 7, np.uint32)
+    want[:, 5:5 + region] = 0
+    _direct_amx.layout(y, want, 5, (1, 1), Wp2)
+    got = np.full_like(want, 7)
+    got[:, 5:5 + region] = 0  # a fresh arena region: zero
+    wa = _direct_amx.pack_weight(w)
+    bias = np.zeros(wa.shape[2], np.float32)
+    bias[:O] = b
+    Wp, _, S = _direct_amx.plane_geometry((H, W), (3, 3))
+    xp = np.empty((2, wa.shape[1] * 16, S), np.uint32)
+    _direct_amx.layout(x, xp, 0, (1, 1), Wp)
+    assert _direct_amx.run(xp, 0, wa, bias, O, (H, W), (3, 3), slope, 2, got, np.array([5, 1, 1, Wp2], np.int64),
+                           shuffle=r) is None
+    np.testing.assert_array_equal(got, want)
+    with pytest.raises(ValueError, match="residual"):
+        _direct_amx.run(xp, 0, wa, bias, O, (H, W), (3, 3), slope, 2, got, np.array([5, 1, 1, Wp2], np.int64),
+                        residual=y, shuffle=r)
 
 
 def test_outside_bf16_the_pass_changes_nothing():
