@@ -196,15 +196,20 @@ def _put_shuffled_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, 
             odd = 2 * k + 1 < C
             for i in range(r):
                 row = dst[b, d0 + k, (h * r + i + top) * dWp + w * r + left:]
+                lo = bits[(2 * k * rr + i * r) * L + e:]
+                hi = bits[((2 * k + 1) * rr + i * r) * L + e:] if odd else lo
+                if r == 2 and odd:  # the row's two channels interleaved: contiguous stores
+                    for t in range(n):
+                        row[2 * t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+                        row[2 * t + 1] = _rne(lo[L + t]) | (_rne(hi[L + t]) << np.uint32(16))
+                    continue
                 for j in range(r):
-                    lo = bits[(2 * k * rr + i * r + j) * L + e:]
                     if odd:
-                        hi = bits[((2 * k + 1) * rr + i * r + j) * L + e:]
                         for t in range(n):
-                            row[t * r + j] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+                            row[t * r + j] = _rne(lo[j * L + t]) | (_rne(hi[j * L + t]) << np.uint32(16))
                     else:
                         for t in range(n):
-                            row[t * r + j] = _rne(lo[t])
+                            row[t * r + j] = _rne(lo[j * L + t])
         p += n
 
 
