@@ -92,9 +92,17 @@ def _workers():
     return _tiles.default_workers()
 
 
-def _run(tasks, work, buffer_elems, dtype):
-    """[work(task, buffer) for task in tasks] on the worker threads (_tiles.run)."""
-    return _tiles.run(tasks, work, buffer_elems, dtype, _workers())
+# Below this many multiply-adds OpenBLAS runs a GEMM on one thread itself (its threshold is 4 x 65536),
+# so the tiles run without limiting BLAS's threads: threadpoolctl's two calls cost more than such a
+# product (RCAN's channel attention: 1x1 convs on 1x1 maps, 128 multiply-adds).
+_BLAS_SERIAL_MACS = 1 << 16
+
+
+def _run(tasks, work, buffer_elems, dtype, macs=None):
+    """[work(task, buffer) for task in tasks] on the worker threads (_tiles.run); on the calling
+    thread, BLAS's threads untouched, below _BLAS_SERIAL_MACS multiply-adds."""
+    workers = 1 if macs is not None and macs < _BLAS_SERIAL_MACS else _workers()
+    return _tiles.run(tasks, work, buffer_elems, dtype, workers)
 
 
 def _split(n_images, out_rows, row_bytes, workers=1):
@@ -277,7 +285,7 @@ def _correlate_gemm(x, w, geo, bias=None):
         if bias is not None:  # while the tile is still in cache
             out += bias.reshape(g, O // g, 1)
 
-    _run(tiles, work, elems, x.dtype)
+    _run(tiles, work, elems, x.dtype, N * OH * OW * K * O // g)
     return y
 
 
@@ -309,7 +317,7 @@ def _correlate_adjoint(y, w, geo, c_out, bias=None):
             np.matmul(wt, src, out=col.reshape(nb, g, K // g, n))
             col2im(col, xp, W, b0, r0, OW, row_lo, row_hi, *geo.flat())
 
-    _run(_adjoint_tasks(tiles, geo, _workers()), work, elems, y.dtype)
+    _run(_adjoint_tasks(tiles, geo, _workers()), work, elems, y.dtype, N * OH * OW * K * O // g)
     if bias is not None:
         x += bias.reshape(1, c_out, 1, 1)
     return x
@@ -369,7 +377,7 @@ def _weight_grad(x, y, geo, w_shape):
         return np.matmul(_columns(x, tile, buf, K, geo), gt).sum(axis=0)
 
     # Partial sums added in tile order, whatever thread made them: the result is deterministic.
-    dwt = functools.reduce(np.add, _run(tiles, work, elems, x.dtype),
+    dwt = functools.reduce(np.add, _run(tiles, work, elems, x.dtype, N * OH * OW * K * O // g),
                            np.zeros((g, K // g, O // g), x.dtype))  # (g, C/g kh kw, O/g)
     return np.ascontiguousarray(dwt.transpose(0, 2, 1)).reshape(w_shape)
 

@@ -64,3 +64,24 @@ def test_split_gives_each_worker_the_same_share(workers):
     images, _ = _tiles.split(6 * workers, 16, 1000, 2**30, workers)
     assert len(images) % workers == 0
     assert [b for b0, b1, _, _ in images for b in range(b0, b1)] == list(range(6 * workers))
+
+
+@needs_blas
+def test_a_product_below_blas_own_threshold_leaves_its_threads_alone(monkeypatch):
+    """conv.py's GEMM routes below _BLAS_SERIAL_MACS (RCAN's channel attention: 1x1 convs on 1x1
+    maps) run without the two thread-count changes; a larger one still limits BLAS to one thread."""
+    import numpy as np
+
+    import framework as sg
+    import framework.functional as F
+    from framework.functional import conv
+    seen = []
+    monkeypatch.setattr(_tiles, "_single_threaded_blas", lambda real=_tiles._single_threaded_blas: seen.append(1) or real())
+    monkeypatch.setattr(conv, "_workers", lambda: 2)
+    rng = np.random.default_rng(0)
+    x, w = sg.tensor(rng.random((1, 32, 1, 1), np.float32)), sg.tensor(rng.random((4, 32, 1, 1), np.float32))
+    y = F.conv2d(x, w).numpy()
+    np.testing.assert_allclose(y.reshape(4), w.numpy().reshape(4, 32) @ x.numpy().reshape(32), rtol=1e-6)
+    assert 4 * 32 < conv._BLAS_SERIAL_MACS and seen == []
+    F.conv2d(sg.tensor(rng.random((1, 32, 64, 64), np.float32)), w)  # 524288 multiply-adds
+    assert seen == [1]
