@@ -322,18 +322,19 @@ def test_antialiased_lanczos_one_pixel_wide_hand_values():
     np.testing.assert_allclose(y, [0.0656, -1.0938, 2.6892], atol=5e-5)
 
 
-def test_nearest_x2_one_pass_is_the_generic_kernels_bits(rng):
+@pytest.mark.parametrize("P, H, W", [(3, 7, 9), (160, 32, 31)])  # one thread; the parallel loop
+def test_nearest_x2_one_pass_is_the_generic_kernels_bits(P, H, W, rng):
     # resample's one-pass nearest x2 (and its adjoint, the backward) against _resample_planes on the
     # same tables: the same values in the same order, bit for bit (-0 and a NaN included)
     from framework.functional import resample as R
-    x = rng.standard_normal((3, 7, 9)).astype(np.float32)
+    x = rng.standard_normal((P, H, W)).astype(np.float32)
     x[0, 0, :2] = (-0.0, np.nan)
-    th, tw = R.axis_table("nearest", 7, 14, 2.0, None, False), R.axis_table("nearest", 9, 18, 2.0, None, False)
+    th, tw = R.axis_table("nearest", H, 2 * H, 2.0, None, False), R.axis_table("nearest", W, 2 * W, 2.0, None, False)
     assert R._x2(th) == "repeat" and R._x2(th.transposed()) == "pairs"
     assert R._x2(R.axis_table("nearest", 7, 21, 3.0, None, False)) is None
     assert R._x2(R.axis_table("bilinear", 7, 14, 2.0, False, False)) is None
-    for a, (h, w) in ((x, (th, tw)), (rng.standard_normal((3, 14, 18)).astype(np.float32),
+    for a, (h, w) in ((x, (th, tw)), (rng.standard_normal((P, 2 * H, 2 * W)).astype(np.float32),
                                       (th.transposed(), tw.transposed()))):
-        generic = np.empty((3, h.m, w.m), np.float32)
+        generic = np.empty((P, h.m, w.m), np.float32)
         R._resample_planes(a, h.index, h.weights_as(np.float32), w.index, w.weights_as(np.float32), True, generic)
         assert np.array_equal(R.resample(a, h, w).view(np.uint32), generic.view(np.uint32))
