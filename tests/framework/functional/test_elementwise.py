@@ -125,3 +125,31 @@ def test_clamp_with_tensor_bounds_gradcheck(rng):
     lo = sg.tensor(rng.standard_normal(4) - 1.0, requires_grad=True)
     hi = sg.tensor(rng.standard_normal((3, 1)) + 1.0, requires_grad=True)
     assert sg.gradcheck(lambda a, b, c: F.clamp(a, b, c), (x, lo, hi))
+
+
+@pytest.mark.parametrize("sa, sb", [((3, 4, 5, 6), (3, 4, 1, 1)), ((3, 4, 1, 1), (3, 4, 5, 6)), ((5, 7), (5, 1))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_a_per_row_scales_gradients_in_one_pass(sa, sb, dtype, monkeypatch, rng):
+    """x * s with s one value per row of x (a channel attention's (N, C, 1, 1)): both gradients
+    from elementwise._row_scale_grads, against torch in float64 (float32: the scale's sum within its
+    rounding; the other gradient is np.multiply's bits), and a gradcheck."""
+    torch = pytest.importorskip("torch")
+    from framework.functional import elementwise
+    calls = []
+    kernel = elementwise._row_scale_grads
+    monkeypatch.setattr(elementwise, "_row_scale_grads", lambda *args: calls.append(1) or kernel(*args))
+    a, b = (sg.tensor(rng.standard_normal(s).astype(dtype), requires_grad=True) for s in (sa, sb))
+    g = rng.standard_normal(np.broadcast_shapes(sa, sb)).astype(dtype)
+    (a * b).backward(g)
+    assert calls == [1]
+    ta, tb = (torch.tensor(t.numpy().astype(np.float64), requires_grad=True) for t in (a, b))
+    (ta * tb).backward(torch.tensor(g.astype(np.float64)))
+    big, small = (a, b) if a.numpy().size > b.numpy().size else (b, a)
+    np.testing.assert_array_equal(big.grad.numpy(), g * small.numpy())
+    tsmall = tb if small is b else ta
+    L = g.size // small.numpy().size
+    bound = (4 if dtype == np.float32 else 1e-9) * np.finfo(np.float32).eps * L * \
+        np.abs(g.reshape(small.numpy().size, L) * big.numpy().reshape(small.numpy().size, L)).sum(1)
+    assert (np.abs(small.grad.numpy().reshape(-1) - tsmall.grad.numpy().reshape(-1)) <= bound).all()
+    assert small.grad.dtype == dtype and small.grad.shape == small.shape
+    assert sg.gradcheck(lambda a, b: a * b, (t64(rng, *sa), t64(rng, *sb)))
