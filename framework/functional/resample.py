@@ -396,6 +396,22 @@ def _resample_planes(x, h_index, h_weight, w_index, w_weight, h_first, out):
 
 
 @kernel(parallel=True)
+def _resample_planes_parallel(x, h_index, h_weight, w_index, w_weight, h_first, out):
+    """_resample_planes in a numba parallel loop over the planes (the same values): for the global
+    pools and their adjoints (a table of one output or one input on both axes), whose small
+    kernels the pool's tasks cost several times over (RCAN's channel attention)."""
+    for p in prange(x.shape[0]):
+        if h_first:
+            tmp = np.empty((out.shape[1], x.shape[2]), x.dtype)
+            _rows_pass(x[p], h_index, h_weight, tmp)
+            _cols_pass(tmp, w_index, w_weight, out[p])
+        else:
+            tmp = np.empty((x.shape[1], out.shape[2]), x.dtype)
+            _cols_pass(x[p], w_index, w_weight, tmp)
+            _rows_pass(tmp, h_index, h_weight, out[p])
+
+
+@kernel(parallel=True)
 def _repeat2(x, out):
     """out[p, 2h + i, 2w + j] = x[p, h, w] (i, j in 0, 1): nearest x2 on both axes, the values
     _resample_planes gives through its one-tap tables of weight 1 (a product by 1 is exact). A
@@ -445,6 +461,7 @@ def _x2(table):
 # Below this much work (units of the cost model in `resample`) one thread is faster: a parallel
 # region waits for its slowest thread (_jit.launch; the measurement is in docs/benchmarks.md).
 _SERIAL_WORK = 1 << 20
+_SERIAL_GLOBAL = 1 << 16  # the same for a numba parallel loop (a global pool), whose fork costs ~10 us
 
 
 def resample(x: np.ndarray, th: Table, tw: Table) -> np.ndarray:
@@ -467,6 +484,8 @@ def resample(x: np.ndarray, th: Table, tw: Table) -> np.ndarray:
         launch(_repeat2, workers == 1, planes, out)
     elif x2 == "pairs":
         launch(_pairs2, workers == 1, planes, out, tables[-1])
+    elif (th.m == tw.m == 1 or th.n == tw.n == 1) and P > 1:  # a global pool, or its adjoint
+        launch(_resample_planes_parallel, P * min(h_cost, w_cost) < _SERIAL_GLOBAL, planes, *tables, out)
     else:
         _tiles.run(tasks, lambda t, _: _resample_planes(planes[t[0]:t[1]], *tables, out[t[0]:t[1]]), 0, x.dtype,
                    workers)

@@ -338,3 +338,25 @@ def test_nearest_x2_one_pass_is_the_generic_kernels_bits(P, H, W, rng):
         generic = np.empty((P, h.m, w.m), np.float32)
         R._resample_planes(a, h.index, h.weights_as(np.float32), w.index, w.weights_as(np.float32), True, generic)
         assert np.array_equal(R.resample(a, h, w).view(np.uint32), generic.view(np.uint32))
+
+
+@pytest.mark.parametrize("P, H, W", [(3, 5, 4), (64, 40, 36)])  # one thread; the parallel loop
+def test_a_global_pool_and_its_adjoint_are_the_serial_kernels_bits(P, H, W, rng):
+    # adaptive_avg_pool2d(x, 1)'s tables (and their transposes, its backward) run in a numba parallel
+    # loop over the planes: the same values as the serial _resample_planes, bit for bit
+    from framework.functional import resample as R
+    th, tw = (R.window_table(n, *R.area_windows(n, 1), 1.0 / n) for n in (H, W))
+    assert th.m == tw.m == 1
+    for a, (h, w) in ((rng.standard_normal((P, H, W)).astype(np.float32), (th, tw)),
+                      (rng.standard_normal((P, 1, 1)).astype(np.float32), (th.transposed(), tw.transposed()))):
+        generic = np.empty((P, h.m, w.m), np.float32)
+        cost_h = h.m * w.n * h.index.shape[1] + 2 * h.m * w.m * w.index.shape[1]
+        cost_w = 2 * h.n * w.m * w.index.shape[1] + h.m * w.m * h.index.shape[1]
+        R._resample_planes(a, h.index, h.weights_as(np.float32), w.index, w.weights_as(np.float32), cost_h < cost_w,
+                           generic)
+        assert np.array_equal(R.resample(a, h, w).view(np.uint32), generic.view(np.uint32))
+    x = sg.tensor(rng.standard_normal((2, P, H, W)), requires_grad=True)  # the op's values and gradient
+    y = F.adaptive_avg_pool2d(x, 1)
+    y.backward(np.ones(y.shape))
+    np.testing.assert_allclose(y.numpy(), x.numpy().mean(axis=(2, 3), keepdims=True), rtol=1e-13)
+    np.testing.assert_allclose(x.grad.numpy(), np.full(x.shape, 1.0 / (H * W)), rtol=1e-13)
