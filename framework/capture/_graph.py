@@ -6,7 +6,7 @@ Tensor, no graph node, no version counter per op) and frees a slot after its las
 backward is the eager engine's topological order, fixed at compile time: each entry calls
 `backward(ctx, *grads)` and adds the input gradients into per-output slots exactly as
 autograd.run_backward does (the first gradient kept as it is, each later one added by `slot + g`
-into a buffer allocated once; a leaf's first gradient copied into its own buffer, allocated once,
+into a buffer allocated once, on every thread (elementwise.add_arrays: the same sums); a leaf's first gradient copied into its own buffer, allocated once,
 later ones added in place): same calls, same operands, same order, so the same bits as the eager
 step. The kernels compute what they computed eagerly; what is gone is the engine's Python around
 them and the allocations of the gradient sums and the leaves' gradients.
@@ -16,6 +16,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Context
+from ..functional.elementwise import add_arrays
 from ..tensor import Tensor
 # argument sources: a slot, a live Tensor (its .data read at every call), a fixed value (they are
 # the lowering's data: _lower.py folds fixed arguments)
@@ -175,7 +176,7 @@ class Graph:
                 if slots[o] is None:
                     slots[o] = g
                 else:
-                    slots[o] = np.add(slots[o], g, out=sums[target])
+                    slots[o] = add_arrays(slots[o], g, out=sums[target])
 
     def _to_leaf(self, j, g):
         t = self.leaves[j]

@@ -12,11 +12,40 @@ from ._promote import array_of, result_type
 from ._util import check_broadcast, data_of, unbroadcast
 
 
+_PARALLEL_ADD = 1 << 16  # elements: below, np.add on one thread is faster than a parallel region
+_ADD_CHUNK = 1 << 14
+
+
+@kernel(parallel=True)
+def _add_flat(a, b, out):
+    """out = a + b over flat arrays, in chunks on every thread (out may be a or b)."""
+    n = out.shape[0]
+    for t in prange((n + _ADD_CHUNK - 1) // _ADD_CHUNK):
+        lo = t * _ADD_CHUNK
+        for i in range(lo, min(n, lo + _ADD_CHUNK)):
+            out[i] = a[i] + b[i]
+
+
+def add_arrays(a, b, out=None):
+    """np.add(a, b, out=out), its values (one IEEE sum per element); two C-contiguous float arrays of
+    one shape and dtype from _PARALLEL_ADD elements on every thread (numpy's ufuncs run on one:
+    a training graph's residual adds and gradient sums, 0.14 -> 0.10 ms at 16 x 32 x 24^2)."""
+    if type(a) is np.ndarray and type(b) is np.ndarray and a.shape == b.shape and a.dtype == b.dtype \
+            and a.dtype in (np.float32, np.float64) and a.size >= _PARALLEL_ADD \
+            and a.flags.c_contiguous and b.flags.c_contiguous \
+            and (out is None or (type(out) is np.ndarray and out.shape == a.shape and out.dtype == a.dtype
+                                 and out.flags.c_contiguous)):
+        out = np.empty(a.shape, a.dtype) if out is None else out
+        _add_flat(a.reshape(-1), b.reshape(-1), out.reshape(-1))
+        return out
+    return np.add(a, b, out=out)
+
+
 class Add(Function):
     @staticmethod
     def forward(ctx, a, b):
         ctx.shapes = (np.shape(a), np.shape(b))
-        return np.add(a, b)
+        return add_arrays(a, b)
 
     @staticmethod
     def backward(ctx, g):  # dL/da = g, dL/db = g (summed over broadcast axes)

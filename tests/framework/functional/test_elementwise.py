@@ -153,3 +153,24 @@ def test_a_per_row_scales_gradients_in_one_pass(sa, sb, dtype, monkeypatch, rng)
     assert (np.abs(small.grad.numpy().reshape(-1) - tsmall.grad.numpy().reshape(-1)) <= bound).all()
     assert small.grad.dtype == dtype and small.grad.shape == small.shape
     assert sg.gradcheck(lambda a, b: a * b, (t64(rng, *sa), t64(rng, *sb)))
+
+
+def test_add_arrays_is_np_add_on_every_thread(rng):
+    """elementwise.add_arrays (Add's forward, a captured backward's gradient sums): np.add's bits,
+    in parallel chunks from _PARALLEL_ADD elements, into `out` (aliasing an operand too); broadcasts,
+    views and other dtypes go to np.add itself."""
+    from framework.functional.elementwise import _PARALLEL_ADD, add_arrays
+    n = 3 * _PARALLEL_ADD + 5  # several chunks and a ragged end
+    for dtype in (np.float32, np.float64):
+        a, b = (rng.standard_normal(n).astype(dtype) for _ in range(2))
+        a[:3] = (np.inf, -0.0, np.nan)  # inf, +0 (not -0), the NaN operand
+        b[:3] = (1.0, 0.0, 1.0)
+        want = np.add(a, b)
+        np.testing.assert_array_equal(add_arrays(a, b).view(np.uint8), want.view(np.uint8))
+        out = a.copy()
+        assert add_arrays(out, b, out=out) is out
+        np.testing.assert_array_equal(out.view(np.uint8), want.view(np.uint8))
+    x = rng.standard_normal((4, _PARALLEL_ADD)).astype(np.float32)
+    np.testing.assert_array_equal(add_arrays(x, x[:1]), x + x[:1])  # a broadcast
+    np.testing.assert_array_equal(add_arrays(x.T, x.T), x.T + x.T)  # views
+    np.testing.assert_array_equal(add_arrays(np.arange(n), np.arange(n)), 2 * np.arange(n))
