@@ -19,11 +19,11 @@ Depthwise, grouped and the other large-kernel stride-1 correlations take _depthw
 padded planes, or the frequency domain for very many multiply-adds per output (`_large_route`);
 everything else takes im2col / col2im (serial numba kernels) and a product (np.matmul, BLAS).
 Under `framework.autocast("bf16")` the direct route of float32 tensors takes bfloat16 operands with
-float32 sums from 32 products per output (a first layer's forward stays float32): on AMX tiles
-(_direct_amx.py) from 16 channels on the image side where the CPU has AMX (with any number of
-outputs: a last conv to 3 channels too), else AVX512-BF16 (_direct_bf16.py); the other routes stay
-float32 (docs/numerics.md). Where both of conv2d's gradients take AMX, its
-backward reads the output gradient once for both (_direct_amx_grad.py).
+float32 sums from 5 channels and 32 products per output (a first layer's forward, from the image,
+stays float32): on AMX tiles (_direct_amx.py) from 16 channels on the image side where the CPU has
+AMX (with any number of outputs: a last conv to 3 channels too), else AVX512-BF16
+(_direct_bf16.py); the other routes stay float32 (docs/numerics.md). Where both of conv2d's
+gradients take AMX, its backward reads the output gradient once for both (_direct_amx_grad.py).
 
 The work is cut into tiles (some whole images, or a band of output rows of one image; a multiple of
 the workers). The direct route runs its tiles in one numba parallel region per call (a fork/join of
@@ -170,9 +170,13 @@ _DIRECT_MIN_TAPS = 8
 # gradient channels over every pixel of the batch): from 8 taps it takes the direct route, which
 # was 2x faster than im2col's at 16-24 px (docs/benchmarks.md, issue 29's second session).
 _DIRECT_MIN_TAPS_WEIGHT_GRAD = 8
-# Under autocast("bf16") a forward with fewer taps than this stays float32 (a first layer: its
-# bfloat16 operands would round the input image, and its 27 products are not where the time goes).
+# Under autocast("bf16") a forward from an image (at most _IMAGE_CHANNELS channels: grey, RGB, RGBA)
+# or with fewer than _BF16_MIN_TAPS products stays float32: bfloat16 keeps 8 significant bits,
+# coarser than an 8-bit image's steps above 0.5, and its products are not where the time goes.
+# Rounded, the quickstart's ESPCN (a 5 x 5 first layer) ended 0.04-0.10 dB of PSNR-Y below its
+# float32 run on two seeds of three; in float32, within +0.015 on all three (docs/benchmarks.md).
 _BF16_MIN_TAPS = 32
+_IMAGE_CHANNELS = 4
 
 
 def _direct_route(geo, c, o, min_taps=_DIRECT_MIN_TAPS):
@@ -217,8 +221,8 @@ def _few_outputs_amx(geo, c, o, dtype):
 
 def _bf16_direct(geo, c, dtype):
     """Whether a direct forward from c channels takes bfloat16 operands: under autocast("bf16"),
-    from _BF16_MIN_TAPS products per output."""
-    return precision.bf16_active(dtype) and c * geo.kernel[0] * geo.kernel[1] >= _BF16_MIN_TAPS
+    from more than _IMAGE_CHANNELS channels and _BF16_MIN_TAPS products per output."""
+    return precision.bf16_active(dtype) and c > _IMAGE_CHANNELS and c * geo.kernel[0] * geo.kernel[1] >= _BF16_MIN_TAPS
 
 
 def _direct_correlate(x, w, geo, bias, slope):

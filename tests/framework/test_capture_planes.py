@@ -100,13 +100,13 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
         # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
         assert kinds["relus"] == 2 and kinds["planes"] == 6, kinds
     if name == "SRVGGNetCompact":  # conv -> PReLU -> conv: each PReLU done by the conv before it (its
-        # own per-channel slopes), but the first (after conv_first: 3 channels, on im2col); the
+        # own per-channel slopes), but the first (after conv_first: 3 channels, float32); the
         # output's `+ interpolate(x, nearest)` done by the shuffled last conv from x itself
         assert kinds["prelus"] == 1 and kinds["planes"] == 5 and kinds["resamples"] == 0, kinds
         assert not any(op[0] is Add.forward for op in cap.graphs[0].forward)
     if name == "MSRResNet":  # conv_hr -> LeakyReLU -> conv_last (3 outputs, on tiles): the LeakyReLU
         # done by conv_hr's epilogue (PReLU's formula, one slope); upconv -> PixelShuffle -> LeakyReLU:
-        # both done by upconv's epilogue; conv_first's (3 channels, on im2col) stays
+        # both done by upconv's epilogue; conv_first's (3 channels, float32) stays
         assert kinds["leakys"] == 1 and kinds["shuffles"] == 0, kinds
     if name in ("EDSR", "RCAN"):  # the upsampler's conv stores its output pixel-shuffled
         assert kinds["shuffles"] == 0, kinds

@@ -371,10 +371,11 @@ def test_fused_amx_backward_only_where_both_gradients_are_wanted(monkeypatch):
 
 
 @needs_bf16
-@pytest.mark.parametrize("C, k", [(3, 3), (1, 5)])
+@pytest.mark.parametrize("C, k", [(3, 3), (1, 5), (3, 5), (4, 7)])
 def test_a_first_layer_stays_float32(C, k):
-    # fewer than 32 products per output (conv._BF16_MIN_TAPS): the float32 direct forward under
-    # autocast too (bfloat16 operands would round the input image), eager and in an inference graph
+    # an image's channels (at most conv._IMAGE_CHANNELS; 3 x 5 x 5, 4 x 7 x 7: past _BF16_MIN_TAPS
+    # products) or fewer than 32 products per output: the float32 direct forward under autocast too
+    # (bfloat16 operands would round the input image), eager and in an inference graph
     from framework.capture import Capture
     rng = np.random.default_rng(C)
     x = sg.tensor(rng.random((2, C, 9, 11)).astype(np.float32))
