@@ -105,9 +105,9 @@ def run(tasks, work, buffer_elems, dtype, workers):
                     buffers.put(buf)
 
             return list(_executor(workers).map(job, tasks))
-    finally:
-        for buf in raw:
-            _give_buffer(buf, workers)
+    finally:  # kept for as many workers as the pool has: a one-worker call (conv.py's small
+        for buf in raw:  # products) must not drop the buffers the next parallel call takes
+            _give_buffer(buf, max(workers, default_workers()))
 
 
 def split(n_images, out_rows, row_bytes, cap, workers=1):

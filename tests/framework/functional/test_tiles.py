@@ -85,3 +85,17 @@ def test_a_product_below_blas_own_threshold_leaves_its_threads_alone(monkeypatch
     assert 4 * 32 < conv._BLAS_SERIAL_MACS and seen == []
     F.conv2d(sg.tensor(rng.random((1, 32, 64, 64), np.float32)), w)  # 524288 multiply-adds
     assert seen == [1]
+
+
+def test_a_one_worker_call_keeps_the_pools_column_buffers():
+    """A call on one worker (conv.py's small products) gives its buffer back to a pool kept for
+    every worker: it must not drop the buffers the next parallel call takes (tiled inference's
+    peak memory grew by two fresh ones per tile)."""
+    if _tiles.default_workers() < 2:
+        pytest.skip("one worker thread: the pool holds one buffer")
+    _tiles._SPARE["buffers"].clear()
+    _tiles.run([0, 1], lambda task, buf: buf.size, 1000, "float32", 2)
+    kept = [id(b) for b in _tiles._SPARE["buffers"]]
+    assert len(kept) == 2
+    _tiles.run([0], lambda task, buf: buf.size, 1000, "float32", 1)
+    assert sorted(id(b) for b in _tiles._SPARE["buffers"]) == sorted(kept)  # the same two, reused
