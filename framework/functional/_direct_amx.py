@@ -144,6 +144,16 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, r):
         p += n
 
 
+@kernel(inline=True)
+def _activate_rows(buf, L, n, bias, slopes, mode, rows):
+    """buf[o L + t] = act(buf[o L + t] + bias[o]) for t < n, o < rows, in place: the pair epilogues'
+    values before rounding (junk positions too: one run per row, never stored)."""
+    for o in range(rows):
+        src, bk, sl = buf[o * L:o * L + n], bias[o], slopes[o]
+        for t in range(n):
+            src[t] = _activate(src[t] + bk, sl, mode)
+
+
 @kernel
 def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, rows):
     """dst[b, d0 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels 2k, 2k + 1 of
@@ -154,10 +164,7 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
     wide()
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
     bits = buf.view(np.uint32)
-    for o in range(rows):
-        src, bk, sl = buf[o * L:o * L + q1 - q0], bias[o], slopes[o]
-        for t in range(q1 - q0):  # junk positions too: one run per row, never stored
-            src[t] = _activate(src[t] + bk, sl, mode)
+    _activate_rows(buf, L, q1 - q0, bias, slopes, mode, rows)
     p = q0
     while p < q1:
         p, h, w, n = _pixels(p, q1, Wp, OW)
@@ -182,10 +189,7 @@ def _put_shuffled_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, 
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
     bits = buf.view(np.uint32)
     rr, C = r * r, O // (r * r)
-    for o in range(O):
-        src, bk, sl = buf[o * L:o * L + q1 - q0], bias[o], slopes[o]
-        for t in range(q1 - q0):  # junk positions too: one run per row, never stored
-            src[t] = _activate(src[t] + bk, sl, mode)
+    _activate_rows(buf, L, q1 - q0, bias, slopes, mode, O)
     p = q0
     while p < q1:
         p, h, w, n = _pixels(p, q1, Wp, OW)

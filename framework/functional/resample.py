@@ -379,20 +379,26 @@ def _cols_pass(src, index, weight, dst):
             d0[o], d1[o], d2[o], d3[o] = a0, a1, a2, a3
 
 
+@kernel(inline=True)
+def _resample_plane(plane, h_index, h_weight, w_index, w_weight, h_first, out):
+    """out = W_h @ plane @ W_w^T for one plane (H, W) -> (Ho, Wo), the cheaper pass first."""
+    if h_first:
+        tmp = np.empty((out.shape[0], plane.shape[1]), plane.dtype)
+        _rows_pass(plane, h_index, h_weight, tmp)
+        _cols_pass(tmp, w_index, w_weight, out)
+    else:
+        tmp = np.empty((plane.shape[0], out.shape[1]), plane.dtype)
+        _cols_pass(plane, w_index, w_weight, tmp)
+        _rows_pass(tmp, h_index, h_weight, out)
+
+
 @kernel
 def _resample_planes(x, h_index, h_weight, w_index, w_weight, h_first, out):
     """out[p] = W_h @ x[p] @ W_w^T for every plane p of x (P, H, W) -> out (P, Ho, Wo). Serial:
     `resample` runs ranges of planes on the pool threads (a numba prange here cost ~2 s more to
     compile on every fresh cache, for the same plane-per-thread split)."""
     for p in range(x.shape[0]):
-        if h_first:
-            tmp = np.empty((out.shape[1], x.shape[2]), x.dtype)
-            _rows_pass(x[p], h_index, h_weight, tmp)
-            _cols_pass(tmp, w_index, w_weight, out[p])
-        else:
-            tmp = np.empty((x.shape[1], out.shape[2]), x.dtype)
-            _cols_pass(x[p], w_index, w_weight, tmp)
-            _rows_pass(tmp, h_index, h_weight, out[p])
+        _resample_plane(x[p], h_index, h_weight, w_index, w_weight, h_first, out[p])
 
 
 @kernel(parallel=True)
@@ -401,14 +407,7 @@ def _resample_planes_parallel(x, h_index, h_weight, w_index, w_weight, h_first, 
     pools and their adjoints (a table of one output or one input on both axes), whose small
     kernels the pool's tasks cost several times over (RCAN's channel attention)."""
     for p in prange(x.shape[0]):
-        if h_first:
-            tmp = np.empty((out.shape[1], x.shape[2]), x.dtype)
-            _rows_pass(x[p], h_index, h_weight, tmp)
-            _cols_pass(tmp, w_index, w_weight, out[p])
-        else:
-            tmp = np.empty((x.shape[1], out.shape[2]), x.dtype)
-            _cols_pass(x[p], w_index, w_weight, tmp)
-            _rows_pass(tmp, h_index, h_weight, out[p])
+        _resample_plane(x[p], h_index, h_weight, w_index, w_weight, h_first, out[p])
 
 
 @kernel(parallel=True)
