@@ -90,6 +90,7 @@ def test_adjoint_tasks_touch_disjoint_elements(x_shape, k, stride, padding, dila
     monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", 2 * rows * row_bytes)  # 2 workers
     monkeypatch.setattr(conv_module, "_workers", lambda: 2)
     monkeypatch.setattr(conv_module, "_SERIAL_MACS", 0)  # tiles even for these small shapes
+    monkeypatch.setattr(conv_module, "_BLAS_SERIAL_MACS", 0)  # and on the workers
     tiles, _, _ = conv_module._column_tiles((x_shape[0], x_shape[1], np.float64), geo, 3)
     tasks = conv_module._adjoint_tasks(tiles, geo, 2)
     assert len(tasks) >= 2, "the split must give several tasks"
@@ -189,6 +190,7 @@ def test_one_image_conv_on_two_workers_is_exact_every_time(name, x_shape, w_shap
     g = rng.standard_normal(shape).astype(np.float32)
     monkeypatch.setattr(conv_module, "COL_BUFFER_BYTES", cap)
     monkeypatch.setattr(conv_module, "_SERIAL_MACS", 0)  # these small shapes still split
+    monkeypatch.setattr(conv_module, "_BLAS_SERIAL_MACS", 0)  # and on the workers
     assert conv_module._workers() >= 2
     workers, direct = _record_workers(monkeypatch), _record_direct_tiles(monkeypatch)
     runs = [_conv_all(fn, x, w, b, options, g) for _ in range(REPEATS)]
@@ -225,14 +227,14 @@ def test_issue_reproducer_in_small(monkeypatch):
 
 def _both_thread_counts(call, module, monkeypatch):
     """call() on 2 threads REPEATS times equals call() on 1 thread, bit for bit; module.launch (or,
-    for resample, its pool runner) must have gone parallel at least once (a call below the serial
-    threshold proves nothing)."""
+    for resample, also its pool runner) must have gone parallel at least once (a call below the
+    serial threshold proves nothing)."""
     parallel = []
     if hasattr(module, "launch"):
         real = module.launch
         monkeypatch.setattr(module, "launch", lambda kern, small, *a: parallel.append(not small) or
                             real(kern, small, *a))
-    else:
+    if hasattr(module, "_tiles"):
         run = module._tiles.run
         monkeypatch.setattr(module._tiles, "run", lambda tasks, work, n, dtype, workers: parallel.append(
             workers > 1 and len(tasks) > 1) or run(tasks, work, n, dtype, workers))
@@ -273,6 +275,8 @@ def test_resample_on_two_threads_equals_one(op, monkeypatch):
 @pytest.mark.parametrize("op,module", [
     (lambda x: F.avg_pool2d(x, 3, stride=2, padding=1), resample_module),  # window tables
     (lambda x: F.adaptive_avg_pool2d(x, (45, 37)), resample_module),
+    (lambda x: F.adaptive_avg_pool2d(x, 1), resample_module),  # a global pool: resample's parallel loop
+    (lambda x: F.interpolate(x, scale_factor=2, mode="nearest"), resample_module),  # nearest x2's
     (lambda x: F.max_pool2d(x, 3, stride=1, padding=1), pool_module),
 ])
 def test_pools_on_two_threads_equal_one(op, module, monkeypatch):
