@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import gc
 import pathlib
 import sys
 import time
@@ -38,13 +37,14 @@ def _shapes(args, out):
     return f"{shown} -> {str(getattr(out, 'shape', '?')).replace(' ', '')}"
 
 
-def _graph(train):
-    """The Graph the last capture compiled (a training graph has a backward)."""
-    graphs = [o for o in gc.get_objects() if type(o).__name__ == "Graph"
-              and (o.backward is not None) == train]
-    if not graphs:
-        raise SystemExit("no captured graph: the model did not capture (see Capture.status())")
-    return graphs[-1]
+def _graph(call):
+    """The Graph that the Capture inside bench_models' closure `call` compiled last."""
+    from framework.capture import Capture
+    caps = [c.cell_contents for c in call.__closure__ or () if isinstance(c.cell_contents, Capture)]
+    if not caps or not caps[0].graphs:
+        raise SystemExit("no captured graph: the model did not capture"
+                         + (f" ({caps[0].status()})" if caps else ""))
+    return caps[0].graphs[-1]
 
 
 def breakdown(model, step=False, size=128, precision="bf16", repeat=10):
@@ -61,7 +61,7 @@ def breakdown(model, step=False, size=128, precision="bf16", repeat=10):
         call = bm._ours_infer(net, bm._image(size), precision, capture=True)
     for _ in range(4):  # two recorded calls, then replays
         call()
-    graph = _graph(step)
+    graph = _graph(call)
     fwd, bwd, what = collections.defaultdict(float), collections.defaultdict(float), {}
     for k, (forward, spec_k, kwargs, needs, first) in enumerate(list(graph.forward)):
         def timed(*args, _f=forward, _k=k, **kw):
