@@ -6,10 +6,11 @@ Tensor, no graph node, no version counter per op) and frees a slot after its las
 backward is the eager engine's topological order, fixed at compile time: each entry calls
 `backward(ctx, *grads)` and adds the input gradients into per-output slots exactly as
 autograd.run_backward does (the first gradient kept as it is, each later one added by `slot + g`
-into a buffer allocated once, on every thread (elementwise.add_arrays: the same sums); a leaf's first gradient copied into its own buffer, allocated once,
-later ones added in place): same calls, same operands, same order, so the same bits as the eager
-step. The kernels compute what they computed eagerly; what is gone is the engine's Python around
-them and the allocations of the gradient sums and the leaves' gradients.
+into a buffer allocated once, on every thread: elementwise.add_arrays, the same sums; a leaf's first
+gradient copied into its own buffer, allocated once, later ones added in place): same calls, same
+operands, same order, so the same bits as the eager step. The kernels compute what they computed
+eagerly; what is gone is the engine's Python around them and the allocations of the gradient sums
+and the leaves' gradients.
 """
 from __future__ import annotations
 

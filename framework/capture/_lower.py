@@ -216,7 +216,7 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
     tiles, elems = conv._direct_tiles((shape[0], shape[1], dtype), geo)
 
     def forward(ctx, x, *args, **kw):
-        if conv._bf16_direct(geo, shape[1], x.dtype):  # the precision is the call's, not the recording's
+        if conv._bf16_direct(geo, shape[1], x.dtype):  # the call's precision, not the recording's
             return eager(ctx, x, *args, **kw)
         return _direct.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
                                  tiles, elems, packed)

@@ -234,10 +234,10 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
     (_put_rows; has_res: plus res, its rule; r > 1: pixel-shuffled), or, where dst has
-    planes, as the next convolution's planes (_put_row_pairs, dgeo; shuffled: _put_shuffled_pairs, O =
-    y.shape[1]); scratch (threads, Opad
-    FORWARD_CHUNK) float32; tasks (T, 3): image, first and end flat position (multiples of the
-    block's width); woff, xoff (kh kw KB,): each step's byte offset into wa and xp (_steps).
+    planes, as the next convolution's planes (_put_row_pairs, dgeo; shuffled: _put_shuffled_pairs,
+    O = y.shape[1]); scratch (threads, Opad FORWARD_CHUNK) float32; tasks (T, 3): image, first and
+    end flat position (multiples of the block's width); woff, xoff (kh kw KB,): each step's byte
+    offset into wa and xp (_steps).
     Blocks of 32 outputs x 32 positions (the 2 x 2 block), or where Opad is 16 (at most 16 outputs)
     16 x 48 (the 1 x 3 block: no product on padding). The next step's operands load while this
     step's last products run (the tile unit does not rename tiles, so a load waits for the products
@@ -430,8 +430,9 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
     pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
     after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
-    (the next convolution's layout: `layout`'s bits from y; with a shuffle, from the shuffled y). slope: None (no activation), a number
-    (0: relu, else leaky: activation.rectify_) or an array of O (PReLU's weights: _prelu_kernel).
+    (the next convolution's layout: `layout`'s bits from y; with a shuffle, from the shuffled y).
+    slope: None (no activation), a number (0: relu, else leaky: activation.rectify_) or an array of
+    O (PReLU's weights: _prelu_kernel).
     residual: a float32 array of y's shape added after the activation (a residual add done by the
     epilogue: np.add's values, without a pass of its own); with a shuffle by r, also (N, O / r^2, OH,
     OW): its nearest upsampling by r added, without being made. shuffle = r > 1: y pixel-shuffled by r,

@@ -222,7 +222,8 @@ def _few_outputs_amx(geo, c, o, dtype):
 def _bf16_direct(geo, c, dtype):
     """Whether a direct forward from c channels takes bfloat16 operands: under autocast("bf16"),
     from more than _IMAGE_CHANNELS channels and _BF16_MIN_TAPS products per output."""
-    return precision.bf16_active(dtype) and c > _IMAGE_CHANNELS and c * geo.kernel[0] * geo.kernel[1] >= _BF16_MIN_TAPS
+    return (precision.bf16_active(dtype) and c > _IMAGE_CHANNELS
+            and c * geo.kernel[0] * geo.kernel[1] >= _BF16_MIN_TAPS)
 
 
 def _direct_correlate(x, w, geo, bias, slope):
