@@ -111,7 +111,7 @@ def _row_scale(a, b, g):
     while k > 0 and sb[k - 1] == 1:
         k -= 1
     if len(sa) != len(sb) or not 0 < k < len(sa) or sa[:k] != sb[:k] or g.shape != sa or \
-            g.dtype not in (np.float32, np.float64) or np.result_type(a) != g.dtype or np.result_type(b) != g.dtype:
+            g.dtype not in (np.float32, np.float64) or not np.result_type(a) == np.result_type(b) == g.dtype:
         return None
     rows = int(np.prod(sa[:k]))
     return rows, g.size // max(rows, 1)
@@ -127,8 +127,8 @@ class Mul(Function):
     def backward(ctx, g):  # dL/da = g b, dL/db = g a
         a, b = ctx.saved_tensors
         na, nb = ctx.needs_input_grad
-        for x, s, want in ((a, b, na and nb), (b, a, na and nb)):  # x * s, s one value per row of x
-            rows = _row_scale(x, s, g) if want else None
+        for x, s in ((a, b), (b, a)) if na and nb else ():  # x * s, s one value per row of x
+            rows = _row_scale(x, s, g)
             if rows is not None and rows[1] > 1:  # one pass, not three (RCAN's scales: 0.38 -> 0.10 ms)
                 gx, gs = np.empty(g.shape, g.dtype), np.empty(np.shape(s), g.dtype)
                 _row_scale_grads(np.ascontiguousarray(g).reshape(rows), np.ascontiguousarray(x).reshape(rows),
