@@ -12,11 +12,12 @@ Rows (milliseconds, the median of --repeat after a warm-up; ours and torch's int
 
 `tile_rates()` (also in benchmark.py's header where the CPU has AMX): the tile unit's throughput on
 each logical CPU now, a 2 x 2 block of tdpbf16ps on L1-resident tiles with the loads behind the
-products, pinned to each CPU in turn. Its peak is 512 multiply-adds a cycle (16 x 16 x 32 in 16
-cycles). On a shared host the tile unit of a physical core serves both of its hyperthreads: measured
-on the development VM, a CPU gave 1550-1700 GMAC/s or 440-520 within the same minute (the other
-hyperthread's tenant using its tile unit), while float32 GEMM ran at the same speed on both; the
-AMX rows of a run are only comparable under the same rates.
+products, pinned to each CPU in turn, its operands on 64-byte boundaries as the kernels' are. Its
+peak is 512 multiply-adds a cycle (16 x 16 x 32 in 16 cycles). Earlier sessions read 440-540 GMAC/s
+at most starts and 1550-1930 at a few and took it for the host's other tenant on the tile unit: it
+was this probe's own operands, an np.zeros of 16-byte alignment (a tile row that crosses a cache
+line loads ~7x slower, so only the runs whose array fell on a 64-byte boundary read the unit's rate;
+docs/benchmarks.md, 2026-12-07).
 """
 from __future__ import annotations
 
@@ -98,7 +99,11 @@ def tile_rates(n=20000, repeat=3) -> dict:
     if not precision.support().amx_bf16 or not hasattr(os, "sched_setaffinity"):
         return {}
     precision.require_amx("tile_rates")
-    loop, a = _tile_loop(), np.zeros(4096, np.uint8)
+    from framework.functional._direct import _aligned_empty
+    # on cache lines, as the kernels' operands: a tile row across two lines loads ~7x slower (the
+    # 440-540 "slow state" earlier sessions read was np.zeros's 16-byte alignment; docs/benchmarks.md)
+    loop, a = _tile_loop(), _aligned_empty(4096, np.uint8)
+    a[:] = 0x3f  # bfloat16 pairs of ~0.75, written (not the zero page)
     cpus = sorted(os.sched_getaffinity(0))
     rates = {}
     try:

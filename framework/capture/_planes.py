@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import precision
 from ..functional import _direct_amx, conv
-from ..functional._direct import _blocks
+from ..functional._direct import _aligned_empty, _blocks
 from ..functional.activation import LeakyReLUFunction, PReLUFunction, ReLUFunction
 from ..functional.pixel_shuffle import PixelShuffleFunction
 from ..functional.resample import ResampleFunction
@@ -62,7 +62,8 @@ class _Arena:
     def get(self):
         a = getattr(self._local, "planes", None)
         if a is None:
-            a = self._local.planes = np.zeros(self.shape, np.uint32)
+            a = self._local.planes = _aligned_empty(self.shape, np.uint32)
+            a[...] = 0
         return a
 
 
@@ -379,7 +380,7 @@ def _conv_forward(c, plan):
         if not precision.bf16_active(np.float32):  # the capture's key holds the precision
             raise RuntimeError("a graph of bfloat16 planes replayed outside autocast('bf16')")
         if read is None:
-            xp = np.empty((x.shape[0], wa.shape[1] * _direct_amx.TILE, S), np.uint32)
+            xp = _aligned_empty((x.shape[0], wa.shape[1] * _direct_amx.TILE, S), np.uint32)
             _direct_amx.layout(x, xp, 0, geo.padding, Wp, plan.get("repeat", (1, 1)))
             first = 0
         else:

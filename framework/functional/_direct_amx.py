@@ -390,7 +390,7 @@ def pack_weight(w, positions=None, channels=None, flip=False):
     positions = np.arange(C, dtype=np.int64) if positions is None else np.asarray(positions, np.int64)
     if positions.shape != (C,) or (C and (positions.min() < 0 or positions.max() >= channels)):
         raise ValueError(f"_direct_amx.pack_weight: positions {positions.shape} of {C} channels in {channels}")
-    out = np.empty((kh * kw, channels // 32, out_blocks(O), 32), np.uint16)
+    out = _aligned_empty((kh * kw, channels // 32, out_blocks(O), 32), np.uint16)  # tile rows on cache lines
     _pack(w.view(np.uint32), out, positions, flip)
     return out
 
@@ -489,7 +489,7 @@ def correlate(x, w, features, padding, bias, slope, workers, residual=None):
     b = np.zeros(wa.shape[2], np.float32)
     if bias is not None:
         b[:O] = bias
-    xp = np.empty((x.shape[0], wa.shape[1] * TILE, S), np.uint32)
+    xp = _aligned_empty((x.shape[0], wa.shape[1] * TILE, S), np.uint32)
     layout(x, xp, 0, padding, Wp)
     return run(xp, 0, wa, b, O, features, (kh, kw), slope, workers, residual=residual)
 
@@ -576,7 +576,7 @@ def weight_grad(x, g, padding, kernel_size):
     O, OH, OW = g.shape[1:]
     Hp, Wp, P = _grad_geometry((OH, OW), kernel_size)
     xf = _input_planes(x, Hp, Wp, P)
-    gt = np.empty((x.shape[0], P, out_blocks(O)), np.uint32)
+    gt = _aligned_empty((x.shape[0], P, out_blocks(O)), np.uint32)
     weight_grad_layout(np.ascontiguousarray(x).view(np.uint32), np.ascontiguousarray(g).view(np.uint32),
                        xf, gt, _blocks(x.shape[1], 32) * 32, -padding[0], padding[1], Wp, Hp)
     return _weight_grad_tiles(xf, gt, x.shape[1], O, Hp, Wp, kernel_size)
@@ -607,7 +607,7 @@ def _grad_geometry(features, kernel_size):
 def _input_planes(x, Hp, Wp, P):
     """The weight gradient's input buffer: (N, Cpad Hp Wp + tail) uint16 (planes past C: zeros; the
     tail: a tap's last step reads up to 2 P + Wp + 32 past the last plane's origin)."""
-    return np.empty((x.shape[0], _blocks(x.shape[1], 32) * 32 * Hp * Wp + 2 * P + Wp + 32), np.uint16)
+    return _aligned_empty((x.shape[0], _blocks(x.shape[1], 32) * 32 * Hp * Wp + 2 * P + Wp + 32), np.uint16)
 
 
 def _weight_grad_tiles(xf, gt, C, O, Hp, Wp, kernel_size):

@@ -141,7 +141,7 @@ def backward(x, g, y, slope, w, padding, flipped_padding, workers):
     if flipped_padding[0] + OH > pS // pWp or flipped_padding[1] + OW > pWp or 2 * P < OH * Wp:
         raise ValueError(f"_direct_amx_grad.backward: the gradient {g.shape} does not fit the flipped "
                          f"correlation's planes ({pS} of rows of {pWp}, padding {flipped_padding})")
-    gp = np.empty((N, Opad // 2, pS), np.uint32)
+    gp = _aligned_empty((N, Opad // 2, pS), np.uint32)
     gt = _aligned_empty((N, P, out_blocks(O)), np.uint32)  # the weight gradient's output columns
     sums = np.empty((N, Opad), np.float64)
     threads = numba.get_num_threads()

@@ -119,10 +119,10 @@ def matmul_batched(a, b):
     precision.require_amx("matmul")
     (B, M, K), N = a.shape, b.shape[2]
     Mp, Kp, Np = (_blocks(n, 32) * 32 for n in (M, K, N))
-    ab, bb = np.empty((B, Mp, Kp), np.uint16), np.empty((B, Kp // 2, Np, 2), np.uint16)
+    ab, bb = _aligned_empty((B, Mp, Kp), np.uint16), _aligned_empty((B, Kp // 2, Np, 2), np.uint16)
     _pack_a_batched(a.view(np.uint32), ab)  # rounded once, in one pass each (views read in place)
     _pack_b_batched(b.view(np.uint32), bb.view(np.uint32)[..., 0])
-    c = np.empty((B, Mp, Np), np.float32)
+    c = _aligned_empty((B, Mp, Np), np.float32)
     rb = max(4, round((Kp / 32) ** 0.5))  # blocks of at least 128 terms, about sqrt(K) for long sums
     _gemm_batched(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 1024), np.float32))
     return c[:, :M, :N]

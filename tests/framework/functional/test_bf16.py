@@ -235,6 +235,33 @@ def test_pack_weight_is_the_rounded_kernel_in_tile_rows(O, C, k):
         _direct_amx.pack_weight(w, positions + 128, 128)
 
 
+def test_tile_operands_lie_on_cache_lines(monkeypatch):
+    # a tile row that crosses a 64-byte line loads ~7x slower (docs/benchmarks.md): every array the
+    # kernels read whole tile rows from starts on a line, whatever the allocator returned
+    from framework.capture import _planes
+    from framework.functional import _gemm_bf16
+
+    empty = np.empty
+
+    def shifted(shape, dtype=float):  # an allocator that never returns a 64-byte boundary
+        n, skip = int(np.prod(shape)), 64 // np.dtype(dtype).itemsize
+        a = empty(n + 2 * skip, dtype)
+        a = a[(-a.ctypes.data % 64) // a.itemsize + 16 // a.itemsize:]
+        return a[:n].reshape(shape)
+    monkeypatch.setattr(np, "empty", shifted)
+    w = np.ones((40, 20, 3, 3), np.float32)
+    arrays = [_direct_amx.pack_weight(w), _direct_amx.pack_weight(w, flip=True),
+              _direct_amx._input_planes(np.ones((2, 20, 5, 5), np.float32), 7, 7, 32),
+              _planes._Arena((2, 16, 100), 10).get()]
+    assert [a.ctypes.data % 64 for a in arrays] == [0, 0, 0, 0]
+    assert not arrays[3].any()  # an arena's planes start zero (their borders are never written)
+    seen = []
+    monkeypatch.setattr(_gemm_bf16, "_gemm_batched", lambda a, b, c, *rest: seen.extend([a, b, c]))
+    if _gemm_bf16.available():
+        _gemm_bf16.matmul(np.ones((40, 50), np.float32), np.ones((50, 60), np.float32))
+        assert [a.ctypes.data % 64 for a in seen] == [0, 0, 0]
+
+
 @needs_amx
 @pytest.mark.parametrize("O, slope", [(40, 0.1), (12, 0.0), (36, None), (16, 0.2)])
 def test_amx_forward_over_several_chunks_of_positions(O, slope):
