@@ -52,8 +52,9 @@ def fold(graph, packed: dict) -> None:
         ops.append((lowered or forward, spec, kwargs, needs, first))
         classes.append(cls)
     ops, classes = share_planes(ops, classes, graph)
+    ops, classes = _fuse_residual_adds(ops, classes, graph)  # first: a conv's `out * 0.2 + x` is its own
     ops, classes = _fuse_scale_adds(ops, classes, graph)
-    graph.forward, graph.classes = _fuse_residual_adds(ops, classes, graph), None
+    graph.forward, graph.classes = ops, None
     graph.constants = {}
     for name, s in list(graph.outputs.items()):
         if s in fixed:  # an output that does not depend on the input
@@ -80,51 +81,77 @@ def _reader_counts(ops):
 
 
 def _fuse_residual_adds(ops, classes, graph):
-    """`ops` with each Add of a fusable convolution's output (a lowered forward with `.fused`, the
-    Add its only reader, not a graph output) and an operand of that output's shape and dtype that
-    exists before the convolution (the graph's input, an earlier op's output, a constant) done by
-    the convolution: the Add's entry dropped, its readers reading the convolution's slot. For a
-    convolution that stores its output pixel-shuffled by r, the operand may also be a nearest
-    upsampling by r that only the Add reads, of a value that exists before the convolution
-    (SRVGGNetCompact's `out + interpolate(x, scale_factor=r)`): the epilogue adds that value at each
-    pixel's source, and the upsampling's entry is dropped too."""
+    """(ops, classes) with each Add of a fusable convolution's output (a lowered forward with
+    `.fused`, the Add its only reader, not a graph output) and an operand of that output's shape and
+    dtype that exists before the convolution (the graph's input, an earlier op's output, a constant)
+    done by the convolution: the Add's entry dropped, its readers reading the convolution's slot. The
+    Add may also read the output times a number (a Mul by a 0-d constant of the output's dtype, the
+    Mul the output's only reader: RRDBNet's `x5 * 0.2 + x`), which the convolution then makes too
+    (`residual_scale`). For a convolution that stores its output pixel-shuffled by r, the operand may
+    also be a nearest upsampling by r that only the Add reads, of a value that exists before the
+    convolution (SRVGGNetCompact's `out + interpolate(x, scale_factor=r)`): the epilogue adds that
+    value at each pixel's source, and the upsampling's entry is dropped too."""
     readers, outputs = _reader_counts(ops), set(graph.outputs.values())
     at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}  # an op's first output slot -> op
     fused, renamed = {}, {}  # conv index -> (its new entry), Add's slot -> the conv's
     drop = set()
+
+    def single(v):  # read by one op only, not a graph output
+        return readers.get(v) == 1 and v not in outputs
+
+    def conv_of(c):
+        """(conv index, its output slot, the scale or None, the Mul's index or None) for the Add's
+        operand c, else None."""
+        k = at.get(c)
+        if k is None or k in fused or not single(c):
+            return None
+        if getattr(ops[k][0], "fused", None) is not None:
+            return k, c, None, None
+        if classes[k] is not Mul or ops[k][2] or len(ops[k][1]) != 2:
+            return None
+        for (ka, a), (ks, s) in (ops[k][1], ops[k][1][::-1]):
+            j = at.get(a) if ka == _SLOT else None
+            dtypes = {_meta(kind, v, graph.slot_meta)[1] for kind, v in ((ks, s), (ka, a), (_SLOT, c))}
+            if j is not None and ks == _FIXED and np.ndim(s) == 0 and len(dtypes) == 1 and j not in fused \
+                    and single(a) and getattr(ops[j][0], "fused", None) is not None:
+                return j, a, np.asarray(s), k
+        return None
+
     for m, ((_, spec, kwargs, _, first), cls) in enumerate(zip(ops, classes)):
         if cls is not Add or kwargs or len(spec) != 2:
             continue
         for side in (0, 1):
             (kc, c), (ko, other) = spec[side], spec[1 - side]
-            k = at.get(c) if kc == _SLOT else None
-            if k is None or k in fused or getattr(ops[k][0], "fused", None) is None or \
-                    readers.get(c) != 1 or c in outputs or ko == _LIVE:
+            found = conv_of(c) if kc == _SLOT else None
+            if found is None or ko == _LIVE:
                 continue
+            k, out, scale, mul = found
             if _meta(ko, other, graph.slot_meta) != _meta(kc, c, graph.slot_meta):
                 continue  # broadcast or promoted: not the conv's store
             source = _repeated_source(ops, classes, graph, readers, at, ops[k][0], ko, other)
-            if source is not None and source < c:
+            if source is not None and source < out:
                 drop.add(at[other])
                 ko, other = _SLOT, source
-            elif ko == _SLOT and other >= c:
+            elif ko == _SLOT and other >= out:
                 continue  # made after the conv
             forward, cspec, ckwargs, cneeds, cfirst = ops[k]
-            fused[k] = (forward.fused, cspec + ((ko, other),), ckwargs, cneeds, cfirst)
+            fkwargs = ckwargs if scale is None else {**ckwargs, "residual_scale": scale}
+            fused[k] = (forward.fused, cspec + ((ko, other),), fkwargs, cneeds, cfirst)
             renamed[first] = cfirst
-            drop.add(m)
+            drop.update([m] if mul is None else [m, mul])
             break
     if not fused:
-        return ops
-    out = []
-    for k, (forward, spec, kwargs, needs, first) in enumerate(ops):
+        return ops, classes
+    out_ops, out_classes = [], []
+    for k, (op, cls) in enumerate(zip(ops, classes)):
         if k in drop:
             continue
-        forward, spec, kwargs, needs, first = fused.get(k, (forward, spec, kwargs, needs, first))
+        forward, spec, kwargs, needs, first = fused.get(k, op)
         spec = tuple((kind, renamed.get(v, v)) if kind == _SLOT else (kind, v) for kind, v in spec)
-        out.append((forward, spec, kwargs, needs, first))
+        out_ops.append((forward, spec, kwargs, needs, first))
+        out_classes.append(None if k in fused else cls)
     graph.outputs = {name: renamed.get(s, s) for name, s in graph.outputs.items()}
-    return out
+    return out_ops, out_classes
 
 
 def _repeated_source(ops, classes, graph, readers, at, conv_forward, kind, v):
@@ -146,10 +173,11 @@ def _repeated_source(ops, classes, graph, readers, at, conv_forward, kind, v):
 
 
 def _fuse_scale_adds(ops, classes, graph):
-    """(ops, classes) with each Mul of a 4-D value a by a per-channel s (N or 1, C, 1, 1), read only by
-    an Add with an operand x of a's shape and dtype made before the Mul (RCAN's channel attention
-    and its block's residual, x * CA + skip), done as one pass (elementwise.scale_add: the same
-    values): the Add's entry dropped, its readers reading the Mul's slot."""
+    """(ops, classes) with each Mul of a 4-D value a by a per-channel s (N or 1, C, 1, 1) or by a 0-d
+    constant (taken as that scale for every channel: the same products), read only by an Add with an
+    operand x of a's shape and dtype made before the Mul (RCAN's channel attention and its block's
+    residual, x * CA + skip; RRDBNet's `out * 0.2 + x`), done as one pass (elementwise.scale_add: the
+    same values): the Add's entry dropped, its readers reading the Mul's slot."""
     readers, outputs = _reader_counts(ops), set(graph.outputs.values())
     at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}
     fused, renamed, drop = {}, {}, set()
@@ -163,7 +191,12 @@ def _fuse_scale_adds(ops, classes, graph):
                     or ko == _LIVE or (ko == _SLOT and x >= t) or len(ops[k][1]) != 2 or ops[k][2]:
                 continue
             (ka, a), (ks, sc) = ops[k][1]
+            if ka == _FIXED and np.ndim(a) == 0:  # a number times a: the number second
+                (ka, a), (ks, sc) = (ks, sc), (ka, a)
             (sa, da), (ss, ds) = _meta(ka, a, graph.slot_meta), _meta(ks, sc, graph.slot_meta)
+            if ks == _FIXED and ss == () and sa is not None and len(sa) == 4:  # as one scale per channel
+                sc = np.full((1, sa[1], 1, 1), sc, ds)
+                ss = sc.shape
             if sa is None or ss is None or len(sa) != 4 or len(ss) != 4:
                 continue
             if sa[2:] == (1, 1) and ss[2:] != (1, 1):  # s * a: the per-channel operand first
@@ -221,12 +254,15 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
         return _direct.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
                                  tiles, elems, packed)
 
-    def fused(ctx, x, *args, **kw):
-        """forward(...) + args[-1] (an Add fused by _fuse_residual_adds; on AMX tiles by their
-        epilogue, else np.add after the op)."""
+    def fused(ctx, x, *args, residual_scale=None, **kw):
+        """forward(...) + args[-1], or forward(...) * residual_scale + args[-1] (an Add fused by
+        _fuse_residual_adds; on AMX tiles by their epilogue, else np.add (np.multiply) after the op)."""
         if conv._bf16_direct(geo, shape[1], x.dtype) and conv._amx_route(shape[1]):
             return _direct_amx.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
-                                         conv._workers(), residual=args[-1])
+                                         conv._workers(), residual=args[-1],
+                                         residual_scale=1.0 if residual_scale is None else residual_scale)
+        if residual_scale is not None:
+            return np.add(np.multiply(forward(ctx, x, *args[:-1], **kw), residual_scale), args[-1])
         if conv._bf16_direct(geo, shape[1], x.dtype):
             return np.add(eager(ctx, x, *args[:-1], **kw), args[-1])
         return _direct.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,

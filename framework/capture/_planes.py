@@ -376,7 +376,7 @@ def _conv_forward(c, plan):
         bias[:O] = c["b"]
     Wp, _, S = _direct_amx.plane_geometry(geo.features, geo.kernel)
 
-    def forward(ctx, x, *args, residual=None, **kwargs):
+    def forward(ctx, x, *args, residual=None, residual_scale=1.0, **kwargs):
         if not precision.bf16_active(np.float32):  # the capture's key holds the precision
             raise RuntimeError("a graph of bfloat16 planes replayed outside autocast('bf16')")
         if read is None:
@@ -387,13 +387,13 @@ def _conv_forward(c, plan):
             xp, first = arena_in.get(), pin
         if write is None:
             return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
-                                   residual=residual, shuffle=shuffle)
+                                   residual=residual, shuffle=shuffle, residual_scale=residual_scale)
         arena_out, dgeo = write
         _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
                         arena_out.get(), dgeo, shuffle=shuffle)
         return _WRITTEN
 
-    if write is None:  # an Add of its output (_lower._fuse_residual_adds): by the epilogue
+    if write is None:  # an Add of its output (or of its product by a number: _lower._fuse_residual_adds)
         forward.fused = lambda ctx, x, *args, **kwargs: forward(ctx, x, *args[:-1], residual=args[-1], **kwargs)
         forward.shuffle = shuffle  # > 1: the residual may be the small value a nearest upsampling repeats
     return forward

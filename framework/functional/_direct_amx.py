@@ -100,11 +100,12 @@ def _put_shuffled(row, buf, L, e, n, o0, bias, slopes, mode, r):
 
 
 @kernel
-def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, r):
+def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, scale, r):
     """y[b, o, h, w] = act(buf[o L + p - q0] + bias[o]) for the flat positions p = h Wp + w in [q0,
     q1) that are pixels of y (w < OW, h < OH) and every channel o of y (act: _activate's mode with
-    the channel's slope); has_res 1: + res[b, o, h, w] after the activation (a residual add's float32
-    sum: np.add's value). r > 1: y is the output pixel-shuffled by r (N, O / r^2, OH r, OW r):
+    the channel's slope); has_res 1: times scale, + res[b, o, h, w] after the activation (a residual
+    add's float32 sum, of a product by a number where the add's operand was one (RRDBNet's x5 * 0.2 +
+    x): np.multiply's then np.add's values; a product by 1 is exact). r > 1: y is the output pixel-shuffled by r (N, O / r^2, OH r, OW r):
     channel o = c r^2 + i r + j of pixel (h, w) goes to y[b, c, h r + i, w r + j] (pixel_shuffle's
     map; the activation commutes with it), plus res[b, c, h r + i, w r + j] (has_res 1) or res[b, c,
     h, w] (has_res 2: res (N, O / r^2, OH, OW), whose nearest upsampling by r is added: SRVGGNetCompact's
@@ -124,11 +125,11 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, r):
                     if has_res == 1:  # added after the activation: the fused sum's float32 value
                         add = res[b, c, h * r + i, w * r:]
                         for e in range(n * r):
-                            row[e] += add[e]
+                            row[e] = row[e] * scale + add[e]
                     elif has_res == 2:
                         small = res[b, c, h, w:]
                         for e in range(n * r):
-                            row[e] += small[e // r]
+                            row[e] = row[e] * scale + small[e // r]
             p += n
             continue
         for o in range(O):
@@ -137,7 +138,7 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, r):
             if has_res:
                 rk = res[b, o, h, w:]
                 for t in range(n):
-                    dst[t] = _activate(src[t] + bk, sl, mode) + rk[t]
+                    dst[t] = _activate(src[t] + bk, sl, mode) * scale + rk[t]
             else:
                 for t in range(n):
                     dst[t] = _activate(src[t] + bk, sl, mode)
@@ -229,11 +230,11 @@ def _forward_layout(xu, xp, top, left, Wp):
 
 @kernel(parallel=True)
 def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scratch, tasks, woff, xoff, res,
-             has_res, r):
+             has_res, scale, r):
     """y = act(W * x + bias) on tiles. xp (N, planes, S) uint32 planes of channel pairs
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
-    (_put_rows; has_res: plus res, its rule; r > 1: pixel-shuffled), or, where dst has
+    (_put_rows; has_res: times scale, plus res, its rule; r > 1: pixel-shuffled), or, where dst has
     planes, as the next convolution's planes (_put_row_pairs, dgeo; shuffled: _put_shuffled_pairs,
     O = y.shape[1]); scratch (threads, Opad FORWARD_CHUNK) float32; tasks (T, 3): image, first and
     end flat position (multiples of the block's width); woff, xoff (kh kw KB,): each step's byte
@@ -294,7 +295,7 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
             elif pairs:
                 _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad)
             else:
-                _put_rows(buf, FORWARD_CHUNK, bias, y, b, c0, c1, Wp, slopes, mode, res, has_res, r)
+                _put_rows(buf, FORWARD_CHUNK, bias, y, b, c0, c1, Wp, slopes, mode, res, has_res, scale, r)
         tile_release()
 
 
@@ -426,7 +427,8 @@ _NO_PLANES = np.zeros((1, 0, 1), np.uint32)
 _NO_RESIDUAL = np.zeros((1, 1, 1, 1), np.float32)
 
 
-def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None, residual=None, shuffle=1):
+def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None, residual=None, shuffle=1,
+        residual_scale=1.0):
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
     pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
     after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
@@ -435,9 +437,13 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     O (PReLU's weights: _prelu_kernel).
     residual: a float32 array of y's shape added after the activation (a residual add done by the
     epilogue: np.add's values, without a pass of its own); with a shuffle by r, also (N, O / r^2, OH,
-    OW): its nearest upsampling by r added, without being made. shuffle = r > 1: y pixel-shuffled by r,
-    (N, O / r^2, OH r, OW r), stored so by the epilogue (pixel_shuffle's values, without its pass)."""
+    OW): its nearest upsampling by r added, without being made. residual_scale: the activated output
+    times this float32 number first (`y * s + residual`, np.multiply's then np.add's values; only with
+    a residual). shuffle = r > 1: y pixel-shuffled by r, (N, O / r^2, OH r, OW r), stored so by the
+    epilogue (pixel_shuffle's values, without its pass)."""
     precision.require_amx("conv2d")
+    if residual_scale != 1 and residual is None:
+        raise ValueError(f"_direct_amx.run: residual_scale {residual_scale} without a residual")
     (OH, OW), (kh, kw) = features, kernel
     Wp, Q, S = plane_geometry(features, kernel)
     if xp.shape[2] != S or pin + wa.shape[1] * TILE > xp.shape[1]:
@@ -466,7 +472,7 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     scratch = _aligned_empty((numba.get_num_threads(), wa.shape[2] * FORWARD_CHUNK), np.float32)
     _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
              _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw),
-             res, has_res, shuffle)
+             res, has_res, np.float32(residual_scale), shuffle)
     return None if dst is not _NO_PLANES else y
 
 
@@ -478,7 +484,7 @@ def _tasks(N, Q, workers, width=32):
                     np.int64).reshape(-1, 3)
 
 
-def correlate(x, w, features, padding, bias, slope, workers, residual=None):
+def correlate(x, w, features, padding, bias, slope, workers, residual=None, residual_scale=1.0):
     """conv.py's direct correlate on tiles: x (N, C, H, W), w (O, C, kh, kw) float32 -> (N, O, OH, OW)
     float32, the activation fused (slope None: none, 0: relu, > 0: leaky), then `residual` added
     (run's)."""
@@ -491,7 +497,8 @@ def correlate(x, w, features, padding, bias, slope, workers, residual=None):
         b[:O] = bias
     xp = _aligned_empty((x.shape[0], wa.shape[1] * TILE, S), np.uint32)
     layout(x, xp, 0, padding, Wp)
-    return run(xp, 0, wa, b, O, features, (kh, kw), slope, workers, residual=residual)
+    return run(xp, 0, wa, b, O, features, (kh, kw), slope, workers, residual=residual,
+               residual_scale=residual_scale)
 
 
 CHUNK = 16  # steps of 32 positions per visit of the taps (their input and gradient stay in L2)

@@ -441,6 +441,42 @@ def test_the_direct_convs_residual_store_is_the_add_of_its_output():
         _direct.correlate(x, wt, (h, w), (1, 1), b, None, tiles, elems, residual=r[:, :5])
 
 
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_convs_output_times_a_number_plus_x_is_done_by_the_conv(precision):
+    """RRDBNet's dense block ends `x5 * 0.2 + x`: in an inference graph the convolution makes it
+    (on AMX tiles by its epilogue: np.multiply's then np.add's values), the number on either side;
+    the same on a value no conv makes (the RRDB's `out * 0.2 + x`) is one scale_add pass; a product
+    read twice stays. Bit for bit against the eager ops."""
+    from framework import precision as prec
+    from framework.functional.elementwise import Add, Mul
+    if precision == "bf16" and not prec.support().amx_bf16:
+        pytest.skip("AMX-BF16: this CPU or OS has no AMX tiles")
+    rng = np.random.default_rng(13)
+    w = [sg.tensor((rng.standard_normal((32, 32, 3, 3)) * 0.1).astype(np.float32)) for _ in range(3)]
+
+    class Block(sg.nn.Module):
+        def forward(self, x):
+            a = F.conv2d(x, w[0], padding=1) * 0.2 + x  # fused into the conv
+            b = x + 0.3 * F.conv2d(a, w[1], padding=1)  # the number first, the add's operands swapped
+            c = (a + b) * 0.2 + x  # not a conv's output: one scale_add pass
+            d = F.conv2d(c, w[2], padding=1) * 0.5  # read twice: the Mul stays, the adds too
+            return d + c + d
+
+    x = sg.tensor(rng.uniform(-1, 1, (2, 32, 9, 14)).astype(np.float32))
+    model = Block()
+    cap = Capture([model], train=False)
+    with sg.no_grad(), sg.autocast(precision):
+        eager = model(x).data.copy()
+        got = [cap(lambda t: {"y": model(t)}, x)["y"].data for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    assert all(np.array_equal(g.view(np.uint32), eager.view(np.uint32)) for g in got)
+    ops = cap.graphs[0].forward
+    scaled = [op[2]["residual_scale"] for op in ops if "residual_scale" in op[2]]
+    assert [float(v) for v in scaled] == [np.float32(0.2), np.float32(0.3)]
+    assert sum(getattr(op[0], "__name__", "") == "_scale_add" for op in ops) == 1
+    assert sum(op[0] is Mul.forward for op in ops) == 1 and sum(op[0] is Add.forward for op in ops) == 3  # a + b too
+
+
 def test_an_inference_graph_scales_and_adds_in_one_pass():
     """x * s + skip (a channel attention's scale and its block's residual, RCAN's RCAB) is one pass
     in an inference graph (elementwise.scale_add): the values of the Mul then the Add, bit for bit;

@@ -16,7 +16,7 @@ from framework.functional import _direct_amx
 from framework.functional.activation import LeakyReLUFunction, PReLUFunction, ReLUFunction
 from framework.functional.pixel_shuffle import PixelShuffleFunction
 from framework.functional.resample import ResampleFunction
-from framework.functional.elementwise import Add
+from framework.functional.elementwise import Add, Mul
 from framework.functional.shape import Cat
 from framework.nn import Module, init
 from framework.registry import MODELS
@@ -96,6 +96,10 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
         # the two nearest x2 upsamplings: each read by its conv_up only, which lays out the small
         # value, upsampled (no float32 array of the upsampled image)
         assert kinds["resamples"] == 0, kinds
+        # each dense block's `x5 * 0.2 + x` done by its conv_5's epilogue, the RRDB's by one
+        # scale_add pass, the trunk's add by conv_body: no Mul or Add op is left
+        assert not any(op[0] in (Add.forward, Mul.forward) for op in cap.graphs[0].forward)
+        assert sum("residual_scale" in op[2] for op in cap.graphs[0].forward) == 3
     if name == "RCAN":  # each block's conv -> ReLU -> conv: the ReLU done by the first conv's epilogue;
         # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
         assert kinds["relus"] == 2 and kinds["planes"] == 6, kinds
