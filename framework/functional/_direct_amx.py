@@ -104,12 +104,13 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, scale,
     """y[b, o, h, w] = act(buf[o L + p - q0] + bias[o]) for the flat positions p = h Wp + w in [q0,
     q1) that are pixels of y (w < OW, h < OH) and every channel o of y (act: _activate's mode with
     the channel's slope); has_res 1: times scale, + res[b, o, h, w] after the activation (a residual
-    add's float32 sum, of a product by a number where the add's operand was one (RRDBNet's x5 * 0.2 +
-    x): np.multiply's then np.add's values; a product by 1 is exact). r > 1: y is the output pixel-shuffled by r (N, O / r^2, OH r, OW r):
-    channel o = c r^2 + i r + j of pixel (h, w) goes to y[b, c, h r + i, w r + j] (pixel_shuffle's
-    map; the activation commutes with it), plus res[b, c, h r + i, w r + j] (has_res 1) or res[b, c,
-    h, w] (has_res 2: res (N, O / r^2, OH, OW), whose nearest upsampling by r is added: SRVGGNetCompact's
-    base). A run is a whole output row where the chunk holds one."""
+    add's float32 sum, of a product by a number where the add's operand was one, RRDBNet's x5 * 0.2
+    + x: np.multiply's then np.add's values; a product by 1 is exact). r > 1: y is the output
+    pixel-shuffled by r (N, O / r^2, OH r, OW r): channel o = c r^2 + i r + j of pixel (h, w) goes to
+    y[b, c, h r + i, w r + j] (pixel_shuffle's map; the activation commutes with it), plus res[b, c, h
+    r + i, w r + j] (has_res 1) or res[b, c, h, w] (has_res 2: res (N, O / r^2, OH, OW), whose
+    nearest upsampling by r is added: SRVGGNetCompact's base). A run is a whole output row where the
+    chunk holds one."""
     wide()
     O, OH, OW = y.shape[1] * r * r, y.shape[2] // r, y.shape[3] // r
     p = q0
