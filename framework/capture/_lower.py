@@ -8,15 +8,19 @@
 - an Add whose operand is such a convolution's output, read by nothing else, with an operand of
   the same shape and dtype known before the convolution runs (a residual block's `x + conv(...)`),
   is done by the convolution as it stores each output (_direct.correlate's `residual`): one pass
-  over memory fewer, and no output array of the add's own; after an AMX upsampler that stores its
-  output pixel-shuffled by r, the operand may be the nearest upsampling by r of an earlier value
-  (SRVGGNetCompact's `out + interpolate(x)`), which is then not made (the epilogue reads x);
-- a per-channel scale read only by an Add of the scaled value's shape (RCAN's channel attention
-  and its block's residual, `x * s + skip`) is one pass (elementwise.scale_add);
+  over memory fewer, and no output array of the add's own; also `out * s + x` for a number s
+  (RRDBNet's dense blocks), where the Mul is the output's only reader; after an AMX upsampler that
+  stores its output pixel-shuffled by r, the operand may be the nearest upsampling by r of an
+  earlier value (SRVGGNetCompact's `out + interpolate(x)`), which is then not made (the epilogue
+  reads x);
+- a per-channel scale (or a number) read only by an Add of the scaled value's shape (RCAN's channel
+  attention and its block's residual, `x * s + skip`; RRDBNet's `out * 0.2 + x`) is one pass
+  (elementwise.scale_add);
 - under autocast("bf16") on AMX, convolutions hand each other bfloat16 planes instead of float32
   arrays, a channel Cat that only they read is read in place, a nearest upsampling only one
-  of them reads is laid out from its input, and an upsampler's pixel shuffle (and the activation
-  after it) is done by its convolution's epilogue (_planes.py).
+  of them reads is laid out from its input, an upsampler's pixel shuffle (and the activation after
+  it) is done by its convolution's epilogue, and a residual chain's value is written as the next
+  block's planes by the convolution that stores it (_planes.py).
 
 Each of these computes what the eager op computes, from the same arrays: the results are the same
 bits (the fused add rounds the stored conv output plus the other operand once, as np.add does;
@@ -31,7 +35,7 @@ from ..functional import _direct, _direct_amx, conv
 from ..functional import elementwise
 from ..functional.elementwise import Add, Mul
 from ._kinds import _FIXED, _LIVE, _SLOT
-from ._planes import _replication, share_planes
+from ._planes import _replication, keep_planes, share_planes
 
 
 def fold(graph, packed: dict) -> None:
@@ -54,7 +58,7 @@ def fold(graph, packed: dict) -> None:
     ops, classes = share_planes(ops, classes, graph)
     ops, classes = _fuse_residual_adds(ops, classes, graph)  # first: a conv's `out * 0.2 + x` is its own
     ops, classes = _fuse_scale_adds(ops, classes, graph)
-    graph.forward, graph.classes = ops, None
+    graph.forward, graph.classes = keep_planes(ops, graph), None
     graph.constants = {}
     for name, s in list(graph.outputs.items()):
         if s in fixed:  # an output that does not depend on the input

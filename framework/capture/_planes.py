@@ -30,6 +30,11 @@ whose output only one such convolution reads is not made: the convolution lays o
 each pair rounded once and repeated (_direct_amx.layout's `repeat`), so the upsampled float32 array
 (16x the small one at x4's last stage) is neither written nor read.
 
+A convolution that lays out its float32 input x itself because something else reads x too (a
+residual chain's next block: EDSR's and MSRResNet's `x + body(x)`) reads planes that x's producer
+writes beside x, where that producer is an AMX convolution storing x (its residual add fused:
+_direct_amx.run's `keep`, keep_planes, after the fusions of _lower.py): one pass over x fewer.
+
 What each convolution computes is unchanged: the planes hold the bits `layout` makes from the float32
 values (the epilogue rounds what it would have stored), and every sum runs in the same order, so
 the graph's outputs are the eager bf16 graph's bits (tests/framework/test_capture_planes.py).
@@ -366,7 +371,7 @@ def _conv_forward(c, plan):
     """A convolution's forward reading its planes (plan["read"]) or laying out its float32 input,
     writing the next convolutions' planes (plan["write"]) or its float32 output."""
     geo, slope, O, shuffle = c["geo"], plan.get("slope", c["slope"]), c["O"], plan.get("shuffle", 1)
-    read, write = plan.get("read"), plan.get("write")
+    read, write, keep = plan.get("read"), plan.get("write"), plan.get("keep")
     if read is None:
         wa = _direct_amx.pack_weight(c["w"])
     else:
@@ -385,6 +390,10 @@ def _conv_forward(c, plan):
             first = 0
         else:
             xp, first = arena_in.get(), pin
+        if write is None and keep is not None:  # the float32 output, and its planes for a reader
+            return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
+                                   keep[0].get(), keep[1], residual=residual, residual_scale=residual_scale,
+                                   keep=True)
         if write is None:
             return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
                                    residual=residual, shuffle=shuffle, residual_scale=residual_scale)
@@ -393,10 +402,57 @@ def _conv_forward(c, plan):
                         arena_out.get(), dgeo, shuffle=shuffle)
         return _WRITTEN
 
+    forward.planes = (c, plan)  # what keep_planes remakes it from
     if write is None:  # an Add of its output (or of its product by a number: _lower._fuse_residual_adds)
-        forward.fused = lambda ctx, x, *args, **kwargs: forward(ctx, x, *args[:-1], residual=args[-1], **kwargs)
+        def fused(ctx, x, *args, **kwargs):
+            return forward(ctx, x, *args[:-1], residual=args[-1], **kwargs)
+        fused.planes, fused.is_fused = forward.planes, True
+        forward.fused = fused
         forward.shuffle = shuffle  # > 1: the residual may be the small value a nearest upsampling repeats
     return forward
+
+
+def _remake(f, **changes):
+    """The forward `f` (a _conv_forward's, or its fused variant) with its plan changed."""
+    c, plan = f.planes
+    g = _conv_forward(c, {**plan, **changes})
+    return g.fused if getattr(f, "is_fused", False) else g
+
+
+def keep_planes(ops, graph):
+    """ops with each AMX convolution that lays out its float32 input x itself (x read by something
+    else too: a residual chain's next block, EDSR's and MSRResNet's `x + body(x)`) reading planes that
+    x's producer writes beside x, where that producer is an AMX convolution storing a float32 output
+    (with its fused residual add: _direct_amx.run's `keep`): the same bits (the planes are
+    _pair_plane's from the stored values), one pass over x fewer. Run after the residual adds are
+    fused (the producer's stored value is then x). Pairs of the same geometry share an arena where
+    their spans (producer to reader) do not overlap."""
+    at = {op[4]: k for k, op in enumerate(ops)}
+    ops, pool = list(ops), {}
+    for k, (f, spec, _, _, _) in enumerate(ops):
+        info = getattr(f, "planes", None)
+        if info is None or info[1].get("read") is not None or info[1].get("repeat", (1, 1)) != (1, 1) or \
+                not spec or spec[0][0] != _SLOT:
+            continue
+        c, x = info[0], spec[0][1]
+        p = at.get(x)
+        producer = getattr(ops[p][0], "planes", None) if p is not None else None
+        if producer is None or any(producer[1].get(key) is not None for key in ("write", "keep")) or \
+                producer[1].get("shuffle", 1) != 1 or producer[0]["O"] != c["w"].shape[1]:
+            continue
+        geo = c["geo"]
+        Wp, _, S = _direct_amx.plane_geometry(geo.features, geo.kernel)
+        structure = ((c["N"], _blocks(producer[0]["O"], 32) * _direct_amx.TILE, S), Wp)
+        free = [e for e in pool.setdefault(structure, []) if e[1] < p]
+        if free:
+            arena, free[0][1] = free[0][0], k
+        else:
+            arena = _Arena(*structure)
+            pool[structure].append([arena, k])
+        dgeo = np.array([0, geo.padding[0], geo.padding[1], Wp], np.int64)
+        ops[p] = (_remake(ops[p][0], keep=(arena, dgeo)), *ops[p][1:])
+        ops[k] = (_remake(f, read=(arena, (0, _direct_amx.pack_weight(c["w"])))), *ops[k][1:])
+    return ops
 
 
 _WRITTEN = np.zeros(0, np.float32)  # the output of a convolution that wrote planes: nothing reads it

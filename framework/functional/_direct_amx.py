@@ -181,6 +181,34 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
 
 
 @kernel
+def _pairs_from_rows(yu, b, q0, q1, Wp, dst, dgeo):
+    """dst[b, d0 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels 2k, 2k + 1 of y (yu: its
+    float32 bits; an odd last channel pairs with 0) at the flat positions p = h Wp + w in [q0, q1)
+    that are pixels, after _put_rows stored them: the output kept as float32 and written as the next
+    convolution's layout too (_pair_plane's bits from y, without a pass of its own; dgeo = (d0,
+    top, left, dWp))."""
+    wide()
+    C, OH, OW = yu.shape[1], yu.shape[2], yu.shape[3]
+    d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
+    p = q0
+    while p < q1:
+        p, h, w, n = _pixels(p, q1, Wp, OW)
+        if h >= OH or n <= 0:
+            break
+        for k in range((C + 1) // 2):
+            row = dst[b, d0 + k, (h + top) * dWp + w + left:]
+            lo = yu[b, 2 * k, h, w:]
+            if 2 * k + 1 < C:
+                hi = yu[b, 2 * k + 1, h, w:]
+                for t in range(n):
+                    row[t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+            else:
+                for t in range(n):
+                    row[t] = _rne(lo[t])
+        p += n
+
+
+@kernel
 def _put_shuffled_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, O, r):
     """_put_row_pairs for an output pixel-shuffled by r (N, O / r^2, OH r, OW r): the pair of its
     channels 2k, 2k + 1 at (h r + i, w r + j) is (channels (2k) r^2 + i r + j, (2k + 1) r^2 + i r + j
@@ -290,13 +318,15 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
                     else:
                         last_step()
                         block_store(buf, z, FORWARD_CHUNK * 4)
-            if pairs and r > 1:
+            if pairs and r > 1:  # (never with y kept: run)
                 _put_shuffled_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo,
                                     y.shape[1], r)
-            elif pairs:
+            elif pairs and y.shape[2] == 0:
                 _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad)
             else:
                 _put_rows(buf, FORWARD_CHUNK, bias, y, b, c0, c1, Wp, slopes, mode, res, has_res, scale, r)
+                if pairs:  # y kept, and laid out for the next convolution from what was stored
+                    _pairs_from_rows(y.view(np.uint32), b, c0, c1, Wp, dst, dgeo)
         tile_release()
 
 
@@ -429,7 +459,7 @@ _NO_RESIDUAL = np.zeros((1, 1, 1, 1), np.float32)
 
 
 def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None, residual=None, shuffle=1,
-        residual_scale=1.0):
+        residual_scale=1.0, keep=False):
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
     pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
     after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
@@ -441,7 +471,9 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     OW): its nearest upsampling by r added, without being made. residual_scale: the activated output
     times this float32 number first (`y * s + residual`, np.multiply's then np.add's values; only with
     a residual). shuffle = r > 1: y pixel-shuffled by r, (N, O / r^2, OH r, OW r), stored so by the
-    epilogue (pixel_shuffle's values, without its pass)."""
+    epilogue (pixel_shuffle's values, without its pass). keep: with dst, y is made too (with its
+    residual) and dst gets its pairs (a value that a convolution reads and something else too: a
+    residual chain's next block; not with a shuffle)."""
     precision.require_amx("conv2d")
     if residual_scale != 1 and residual is None:
         raise ValueError(f"_direct_amx.run: residual_scale {residual_scale} without a residual")
@@ -456,14 +488,21 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
         slopes[:O], mode = slope.reshape(-1), 2
     else:
         slopes[:], mode = (0 if slope is None else slope), (0 if slope is None else 1)
-    if shuffle > 1 and (O % (shuffle * shuffle) or (dst is not None and residual is not None)):
+    if shuffle > 1 and (O % (shuffle * shuffle) or (dst is not None and (residual is not None or keep))):
         raise ValueError(f"_direct_amx.run: a pixel shuffle by {shuffle} of {O} channels, or with planes and a "
-                         f"residual")
+                         f"residual or a kept output")
+    if residual is not None and dst is not None and not keep:
+        raise ValueError("_direct_amx.run: a residual with planes: only with the output kept (keep=True)")
     # with planes nothing is stored into y: its shape only carries O to the shuffled pairs' epilogue
-    y = np.empty((N, O // (shuffle * shuffle), OH * shuffle, OW * shuffle) if dst is None else (N, O, 0, 0),
+    y = np.empty((N, O // (shuffle * shuffle), OH * shuffle, OW * shuffle) if dst is None or keep else (N, O, 0, 0),
                  np.float32)
+    planes = dst is not None
     if dst is None:
         dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
+    elif keep and (dst.shape[0] != N or dgeo[0] + _blocks(O, 2) > dst.shape[1] or
+                   (OH + dgeo[1]) * dgeo[3] > dst.shape[2] or OW + dgeo[2] > dgeo[3] or min(dgeo[:3]) < 0):
+        raise ValueError(f"_direct_amx.run: planes {dst.shape} at {tuple(dgeo)} do not hold {O} channels of "
+                         f"{(OH, OW)}")
     small = (N, O // (shuffle * shuffle), OH, OW) if shuffle > 1 else None
     has_res = 0 if residual is None else 1 if residual.shape == y.shape else 2 if residual.shape == small else -1
     if has_res < 0 or (residual is not None and residual.dtype != np.float32):
@@ -474,7 +513,7 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
              _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw),
              res, has_res, np.float32(residual_scale), shuffle)
-    return None if dst is not _NO_PLANES else y
+    return None if planes and not keep else y
 
 
 def _tasks(N, Q, workers, width=32):

@@ -74,6 +74,7 @@ def _kinds(graph):
             "resamples": sum(op[0] is ResampleFunction.forward for op in graph.forward),
             "leakys": sum(op[0] is LeakyReLUFunction.forward for op in graph.forward),
             "shuffles": sum(op[0] is PixelShuffleFunction.forward for op in graph.forward),
+            "kept": sum(getattr(op[0], "planes", (None, {}))[1].get("keep") is not None for op in graph.forward),
             "laid out into": len(laid)}
 
 
@@ -119,6 +120,44 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
     assert kinds["shuffled planes"] == (name in ("EDSR", "RCAN", "MSRResNet")), kinds
     if name == "EDSR":  # each body block's first conv writes the second's planes; 2 blocks, 1 arena
         assert kinds["planes"] == 6 and kinds["layouts"] == 0, kinds
+    # a residual block's output (its second conv's, the add fused) is also written as the planes the
+    # next block's first conv reads (EDSR, MSRResNet: 2 blocks), and MSRResNet's last block's as its
+    # upsampler's (EDSR's conv_after_body is not on planes); RCAN's blocks end in a scale_add
+    assert kinds["kept"] == {"EDSR": 1, "MSRResNet": 2}.get(name, 0), kinds
+
+
+@needs_amx
+@pytest.mark.parametrize("N, C, O, H, W", [(1, 64, 64, 20, 33), (2, 32, 37, 9, 14), (1, 16, 21, 40, 40)])
+def test_a_kept_output_writes_the_planes_its_layout_would(N, C, O, H, W):
+    # run(keep=True): y as without planes (its residual times a number included), and dst's region
+    # holds layout(y)'s pairs (an odd last channel paired with 0), the planes around it untouched
+    rng = np.random.default_rng(O)
+    x = rng.standard_normal((N, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((O, C, 3, 3)) * 0.1).astype(np.float32)
+    res = rng.standard_normal((N, O, H, W)).astype(np.float32)
+    wa, (Wp, _, S) = _direct_amx.pack_weight(w), _direct_amx.plane_geometry((H, W), (3, 3))
+    xp = np.empty((N, wa.shape[1] * 16, S), np.uint32)
+    _direct_amx.layout(x, xp, 0, (1, 1), Wp)
+    b = rng.standard_normal(wa.shape[2]).astype(np.float32)
+    plain = _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2)
+    y0 = _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, residual=res, residual_scale=np.float32(0.2))
+    assert np.array_equal(y0.view(np.uint32), np.add(np.multiply(plain, np.float32(0.2)), res).view(np.uint32))
+    K = -(-O // 32) * 16
+    want = np.zeros((N, K, S), np.uint32)
+    _direct_amx.layout(y0, want, 0, (1, 1), Wp)
+    dst = np.full((N, K + 3, S), 7, np.uint32)
+    dst[:, 2:2 + K] = 0  # an arena's region: zero where nothing writes
+    geo = np.array([2, 1, 1, Wp])
+    y1 = _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, dst=dst, dgeo=geo, residual=res,
+                         residual_scale=np.float32(0.2), keep=True)
+    assert np.array_equal(y1.view(np.uint32), y0.view(np.uint32))
+    assert np.array_equal(dst[:, 2:2 + K], want) and (dst[:, :2] == 7).all() and (dst[:, 2 + K:] == 7).all()
+    with pytest.raises(ValueError, match="residual"):  # a residual with planes needs the output kept
+        _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, dst=dst, dgeo=geo, residual=res)
+    with pytest.raises(ValueError, match="do not hold"):
+        _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, dst=dst[:, :(O + 1) // 2], dgeo=geo, keep=True)
+    with pytest.raises(ValueError, match="residual_scale"):
+        _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, residual_scale=0.5)
 
 
 class _TwoReaders(Module):
