@@ -12,7 +12,10 @@
   (RRDBNet's dense blocks), where the Mul is the output's only reader; after an AMX upsampler that
   stores its output pixel-shuffled by r, the operand may be the nearest upsampling by r of an
   earlier value (SRVGGNetCompact's `out + interpolate(x)`), which is then not made (the epilogue
-  reads x);
+  reads x); an operand made after the convolution from values made before it is made first
+  (MSRResNet's `out + interpolate(x, mode="bilinear")`);
+- a LeakyReLU of such a convolution's output, its only reader, is done by the convolution
+  (relu_slope: the same formula);
 - a per-channel scale (or a number) read only by an Add of the scaled value's shape (RCAN's channel
   attention and its block's residual, `x * s + skip`; RRDBNet's `out * 0.2 + x`) is one pass
   (elementwise.scale_add);
@@ -33,6 +36,7 @@ import numpy as np
 from ..autograd import Context
 from ..functional import _direct, _direct_amx, conv
 from ..functional import elementwise
+from ..functional.activation import LeakyReLUFunction
 from ..functional.elementwise import Add, Mul
 from ._kinds import _FIXED, _LIVE, _SLOT
 from ._planes import _replication, keep_planes, share_planes
@@ -56,6 +60,7 @@ def fold(graph, packed: dict) -> None:
         ops.append((lowered or forward, spec, kwargs, needs, first))
         classes.append(cls)
     ops, classes = share_planes(ops, classes, graph)
+    ops, classes = _fuse_leaky_relus(ops, classes, graph)
     ops, classes = _fuse_residual_adds(ops, classes, graph)  # first: a conv's `out * 0.2 + x` is its own
     ops, classes = _fuse_scale_adds(ops, classes, graph)
     graph.forward, graph.classes = keep_planes(ops, graph), None
@@ -94,11 +99,13 @@ def _fuse_residual_adds(ops, classes, graph):
     (`residual_scale`). For a convolution that stores its output pixel-shuffled by r, the operand may
     also be a nearest upsampling by r that only the Add reads, of a value that exists before the
     convolution (SRVGGNetCompact's `out + interpolate(x, scale_factor=r)`): the epilogue adds that
-    value at each pixel's source, and the upsampling's entry is dropped too."""
+    value at each pixel's source, and the upsampling's entry is dropped too. An operand made after
+    the convolution by an op whose own inputs all exist before it (MSRResNet's `out +
+    interpolate(x, mode="bilinear")`) is made first: that op moves to just before the convolution."""
     readers, outputs = _reader_counts(ops), set(graph.outputs.values())
     at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}  # an op's first output slot -> op
     fused, renamed = {}, {}  # conv index -> (its new entry), Add's slot -> the conv's
-    drop = set()
+    drop, moved = set(), {}  # moved: op index -> the conv it now runs before (its inputs exist then)
 
     def single(v):  # read by one op only, not a graph output
         return readers.get(v) == 1 and v not in outputs
@@ -137,7 +144,11 @@ def _fuse_residual_adds(ops, classes, graph):
                 drop.add(at[other])
                 ko, other = _SLOT, source
             elif ko == _SLOT and other >= out:
-                continue  # made after the conv
+                j = at.get(other)  # made after the conv: moved before it where it can be
+                if j is None or j in moved or j in drop or j in fused or \
+                        any(kind == _SLOT and v >= ops[k][4] for kind, v in ops[j][1]):
+                    continue
+                moved[j] = k
             forward, cspec, ckwargs, cneeds, cfirst = ops[k]
             fkwargs = ckwargs if scale is None else {**ckwargs, "residual_scale": scale}
             fused[k] = (forward.fused, cspec + ((ko, other),), fkwargs, cneeds, cfirst)
@@ -147,9 +158,15 @@ def _fuse_residual_adds(ops, classes, graph):
     if not fused:
         return ops, classes
     out_ops, out_classes = [], []
-    for k, (op, cls) in enumerate(zip(ops, classes)):
+    order = []
+    for k in range(len(ops)):
+        order.extend(j for j, t in moved.items() if t == k)  # a moved op just before its conv
+        if k not in moved:
+            order.append(k)
+    for k in order:
         if k in drop:
             continue
+        op, cls = ops[k], classes[k]
         forward, spec, kwargs, needs, first = fused.get(k, op)
         spec = tuple((kind, renamed.get(v, v)) if kind == _SLOT else (kind, v) for kind, v in spec)
         out_ops.append((forward, spec, kwargs, needs, first))
@@ -272,7 +289,49 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
         return _direct.correlate(np.ascontiguousarray(x), w, geo.features, geo.padding, bias, slope,
                                  tiles, elems, packed, residual=args[-1])
     forward.fused = fused
+    forward.remake = lambda **changes: _conv2d(spec, {**kwargs, **changes}, slot_meta, cache, eager)
     return forward
+
+
+def _fuse_leaky_relus(ops, classes, graph):
+    """(ops, classes) with each LeakyReLU op whose input is a lowered direct convolution's output
+    (no activation of its own, the LeakyReLU its only reader, not a graph output) done by that
+    convolution (relu_slope: the direct route's epilogue, x if x > 0 else slope x, the LeakyReLU
+    kernel's formula for every value; MSRResNet's conv_first): the activation's entry dropped, its
+    readers reading the convolution's slot. (A ReLU is not: the fused relu sends -0 to +0, ReLU's
+    np.maximum keeps it.)"""
+    readers, outputs = _reader_counts(ops), set(graph.outputs.values())
+    at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}
+    remade, renamed, drop = {}, {}, set()
+    for m, ((_, spec, kwargs, _, first), cls) in enumerate(zip(ops, classes)):
+        if cls is not LeakyReLUFunction or len(spec) != 1 or spec[0][0] != _SLOT or set(kwargs) != {"negative_slope"}:
+            continue
+        c = spec[0][1]
+        k = at.get(c)
+        if k is None or k in remade or readers.get(c) != 1 or c in outputs:
+            continue
+        forward, cspec, ckwargs, cneeds, cfirst = ops[k]
+        if getattr(forward, "remake", None) is None or ckwargs.get("relu_slope") is not None:
+            continue
+        new = {**ckwargs, "relu_slope": float(kwargs["negative_slope"])}
+        lowered = forward.remake(relu_slope=new["relu_slope"])
+        if lowered is None:
+            continue
+        remade[k] = (lowered, cspec, new, cneeds, cfirst)
+        renamed[first] = cfirst
+        drop.add(m)
+    if not remade:
+        return ops, classes
+    out_ops, out_classes = [], []
+    for k, (op, cls) in enumerate(zip(ops, classes)):
+        if k in drop:
+            continue
+        forward, spec, kwargs, needs, first = remade.get(k, op)
+        spec = tuple((kind, renamed.get(v, v)) if kind == _SLOT else (kind, v) for kind, v in spec)
+        out_ops.append((forward, spec, kwargs, needs, first))
+        out_classes.append(cls)
+    graph.outputs = {name: renamed.get(s, s) for name, s in graph.outputs.items()}
+    return out_ops, out_classes
 
 
 LOWERINGS = {conv.Conv2dFunction: _conv2d}

@@ -158,7 +158,9 @@ def test_inference_graph_computes_constant_ops_once():
     graph = _inference_graph("SwinIR")  # the relative-position bias gathered from its table
     fused = [op for op in graph.forward if op[0].__qualname__.endswith("fused")]
     assert len(fused) == 1  # conv_after_body(...) + x: one Add done by its conv
-    assert len(graph.forward) == len(graph.meta) - 6 - len(fused)
+    from framework.functional.activation import LeakyReLUFunction
+    assert not any(op[0] is LeakyReLUFunction.forward for op in graph.forward)  # conv_before_upsample's
+    assert len(graph.forward) == len(graph.meta) - 6 - len(fused) - 1  # LeakyReLU: done by its conv
 
 
 def _linear_case(seed=0):
@@ -391,7 +393,9 @@ class _ResidualCases(sg.nn.Module):
         if self.case == "input + conv":  # fused: the other operand exists before the conv
             return x + c
         if self.case == "conv + earlier":
-            return c + F.relu(x)  # relu(x) is recorded after the conv: not fused
+            return c + F.relu(x)  # relu(x), recorded after the conv, reads only x: moved before it, fused
+        if self.case == "conv + two ops later":  # relu reads x * 2, also made after the conv: stays
+            return c + F.relu(x * 2.0)
         if self.case == "read twice":
             return (c + x) * c
         if self.case == "broadcast":
@@ -399,13 +403,15 @@ class _ResidualCases(sg.nn.Module):
         return F.relu(x + c)  # "then relu": fused, the relu reads the conv's slot
 
 
-@pytest.mark.parametrize("case, fused", [("input + conv", True), ("conv + earlier", False),
+@pytest.mark.parametrize("case, fused", [("input + conv", True), ("conv + earlier", True),
+                                         ("conv + two ops later", False),
                                          ("read twice", False), ("broadcast", False),
                                          ("then relu", True)])
 def test_an_add_after_a_direct_conv_is_fused_only_where_it_is_the_same_bits(case, fused):
     """The inference graph does `x + conv(x)` in the conv's store (one op fewer) where the Add is
     the conv output's only reader and its other operand has the output's shape and exists before
-    the conv; otherwise the Add stays. Either way every replay equals eager, bit for bit."""
+    the conv (or is made by an op that can run before it: moved); otherwise the Add stays. Either
+    way every replay equals eager, bit for bit."""
     model = _ResidualCases(case)
     model.eval()
     cap = Capture([model], train=False)
@@ -421,6 +427,40 @@ def test_an_add_after_a_direct_conv_is_fused_only_where_it_is_the_same_bits(case
     recorded = len(graph.meta)
     assert len(graph.forward) == recorded - (1 if fused else 0), case
     assert any(op[0].__qualname__.endswith("fused") for op in graph.forward) == fused
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_leaky_relu_after_a_direct_conv_is_done_by_the_conv(precision):
+    """conv (3 -> 16, the direct route, float32 under bf16 too: an image's layer) -> LeakyReLU is one
+    op in an inference graph (the conv's relu_slope: the LeakyReLU kernel's formula, NaN and
+    negative values included), a conv whose output is read twice keeps its LeakyReLU; the bits of
+    eager either way."""
+    from framework import precision as prec
+    from framework.functional.activation import LeakyReLUFunction
+    if precision == "bf16" and not prec.support().avx512_bf16:
+        pytest.skip(f"bfloat16 kernels: {prec.support().reason}")
+    rng = np.random.default_rng(14)
+    w = [sg.tensor((rng.standard_normal((16, 3, 3, 3)) * 0.5).astype(np.float32)) for _ in range(2)]
+
+    class Head(sg.nn.Module):
+        def forward(self, x):
+            a = F.leaky_relu(F.conv2d(x, w[0], padding=1), 0.1)  # fused
+            c = F.conv2d(x, w[1], padding=1)
+            return a + F.leaky_relu(c, 0.2) + c  # c read twice: its LeakyReLU stays
+
+    x = rng.uniform(-1, 1, (2, 3, 9, 14)).astype(np.float32)
+    x[1, 2, 4, 5] = np.nan
+    model = Head()
+    cap = Capture([model], train=False)
+    with sg.no_grad(), sg.autocast(precision):
+        eager = model(sg.tensor(x)).data.copy()
+        got = [cap(lambda t: {"y": model(t)}, sg.tensor(x))["y"].data for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    assert np.isnan(eager).any() and (eager < 0).any()
+    assert all(np.array_equal(g.view(np.uint32), eager.view(np.uint32)) for g in got)
+    ops = cap.graphs[0].forward
+    assert sum(op[0] is LeakyReLUFunction.forward for op in ops) == 1
+    assert [op[2].get("relu_slope") for op in ops if "geo" in op[2]] == [0.1, None]
 
 
 def test_the_direct_convs_residual_store_is_the_add_of_its_output():
