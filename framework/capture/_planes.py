@@ -189,6 +189,8 @@ def share_planes(ops, classes, graph):
         plans.setdefault(k, {})["repeat"] = rep[1:]
         ops[k] = (ops[k][0], ((_SLOT, rep[0]), *ops[k][1][1:]), *ops[k][2:])
         drop.add(j)
+    for k in convs:  # every other AMX conv: its weights packed once, and keep_planes can feed it
+        plans.setdefault(k, {})
     if not plans:
         return ops, classes
     after = {}

@@ -66,7 +66,9 @@ def _kinds(graph):
         free = getattr(getattr(op[0], "__code__", None), "co_freevars", ())
         cells = {n: c.cell_contents for n, c in zip(free, op[0].__closure__ or ()) if n in ("write", "shuffle")}
         shuffled += cells.get("write") is not None and cells.get("shuffle", 1) > 1
-    return {"planes": sum(n.startswith("_conv_forward") for n in names), "shuffled planes": shuffled,
+    plans = [getattr(op[0], "planes", (None, {}))[1] for op in graph.forward]
+    return {"planes": sum(p.get("read") is not None or p.get("write") is not None for p in plans),
+            "tile convs": sum(n.startswith("_conv_forward") for n in names), "shuffled planes": shuffled,
             "layouts": sum(n.startswith("_layout_op") for n in names),
             "cats": sum(op[0] is Cat.forward for op in graph.forward), "arenas": len(arenas),
             "relus": sum(op[0] is ReLUFunction.forward for op in graph.forward),
@@ -103,7 +105,9 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
         assert sum("residual_scale" in op[2] for op in cap.graphs[0].forward) == 3
     if name == "RCAN":  # each block's conv -> ReLU -> conv: the ReLU done by the first conv's epilogue;
         # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
-        assert kinds["relus"] == 2 and kinds["planes"] == 6, kinds
+        # (7 convs on planes: the two blocks' 4, conv_after_body reading the group's kept planes,
+        # the upsampler, the last conv)
+        assert kinds["relus"] == 2 and kinds["planes"] == 7, kinds
     if name == "SRVGGNetCompact":  # conv -> PReLU -> conv: each PReLU done by the conv before it (its
         # own per-channel slopes), but the first (after conv_first: 3 channels, float32); the
         # output's `+ interpolate(x, nearest)` done by the shuffled last conv from x itself
@@ -118,12 +122,14 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
     # EDSR's and RCAN's upsampler writes the last conv's planes shuffled, MSRResNet's conv_hr's
     # (SRVGGNetCompact's is the last conv; RRDBNet's upsampling is nearest)
     assert kinds["shuffled planes"] == (name in ("EDSR", "RCAN", "MSRResNet")), kinds
-    if name == "EDSR":  # each body block's first conv writes the second's planes; 2 blocks, 1 arena
-        assert kinds["planes"] == 6 and kinds["layouts"] == 0, kinds
-    # a residual block's output (its second conv's, the add fused) is also written as the planes the
-    # next block's first conv reads (EDSR, MSRResNet: 2 blocks), and MSRResNet's last block's as its
-    # upsampler's (EDSR's conv_after_body is not on planes); RCAN's blocks end in a scale_add
-    assert kinds["kept"] == {"EDSR": 1, "MSRResNet": 2}.get(name, 0), kinds
+    if name == "EDSR":  # each body block's first conv writes the second's planes; 2 blocks, 1 arena;
+        # and every conv reads or writes planes (conv_first, 3 channels, is float32)
+        assert kinds["planes"] == kinds["tile convs"] == 7 and kinds["layouts"] == 0, kinds
+    # a value a conv stores (its residual add fused) and something else reads too is also written as
+    # the planes of the conv that reads it: EDSR's and MSRResNet's next block, EDSR's conv_after_body
+    # and upsampler, MSRResNet's upsampler, RCAN's conv_after_body and upsampler (its blocks end in a
+    # scale_add); RRDBNet's dense blocks read a Cat of laid out values (no such conv reader)
+    assert kinds["kept"] == {"EDSR": 3, "MSRResNet": 2, "RCAN": 2}.get(name, 0), kinds
 
 
 @needs_amx
@@ -190,8 +196,9 @@ def test_planes_are_shared_only_where_every_reader_takes_the_same_layout():
         assert np.array_equal(g["y"].data, y.data) and np.array_equal(g["c"].data, c.data)
     kinds = _kinds(cap.graphs[0])
     # a's readers differ (3x3 pad 1 and 5x5 pad 2, and the Cat is an output): no group holds a;
-    # b's only reader is the Cat, read by nothing that takes planes: every conv stays as it was
-    assert kinds["planes"] == 0 and kinds["cats"] == 1
+    # b's only reader is the Cat, read by nothing that takes planes. Only keep_planes applies: a's
+    # first conv reader reads the planes a's conv writes beside a
+    assert kinds["planes"] == 1 and kinds["kept"] == 1 and kinds["cats"] == 1, kinds
 
 
 @needs_amx
@@ -364,7 +371,10 @@ def test_a_residual_add_is_done_by_the_tile_epilogue():
     graph = cap.graphs[0]
     assert not any(op[0] is Add.forward for op in graph.forward)  # both adds fused
     names = [getattr(op[0], "__qualname__", "") for op in graph.forward]
-    assert sum(n.startswith("_conv2d") for n in names) == 1 and sum(n.startswith("_conv_forward") for n in names) == 2
+    # every AMX conv packed once (a _conv_forward); y's second reader, conv 1, reads the planes conv 0
+    # writes beside y (keep_planes), and conv 1 writes conv 2's
+    assert sum(n.startswith("_conv2d") for n in names) == 0 and sum(n.startswith("_conv_forward") for n in names) == 3
+    assert _kinds(graph)["kept"] == 1 and _kinds(graph)["planes"] == 2
     with pytest.raises(ValueError, match="residual"):
         _direct_amx.correlate(x.data, model.w[0].data, (9, 14), (1, 1), None, None, 2, residual=x.data[:, :16])
 
