@@ -28,7 +28,10 @@ resolution is neither written nor laid out.
 A nearest upsampling by integer factors (ESRGAN's `interpolate(x, scale_factor=2)` before conv_up)
 whose output only one such convolution reads is not made: the convolution lays out the small value,
 each pair rounded once and repeated (_direct_amx.layout's `repeat`), so the upsampled float32 array
-(16x the small one at x4's last stage) is neither written nor read.
+(16x the small one at x4's last stage) is neither written nor read. Where the small value is an AMX
+convolution's output that only the upsampling reads (ESRGAN's conv_up1 before conv_up2), that
+convolution writes the planes of the upsampling itself (_direct_amx.run's `repeat`): the small
+float32 array is not made either.
 
 A convolution that lays out its float32 input x itself because something else reads x too (a
 residual chain's next block: EDSR's and MSRResNet's `x + body(x)`) reads planes that x's producer
@@ -186,9 +189,22 @@ def share_planes(ops, classes, graph):
             if shuffled[c["out"]][1] is not None:
                 plans[k]["slope"] = shuffled[c["out"]][1]
     for k, (j, rep) in nearest.items():  # the conv lays out the small value, upsampled
-        plans.setdefault(k, {})["repeat"] = rep[1:]
         ops[k] = (ops[k][0], ((_SLOT, rep[0]), *ops[k][1][1:]), *ops[k][2:])
         drop.add(j)
+        writer = _repeat_writer(rep[0], j, convs, relus, readers, outputs, at, plans, shuffled)
+        if writer is None:
+            plans.setdefault(k, {})["repeat"] = rep[1:]
+            continue
+        p, relu = writer  # the small value's conv writes the planes of its upsampling (RRDBNet's conv_up1)
+        c = convs[k]
+        Wp, _, S = _direct_amx.plane_geometry(c["geo"].features, c["geo"].kernel)
+        arena = _Arena((c["N"], _blocks(convs[p]["O"], 32) * _direct_amx.TILE, S), Wp)
+        dgeo = np.array([0, c["geo"].padding[0], c["geo"].padding[1], Wp], np.int64)
+        plans.setdefault(p, {}).update(write=(arena, dgeo), write_repeat=rep[1:])
+        if relu is not None:
+            plans[p]["slope"] = relu[1]
+            drop.add(relu[0])
+        plans.setdefault(k, {})["read"] = (arena, (0, _direct_amx.pack_weight(c["w"])))
     for k in convs:  # every other AMX conv: its weights packed once, and keep_planes can feed it
         plans.setdefault(k, {})
     if not plans:
@@ -211,6 +227,23 @@ def share_planes(ops, classes, graph):
             new_ops.append(j)
             new_classes.append(None)
     return new_ops, new_classes
+
+
+def _repeat_writer(v, j, convs, relus, readers, outputs, at, plans, shuffled):
+    """(the AMX conv that makes the value v, the activation op it would do or None) where v's only
+    reader is the nearest upsampling j and that conv writes nothing else: it can write the planes of
+    the upsampling itself (_direct_amx.run's `repeat`), else None."""
+    if v in outputs or readers.get(v) != [j]:
+        return None
+    relu = None
+    if v in relus:  # an activation of the conv's output: the conv writes it, activated
+        a, p, slope = relus[v]
+        relu = (a, slope)
+    else:
+        p = at.get(v)
+    if p not in convs or convs[p]["out"] in shuffled or any(key in plans.get(p, {}) for key in ("write", "slope")):
+        return None
+    return p, relu
 
 
 def _readers(ops):
@@ -401,7 +434,7 @@ def _conv_forward(c, plan):
                                    residual=residual, shuffle=shuffle, residual_scale=residual_scale)
         arena_out, dgeo = write
         _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
-                        arena_out.get(), dgeo, shuffle=shuffle)
+                        arena_out.get(), dgeo, shuffle=shuffle, repeat=plan.get("write_repeat", (1, 1)))
         return _WRITTEN
 
     forward.planes = (c, plan)  # what keep_planes remakes it from

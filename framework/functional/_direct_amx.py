@@ -157,12 +157,14 @@ def _activate_rows(buf, L, n, bias, slopes, mode, rows):
 
 
 @kernel
-def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, rows):
+def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, rows, rh, rw):
     """dst[b, d0 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels 2k, 2k + 1 of
     act(buf + bias) at the flat positions p = h Wp + w in [q0, q1) that are pixels, for the `rows`
     channels (padding included) (dgeo = (d0, top, left, dWp)): the output written as the next
     convolution's layout, the bits _pair_plane gives from the float32 output (_put_rows' values,
-    rounded to nearest even). buf's rows (L long) are rewritten with the activated values."""
+    rounded to nearest even). rh, rw > 1: the planes of the output's nearest upsampling by (rh, rw),
+    each pair at (h rh + i + top) dWp + w rw + j + left for i < rh, j < rw (layout's `repeat`
+    bits). buf's rows (L long) are rewritten with the activated values."""
     wide()
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
     bits = buf.view(np.uint32)
@@ -174,9 +176,26 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
             break
         for k in range(rows // 2):
             lo, hi = bits[2 * k * L + p - q0:], bits[(2 * k + 1) * L + p - q0:]
-            row = dst[b, d0 + k, (h + top) * dWp + w + left:]
-            for t in range(n):
-                row[t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+            if rh == 1 and rw == 1:
+                row = dst[b, d0 + k, (h + top) * dWp + w + left:]
+                for t in range(n):
+                    row[t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+                continue
+            first = dst[b, d0 + k, (h * rh + top) * dWp + w * rw + left:]
+            if rw == 2:  # (ESRGAN's x2 stages) two contiguous stores
+                for t in range(n):
+                    v = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+                    first[2 * t] = v
+                    first[2 * t + 1] = v
+            else:
+                for t in range(n):
+                    v = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+                    for j in range(rw):
+                        first[t * rw + j] = v
+            for i in range(1, rh):  # the other rows of the repeat: copies of the first
+                row = dst[b, d0 + k, (h * rh + i + top) * dWp + w * rw + left:]
+                for t in range(n * rw):
+                    row[t] = first[t]
         p += n
 
 
@@ -259,12 +278,13 @@ def _forward_layout(xu, xp, top, left, Wp):
 
 @kernel(parallel=True)
 def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scratch, tasks, woff, xoff, res,
-             has_res, scale, r):
+             has_res, scale, r, rep):
     """y = act(W * x + bias) on tiles. xp (N, planes, S) uint32 planes of channel pairs
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
     (_put_rows; has_res: times scale, plus res, its rule; r > 1: pixel-shuffled), or, where dst has
-    planes, as the next convolution's planes (_put_row_pairs, dgeo; shuffled: _put_shuffled_pairs,
+    planes, as the next convolution's planes (_put_row_pairs, dgeo, its nearest upsampling by rep = (rh,
+    rw); shuffled: _put_shuffled_pairs,
     O = y.shape[1]); scratch (threads, Opad FORWARD_CHUNK) float32; tasks (T, 3): image, first and
     end flat position (multiples of the block's width); woff, xoff (kh kw KB,): each step's byte
     offset into wa and xp (_steps).
@@ -322,7 +342,8 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
                 _put_shuffled_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo,
                                     y.shape[1], r)
             elif pairs and y.shape[2] == 0:
-                _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad)
+                _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad,
+                               rep[0], rep[1])
             else:
                 _put_rows(buf, FORWARD_CHUNK, bias, y, b, c0, c1, Wp, slopes, mode, res, has_res, scale, r)
                 if pairs:  # y kept, and laid out for the next convolution from what was stored
@@ -459,7 +480,7 @@ _NO_RESIDUAL = np.zeros((1, 1, 1, 1), np.float32)
 
 
 def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None, residual=None, shuffle=1,
-        residual_scale=1.0, keep=False):
+        residual_scale=1.0, keep=False, repeat=(1, 1)):
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
     pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
     after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
@@ -473,7 +494,9 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     a residual). shuffle = r > 1: y pixel-shuffled by r, (N, O / r^2, OH r, OW r), stored so by the
     epilogue (pixel_shuffle's values, without its pass). keep: with dst, y is made too (with its
     residual) and dst gets its pairs (a value that a convolution reads and something else too: a
-    residual chain's next block; not with a shuffle)."""
+    residual chain's next block; not with a shuffle). repeat = (rh, rw): dst gets the planes of y's
+    nearest upsampling by these integer factors (the convolution reading them: RRDBNet's conv_up2;
+    the bits layout(..., repeat) gives from y; only with dst, neither shuffled nor kept)."""
     precision.require_amx("conv2d")
     if residual_scale != 1 and residual is None:
         raise ValueError(f"_direct_amx.run: residual_scale {residual_scale} without a residual")
@@ -491,6 +514,9 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     if shuffle > 1 and (O % (shuffle * shuffle) or (dst is not None and (residual is not None or keep))):
         raise ValueError(f"_direct_amx.run: a pixel shuffle by {shuffle} of {O} channels, or with planes and a "
                          f"residual or a kept output")
+    rh, rw = (int(v) for v in repeat)
+    if (rh, rw) != (1, 1) and (dst is None or keep or shuffle > 1 or min(rh, rw) < 1):
+        raise ValueError(f"_direct_amx.run: a repeat {tuple(repeat)} only into planes, neither kept nor shuffled")
     if residual is not None and dst is not None and not keep:
         raise ValueError("_direct_amx.run: a residual with planes: only with the output kept (keep=True)")
     # with planes nothing is stored into y: its shape only carries O to the shuffled pairs' epilogue
@@ -499,8 +525,10 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     planes = dst is not None
     if dst is None:
         dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
-    elif keep and (dst.shape[0] != N or dgeo[0] + _blocks(O, 2) > dst.shape[1] or
-                   (OH + dgeo[1]) * dgeo[3] > dst.shape[2] or OW + dgeo[2] > dgeo[3] or min(dgeo[:3]) < 0):
+    elif (keep or (rh, rw) != (1, 1)) and (
+            dst.shape[0] != N or dgeo[0] + (_blocks(O, 2) if keep else wa.shape[2] // 2) > dst.shape[1]
+            or (OH * rh + dgeo[1]) * dgeo[3] > dst.shape[2]
+            or OW * rw + dgeo[2] > dgeo[3] or min(dgeo[:3]) < 0):
         raise ValueError(f"_direct_amx.run: planes {dst.shape} at {tuple(dgeo)} do not hold {O} channels of "
                          f"{(OH, OW)}")
     small = (N, O // (shuffle * shuffle), OH, OW) if shuffle > 1 else None
@@ -512,7 +540,7 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     scratch = _aligned_empty((numba.get_num_threads(), wa.shape[2] * FORWARD_CHUNK), np.float32)
     _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
              _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw),
-             res, has_res, np.float32(residual_scale), shuffle)
+             res, has_res, np.float32(residual_scale), shuffle, np.array([rh, rw], np.int64))
     return None if planes and not keep else y
 
 

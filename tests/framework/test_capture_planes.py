@@ -77,6 +77,7 @@ def _kinds(graph):
             "leakys": sum(op[0] is LeakyReLUFunction.forward for op in graph.forward),
             "shuffles": sum(op[0] is PixelShuffleFunction.forward for op in graph.forward),
             "kept": sum(getattr(op[0], "planes", (None, {}))[1].get("keep") is not None for op in graph.forward),
+            "repeat writers": sum("write_repeat" in getattr(op[0], "planes", (None, {}))[1] for op in graph.forward),
             "laid out into": len(laid)}
 
 
@@ -97,8 +98,9 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
         # and the 3 blocks (one after another, the same regions) share one arena
         assert kinds["cats"] == 0 and kinds["layouts"] == 3 and kinds["laid out into"] == 1, kinds
         # the two nearest x2 upsamplings: each read by its conv_up only, which lays out the small
-        # value, upsampled (no float32 array of the upsampled image)
-        assert kinds["resamples"] == 0, kinds
+        # value, upsampled (no float32 array of the upsampled image); conv_up1 writes the planes of
+        # its output's upsampling that conv_up2 reads (x2 too: its input pixel-unshuffled by 2)
+        assert kinds["resamples"] == 0 and kinds["repeat writers"] == 1, kinds
         # each dense block's `x5 * 0.2 + x` done by its conv_5's epilogue, the RRDB's by one
         # scale_add pass, the trunk's add by conv_body: no Mul or Add op is left
         assert not any(op[0] in (Add.forward, Mul.forward) for op in cap.graphs[0].forward)
@@ -164,6 +166,33 @@ def test_a_kept_output_writes_the_planes_its_layout_would(N, C, O, H, W):
         _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, dst=dst[:, :(O + 1) // 2], dgeo=geo, keep=True)
     with pytest.raises(ValueError, match="residual_scale"):
         _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, residual_scale=0.5)
+
+
+@needs_amx
+@pytest.mark.parametrize("C, O, H, W, rh, rw", [(32, 32, 20, 33, 2, 2), (32, 37, 9, 14, 2, 2), (16, 12, 10, 11, 3, 2)])
+def test_a_conv_writes_the_planes_of_its_outputs_nearest_upsampling(C, O, H, W, rh, rw):
+    # run(repeat=(rh, rw)) into planes: layout(y, repeat)'s bits (each pair rounded once, written rh
+    # x rw times; channels past O zero), without y or the upsampled array
+    rng = np.random.default_rng(C + O)
+    x = rng.standard_normal((2, C, H, W)).astype(np.float32)
+    w = (rng.standard_normal((O, C, 3, 3)) * 0.1).astype(np.float32)
+    wa, (Wp, _, S) = _direct_amx.pack_weight(w), _direct_amx.plane_geometry((H, W), (3, 3))
+    xp = np.empty((2, wa.shape[1] * 16, S), np.uint32)
+    _direct_amx.layout(x, xp, 0, (1, 1), Wp)
+    b = np.zeros(wa.shape[2], np.float32)
+    b[:O] = rng.standard_normal(O)
+    y = _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.2, 2)
+    Wp2, _, S2 = _direct_amx.plane_geometry((H * rh, W * rw), (3, 3))
+    K = -(-O // 32) * 16
+    want = np.zeros((2, K, S2), np.uint32)
+    _direct_amx.layout(y, want, 0, (1, 1), Wp2, repeat=(rh, rw))
+    dst, geo = np.zeros((2, K, S2), np.uint32), np.array([0, 1, 1, Wp2])
+    assert _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.2, 2, dst=dst, dgeo=geo, repeat=(rh, rw)) is None
+    assert np.array_equal(dst, want)
+    with pytest.raises(ValueError, match="repeat"):
+        _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.2, 2, repeat=(rh, rw))
+    with pytest.raises(ValueError, match="do not hold"):
+        _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.2, 2, dst=dst[:, :, :S2 // 2], dgeo=geo, repeat=(rh, rw))
 
 
 class _TwoReaders(Module):
