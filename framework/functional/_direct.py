@@ -23,6 +23,7 @@ CPU (vfma rounds once, in hardware or in libm).
 from __future__ import annotations
 
 import functools
+import math
 import types
 
 import numba
@@ -44,11 +45,13 @@ ALIGN = 64  # bytes: a vector load or store within one cache line (split ones co
 
 def _aligned(a):
     """The 1-D array a from its first ALIGN-byte boundary (a has ALIGN bytes to spare)."""
-    return a[(-a.ctypes.data % ALIGN) // a.itemsize:]
+    return a[(-a.__array_interface__["data"][0] % ALIGN) // a.itemsize:]
 
 
 def _aligned_empty(shape, dtype):
-    n = int(np.prod(shape))
+    """An empty array of `shape` whose data starts on an ALIGN-byte boundary (AMX tile rows and
+    vector loads within cache lines)."""
+    n = math.prod(shape) if isinstance(shape, (tuple, list)) else int(shape)
     return _aligned(np.empty(n + ALIGN // np.dtype(dtype).itemsize, dtype))[:n].reshape(shape)
 
 

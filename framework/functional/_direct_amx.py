@@ -387,10 +387,11 @@ def _forward_layout_nearest(xu, xp, top, left, Wp, rh, rw):
         _pair_plane_nearest(xu, xp[t // K, t % K], t // K, t % K, top, left, Wp, rh, rw)
 
 
+@functools.lru_cache(maxsize=256)  # a graph's convolutions ask for the same few at every call
 def _steps(KB, Opad, S, Wp, kh, kw):
     """The forward's steps, tap by tap and block by block of 32 channels (the order of every sum):
     step s = (tap t, block kb) reads wa at s Opad 64 bytes and xp at (kb 16 S + i Wp + j) 4 bytes
-    (t = i kw + j) from its block's origin."""
+    (t = i kw + j) from its block's origin. (Cached, as _tasks: the kernels only read them.)"""
     s = np.arange(kh * kw * KB)
     t, kb = s // KB, s % KB
     return (s * Opad * 64).astype(np.int64), ((kb * TILE * S + (t // kw) * Wp + t % kw) * 4).astype(np.int64)
@@ -544,6 +545,7 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     return None if planes and not keep else y
 
 
+@functools.lru_cache(maxsize=256)
 def _tasks(N, Q, workers, width=32):
     """(image, q0, q1) tasks: blocks of `width` flat positions, about 4 tasks per worker in all."""
     blocks = Q // width
