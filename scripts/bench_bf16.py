@@ -90,9 +90,10 @@ def _tile_loop():
     return loop
 
 
-def tile_rates(n=20000, repeat=3) -> dict:
+def tile_rates(n=20000, repeat=3, offset=0) -> dict:
     """{logical CPU: GMAC/s of its tile unit now} (best of `repeat` runs of n steps of four
-    tdpbf16ps, the calling thread pinned to each CPU in turn); {} without AMX."""
+    tdpbf16ps, the calling thread pinned to each CPU in turn); {} without AMX. offset: the operands
+    that many bytes past a 64-byte boundary (16: where np.empty often puts them; ~3x slower)."""
     import os
 
     from framework import _amx, precision
@@ -102,7 +103,7 @@ def tile_rates(n=20000, repeat=3) -> dict:
     from framework.functional._direct import _aligned_empty
     # on cache lines, as the kernels' operands: a tile row across two lines loads ~7x slower (the
     # 440-540 "slow state" earlier sessions read was np.zeros's 16-byte alignment; docs/benchmarks.md)
-    loop, a = _tile_loop(), _aligned_empty(4096, np.uint8)
+    loop, a = _tile_loop(), _aligned_empty(4096 + 64, np.uint8)[offset % 64:][:4096]
     a[:] = 0x3f  # bfloat16 pairs of ~0.75, written (not the zero page)
     cpus = sorted(os.sched_getaffinity(0))
     rates = {}
