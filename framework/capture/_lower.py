@@ -157,20 +157,27 @@ def _fuse_residual_adds(ops, classes, graph):
             break
     if not fused:
         return ops, classes
-    out_ops, out_classes = [], []
     order = []
     for k in range(len(ops)):
         order.extend(j for j, t in moved.items() if t == k)  # a moved op just before its conv
         if k not in moved:
             order.append(k)
-    for k in order:
+    return _rewritten(ops, classes, graph, fused, renamed, drop, order)
+
+
+def _rewritten(ops, classes, graph, new, renamed, drop, order=None, keep_class=False):
+    """(ops, classes) in `order` (default: as they are) without the entries `drop`, each entry of
+    `new` (index -> entry) in place of its op (its class None unless keep_class), every slot read
+    through `renamed` (a dropped op's output -> the slot that now holds its value), the graph's
+    outputs too."""
+    out_ops, out_classes = [], []
+    for k in range(len(ops)) if order is None else order:
         if k in drop:
             continue
-        op, cls = ops[k], classes[k]
-        forward, spec, kwargs, needs, first = fused.get(k, op)
+        forward, spec, kwargs, needs, first = new.get(k, ops[k])
         spec = tuple((kind, renamed.get(v, v)) if kind == _SLOT else (kind, v) for kind, v in spec)
         out_ops.append((forward, spec, kwargs, needs, first))
-        out_classes.append(None if k in fused else cls)
+        out_classes.append(classes[k] if keep_class or k not in new else None)
     graph.outputs = {name: renamed.get(s, s) for name, s in graph.outputs.items()}
     return out_ops, out_classes
 
@@ -231,16 +238,7 @@ def _fuse_scale_adds(ops, classes, graph):
             break
     if not fused:
         return ops, classes
-    out, out_classes = [], []
-    for k, (op, cls) in enumerate(zip(ops, classes)):
-        if k in drop:
-            continue
-        forward, spec, kwargs, needs, first = fused.get(k, op)
-        spec = tuple((kind, renamed.get(v, v)) if kind == _SLOT else (kind, v) for kind, v in spec)
-        out.append((forward, spec, kwargs, needs, first))
-        out_classes.append(None if k in fused else cls)
-    graph.outputs = {name: renamed.get(s, s) for name, s in graph.outputs.items()}
-    return out, out_classes
+    return _rewritten(ops, classes, graph, fused, renamed, drop)
 
 
 def _scale_add(ctx, a, s, x):
@@ -322,16 +320,7 @@ def _fuse_leaky_relus(ops, classes, graph):
         drop.add(m)
     if not remade:
         return ops, classes
-    out_ops, out_classes = [], []
-    for k, (op, cls) in enumerate(zip(ops, classes)):
-        if k in drop:
-            continue
-        forward, spec, kwargs, needs, first = remade.get(k, op)
-        spec = tuple((kind, renamed.get(v, v)) if kind == _SLOT else (kind, v) for kind, v in spec)
-        out_ops.append((forward, spec, kwargs, needs, first))
-        out_classes.append(cls)
-    graph.outputs = {name: renamed.get(s, s) for name, s in graph.outputs.items()}
-    return out_ops, out_classes
+    return _rewritten(ops, classes, graph, remade, renamed, drop, keep_class=True)
 
 
 LOWERINGS = {conv.Conv2dFunction: _conv2d}
