@@ -111,7 +111,7 @@ def machine() -> list[str]:
         pass
     from bench_bf16 import tile_rates
     rates = tile_rates()
-    if rates:  # a shared host's other tenant can take most of a core's tile unit (bench_bf16.py)
+    if rates:  # the unit's rate on each CPU now: a shared host may take part of it (bench_bf16.py)
         lines.append("AMX tile unit at start, GMAC/s per CPU (peak 512 multiply-adds a cycle): "
                      + ", ".join(f"cpu{c} {r:.0f}" for c, r in rates.items()))
     return lines

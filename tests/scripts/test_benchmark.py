@@ -28,7 +28,7 @@ def test_the_header_says_cpu_blas_core_numba_target_torch_capability_knobs_and_l
     env = next(line for line in lines if line.startswith("environment: "))
     assert "OPENBLAS_CORETYPE=Haswell" in env and "ONEDNN_MAX_CPU_ISA" not in env
     from framework import precision
-    if precision.support().amx_bf16:  # the tile unit's rate on each CPU (a shared host's tenant)
+    if precision.support().amx_bf16:  # the tile unit's rate on each CPU
         import os
         tile = lines[-1]
         assert tile.startswith("AMX tile unit at start, GMAC/s per CPU")
