@@ -245,6 +245,16 @@ def _scale_add(ctx, a, s, x):
     return elementwise.scale_add(a, s, x)
 
 
+def _scale_add_with_planes(arena, dgeo):
+    """_scale_add whose sum is also written as its reader's planes (_planes.keep_planes)."""
+    def scale_add_planes(ctx, a, s, x):
+        return _direct_amx.scale_add_pairs(a, s, x, arena.get(), dgeo)
+    return scale_add_planes
+
+
+_scale_add.with_planes = _scale_add_with_planes
+
+
 def _conv2d(spec, kwargs, slot_meta, cache, eager):
     """Conv2dFunction's forward with its weights packed once, when it takes the direct route in
     float32; under framework.autocast("bf16") the op's own forward (`eager`: its bf16 route)."""

@@ -44,6 +44,7 @@ the graph's outputs are the eager bf16 graph's bits (tests/framework/test_captur
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -444,7 +445,14 @@ def _conv_forward(c, plan):
         fused.planes, fused.is_fused = forward.planes, True
         forward.fused = fused
         forward.shuffle = shuffle  # > 1: the residual may be the small value a nearest upsampling repeats
+        if keep is None and shuffle == 1:  # keep_planes: the output stored and written as planes too
+            for f in (forward, fused):
+                f.with_planes = functools.partial(_kept, f)
     return forward
+
+
+def _kept(f, arena, dgeo):
+    return _remake(f, keep=(arena, dgeo))
 
 
 def _remake(f, **changes):
@@ -456,12 +464,13 @@ def _remake(f, **changes):
 
 def keep_planes(ops, graph):
     """ops with each AMX convolution that lays out its float32 input x itself (x read by something
-    else too: a residual chain's next block, EDSR's and MSRResNet's `x + body(x)`) reading planes that
-    x's producer writes beside x, where that producer is an AMX convolution storing a float32 output
-    (with its fused residual add: _direct_amx.run's `keep`): the same bits (the planes are
-    _pair_plane's from the stored values), one pass over x fewer. Run after the residual adds are
-    fused (the producer's stored value is then x). Pairs of the same geometry share an arena where
-    their spans (producer to reader) do not overlap."""
+    else too: a residual chain's next block, EDSR's and MSRResNet's `x + body(x)`, RCAN's) reading
+    planes that x's producer writes beside x, where that producer can (`with_planes(arena, dgeo)`: an
+    AMX convolution storing a float32 output, its fused residual add included, _direct_amx.run's
+    `keep`; a scale_add, RCAN's block end, _direct_amx.scale_add_pairs): the same bits (the planes are
+    _pair_plane's from the stored values), one pass over x fewer. Run after the adds are fused (the
+    producer's stored value is then x). Pairs of the same geometry share an arena where their spans
+    (producer to reader) do not overlap."""
     at = {op[4]: k for k, op in enumerate(ops)}
     ops, pool = list(ops), {}
     for k, (f, spec, _, _, _) in enumerate(ops):
@@ -471,13 +480,12 @@ def keep_planes(ops, graph):
             continue
         c, x = info[0], spec[0][1]
         p = at.get(x)
-        producer = getattr(ops[p][0], "planes", None) if p is not None else None
-        if producer is None or any(producer[1].get(key) is not None for key in ("write", "keep")) or \
-                producer[1].get("shuffle", 1) != 1 or producer[0]["O"] != c["w"].shape[1]:
+        make = getattr(ops[p][0], "with_planes", None) if p is not None else None
+        if make is None or tuple(graph.slot_meta[x][0]) != (c["N"], c["w"].shape[1], *c["geo"].image):
             continue
         geo = c["geo"]
         Wp, _, S = _direct_amx.plane_geometry(geo.features, geo.kernel)
-        structure = ((c["N"], _blocks(producer[0]["O"], 32) * _direct_amx.TILE, S), Wp)
+        structure = ((c["N"], _blocks(c["w"].shape[1], 32) * _direct_amx.TILE, S), Wp)
         free = [e for e in pool.setdefault(structure, []) if e[1] < p]
         if free:
             arena, free[0][1] = free[0][0], k
@@ -485,7 +493,7 @@ def keep_planes(ops, graph):
             arena = _Arena(*structure)
             pool[structure].append([arena, k])
         dgeo = np.array([0, geo.padding[0], geo.padding[1], Wp], np.int64)
-        ops[p] = (_remake(ops[p][0], keep=(arena, dgeo)), *ops[p][1:])
+        ops[p] = (make(arena, dgeo), *ops[p][1:])
         ops[k] = (_remake(f, read=(arena, (0, _direct_amx.pack_weight(c["w"])))), *ops[k][1:])
     return ops
 

@@ -227,6 +227,53 @@ def _pairs_from_rows(yu, b, q0, q1, Wp, dst, dgeo):
         p += n
 
 
+@kernel(parallel=True)
+def _scale_add_pairs(a, s, x, out, dst, dgeo):
+    """out = a * s + x (elementwise._scale_add_planes' values: the product rounded, then the sum) for a,
+    x, out (N, C, H, W) and s (N or 1, C), and dst[n, d0 + k, (h + top) dWp + w + left] = the
+    bfloat16 pair of out's channels 2k, 2k + 1 (an odd last channel paired with 0): the sum stored and
+    laid out as its reader's planes in one pass (_pair_plane's bits from out), a task per image and
+    pair of channels."""
+    N, C, H, W = a.shape
+    d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
+    K = (C + 1) // 2
+    ou = out.view(np.uint32)
+    for t in prange(N * K):
+        n, k = t // K, t % K
+        c0, c1 = 2 * k, min(2 * k + 1, C - 1)
+        s0, s1 = s[n if s.shape[0] > 1 else 0, c0], s[n if s.shape[0] > 1 else 0, c1]
+        for h in range(H):
+            a0, x0, o0 = a[n, c0, h], x[n, c0, h], out[n, c0, h]
+            for w in range(W):
+                o0[w] = a0[w] * s0 + x0[w]
+            row, lo = dst[n, d0 + k, (h + top) * dWp + left:], ou[n, c0, h]
+            if 2 * k + 1 < C:
+                a1, x1, o1 = a[n, c1, h], x[n, c1, h], out[n, c1, h]
+                for w in range(W):
+                    o1[w] = a1[w] * s1 + x1[w]
+                hi = ou[n, c1, h]
+                for w in range(W):
+                    row[w] = _rne(lo[w]) | (_rne(hi[w]) << np.uint32(16))
+            else:
+                for w in range(W):
+                    row[w] = _rne(lo[w])
+
+
+def scale_add_pairs(a, s, x, dst, dgeo):
+    """elementwise.scale_add(a, s, x) (a, x (N, C, H, W) float32, s (N or 1, C, 1, 1)), whose pairs
+    also go into the planes dst at dgeo = (first plane, top, left, row length): the planes its reader
+    would lay out (capture/_planes.keep_planes)."""
+    N, C, H, W = a.shape
+    if dst.shape[0] != N or dgeo[0] + (C + 1) // 2 > dst.shape[1] or (H + dgeo[1]) * dgeo[3] > dst.shape[2] \
+            or W + dgeo[2] > dgeo[3] or min(dgeo[:3]) < 0 or a.dtype != np.float32:
+        raise ValueError(f"_direct_amx.scale_add_pairs: planes {dst.shape} at {tuple(dgeo)} do not hold {a.shape} "
+                         f"{a.dtype}")
+    out = np.empty(a.shape, np.float32)
+    _scale_add_pairs(np.ascontiguousarray(a), np.ascontiguousarray(s).reshape(-1, C), np.ascontiguousarray(x), out,
+                     dst, dgeo)
+    return out
+
+
 @kernel
 def _put_shuffled_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, O, r):
     """_put_row_pairs for an output pixel-shuffled by r (N, O / r^2, OH r, OW r): the pair of its

@@ -107,9 +107,11 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
         assert sum("residual_scale" in op[2] for op in cap.graphs[0].forward) == 3
     if name == "RCAN":  # each block's conv -> ReLU -> conv: the ReLU done by the first conv's epilogue;
         # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
-        # (7 convs on planes: the two blocks' 4, conv_after_body reading the group's kept planes,
-        # the upsampler, the last conv)
-        assert kinds["relus"] == 2 and kinds["planes"] == 7, kinds
+        # (every conv on planes: the two blocks' 4, the group's last conv, conv_after_body reading the
+        # group's kept planes, the upsampler, the last conv); each block's scale_add writes the planes
+        # of the conv after it (the second block's first, the group's last)
+        assert kinds["relus"] == 2 and kinds["planes"] == kinds["tile convs"] == 8, kinds
+        assert sum(getattr(op[0], "__name__", "") == "scale_add_planes" for op in cap.graphs[0].forward) == 2
     if name == "SRVGGNetCompact":  # conv -> PReLU -> conv: each PReLU done by the conv before it (its
         # own per-channel slopes), but the first (after conv_first: 3 channels, float32); the
         # output's `+ interpolate(x, nearest)` done by the shuffled last conv from x itself
@@ -193,6 +195,28 @@ def test_a_conv_writes_the_planes_of_its_outputs_nearest_upsampling(C, O, H, W, 
         _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.2, 2, repeat=(rh, rw))
     with pytest.raises(ValueError, match="do not hold"):
         _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.2, 2, dst=dst[:, :, :S2 // 2], dgeo=geo, repeat=(rh, rw))
+
+
+@pytest.mark.parametrize("N, C, H, W, per_image", [(1, 32, 9, 14, False), (2, 37, 5, 8, True)])
+def test_a_scale_add_writes_the_planes_its_layout_would(N, C, H, W, per_image):
+    # _direct_amx.scale_add_pairs: elementwise.scale_add's values, and layout's pairs of them (an odd
+    # last channel paired with 0) in dst's region, the planes around it untouched (no tile op: any CPU)
+    from framework.functional import elementwise
+    rng = np.random.default_rng(C)
+    a, x = (rng.standard_normal((N, C, H, W)).astype(np.float32) for _ in range(2))
+    s = rng.uniform(0, 1, (N if per_image else 1, C, 1, 1)).astype(np.float32)
+    Wp, _, S = _direct_amx.plane_geometry((H, W), (3, 3))
+    K = -(-C // 32) * 16
+    dst = np.full((N, 2 + K + 1, S), 7, np.uint32)
+    dst[:, 2:2 + K] = 0
+    geo = np.array([2, 1, 1, Wp])
+    out = _direct_amx.scale_add_pairs(a, s, x, dst, geo)
+    assert np.array_equal(out.view(np.uint32), elementwise.scale_add(a, s, x).view(np.uint32))
+    want = np.zeros((N, K, S), np.uint32)
+    _direct_amx.layout(out, want, 0, (1, 1), Wp)
+    assert np.array_equal(dst[:, 2:2 + K], want) and (dst[:, :2] == 7).all() and (dst[:, 2 + K:] == 7).all()
+    with pytest.raises(ValueError, match="do not hold"):
+        _direct_amx.scale_add_pairs(a, s, x, dst[:, :3], geo)
 
 
 class _TwoReaders(Module):
