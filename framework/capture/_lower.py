@@ -306,13 +306,14 @@ def _fuse_leaky_relus(ops, classes, graph):
     (no activation of its own, the LeakyReLU its only reader, not a graph output) done by that
     convolution (relu_slope: the direct route's epilogue, x if x > 0 else slope x, the LeakyReLU
     kernel's formula for every value; MSRResNet's conv_first): the activation's entry dropped, its
-    readers reading the convolution's slot. (A ReLU is not: the fused relu sends -0 to +0, ReLU's
-    np.maximum keeps it.)"""
+    readers reading the convolution's slot. Only a positive slope: relu_slope 0 is a relu, which
+    sends -0 and the negatives to +0 where LeakyReLU(0) gives -0 (so a ReLU is not fused either)."""
     readers, outputs = _reader_counts(ops), set(graph.outputs.values())
     at = {first: k for k, (_, _, _, _, first) in enumerate(ops)}
     remade, renamed, drop = {}, {}, set()
     for m, ((_, spec, kwargs, _, first), cls) in enumerate(zip(ops, classes)):
-        if cls is not LeakyReLUFunction or len(spec) != 1 or spec[0][0] != _SLOT or set(kwargs) != {"negative_slope"}:
+        if cls is not LeakyReLUFunction or len(spec) != 1 or spec[0][0] != _SLOT or set(kwargs) != {"negative_slope"} \
+                or not kwargs["negative_slope"] > 0:  # relu_slope 0 is relu's (+0 for a negative), not x * 0
             continue
         c = spec[0][1]
         k = at.get(c)

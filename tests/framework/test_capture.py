@@ -446,7 +446,8 @@ def test_a_leaky_relu_after_a_direct_conv_is_done_by_the_conv(precision):
         def forward(self, x):
             a = F.leaky_relu(F.conv2d(x, w[0], padding=1), 0.1)  # fused
             c = F.conv2d(x, w[1], padding=1)
-            return a + F.leaky_relu(c, 0.2) + c  # c read twice: its LeakyReLU stays
+            z = F.leaky_relu(F.conv2d(x, w[0], padding=1), 0.0)  # slope 0 (-0 for a negative): stays
+            return a + F.leaky_relu(c, 0.2) + c + z  # c read twice: its LeakyReLU stays
 
     x = rng.uniform(-1, 1, (2, 3, 9, 14)).astype(np.float32)
     x[1, 2, 4, 5] = np.nan
@@ -459,8 +460,8 @@ def test_a_leaky_relu_after_a_direct_conv_is_done_by_the_conv(precision):
     assert np.isnan(eager).any() and (eager < 0).any()
     assert all(np.array_equal(g.view(np.uint32), eager.view(np.uint32)) for g in got)
     ops = cap.graphs[0].forward
-    assert sum(op[0] is LeakyReLUFunction.forward for op in ops) == 1
-    assert [op[2].get("relu_slope") for op in ops if "geo" in op[2]] == [0.1, None]
+    assert sum(op[0] is LeakyReLUFunction.forward for op in ops) == 2
+    assert [op[2].get("relu_slope") for op in ops if "geo" in op[2]] == [0.1, None, None]
 
 
 def test_the_direct_convs_residual_store_is_the_add_of_its_output():
