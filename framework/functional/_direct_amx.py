@@ -40,7 +40,7 @@ from .._amx import (block_load, block_store, block_zero, col_last, col_load, col
 from .._jit import kernel, prange
 from .._simd import wide
 from ._direct import _aligned_empty, _blocks
-from ._direct_bf16 import _pair_plane, _rne, weight_grad_layout
+from ._direct_bf16 import _pair_plane, _rne, pack_pairs, weight_grad_layout
 
 MIN_CHANNELS = 16  # below, padding to 32 channels wastes more than half of each product
 TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
@@ -215,15 +215,8 @@ def _pairs_from_rows(yu, b, q0, q1, Wp, dst, dgeo):
         if h >= OH or n <= 0:
             break
         for k in range((C + 1) // 2):
-            row = dst[b, d0 + k, (h + top) * dWp + w + left:]
-            lo = yu[b, 2 * k, h, w:]
-            if 2 * k + 1 < C:
-                hi = yu[b, 2 * k + 1, h, w:]
-                for t in range(n):
-                    row[t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
-            else:
-                for t in range(n):
-                    row[t] = _rne(lo[t])
+            odd, lo = 2 * k + 1 < C, yu[b, 2 * k, h, w:]
+            pack_pairs(dst[b, d0 + k, (h + top) * dWp + w + left:], lo, yu[b, 2 * k + 1, h, w:] if odd else lo, n, odd)
         p += n
 
 
@@ -246,17 +239,12 @@ def _scale_add_pairs(a, s, x, out, dst, dgeo):
             a0, x0, o0 = a[n, c0, h], x[n, c0, h], out[n, c0, h]
             for w in range(W):
                 o0[w] = a0[w] * s0 + x0[w]
-            row, lo = dst[n, d0 + k, (h + top) * dWp + left:], ou[n, c0, h]
-            if 2 * k + 1 < C:
+            odd = 2 * k + 1 < C
+            if odd:
                 a1, x1, o1 = a[n, c1, h], x[n, c1, h], out[n, c1, h]
                 for w in range(W):
                     o1[w] = a1[w] * s1 + x1[w]
-                hi = ou[n, c1, h]
-                for w in range(W):
-                    row[w] = _rne(lo[w]) | (_rne(hi[w]) << np.uint32(16))
-            else:
-                for w in range(W):
-                    row[w] = _rne(lo[w])
+            pack_pairs(dst[n, d0 + k, (h + top) * dWp + left:], ou[n, c0, h], ou[n, c1, h], W, odd)
 
 
 def scale_add_pairs(a, s, x, dst, dgeo):

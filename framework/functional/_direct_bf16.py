@@ -73,6 +73,18 @@ def _pad_pairs(xu, xp, b0, top, left, Wp):
         _pair_plane(xu, xp[t // K, t % K], b0 + t // K, t % K, top, left, Wp)
 
 
+@kernel(inline=True)
+def pack_pairs(row, lo, hi, n, odd):
+    """row[t] = the bfloat16 pair (lo[t], hi[t]) of two float32 rows' bits for t < n (odd False: no
+    second channel, hi unread, the pair (lo[t], 0)): a row of the AMX planes of channel pairs."""
+    if odd:
+        for t in range(n):
+            row[t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+    else:
+        for t in range(n):
+            row[t] = _rne(lo[t])
+
+
 @kernel
 def _pair_plane(xu, plane, b, k, top, left, Wp):
     """One plane of _pad_pairs: plane[i Wp + j] = the pair of channels 2k, 2k + 1 of image b."""
@@ -86,15 +98,8 @@ def _pair_plane(xu, plane, b, k, top, left, Wp):
         return
     odd = 2 * k + 1 < C
     for i in range(i0, i1):
-        row = plane[i * Wp + j0:]
         lo = xu[b, 2 * k, top + i, j0 - left:]
-        if odd:
-            hi = xu[b, 2 * k + 1, top + i, j0 - left:]
-            for j in range(j1 - j0):
-                row[j] = _rne(lo[j]) | (_rne(hi[j]) << np.uint32(16))
-        else:
-            for j in range(j1 - j0):
-                row[j] = _rne(lo[j])
+        pack_pairs(plane[i * Wp + j0:], lo, xu[b, 2 * k + 1, top + i, j0 - left:] if odd else lo, j1 - j0, odd)
 
 
 @functools.lru_cache(maxsize=None)
