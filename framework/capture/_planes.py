@@ -9,9 +9,14 @@ formula (the same values).
 A group: the AMX convolutions that read the same values, directly or through a channel Cat that
 only they read (RRDBNet's dense block: conv_k reads cat(x, x1, ..., x_{k-1})), all with the same
 geometry (padding, kernel, sizes). Its values share one arena of planes, each value in its own
-region of whole blocks of 32 channels, in the order of the longest Cat: every Cat of the group is
-then a contiguous range of the arena, read in place (no concatenation), and each reader's weights are
-packed at its channels' positions there (zeros over a region's padding, whose planes stay zero).
+region (8 planes for at most 16 channels, else whole blocks of 32 channels), in the order of the
+longest Cat: every Cat of the group is then a contiguous span of the arena, read in place (no
+concatenation) in whole blocks of 16 planes, the last one ending at the span's end
+(_direct_amx.block_starts: RRDBNet's conv_5 reads 32 + 4 x 16 channels in 3 blocks, not 5), and each
+reader's weights are packed at its channels' positions there (zeros over a region's padding, whose
+planes stay zero, and where a block reads a plane again). Each tile product then sums the pairs the
+eager Cat's does (tdpbf16ps rounds once per tile product, so a value split over two tiles would
+change the bits): a group where a value before a span's end leaves a gap in its region is not made.
 A value that something else reads too (a residual add, the graph's output) keeps its float32 array
 and is laid out into its region once, after the op that makes it; with a Cat per reader, the
 eager graph rounded it once per reader. A group is rewritten only where that saves work (a value
@@ -161,7 +166,7 @@ def share_planes(ops, classes, graph):
         plan = _plan(group, sources, convs, cats, readers, outputs, at, meta, relus)
         if plan is not None:
             structure, place, writers, lay = plan
-            ends = [*group, *(k for k, _, _ in writers.values()), *(_producer(ops, v, graph) for v, _, _ in lay)]
+            ends = [*group, *(k for k, _, _ in writers.values()), *(_producer(ops, v, graph) for v, *_ in lay)]
             made.append(((min(ends), max(ends)), structure, group, plan))
     plans, drop, extra = {}, set(), []  # conv -> its new forward parts; Cats dropped; layouts added
     pool = {}  # structure -> [[arena, the last op using it]]: groups one after another share one
@@ -180,8 +185,8 @@ def share_planes(ops, classes, graph):
             if relu is not None:  # the activation done by the conv's epilogue (the op's values)
                 plans[k]["slope"] = relu[1]
                 drop.add(relu[0])
-        for v, region, pad in lay:
-            extra.append((v, arena, region, pad))
+        for v, region, pad, count in lay:
+            extra.append((v, arena, region, pad, count))
         drop.update(j for j in cats if all(r in group for r in cats[j]))
     ops = list(ops)
     for k, c in convs.items():  # the conv stores its output shuffled (and activated): _fold_shuffles
@@ -205,14 +210,14 @@ def share_planes(ops, classes, graph):
         if relu is not None:
             plans[p]["slope"] = relu[1]
             drop.add(relu[0])
-        plans.setdefault(k, {})["read"] = (arena, (0, _direct_amx.pack_weight(c["w"])))
+        plans.setdefault(k, {})["read"] = (arena, (0, _direct_amx.pack_weight(c["w"]), None))
     for k in convs:  # every other AMX conv: its weights packed once, and keep_planes can feed it
         plans.setdefault(k, {})
     if not plans:
         return ops, classes
     after = {}
-    for s, arena, region, pad in extra:
-        after.setdefault(_producer(ops, s, graph), []).append(_layout_op(graph, s, arena, region, pad))
+    for s, arena, region, pad, count in extra:
+        after.setdefault(_producer(ops, s, graph), []).append(_layout_op(graph, s, arena, region, pad, count))
     new_ops, new_classes = [], []
     for j in after.get(-1, []):  # regions of the graph's inputs
         new_ops.append(j)
@@ -369,22 +374,29 @@ def _plan(group, sources, convs, cats, readers, outputs, at, meta, relus):
     starts = {k: _sublist(sources[k], order) for k in group}
     if any(s is None for s in starts.values()) or len(set(order)) != len(order):
         return None
+    size = {v: _direct_amx.out_blocks(meta[v][0][1]) // 2 for v in order}  # 8 planes for <= 16 channels
+    for k in group:  # a reader of less than a block: its values in whole blocks (block_starts)
+        if sum(size[v] for v in sources[k]) < _direct_amx.TILE:
+            size.update((v, _blocks(meta[v][0][1], 32) * _direct_amx.TILE) for v in sources[k])
+    if any(2 * size[v] != meta[v][0][1] for k in group for v in sources[k][:-1]):
+        return None  # a value that does not fill its region before a span's end: not the eager Cat's blocks
     planes, offset = {}, 0
     for v in order:
         planes[v] = offset
-        offset += _blocks(meta[v][0][1], 32) * _direct_amx.TILE
+        offset += size[v]
     N, kernel, padding, _, features = key
     Wp, _, S = _direct_amx.plane_geometry(features, kernel)
-    structure = ((N, offset, S), Wp, tuple(planes[v] for v in order))
+    structure = ((N, offset, S), Wp, tuple((planes[v], size[v]) for v in order))
     place = {}
     for k in group:
         parts = sources[k]
         pin = planes[parts[0]]
-        positions = np.concatenate([2 * (planes[v] - pin) + np.arange(meta[v][0][1]) for v in parts])
-        end = planes[parts[-1]] + _blocks(meta[parts[-1]][0][1], 32) * _direct_amx.TILE
+        blocks = _direct_amx.block_starts(planes[parts[-1]] + size[parts[-1]] - pin)
+        positions = np.concatenate([_direct_amx.block_positions(blocks, planes[v] - pin + np.arange(
+            _blocks(meta[v][0][1], 2)))[:meta[v][0][1]] for v in parts])  # an odd count: its last pair's low half
         c = convs[k]
-        wa = _direct_amx.pack_weight(c["w"], positions, 2 * (end - pin))
-        place[k] = (pin, wa)
+        wa = _direct_amx.pack_weight(c["w"], positions, 32 * len(blocks))
+        place[k] = (pin, wa, blocks)
     group_cats = {j for j in cats if all(r in group for r in cats[j])}
     in_group = set(group) | group_cats
     writers, lay = {}, []
@@ -396,7 +408,7 @@ def _plan(group, sources, convs, cats, readers, outputs, at, meta, relus):
         if k in convs and v not in outputs and all(r in in_group for r in readers[v]):
             writers[v] = (k, np.array([planes[v], padding[0], padding[1], Wp], np.int64), relu)
         else:
-            lay.append((v, planes[v], padding))
+            lay.append((v, planes[v], padding, size[v]))
     shared = any(sum(v in sources[k] for k in group) > 1 for v in order)
     if not (writers or group_cats or shared):
         return None  # each value laid out once for its one reader: what the op does itself
@@ -408,10 +420,11 @@ def _conv_forward(c, plan):
     writing the next convolutions' planes (plan["write"]) or its float32 output."""
     geo, slope, O, shuffle = c["geo"], plan.get("slope", c["slope"]), c["O"], plan.get("shuffle", 1)
     read, write, keep = plan.get("read"), plan.get("write"), plan.get("keep")
+    starts = None
     if read is None:
         wa = _direct_amx.pack_weight(c["w"])
     else:
-        arena_in, (pin, wa) = read
+        arena_in, (pin, wa, starts) = read
     bias = np.zeros(wa.shape[2], np.float32)
     if c["b"] is not None:
         bias[:O] = c["b"]
@@ -429,13 +442,15 @@ def _conv_forward(c, plan):
         if write is None and keep is not None:  # the float32 output, and its planes for a reader
             return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
                                    keep[0].get(), keep[1], residual=residual, residual_scale=residual_scale,
-                                   keep=True)
+                                   keep=True, starts=starts)
         if write is None:
             return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
-                                   residual=residual, shuffle=shuffle, residual_scale=residual_scale)
+                                   residual=residual, shuffle=shuffle, residual_scale=residual_scale,
+                                   starts=starts)
         arena_out, dgeo = write
         _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
-                        arena_out.get(), dgeo, shuffle=shuffle, repeat=plan.get("write_repeat", (1, 1)))
+                        arena_out.get(), dgeo, shuffle=shuffle, repeat=plan.get("write_repeat", (1, 1)),
+                        starts=starts)
         return _WRITTEN
 
     forward.planes = (c, plan)  # what keep_planes remakes it from
@@ -494,18 +509,19 @@ def keep_planes(ops, graph):
             pool[structure].append([arena, k])
         dgeo = np.array([0, geo.padding[0], geo.padding[1], Wp], np.int64)
         ops[p] = (make(arena, dgeo), *ops[p][1:])
-        ops[k] = (_remake(f, read=(arena, (0, _direct_amx.pack_weight(c["w"])))), *ops[k][1:])
+        ops[k] = (_remake(f, read=(arena, (0, _direct_amx.pack_weight(c["w"]), None))), *ops[k][1:])
     return ops
 
 
 _WRITTEN = np.zeros(0, np.float32)  # the output of a convolution that wrote planes: nothing reads it
 
 
-def _layout_op(graph, v, arena, region, padding):
-    """A graph entry laying the float32 value in slot v into its region of the arena."""
+def _layout_op(graph, v, arena, region, padding, planes):
+    """A graph entry laying the float32 value in slot v into its region (`planes` from `region`) of
+    the arena."""
 
     def lay(ctx, x):
-        _direct_amx.layout(x, arena.get(), region, padding, arena.Wp)
+        _direct_amx.layout(x, arena.get(), region, padding, arena.Wp, planes=planes)
         return _WRITTEN
 
     slot = graph.n_slots

@@ -423,13 +423,33 @@ def _forward_layout_nearest(xu, xp, top, left, Wp, rh, rw):
 
 
 @functools.lru_cache(maxsize=256)  # a graph's convolutions ask for the same few at every call
-def _steps(KB, Opad, S, Wp, kh, kw):
+def _steps(KB, Opad, S, Wp, kh, kw, starts=None):
     """The forward's steps, tap by tap and block by block of 32 channels (the order of every sum):
-    step s = (tap t, block kb) reads wa at s Opad 64 bytes and xp at (kb 16 S + i Wp + j) 4 bytes
-    (t = i kw + j) from its block's origin. (Cached, as _tasks: the kernels only read them.)"""
+    step s = (tap t, block kb) reads wa at s Opad 64 bytes and xp at (starts[kb] S + i Wp + j) 4
+    bytes (t = i kw + j) from its block's origin (starts: each block's first plane, default 16 kb).
+    (Cached, as _tasks: the kernels only read them.)"""
     s = np.arange(kh * kw * KB)
     t, kb = s // KB, s % KB
-    return (s * Opad * 64).astype(np.int64), ((kb * TILE * S + (t // kw) * Wp + t % kw) * 4).astype(np.int64)
+    first = kb * TILE if starts is None else np.asarray(starts, np.int64)[kb]
+    return (s * Opad * 64).astype(np.int64), ((first * S + (t // kw) * Wp + t % kw) * 4).astype(np.int64)
+
+
+def block_starts(span):
+    """The first plane of each block of 16 planes (32 channels) a convolution reads from `span`
+    planes of channel pairs, none past the span: whole blocks, the last one ending at the span's end
+    (it reads again, with zero weights, planes of the block before it: a span of 8 x 3 planes reads
+    (0, 8)). A span of at most 16 planes: one block from 0 (the caller keeps 16 planes readable)."""
+    KB = _blocks(span, TILE)
+    return tuple(TILE * k for k in range(KB - 1)) + (max(0, span - TILE),)
+
+
+def block_positions(starts, pairs):
+    """Where each channel lands in the packed weight of a read at block `starts`: channel c of the
+    pair planes pairs[c // 2] (relative to the read's first plane) at position 32 i + 2 (plane -
+    starts[i]) + c % 2 of the first block i holding that plane (pack_weight's positions)."""
+    starts, pairs = np.asarray(starts, np.int64), np.asarray(pairs, np.int64)
+    block = np.argmax((pairs[:, None] >= starts[None]) & (pairs[:, None] < starts[None] + TILE), axis=1)
+    return np.repeat(32 * block + 2 * (pairs - starts[block]), 2) + np.tile([0, 1], len(pairs))
 
 
 def out_blocks(O):
@@ -494,12 +514,15 @@ def plane_geometry(features, kernel):
     return Wp, Q, Q + (kh - 1) * Wp + kw - 1 + 32
 
 
-def layout(x, xp, plane0, padding, Wp, repeat=(1, 1)):
+def layout(x, xp, plane0, padding, Wp, repeat=(1, 1), planes=None):
     """x (N, C, H, W) float32 rounded and padded into xp[:, plane0:plane0 + K] (uint32 planes of
-    channel pairs, K = 16 per 32 channels of x rounded up; pairs past C: zeros). repeat = (rh, rw):
-    the planes of x's nearest upsampling by these integer factors (N, C, H rh, W rw), read from x
-    (the same bits as the layout of the upsampled array)."""
-    K = _blocks(x.shape[1], 32) * TILE
+    channel pairs, K = 16 per 32 channels of x rounded up, as many as xp holds, or `planes`; pairs
+    past C: zeros). repeat = (rh, rw): the planes of x's nearest upsampling by these integer factors
+    (N, C, H rh, W rw), read from x (the same bits as the layout of the upsampled array)."""
+    K = min(_blocks(x.shape[1], 32) * TILE, xp.shape[1] - plane0) if planes is None else planes
+    if K < _blocks(x.shape[1], 2) or plane0 + K > xp.shape[1]:
+        raise ValueError(f"_direct_amx.layout: {K} planes from plane {plane0} of {xp.shape} for {x.shape[1]} "
+                         f"channels")
     xu, dst = np.ascontiguousarray(x).view(np.uint32), xp[:, plane0:plane0 + K]
     if tuple(repeat) == (1, 1):
         _forward_layout(xu, dst, padding[0], padding[1], Wp)
@@ -516,9 +539,11 @@ _NO_RESIDUAL = np.zeros((1, 1, 1, 1), np.float32)
 
 
 def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None, residual=None, shuffle=1,
-        residual_scale=1.0, keep=False, repeat=(1, 1)):
+        residual_scale=1.0, keep=False, repeat=(1, 1), starts=None):
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
-    pack_weight, bias padded with zeros to its Opad): -> y (N, O, OH, OW) float32, or None
+    pack_weight, bias padded with zeros to its Opad), or from the 16 planes at pin + starts[kb] for
+    block kb (block_starts: a span of regions smaller than whole blocks; wa packed at block_positions):
+    -> y (N, O, OH, OW) float32, or None
     after writing the output's pairs into the planes dst at dgeo = (first plane, top, left, Wp)
     (the next convolution's layout: `layout`'s bits from y; with a shuffle, from the shuffled y).
     slope: None (no activation), a number (0: relu, else leaky: activation.rectify_) or an array of
@@ -538,9 +563,13 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
         raise ValueError(f"_direct_amx.run: residual_scale {residual_scale} without a residual")
     (OH, OW), (kh, kw) = features, kernel
     Wp, Q, S = plane_geometry(features, kernel)
-    if xp.shape[2] != S or pin + wa.shape[1] * TILE > xp.shape[1]:
-        raise ValueError(f"_direct_amx.run: planes {xp.shape} do not hold {wa.shape[1] * TILE} planes of "
-                         f"{S} from plane {pin}")
+    if starts is not None:
+        starts = tuple(int(v) for v in starts)
+    last = wa.shape[1] * TILE if starts is None else max(starts, default=0) + TILE
+    if xp.shape[2] != S or pin + last > xp.shape[1] or (starts is not None and (
+            len(starts) != wa.shape[1] or min(starts) < 0)):
+        raise ValueError(f"_direct_amx.run: planes {xp.shape} do not hold {wa.shape[1]} blocks of 16 planes of "
+                         f"{S} from plane {pin}{'' if starts is None else f' at {starts}'}")
     N = xp.shape[0]
     slopes = np.zeros(wa.shape[2], np.float32)
     if isinstance(slope, np.ndarray):
@@ -575,7 +604,8 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     res = _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual)
     scratch = _aligned_empty((numba.get_num_threads(), wa.shape[2] * FORWARD_CHUNK), np.float32)
     _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
-             _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32), *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw),
+             _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32),
+             *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw, starts),
              res, has_res, np.float32(residual_scale), shuffle, np.array([rh, rw], np.int64))
     return None if planes and not keep else y
 

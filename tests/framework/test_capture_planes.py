@@ -105,6 +105,13 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
         # scale_add pass, the trunk's add by conv_body: no Mul or Add op is left
         assert not any(op[0] in (Add.forward, Mul.forward) for op in cap.graphs[0].forward)
         assert sum("residual_scale" in op[2] for op in cap.graphs[0].forward) == 3
+        # the 16-channel values in regions of 8 planes, each conv reading its span in whole blocks
+        # that end at it: 32 + 16 k channels take 1, 2, 2, 3, 3 blocks (not 1, 2, 3, 4, 5)
+        starts = [op[0].planes[1]["read"][1][2] for op in cap.graphs[0].forward if hasattr(op[0], "planes")
+                  and op[0].planes[1].get("read") is not None]
+        dense = [(0,), (0, 8), (0, 16), (0, 16, 24), (0, 16, 32)] if name == "RRDBNet" else \
+            [(0,), (0, 16), (0, 16, 32), (0, 16, 32, 48), (0, 16, 32, 48, 64)]
+        assert starts[:15] == dense * 3, starts
     if name == "RCAN":  # each block's conv -> ReLU -> conv: the ReLU done by the first conv's epilogue;
         # the channel attention's ReLU between its 1x1 convs (not the direct route) stays, one per block
         # (every conv on planes: the two blocks' 4, the group's last conv, conv_after_body reading the
@@ -168,6 +175,49 @@ def test_a_kept_output_writes_the_planes_its_layout_would(N, C, O, H, W):
         _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, dst=dst[:, :(O + 1) // 2], dgeo=geo, keep=True)
     with pytest.raises(ValueError, match="residual_scale"):
         _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, residual_scale=0.5)
+
+
+def test_blocks_over_regions_of_8_planes_end_at_the_span():
+    # a span of regions (8 planes for <= 16 channels) read in whole blocks of 16 planes, none past
+    # the span; each channel weighted in the first block that holds its plane
+    assert _direct_amx.block_starts(16) == (0,) and _direct_amx.block_starts(24) == (0, 8)
+    assert _direct_amx.block_starts(40) == (0, 16, 24) and _direct_amx.block_starts(48) == (0, 16, 32)
+    assert _direct_amx.block_starts(8) == (0,)  # the caller keeps a lone small region 16 planes long
+    pos = _direct_amx.block_positions((0, 16, 24), np.array([0, 15, 16, 31, 32, 39]))
+    assert pos.tolist() == [0, 1, 30, 31, 32, 33, 62, 63, 80, 81, 94, 95]
+
+
+@needs_amx
+@pytest.mark.parametrize("sizes, O", [((32, 16, 16), 16), ((32, 16, 16, 16, 16), 32), ((16, 32, 16, 6), 21)])
+def test_a_read_of_small_regions_is_the_convolution_of_their_concatenation(sizes, O):
+    # RRDBNet's dense block: values of 16 channels in regions of 8 planes, a conv reading the span in
+    # blocks that end at it (zero weights where a block reads a plane twice): the bits of the conv of
+    # the concatenated values, because each tile product sums the same pairs as the eager one (a
+    # run of pairs moved within a tile keeps its bits; split over two tiles it does not: tdpbf16ps
+    # rounds once per tile product, not per pair)
+    rng = np.random.default_rng(len(sizes))
+    H, W, N = 13, 17, 2
+    values = [rng.standard_normal((N, c, H, W)).astype(np.float32) for c in sizes]
+    x = np.concatenate(values, axis=1)
+    w = (rng.standard_normal((O, x.shape[1], 3, 3)) * 0.1).astype(np.float32)
+    b = np.zeros(_direct_amx.out_blocks(O), np.float32)
+    Wp, _, S = _direct_amx.plane_geometry((H, W), (3, 3))
+    eager = _direct_amx.correlate(x, w, (H, W), (1, 1), None, None, 2)
+    regions = [_direct_amx.out_blocks(c) // 2 for c in sizes]
+    first = np.cumsum([0, *regions])
+    arena = np.full((N, first[-1] + 5, S), 0x7F80, np.uint32)  # planes outside the span: not read
+    for v, p, k in zip(values, first, regions):
+        _direct_amx.layout(v, arena, p, (1, 1), Wp, planes=k)
+    starts = _direct_amx.block_starts(first[-1])
+    positions = np.concatenate([_direct_amx.block_positions(starts, p + np.arange(-(-c // 2)))[:c]
+                                for c, p in zip(sizes, first)])
+    wa = _direct_amx.pack_weight(w, positions, 32 * len(starts))
+    y = _direct_amx.run(arena, 0, wa, b, O, (H, W), (3, 3), None, 2, starts=starts)
+    assert np.array_equal(y.view(np.uint32), eager.view(np.uint32))
+    with pytest.raises(ValueError, match="blocks of 16 planes"):
+        _direct_amx.run(arena, 6, wa, b, O, (H, W), (3, 3), None, 2, starts=starts)
+    with pytest.raises(ValueError, match="planes from plane"):
+        _direct_amx.layout(values[0], arena, first[-1], (1, 1), Wp, planes=8)
 
 
 @needs_amx
@@ -252,6 +302,34 @@ def test_planes_are_shared_only_where_every_reader_takes_the_same_layout():
     # b's only reader is the Cat, read by nothing that takes planes. Only keep_planes applies: a's
     # first conv reader reads the planes a's conv writes beside a
     assert kinds["planes"] == 1 and kinds["kept"] == 1 and kinds["cats"] == 1, kinds
+
+
+class _OddCat(Module):
+    """x -> a (17 channels) -> b (16); a conv reads cat(a, b): a's region (32 channels) has a gap
+    before b, so the tiles would not sum the eager Cat's pairs (its pair 8 is a's last channel and
+    b's first)."""
+
+    def __init__(self):
+        super().__init__()
+        rng = np.random.default_rng(4)
+        self.w = [sg.tensor((rng.standard_normal(s) * 0.2).astype(np.float32))
+                  for s in ((17, 16, 3, 3), (16, 17, 3, 3), (16, 33, 3, 3))]
+
+    def forward(self, x):
+        a = F.conv2d(x, self.w[0], padding=1, relu_slope=0.0)
+        b = F.conv2d(a, self.w[1], padding=1, relu_slope=0.0)
+        return F.conv2d(F.cat([a, b], axis=1), self.w[2], padding=1)
+
+
+@needs_amx
+def test_a_cat_whose_values_leave_gaps_in_their_regions_is_not_read_in_place():
+    model = _OddCat()
+    x = sg.tensor(np.random.default_rng(1).uniform(0, 1, (1, 16, 13, 11)).astype(np.float32))
+    eager, outs, cap = _replays(model, x)
+    assert cap.replays == 2, cap.status()
+    for out in outs:
+        assert np.array_equal(out.view(np.uint32), eager.view(np.uint32))
+    assert _kinds(cap.graphs[0])["cats"] == 1
 
 
 @needs_amx
