@@ -15,6 +15,7 @@ numba keeps in registers as it keeps any local scalar, and four intrinsics act o
     vfma(a, b, c)        a b + c per lane, rounded once (llvm.fma: IEEE fused multiply-add)
     vadd(a, b)           a + b per lane
     vrelu(v), vleaky(v, s)   activation.rectify_'s relu (-0 to +0, NaN kept) and leaky relu per lane
+    bits32(x)            a float32 scalar's bits as a uint32 (a bitcast)
     vdot_bf16(acc, a, b)     AVX512-BF16's vdpbf16ps per 16 lanes: a and b are uint32 vectors, each
                          lane a pair of bfloat16 (low half: element 2i, high: 2i + 1), and lane i of the
                          float32 acc becomes (acc_i + a_hi b_hi) + a_lo b_lo, each add rounded to
@@ -44,7 +45,7 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 __all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vrelu", "vleaky",
-           "vdot_bf16", "wide", "lanes", "target"]
+           "vdot_bf16", "wide", "lanes", "target", "bits32"]
 
 
 class Vector(types.Type):
@@ -200,6 +201,17 @@ def vfma(typingctx, a, b, c):
         fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t, [t, t, t]), name)
         return builder.call(fn, args)
     return a(a, b, c), codegen
+
+
+@intrinsic
+def bits32(typingctx, x):
+    """The bits of a float32 scalar as a uint32 (a bitcast: numba's scalars have no .view)."""
+    if x != types.float32:
+        raise TypingError(f"bits32: a float32, got {x}")
+
+    def codegen(context, builder, sig, args):
+        return builder.bitcast(args[0], ir.IntType(32))
+    return types.uint32(x), codegen
 
 
 @intrinsic

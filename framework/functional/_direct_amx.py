@@ -38,7 +38,7 @@ from .._amx import (block_load, block_store, block_zero, col_last, col_load, col
                     last_step, last_step_next, operands, row_last, row_last_next, row_operands, row_step, row_store,
                     row_zero, step, tile_config, tile_release)
 from .._jit import kernel, prange
-from .._simd import wide
+from .._simd import bits32, wide
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _pair_plane, _rne, pack_pairs, weight_grad_layout
 
@@ -148,12 +148,21 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, scale,
 
 @kernel(inline=True)
 def _activate_rows(buf, L, n, bias, slopes, mode, rows):
-    """buf[o L + t] = act(buf[o L + t] + bias[o]) for t < n, o < rows, in place: the pair epilogues'
-    values before rounding (junk positions too: one run per row, never stored)."""
+    """buf[o L + t] = act(buf[o L + t] + bias[o]) for t < n, o < rows, in place: the shuffled pairs'
+    values before rounding (junk positions too: one run per row, never stored; a pass of its own,
+    where activating in the loop that interleaves four channels was slower: docs/benchmarks.md)."""
     for o in range(rows):
         src, bk, sl = buf[o * L:o * L + n], bias[o], slopes[o]
         for t in range(n):
             src[t] = _activate(src[t] + bk, sl, mode)
+
+
+
+@kernel(inline=True)
+def _act_pair(lo, hi, blo, bhi, slo, shi, mode):
+    """The bfloat16 pair (act(lo + blo), act(hi + bhi)) as a uint32 (low half: lo's): what
+    _pair_plane gives from the activated float32 values, without storing them first."""
+    return _rne(bits32(_activate(lo + blo, slo, mode))) | (_rne(bits32(_activate(hi + bhi, shi, mode))) << np.uint32(16))
 
 
 @kernel
@@ -164,32 +173,31 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
     convolution's layout, the bits _pair_plane gives from the float32 output (_put_rows' values,
     rounded to nearest even). rh, rw > 1: the planes of the output's nearest upsampling by (rh, rw),
     each pair at (h rh + i + top) dWp + w rw + j + left for i < rh, j < rw (layout's `repeat`
-    bits). buf's rows (L long) are rewritten with the activated values."""
+    bits)."""
     wide()
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
-    bits = buf.view(np.uint32)
-    _activate_rows(buf, L, q1 - q0, bias, slopes, mode, rows)
     p = q0
     while p < q1:
         p, h, w, n = _pixels(p, q1, Wp, OW)
         if h >= OH or n <= 0:
             break
         for k in range(rows // 2):
-            lo, hi = bits[2 * k * L + p - q0:], bits[(2 * k + 1) * L + p - q0:]
-            if rh == 1 and rw == 1:
+            lo, hi = buf[2 * k * L + p - q0:], buf[(2 * k + 1) * L + p - q0:]
+            b0, b1, s0, s1 = bias[2 * k], bias[2 * k + 1], slopes[2 * k], slopes[2 * k + 1]
+            if rh == 1 and rw == 1:  # activated and rounded in one pass (no pass over buf first)
                 row = dst[b, d0 + k, (h + top) * dWp + w + left:]
                 for t in range(n):
-                    row[t] = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+                    row[t] = _act_pair(lo[t], hi[t], b0, b1, s0, s1, mode)
                 continue
             first = dst[b, d0 + k, (h * rh + top) * dWp + w * rw + left:]
             if rw == 2:  # (ESRGAN's x2 stages) two contiguous stores
                 for t in range(n):
-                    v = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+                    v = _act_pair(lo[t], hi[t], b0, b1, s0, s1, mode)
                     first[2 * t] = v
                     first[2 * t + 1] = v
             else:
                 for t in range(n):
-                    v = _rne(lo[t]) | (_rne(hi[t]) << np.uint32(16))
+                    v = _act_pair(lo[t], hi[t], b0, b1, s0, s1, mode)
                     for j in range(rw):
                         first[t * rw + j] = v
             for i in range(1, rh):  # the other rows of the repeat: copies of the first
