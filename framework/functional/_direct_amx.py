@@ -159,10 +159,40 @@ def _activate_rows(buf, L, n, bias, slopes, mode, rows):
 
 
 @kernel(inline=True)
-def _act_pair(lo, hi, blo, bhi, slo, shi, mode):
+def _act_pair(lo, hi, blo, bhi, slo, shi, kind):
     """The bfloat16 pair (act(lo + blo), act(hi + bhi)) as a uint32 (low half: lo's): what
-    _pair_plane gives from the activated float32 values, without storing them first."""
-    return _rne(bits32(_activate(lo + blo, slo, mode))) | (_rne(bits32(_activate(hi + bhi, shi, mode))) << np.uint32(16))
+    _pair_plane gives from the activated float32 values, without storing them first. kind (_kind):
+    0 none, 1 relu (v <= 0: +0), 2 v if v > 0 else v s (leaky and PReLU: the same values, NaN to
+    NaN, which every rounding sends to 0x7FC0)."""
+    u, v = lo + blo, hi + bhi
+    if kind == 1:
+        u = np.float32(0) if u <= 0 else u
+        v = np.float32(0) if v <= 0 else v
+    elif kind == 2:
+        u = u if u > 0 else u * slo
+        v = v if v > 0 else v * shi
+    return _rne(bits32(u)) | (_rne(bits32(v)) << np.uint32(16))
+
+
+@kernel(inline=True)
+def _pair_row(row, lo, hi, n, blo, bhi, slo, shi, kind):
+    """row[t] = _act_pair(lo[t], hi[t], ...) for t < n, a loop per kind (one branch-free loop each:
+    the activation's test inside the loop kept LLVM from vectorising it well)."""
+    if kind == 0:
+        for t in range(n):
+            row[t] = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, 0)
+    elif kind == 1:
+        for t in range(n):
+            row[t] = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, 1)
+    else:
+        for t in range(n):
+            row[t] = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, 2)
+
+
+@kernel(inline=True)
+def _kind(slopes, mode):
+    """_act_pair's kind of _activate's mode (mode 1: one slope for every channel)."""
+    return 0 if mode == 0 else 1 if mode == 1 and slopes[0] == 0 else 2
 
 
 @kernel
@@ -176,6 +206,7 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
     bits)."""
     wide()
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
+    kind = _kind(slopes, mode)
     p = q0
     while p < q1:
         p, h, w, n = _pixels(p, q1, Wp, OW)
@@ -185,19 +216,17 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
             lo, hi = buf[2 * k * L + p - q0:], buf[(2 * k + 1) * L + p - q0:]
             b0, b1, s0, s1 = bias[2 * k], bias[2 * k + 1], slopes[2 * k], slopes[2 * k + 1]
             if rh == 1 and rw == 1:  # activated and rounded in one pass (no pass over buf first)
-                row = dst[b, d0 + k, (h + top) * dWp + w + left:]
-                for t in range(n):
-                    row[t] = _act_pair(lo[t], hi[t], b0, b1, s0, s1, mode)
+                _pair_row(dst[b, d0 + k, (h + top) * dWp + w + left:], lo, hi, n, b0, b1, s0, s1, kind)
                 continue
             first = dst[b, d0 + k, (h * rh + top) * dWp + w * rw + left:]
             if rw == 2:  # (ESRGAN's x2 stages) two contiguous stores
                 for t in range(n):
-                    v = _act_pair(lo[t], hi[t], b0, b1, s0, s1, mode)
+                    v = _act_pair(lo[t], hi[t], b0, b1, s0, s1, kind)
                     first[2 * t] = v
                     first[2 * t + 1] = v
             else:
                 for t in range(n):
-                    v = _act_pair(lo[t], hi[t], b0, b1, s0, s1, mode)
+                    v = _act_pair(lo[t], hi[t], b0, b1, s0, s1, kind)
                     for j in range(rw):
                         first[t * rw + j] = v
             for i in range(1, rh):  # the other rows of the repeat: copies of the first
