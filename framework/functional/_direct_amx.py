@@ -168,20 +168,35 @@ def _act_pair(lo, hi, blo, bhi, slo, shi, kind):
 
 
 @kernel(inline=True)
-def _pair_row(row, lo, hi, n, blo, bhi, slo, shi, kind):
-    """row[t] = _act_pair(lo[t], hi[t], ...) for t < n: a loop per kind."""
-    if kind == 0:
+def _pairs_repeated(row, lo, hi, n, blo, bhi, slo, shi, kind, rw):
+    """row[t rw + j] = _act_pair(lo[t], hi[t], ...) for t < n, j < rw (rw = 2: two contiguous
+    stores, ESRGAN's x2 stages)."""
+    if rw == 1:
         for t in range(n):
-            row[t] = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, 0)
-    elif kind == 1:
+            row[t] = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, kind)
+    elif rw == 2:
         for t in range(n):
-            row[t] = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, 1)
-    elif kind == 2:
-        for t in range(n):
-            row[t] = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, 2)
+            v = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, kind)
+            row[2 * t] = v
+            row[2 * t + 1] = v
     else:
         for t in range(n):
-            row[t] = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, 3)
+            v = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, kind)
+            for j in range(rw):
+                row[t * rw + j] = v
+
+
+@kernel(inline=True)
+def _pair_row(row, lo, hi, n, blo, bhi, slo, shi, kind, rw):
+    """_pairs_repeated with the kind a constant in each loop (a loop per kind)."""
+    if kind == 0:
+        _pairs_repeated(row, lo, hi, n, blo, bhi, slo, shi, 0, rw)
+    elif kind == 1:
+        _pairs_repeated(row, lo, hi, n, blo, bhi, slo, shi, 1, rw)
+    elif kind == 2:
+        _pairs_repeated(row, lo, hi, n, blo, bhi, slo, shi, 2, rw)
+    else:
+        _pairs_repeated(row, lo, hi, n, blo, bhi, slo, shi, 3, rw)
 
 
 @kernel(inline=True)
@@ -238,20 +253,8 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
         for k in range(rows // 2):
             lo, hi = buf[2 * k * L + p - q0:], buf[(2 * k + 1) * L + p - q0:]
             b0, b1, s0, s1 = bias[2 * k], bias[2 * k + 1], slopes[2 * k], slopes[2 * k + 1]
-            if rh == 1 and rw == 1:  # activated and rounded in one pass (no pass over buf first)
-                _pair_row(dst[b, d0 + k, (h + top) * dWp + w + left:], lo, hi, n, b0, b1, s0, s1, kind)
-                continue
-            first = dst[b, d0 + k, (h * rh + top) * dWp + w * rw + left:]
-            if rw == 2:  # (ESRGAN's x2 stages) two contiguous stores
-                for t in range(n):
-                    v = _act_pair(lo[t], hi[t], b0, b1, s0, s1, kind)
-                    first[2 * t] = v
-                    first[2 * t + 1] = v
-            else:
-                for t in range(n):
-                    v = _act_pair(lo[t], hi[t], b0, b1, s0, s1, kind)
-                    for j in range(rw):
-                        first[t * rw + j] = v
+            first = dst[b, d0 + k, (h * rh + top) * dWp + w * rw + left:]  # activated and rounded in one pass
+            _pair_row(first, lo, hi, n, b0, b1, s0, s1, kind, rw)
             for i in range(1, rh):  # the other rows of the repeat: copies of the first
                 row = dst[b, d0 + k, (h * rh + i + top) * dWp + w * rw + left:]
                 for t in range(n * rw):
