@@ -430,6 +430,18 @@ def _conv_forward(c, plan):
         bias[:O] = c["b"]
     Wp, _, S = _direct_amx.plane_geometry(geo.features, geo.kernel)
 
+    prepared = {}  # (the planes', the output planes' and the residual's shapes) -> _direct_amx.prepare's call
+
+    def tiles(xp, first, dst, dgeo, residual, residual_scale, **opts):
+        key = (xp.shape, None if dst is None else dst.shape, None if residual is None else residual.shape,
+               float(residual_scale))
+        go = prepared.get(key)
+        if go is None:
+            go = prepared[key] = _direct_amx.prepare(
+                xp.shape, first, wa, bias, O, geo.features, geo.kernel, slope, key[1], dgeo, key[2],
+                residual_scale=residual_scale, starts=starts, **opts)
+        return go(xp, conv._workers(), dst, residual)
+
     def forward(ctx, x, *args, residual=None, residual_scale=1.0, **kwargs):
         if not precision.bf16_active(np.float32):  # the capture's key holds the precision
             raise RuntimeError("a graph of bfloat16 planes replayed outside autocast('bf16')")
@@ -440,17 +452,11 @@ def _conv_forward(c, plan):
         else:
             xp, first = arena_in.get(), pin
         if write is None and keep is not None:  # the float32 output, and its planes for a reader
-            return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
-                                   keep[0].get(), keep[1], residual=residual, residual_scale=residual_scale,
-                                   keep=True, starts=starts)
+            return tiles(xp, first, keep[0].get(), keep[1], residual, residual_scale, keep=True)
         if write is None:
-            return _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
-                                   residual=residual, shuffle=shuffle, residual_scale=residual_scale,
-                                   starts=starts)
+            return tiles(xp, first, None, None, residual, residual_scale, shuffle=shuffle)
         arena_out, dgeo = write
-        _direct_amx.run(xp, first, wa, bias, O, geo.features, geo.kernel, slope, conv._workers(),
-                        arena_out.get(), dgeo, shuffle=shuffle, repeat=plan.get("write_repeat", (1, 1)),
-                        starts=starts)
+        tiles(xp, first, arena_out.get(), dgeo, None, 1.0, shuffle=shuffle, repeat=plan.get("write_repeat", (1, 1)))
         return _WRITTEN
 
     forward.planes = (c, plan)  # what keep_planes remakes it from

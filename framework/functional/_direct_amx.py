@@ -621,56 +621,78 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     residual chain's next block; not with a shuffle). repeat = (rh, rw): dst gets the planes of y's
     nearest upsampling by these integer factors (the convolution reading them: RRDBNet's conv_up2;
     the bits layout(..., repeat) gives from y; only with dst, neither shuffled nor kept)."""
+    return prepare(xp.shape, pin, wa, bias, O, features, kernel, slope, None if dst is None else dst.shape, dgeo,
+                   None if residual is None else residual.shape, shuffle, residual_scale, keep, repeat,
+                   starts)(xp, workers, dst, residual)
+
+
+def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo=None, rshape=None, shuffle=1,
+            residual_scale=1.0, keep=False, repeat=(1, 1), starts=None):
+    """run's checks and constants for planes of shape xshape (and dst's dshape, the residual's rshape,
+    float32) done once: -> go(xp, workers, dst=None, residual=None), run's call on arrays of those
+    shapes (a graph's convolution calls it at every replay: ~9 us of Python fewer a call)."""
     precision.require_amx("conv2d")
-    if residual_scale != 1 and residual is None:
+    if residual_scale != 1 and rshape is None:
         raise ValueError(f"_direct_amx.run: residual_scale {residual_scale} without a residual")
     (OH, OW), (kh, kw) = features, kernel
     Wp, Q, S = plane_geometry(features, kernel)
     if starts is not None:
         starts = tuple(int(v) for v in starts)
     last = wa.shape[1] * TILE if starts is None else max(starts, default=0) + TILE
-    if xp.shape[2] != S or pin + last > xp.shape[1] or (starts is not None and (
+    if xshape[2] != S or pin + last > xshape[1] or (starts is not None and (
             len(starts) != wa.shape[1] or min(starts) < 0)):
-        raise ValueError(f"_direct_amx.run: planes {xp.shape} do not hold {wa.shape[1]} blocks of 16 planes of "
+        raise ValueError(f"_direct_amx.run: planes {xshape} do not hold {wa.shape[1]} blocks of 16 planes of "
                          f"{S} from plane {pin}{'' if starts is None else f' at {starts}'}")
-    N = xp.shape[0]
+    N = xshape[0]
     slopes = np.zeros(wa.shape[2], np.float32)
     if isinstance(slope, np.ndarray):
         slopes[:O], mode = slope.reshape(-1), 2
     else:
         slopes[:], mode = (0 if slope is None else slope), (0 if slope is None else 1)
-    if shuffle > 1 and (O % (shuffle * shuffle) or (dst is not None and (residual is not None or keep))):
+    if shuffle > 1 and (O % (shuffle * shuffle) or (dshape is not None and (rshape is not None or keep))):
         raise ValueError(f"_direct_amx.run: a pixel shuffle by {shuffle} of {O} channels, or with planes and a "
                          f"residual or a kept output")
     rh, rw = (int(v) for v in repeat)
-    if (rh, rw) != (1, 1) and (dst is None or keep or shuffle > 1 or min(rh, rw) < 1):
+    if (rh, rw) != (1, 1) and (dshape is None or keep or shuffle > 1 or min(rh, rw) < 1):
         raise ValueError(f"_direct_amx.run: a repeat {tuple(repeat)} only into planes, neither kept nor shuffled")
-    if residual is not None and dst is not None and not keep:
+    if rshape is not None and dshape is not None and not keep:
         raise ValueError("_direct_amx.run: a residual with planes: only with the output kept (keep=True)")
     # with planes nothing is stored into y: its shape only carries O to the shuffled pairs' epilogue
-    y = np.empty((N, O // (shuffle * shuffle), OH * shuffle, OW * shuffle) if dst is None or keep else (N, O, 0, 0),
-                 np.float32)
-    planes = dst is not None
-    if dst is None:
-        dst, dgeo = _NO_PLANES, np.zeros(4, np.int64)
+    yshape = (N, O // (shuffle * shuffle), OH * shuffle, OW * shuffle) if dshape is None or keep else (N, O, 0, 0)
+    planes = dshape is not None
+    if not planes:
+        dgeo = np.zeros(4, np.int64)
     elif (keep or (rh, rw) != (1, 1)) and (
-            dst.shape[0] != N or dgeo[0] + (_blocks(O, 2) if keep else wa.shape[2] // 2) > dst.shape[1]
-            or (OH * rh + dgeo[1]) * dgeo[3] > dst.shape[2]
+            dshape[0] != N or dgeo[0] + (_blocks(O, 2) if keep else wa.shape[2] // 2) > dshape[1]
+            or (OH * rh + dgeo[1]) * dgeo[3] > dshape[2]
             or OW * rw + dgeo[2] > dgeo[3] or min(dgeo[:3]) < 0):
-        raise ValueError(f"_direct_amx.run: planes {dst.shape} at {tuple(dgeo)} do not hold {O} channels of "
+        raise ValueError(f"_direct_amx.run: planes {dshape} at {tuple(dgeo)} do not hold {O} channels of "
                          f"{(OH, OW)}")
     small = (N, O // (shuffle * shuffle), OH, OW) if shuffle > 1 else None
-    has_res = 0 if residual is None else 1 if residual.shape == y.shape else 2 if residual.shape == small else -1
-    if has_res < 0 or (residual is not None and residual.dtype != np.float32):
-        raise ValueError(f"_direct_amx.run: a residual {residual.shape} {residual.dtype} for an output {y.shape}"
+    rshape = None if rshape is None else tuple(rshape)
+    has_res = 0 if rshape is None else 1 if rshape == yshape else 2 if rshape == small else -1
+    if has_res < 0:
+        raise ValueError(f"_direct_amx.run: a residual {rshape} for an output {yshape}"
                          f"{'' if small is None else f' (or its source {small})'}")
-    res = _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual)
-    scratch = _aligned_empty((numba.get_num_threads(), wa.shape[2] * FORWARD_CHUNK), np.float32)
-    _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes, mode, scratch,
-             _tasks(N, Q, workers, 48 if wa.shape[2] == TILE else 32),
-             *_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw, starts),
-             res, has_res, np.float32(residual_scale), shuffle, np.array([rh, rw], np.int64))
-    return None if planes and not keep else y
+    xshape, dshape = tuple(xshape), None if dshape is None else tuple(dshape)
+    dgeo, rep, scale = np.asarray(dgeo, np.int64), np.array([rh, rw], np.int64), np.float32(residual_scale)
+    woff, xoff = _steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw, starts)
+    Opad, width = wa.shape[2], 48 if wa.shape[2] == TILE else 32
+
+    def go(xp, workers, dst=None, residual=None):
+        if xp.shape != xshape or (None if dst is None else dst.shape) != dshape or \
+                (None if residual is None else residual.shape) != rshape or \
+                (residual is not None and residual.dtype != np.float32):
+            raise ValueError(f"_direct_amx.run: planes {xp.shape}, {None if dst is None else dst.shape} and a "
+                             f"residual {None if residual is None else (residual.shape, residual.dtype)} where "
+                             f"{xshape}, {dshape} and {rshape} float32 were prepared")
+        y = np.empty(yshape, np.float32)
+        scratch = _aligned_empty((numba.get_num_threads(), Opad * FORWARD_CHUNK), np.float32)
+        _forward(xp, pin, wa, bias, y, _NO_PLANES if dst is None else dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes,
+                 mode, scratch, _tasks(N, Q, workers, width), woff, xoff,
+                 _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual), has_res, scale, shuffle, rep)
+        return None if planes and not keep else y
+    return go
 
 
 @functools.lru_cache(maxsize=256)

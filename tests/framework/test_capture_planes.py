@@ -177,6 +177,29 @@ def test_a_kept_output_writes_the_planes_its_layout_would(N, C, O, H, W):
         _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.1, 2, residual_scale=0.5)
 
 
+@needs_amx
+def test_a_prepared_tile_call_is_runs_and_refuses_other_shapes():
+    # prepare: run's checks and constants once (a graph's convolution); its call gives run's bits
+    # and takes only arrays of the shapes it was prepared for
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 32, 9, 14)).astype(np.float32)
+    w = (rng.standard_normal((20, 32, 3, 3)) * 0.1).astype(np.float32)
+    res = rng.standard_normal((1, 20, 9, 14)).astype(np.float32)
+    wa, (Wp, _, S) = _direct_amx.pack_weight(w), _direct_amx.plane_geometry((9, 14), (3, 3))
+    xp = np.zeros((1, 16, S), np.uint32)
+    _direct_amx.layout(x, xp, 0, (1, 1), Wp)
+    b = np.zeros(wa.shape[2], np.float32)
+    go = _direct_amx.prepare(xp.shape, 0, wa, b, 20, (9, 14), (3, 3), 0.1, rshape=res.shape, residual_scale=0.5)
+    want = _direct_amx.run(xp, 0, wa, b, 20, (9, 14), (3, 3), 0.1, 2, residual=res, residual_scale=0.5)
+    assert np.array_equal(go(xp, 2, None, res).view(np.uint32), want.view(np.uint32))
+    with pytest.raises(ValueError, match="were prepared"):
+        go(np.zeros((1, 16, S + 1), np.uint32), 2, None, res)
+    with pytest.raises(ValueError, match="were prepared"):
+        go(xp, 2, None, res[:, :, :-1])
+    with pytest.raises(ValueError, match="were prepared"):
+        go(xp, 2, None, res.astype(np.float64))
+
+
 def test_blocks_over_regions_of_8_planes_end_at_the_span():
     # a span of regions (8 planes for <= 16 channels) read in whole blocks of 16 planes, none past
     # the span; each channel weighted in the first block that holds its plane
