@@ -178,7 +178,7 @@ def test_a_kept_output_writes_the_planes_its_layout_would(N, C, O, H, W):
 
 
 @needs_amx
-def test_a_prepared_tile_call_is_runs_and_refuses_other_shapes():
+def test_a_prepared_tile_call_gives_runs_bits_and_refuses_other_shapes():
     # prepare: run's checks and constants once (a graph's convolution); its call gives run's bits
     # and takes only arrays of the shapes it was prepared for
     rng = np.random.default_rng(5)
