@@ -14,7 +14,14 @@ with --step also its backward). The rows' sum is below the whole call's time: th
 the gradient sums and the optimizer are not in any row (the header gives both). Wrapping each op
 costs ~1-3 us; the figures are for finding the large items, not for tables: benchmarks compare
 separate processes (scripts/benchmark.py). Unset OPENBLAS_CORETYPE and OPENBLAS_L2_SIZE first, as
-for any benchmark. (scripts/profile_step.py and profile_infer.py time the eager engine's Functions;
+for any benchmark.
+
+    python scripts/profile_ops.py RRDBNet --openvino        # OpenVINO's own per-layer counters
+
+`--openvino`: the peer's side of the same comparison, OpenVINO (a benchmark-only extra) on srgrad's
+fixed-size ONNX export of the same model, its precision hint bf16 or f32, with its PERF_COUNT
+counters: each executed layer's time and the primitive that ran it (brgconv_avx512_amx_bf16 is
+oneDNN's AMX convolution), in the order it ran them. (scripts/profile_step.py and profile_infer.py time the eager engine's Functions;
 this one the captured graph's entries, lowerings included.)
 """
 from __future__ import annotations
@@ -91,6 +98,36 @@ def breakdown(model, step=False, size=128, precision="bf16", repeat=10):
     return total, {k: (*what[k], fwd[k] / repeat * 1e3, bwd[k] / repeat * 1e3) for k in what}
 
 
+def openvino_layers(model, size=128, precision="bf16", repeat=20, threads=2):
+    """(ms a call, [(layer, its type, the primitive that ran it, ms)]) of OpenVINO on srgrad's export of
+    `model` at size x size, on `threads` threads, its counters averaged over `repeat` calls."""
+    import os
+    import tempfile
+
+    import numpy as np
+    import openvino as ov
+
+    from framework.onnx import export
+    spec, _ = bm.CASES[model]
+    image = bm._image(size)
+    path = os.path.join(tempfile.mkdtemp(prefix="srgrad-profile-onnx-"), "model.onnx")
+    export(bm._ours_model(spec), image, path, dynamic=False)
+    compiled = ov.Core().compile_model(path, "CPU", {"INFERENCE_NUM_THREADS": threads, "PERF_COUNT": True,
+                                                     "INFERENCE_PRECISION_HINT": "bf16" if precision == "bf16" else "f32"})
+    request = compiled.create_infer_request()
+    for _ in range(3):
+        request.infer({0: image})
+    times, layers = [], collections.defaultdict(float)
+    for _ in range(repeat):
+        t = time.perf_counter()
+        request.infer({0: image})
+        times.append(time.perf_counter() - t)
+        for info in request.get_profiling_info():
+            layers[(info.node_name, info.node_type, info.exec_type)] += info.real_time.total_seconds()
+    rows = [(*key, ms / repeat * 1e3) for key, ms in layers.items() if ms > 0]
+    return float(np.median(times)) * 1e3, rows
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("model", choices=sorted(bm.CASES))
@@ -99,7 +136,20 @@ def main(argv=None):
     ap.add_argument("--precision", choices=["bf16", "fp32"], default="bf16")
     ap.add_argument("--repeat", type=int, default=10)
     ap.add_argument("--top", type=int, default=0, help="only the N slowest ops (default: all, in order)")
+    ap.add_argument("--openvino", action="store_true",
+                    help="OpenVINO's per-layer counters on srgrad's export instead (inference only)")
     a = ap.parse_args(argv)
+    if a.openvino:
+        if a.step:
+            ap.error("--openvino: inference only")
+        total, rows = openvino_layers(a.model, a.size, a.precision, a.repeat)
+        print(f"{a.model} inference {a.size}x{a.size} on OpenVINO ({a.precision} hint): {total:.2f} ms a call; "
+              f"its layers {sum(r[3] for r in rows):.2f} ms")
+        order = sorted(range(len(rows)), key=lambda k: -rows[k][3]) if a.top else range(len(rows))
+        for k in list(order)[:a.top or None]:
+            name, kind, primitive, ms = rows[k]
+            print(f"{k:4d} {kind[:14]:14s} {primitive[:28]:28s} {ms:7.3f} ms  {name[:60]}")
+        return
     total, rows = breakdown(a.model, a.step, a.size, a.precision, a.repeat)
     kind = "training step" if a.step else f"inference {a.size}x{a.size}"
     back = f", backwards {sum(r[3] for r in rows.values()):.2f} ms" if a.step else ""

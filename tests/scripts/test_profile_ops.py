@@ -21,3 +21,11 @@ def test_an_espcn_graph_op_by_op(step):
     assert len(conv) == 3, names
     if not step:  # inference: the float32 direct convs' lowering (weights packed once)
         assert all(n.startswith("_conv2d") for n in conv), names
+
+
+def test_openvinos_own_counters_on_the_same_export():
+    pytest.importorskip("openvino", reason="openvino: a benchmark-only peer, not installed")
+    total, rows = profile_ops.openvino_layers("ESPCN", size=24, precision="fp32", repeat=2)
+    kinds = [r[1] for r in rows]
+    assert total > 0 and all(r[3] > 0 for r in rows)
+    assert kinds.count("Convolution") == 3, rows  # ESPCN's three convs, each a layer of its own
