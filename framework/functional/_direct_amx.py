@@ -59,7 +59,24 @@ def _pixels(p, end, Wp, OW):
 
 
 @kernel(inline=True)
-def _put_shuffled(row, buf, L, e, n, o0, bias, slopes, kind, r):
+def _activate(v, slope, mode):
+    """The fused activation: mode 0 none; 1 activation.rectify_'s (slope 0: relu, which sends -0
+    and 0 to +0; else leaky; NaN stays); 2 PReLU's (slope v where v <= 0: _prelu_kernel's)."""
+    if mode == 1:
+        if slope == 0:
+            if v <= 0:
+                return np.float32(0)
+        elif not v > 0:
+            return v * slope
+    elif mode == 2:
+        if v <= 0:
+            return slope * v
+    return v
+
+
+
+@kernel(inline=True)
+def _put_shuffled(row, buf, L, e, n, o0, bias, slopes, mode, r):
     """row[t r + j] = act(buf[(o0 + j) L + e + t] + bias[o0 + j]) for t < n, j < r: one output row
     of a pixel shuffle by r, the r channels o0 + j interleaved. Written pixel by pixel for r = 2 and
     4 (the stores contiguous: 4.6-5x the channel-by-channel strided stores), else channel by channel."""
@@ -67,26 +84,26 @@ def _put_shuffled(row, buf, L, e, n, o0, bias, slopes, kind, r):
         a0, a1 = buf[o0 * L + e:], buf[(o0 + 1) * L + e:]
         b0, b1, s0, s1 = bias[o0], bias[o0 + 1], slopes[o0], slopes[o0 + 1]
         for t in range(n):
-            row[2 * t] = _act(a0[t] + b0, s0, kind)
-            row[2 * t + 1] = _act(a1[t] + b1, s1, kind)
+            row[2 * t] = _activate(a0[t] + b0, s0, mode)
+            row[2 * t + 1] = _activate(a1[t] + b1, s1, mode)
     elif r == 4:
         a0, a1, a2, a3 = buf[o0 * L + e:], buf[(o0 + 1) * L + e:], buf[(o0 + 2) * L + e:], buf[(o0 + 3) * L + e:]
         for t in range(n):
-            row[4 * t] = _act(a0[t] + bias[o0], slopes[o0], kind)
-            row[4 * t + 1] = _act(a1[t] + bias[o0 + 1], slopes[o0 + 1], kind)
-            row[4 * t + 2] = _act(a2[t] + bias[o0 + 2], slopes[o0 + 2], kind)
-            row[4 * t + 3] = _act(a3[t] + bias[o0 + 3], slopes[o0 + 3], kind)
+            row[4 * t] = _activate(a0[t] + bias[o0], slopes[o0], mode)
+            row[4 * t + 1] = _activate(a1[t] + bias[o0 + 1], slopes[o0 + 1], mode)
+            row[4 * t + 2] = _activate(a2[t] + bias[o0 + 2], slopes[o0 + 2], mode)
+            row[4 * t + 3] = _activate(a3[t] + bias[o0 + 3], slopes[o0 + 3], mode)
     else:
         for j in range(r):
             src, bk, sl = buf[(o0 + j) * L + e:], bias[o0 + j], slopes[o0 + j]
             for t in range(n):
-                row[t * r + j] = _act(src[t] + bk, sl, kind)
+                row[t * r + j] = _activate(src[t] + bk, sl, mode)
 
 
 @kernel
 def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, scale, r):
     """y[b, o, h, w] = act(buf[o L + p - q0] + bias[o]) for the flat positions p = h Wp + w in [q0,
-    q1) that are pixels of y (w < OW, h < OH) and every channel o of y (act: _act's kind of the mode, with
+    q1) that are pixels of y (w < OW, h < OH) and every channel o of y (act: _activate's mode with
     the channel's slope); has_res 1: times scale, + res[b, o, h, w] after the activation (a residual
     add's float32 sum, of a product by a number where the add's operand was one, RRDBNet's x5 * 0.2
     + x: np.multiply's then np.add's values; a product by 1 is exact). r > 1: y is the output
@@ -97,7 +114,6 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, scale,
     chunk holds one."""
     wide()
     O, OH, OW = y.shape[1] * r * r, y.shape[2] // r, y.shape[3] // r
-    kind = _kind(slopes, mode)
     p = q0
     while p < q1:
         p, h, w, n = _pixels(p, q1, Wp, OW)
@@ -107,7 +123,7 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, scale,
             for c in range(O // (r * r)):
                 for i in range(r):
                     row = y[b, c, h * r + i, w * r:w * r + n * r]
-                    _put_shuffled(row, buf, L, p - q0, n, c * r * r + i * r, bias, slopes, kind, r)
+                    _put_shuffled(row, buf, L, p - q0, n, c * r * r + i * r, bias, slopes, mode, r)
                     if has_res == 1:  # added after the activation: the fused sum's float32 value
                         add = res[b, c, h * r + i, w * r:]
                         for e in range(n * r):
@@ -120,10 +136,14 @@ def _put_rows(buf, L, bias, y, b, q0, q1, Wp, slopes, mode, res, has_res, scale,
             continue
         for o in range(O):
             src, bk, sl = buf[o * L + p - q0:], bias[o], slopes[o]
+            dst = y[b, o, h, w:]
             if has_res:
-                _act_res_row(y[b, o, h, w:], src, res[b, o, h, w:], n, bk, sl, scale, kind)
+                rk = res[b, o, h, w:]
+                for t in range(n):
+                    dst[t] = _activate(src[t] + bk, sl, mode) * scale + rk[t]
             else:
-                _act_row(y[b, o, h, w:], src, n, bk, sl, kind)
+                for t in range(n):
+                    dst[t] = _activate(src[t] + bk, sl, mode)
         p += n
 
 
@@ -132,19 +152,20 @@ def _activate_rows(buf, L, n, bias, slopes, mode, rows):
     """buf[o L + t] = act(buf[o L + t] + bias[o]) for t < n, o < rows, in place: the shuffled pairs'
     values before rounding (junk positions too: one run per row, never stored; a pass of its own,
     where activating in the loop that interleaves four channels was slower: docs/benchmarks.md)."""
-    kind = _kind(slopes, mode)
     for o in range(rows):
-        row = buf[o * L:o * L + n]
-        _act_row(row, row, n, bias[o], slopes[o], kind)
+        src, bk, sl = buf[o * L:o * L + n], bias[o], slopes[o]
+        for t in range(n):
+            src[t] = _activate(src[t] + bk, sl, mode)
 
 
 
 @kernel(inline=True)
 def _act(v, s, kind):
-    """The fused activation by kind (_kind): 0 none, 1 relu (activation.rectify_'s slope 0: v <= 0
-    gives +0, NaN stays), 2 leaky (rectify_'s: v if v > 0 else v s), 3 PReLU (_prelu_kernel's: s v
-    if v <= 0 else v). Loops take the kind as a constant (a test of the mode inside a loop kept LLVM
-    from vectorising it well)."""
+    """_activate for the pair epilogues, by kind (_kind): 0 none, 1 relu (activation.rectify_'s slope
+    0: v <= 0 gives +0, NaN stays), 2 leaky (rectify_'s: v if v > 0 else v s), 3 PReLU
+    (_prelu_kernel's: s v if v <= 0 else v). Their loops take the kind as a constant (_pair_row: the
+    mode's test inside the loop kept LLVM from vectorising it); the float32 stores (_put_rows) keep
+    _activate, whose loops per kind made training steps 4-6% slower (rows of 16-24 pixels)."""
     if kind == 1:
         return np.float32(0) if v <= 0 else v
     if kind == 2:
@@ -197,40 +218,6 @@ def _pair_row(row, lo, hi, n, blo, bhi, slo, shi, kind, rw):
         _pairs_repeated(row, lo, hi, n, blo, bhi, slo, shi, 2, rw)
     else:
         _pairs_repeated(row, lo, hi, n, blo, bhi, slo, shi, 3, rw)
-
-
-@kernel(inline=True)
-def _act_row(dst, src, n, bk, sl, kind):
-    """dst[t] = act(src[t] + bk) for t < n: a loop per kind."""
-    if kind == 0:
-        for t in range(n):
-            dst[t] = src[t] + bk
-    elif kind == 1:
-        for t in range(n):
-            dst[t] = _act(src[t] + bk, sl, 1)
-    elif kind == 2:
-        for t in range(n):
-            dst[t] = _act(src[t] + bk, sl, 2)
-    else:
-        for t in range(n):
-            dst[t] = _act(src[t] + bk, sl, 3)
-
-
-@kernel(inline=True)
-def _act_res_row(dst, src, rk, n, bk, sl, scale, kind):
-    """dst[t] = act(src[t] + bk) scale + rk[t] for t < n: a loop per kind."""
-    if kind == 0:
-        for t in range(n):
-            dst[t] = (src[t] + bk) * scale + rk[t]
-    elif kind == 1:
-        for t in range(n):
-            dst[t] = _act(src[t] + bk, sl, 1) * scale + rk[t]
-    elif kind == 2:
-        for t in range(n):
-            dst[t] = _act(src[t] + bk, sl, 2) * scale + rk[t]
-    else:
-        for t in range(n):
-            dst[t] = _act(src[t] + bk, sl, 3) * scale + rk[t]
 
 
 @kernel
