@@ -74,7 +74,6 @@ def _activate(v, slope, mode):
     return v
 
 
-
 @kernel(inline=True)
 def _put_shuffled(row, buf, L, e, n, o0, bias, slopes, mode, r):
     """row[t r + j] = act(buf[(o0 + j) L + e + t] + bias[o0 + j]) for t < n, j < r: one output row
@@ -156,7 +155,6 @@ def _activate_rows(buf, L, n, bias, slopes, mode, rows):
         src, bk, sl = buf[o * L:o * L + n], bias[o], slopes[o]
         for t in range(n):
             src[t] = _activate(src[t] + bk, sl, mode)
-
 
 
 @kernel(inline=True)
