@@ -645,14 +645,15 @@ def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo
     # with planes nothing is stored into y: its shape only carries O to the shuffled pairs' epilogue
     yshape = (N, O // (shuffle * shuffle), OH * shuffle, OW * shuffle) if dshape is None or keep else (N, O, 0, 0)
     planes = dshape is not None
+    # what the epilogue writes into dst: pairs of channels at rows (h f + i + top) dWp + w f + j + left
+    pairs = _blocks(O, 2) if keep else _blocks(O // (shuffle * shuffle), 2) if shuffle > 1 else wa.shape[2] // 2
+    fh, fw = (rh, rw) if (rh, rw) != (1, 1) else (shuffle, shuffle)
     if not planes:
         dgeo = np.zeros(4, np.int64)
-    elif (keep or (rh, rw) != (1, 1)) and (
-            dshape[0] != N or dgeo[0] + (_blocks(O, 2) if keep else wa.shape[2] // 2) > dshape[1]
-            or (OH * rh + dgeo[1]) * dgeo[3] > dshape[2]
-            or OW * rw + dgeo[2] > dgeo[3] or min(dgeo[:3]) < 0):
+    elif len(dshape) != 3 or dshape[0] != N or dgeo[0] + pairs > dshape[1] or \
+            (OH * fh + dgeo[1]) * dgeo[3] > dshape[2] or OW * fw + dgeo[2] > dgeo[3] or min(dgeo[:3]) < 0:
         raise ValueError(f"_direct_amx.run: planes {dshape} at {tuple(dgeo)} do not hold {O} channels of "
-                         f"{(OH, OW)}")
+                         f"{(OH * fh, OW * fw)}")
     small = (N, O // (shuffle * shuffle), OH, OW) if shuffle > 1 else None
     rshape = None if rshape is None else tuple(rshape)
     has_res = 0 if rshape is None else 1 if rshape == yshape else 2 if rshape == small else -1

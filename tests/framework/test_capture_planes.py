@@ -200,6 +200,32 @@ def test_a_prepared_tile_call_gives_runs_bits_and_refuses_other_shapes():
         go(xp, 2, None, res.astype(np.float64))
 
 
+@needs_amx
+@pytest.mark.parametrize("shuffle, geo, count, length", [
+    (1, (0, 1, 1, 16), 16, 160), (2, (0, 1, 1, 30), 4, 570)])  # each just holding the output
+def test_planes_that_cannot_hold_the_output_are_refused_before_the_kernel(shuffle, geo, count, length):
+    # numba checks no bounds: a writer's planes (every pair it writes, plain or shuffled) are checked
+    # in Python first; each case below is one plane, one element or one column short
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((1, 16, 9, 14)).astype(np.float32)
+    w = (rng.standard_normal((32, 16, 3, 3)) * 0.1).astype(np.float32)
+    wa, (Wp, _, S) = _direct_amx.pack_weight(w), _direct_amx.plane_geometry((9, 14), (3, 3))
+    xp = np.zeros((1, 16, S), np.uint32)
+    _direct_amx.layout(x, xp, 0, (1, 1), Wp)
+    b = np.zeros(wa.shape[2], np.float32)
+
+    def write(count, length, geo):
+        dst = np.zeros((1, count, length), np.uint32)
+        _direct_amx.run(xp, 0, wa, b, 32, (9, 14), (3, 3), None, 2, dst, np.array(geo, np.int64), shuffle=shuffle)
+        return dst
+
+    assert write(count, length, geo).any()
+    for short in [(count - 1, length, geo), (count, length - 1, geo), (count, length, (1, *geo[1:])),
+                  (count, length, (0, 1, 3, geo[3]))]:
+        with pytest.raises(ValueError, match="do not hold"):
+            write(*short)
+
+
 def test_blocks_over_regions_of_8_planes_end_at_the_span():
     # a span of regions (8 planes for <= 16 channels) read in whole blocks of 16 planes, none past
     # the span; each channel weighted in the first block that holds its plane
