@@ -15,8 +15,9 @@ concatenation) in whole blocks of 16 planes, the last one ending at the span's e
 (_direct_amx.block_starts: RRDBNet's conv_5 reads 32 + 4 x 16 channels in 3 blocks, not 5), and each
 reader's weights are packed at its channels' positions there (zeros over a region's padding, whose
 planes stay zero, and where a block reads a plane again). Each tile product then sums the pairs the
-eager Cat's does (tdpbf16ps rounds once per tile product, so a value split over two tiles would
-change the bits): a group where a value before a span's end leaves a gap in its region is not made.
+eager Cat's does (tdpbf16ps does not round pair by pair: a value split over two tile products changes
+the bits, docs/numerics.md): a group where a value before a span's end leaves a gap in its region is
+not made.
 A value that something else reads too (a residual add, the graph's output) keeps its float32 array
 and is laid out into its region once, after the op that makes it; with a Cat per reader, the
 eager graph rounded it once per reader. A group is rewritten only where that saves work (a value
