@@ -340,21 +340,46 @@ def test_nearest_x2_one_pass_is_the_generic_kernels_bits(P, H, W, rng):
         assert np.array_equal(R.resample(a, h, w).view(np.uint32), generic.view(np.uint32))
 
 
-@pytest.mark.parametrize("P, H, W", [(3, 5, 4), (64, 40, 36)])  # one thread; the parallel loop
-def test_a_global_pool_and_its_adjoint_are_the_serial_kernels_bits(P, H, W, rng):
-    # adaptive_avg_pool2d(x, 1)'s tables (and their transposes, its backward) run in a numba parallel
-    # loop over the planes: the same values as the serial _resample_planes, bit for bit
+@pytest.mark.parametrize("P, H, W", [(3, 5, 4), (64, 40, 36), (5, 100, 7)])  # one block; parallel; 4 blocks
+def test_a_global_pool_sums_blocks_of_rows_in_order_and_its_adjoint_is_the_serial_kernels_bits(P, H, W, rng):
+    # adaptive_avg_pool2d(x, 1)'s row pass runs in tasks of _POOL_ROWS rows (every plane in each: the
+    # rows the op before it wrote on the same core): each block's row pass (the serial kernel's on
+    # the block's taps), the blocks' sums added in order, then the column pass; whatever the threads.
+    # Its transposes (the backward) run in a parallel loop over the planes: the serial kernel's bits.
+    import numba
+
     from framework.functional import resample as R
     th, tw = (R.window_table(n, *R.area_windows(n, 1), 1.0 / n) for n in (H, W))
     assert th.m == tw.m == 1
-    for a, (h, w) in ((rng.standard_normal((P, H, W)).astype(np.float32), (th, tw)),
-                      (rng.standard_normal((P, 1, 1)).astype(np.float32), (th.transposed(), tw.transposed()))):
-        generic = np.empty((P, h.m, w.m), np.float32)
-        cost_h = h.m * w.n * h.index.shape[1] + 2 * h.m * w.m * w.index.shape[1]
-        cost_w = 2 * h.n * w.m * w.index.shape[1] + h.m * w.m * h.index.shape[1]
-        R._resample_planes(a, h.index, h.weights_as(np.float32), w.index, w.weights_as(np.float32), cost_h < cost_w,
-                           generic)
-        assert np.array_equal(R.resample(a, h, w).view(np.uint32), generic.view(np.uint32))
+    x = rng.standard_normal((P, H, W)).astype(np.float32)
+    ones = (np.arange(W)[:, None], np.ones((W, 1), np.float32))  # the identity table along W
+
+    def serial(a, hi, hw, wi, ww):
+        out = np.empty((a.shape[0], hi.shape[0], wi.shape[0]), np.float32)
+        R._resample_planes(a, hi, hw, wi, ww, True, out)
+        return out
+
+    blocks = [serial(x, th.index[:, t:t + R._POOL_ROWS], th.weights_as(np.float32)[:, t:t + R._POOL_ROWS], *ones)
+              for t in range(0, H, R._POOL_ROWS)]
+    assert len(blocks) == -(-H // 32)
+    total = blocks[0]
+    for part in blocks[1:]:
+        total = total + part  # float32, in order
+    want = serial(total, np.zeros((1, 1), np.int64), np.ones((1, 1), np.float32), tw.index, tw.weights_as(np.float32))
+    if H <= R._POOL_ROWS:  # one block: the serial kernel's own order
+        assert np.array_equal(want, serial(x, th.index, th.weights_as(np.float32), tw.index, tw.weights_as(np.float32)))
+    threads = numba.get_num_threads()
+    for n in (threads, 1):
+        numba.set_num_threads(n)
+        try:
+            assert np.array_equal(R.resample(x, th, tw).view(np.uint32), want.view(np.uint32))
+        finally:
+            numba.set_num_threads(threads)
+    g = rng.standard_normal((P, 1, 1)).astype(np.float32)
+    h, w = th.transposed(), tw.transposed()
+    generic = np.empty((P, H, W), np.float32)
+    R._resample_planes(g, h.index, h.weights_as(np.float32), w.index, w.weights_as(np.float32), False, generic)
+    assert np.array_equal(R.resample(g, h, w).view(np.uint32), generic.view(np.uint32))
     x = sg.tensor(rng.standard_normal((2, P, H, W)), requires_grad=True)  # the op's values and gradient
     y = F.adaptive_avg_pool2d(x, 1)
     y.backward(np.ones(y.shape))
