@@ -4,7 +4,9 @@
 - an op whose arguments are all constants (a spectral-normalised weight, a relative-position bias
   gathered from its table, a weight reshaped or flipped) is computed once and its output kept;
 - a convolution on the direct route gets its weights packed into the kernel's layout once
-  (_direct.pack), where the eager op packs them at every call;
+  (_direct.pack), where the eager op packs them at every call; a 1x1 convolution small enough for one
+  tile of im2col's route (RCAN's channel attention on a 1x1 map) runs as that route's one matmul on
+  the same views, without the route's Python (_pointwise);
 - an Add whose operand is such a convolution's output, read by nothing else, with an operand of
   the same shape and dtype known before the convolution runs (a residual block's `x + conv(...)`),
   is done by the convolution as it stores each output (_direct.correlate's `residual`): one pass
@@ -267,9 +269,10 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
     shape, dtype = slot_meta[x]
     geo, slope = kwargs["geo"], kwargs.get("relu_slope")
     dtype = np.dtype(dtype)
-    if w.dtype != dtype or conv._large_route(geo, shape[1], w.shape[0]) or \
-            not conv._direct_route(geo, shape[1], w.shape[0]):
+    if w.dtype != dtype or conv._large_route(geo, shape[1], w.shape[0]):
         return None
+    if not conv._direct_route(geo, shape[1], w.shape[0]):
+        return _pointwise(shape, dtype, w, bias, geo, slope)
     key = ("direct", id(w), id(bias), dtype.str)
     if key not in cache:  # the arrays themselves kept with it: their ids stay theirs
         wc = np.ascontiguousarray(w)
@@ -298,6 +301,44 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
                                  tiles, elems, packed, residual=args[-1])
     forward.fused = fused
     forward.remake = lambda **changes: _conv2d(spec, {**kwargs, **changes}, slot_meta, cache, eager)
+    return forward
+
+
+def _pointwise(shape, dtype, w, bias, geo, slope):
+    """Conv2dFunction's forward of a 1x1 convolution small enough for one tile of im2col's route
+    (conv._column_tiles' serial tile, a rule of shapes only: RCAN's channel attention on a 1x1 map),
+    as that route computes it (conv._correlate_gemm, or for fewer outputs than channels
+    _correlate_adjoint of the flipped kernel): the same matmul on the same views, then the bias, without
+    the route's Python (which ran at 60-100 us a call after a large kernel had taken the caches, against
+    ~20 us for this)."""
+    N, C, H, W = shape
+    O = w.shape[0]
+    if not (geo.is_pointwise() and geo.groups == 1 and geo.stride == (1, 1) and slope is None and len(shape) == 4
+            and tuple(geo.features) == (H, W)):
+        return None
+    flipped = geo.flipped()
+    adjoint = flipped is not None and O < C  # _correlate_gemm's own choice
+    whole = N * H * W * (O if adjoint else C)
+    if not (0 < N and whole * (C if adjoint else O) < conv._SERIAL_MACS
+            and whole * dtype.itemsize <= conv.COL_BUFFER_BYTES):
+        return None  # more than one tile: the op as it is
+    wm = conv._flip(w, 1, C).reshape(1, C, O).transpose(0, 2, 1) if adjoint else np.ascontiguousarray(w).reshape(1, O, C)
+    b = None if bias is None else np.asarray(bias).reshape(1, O, 1, 1) if adjoint else np.asarray(bias).reshape(1, O, 1)
+
+    def forward(ctx, x, *args, **kw):
+        x = np.ascontiguousarray(x)
+        if adjoint:
+            y = np.zeros((N, O, H, W), dtype)
+            np.matmul(wm, x.reshape(N, 1, C, H * W), out=y.reshape(N, 1, O, H * W))
+            if b is not None:
+                y += b
+            return y
+        y = np.empty((N, O, H, W), dtype)
+        out = y.reshape(N, 1, O, H * W)
+        np.matmul(wm, x.reshape(N, 1, C, H * W), out=out)
+        if b is not None:
+            out += b
+        return y
     return forward
 
 

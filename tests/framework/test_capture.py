@@ -543,3 +543,29 @@ def test_an_inference_graph_scales_and_adds_in_one_pass():
     ops = cap.graphs[0].forward
     assert sum(getattr(op[0], "__name__", "") == "_scale_add" for op in ops) == 2
     assert sum(op[0] is Mul.forward for op in ops) == 1 and sum(op[0] is Add.forward for op in ops) == 1
+
+
+@pytest.mark.parametrize("N, C, O, H, bias", [(1, 32, 4, 1, True), (1, 4, 32, 1, True), (2, 24, 3, 3, False),
+                                              (3, 3, 5, 2, False), (1, 64, 8, 100, True)])
+def test_a_small_pointwise_conv_is_im2cols_matmul_without_its_python(N, C, O, H, bias):
+    """A 1x1 conv small enough for one im2col tile (RCAN's channel attention on a 1x1 map) replays
+    as the route's own matmul on the same views (the flipped kernel's where O < C) plus the bias:
+    the eager bits; a larger one (the last case: more than one tile's products) stays the op."""
+    from framework.functional.conv import Conv2dFunction
+
+    rng = np.random.default_rng(N * 100 + C)
+    conv = sg.nn.Conv2d(C, O, 1, bias=bias)
+    x = sg.tensor(rng.standard_normal((N, C, H, H + 1)).astype(np.float32))
+    cap = Capture([conv], train=False)
+    with sg.no_grad():
+        eager = conv(x).data.copy()
+        got = [cap(lambda t: {"y": conv(t)}, x)["y"].data.copy() for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    assert all(g.shape == eager.shape and np.array_equal(g.view(np.uint32), eager.view(np.uint32)) for g in got)
+    np.testing.assert_allclose(got[0], np.einsum("oc,nchw->nohw", conv.weight.data[:, :, 0, 0].astype(np.float64),
+                                                  x.data) + (conv.bias.data[None, :, None, None] if bias else 0),
+                               rtol=1e-5, atol=1e-5)
+    names = [getattr(op[0], "__qualname__", "") for op in cap.graphs[0].forward]
+    small = N * H * (H + 1) * C * O < 1 << 22  # conv._SERIAL_MACS: one tile
+    assert names.count("_pointwise.<locals>.forward") == small and (Conv2dFunction.forward in
+                                                                    [op[0] for op in cap.graphs[0].forward]) != small, names
