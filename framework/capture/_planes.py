@@ -32,12 +32,15 @@ writes their planes, shuffled (_direct_amx._put_shuffled_pairs): the float32 arr
 resolution is neither written nor laid out.
 
 A nearest upsampling by integer factors (ESRGAN's `interpolate(x, scale_factor=2)` before conv_up)
-whose output only one such convolution reads is not made: the convolution lays out the small value,
-each pair rounded once and repeated (_direct_amx.layout's `repeat`), so the upsampled float32 array
-(16x the small one at x4's last stage) is neither written nor read. Where the small value is an AMX
-convolution's output that only the upsampling reads (ESRGAN's conv_up1 before conv_up2), that
-convolution writes the planes of the upsampling itself (_direct_amx.run's `repeat`): the small
-float32 array is not made either.
+whose output only one such convolution reads is not made. Where that convolution is 3x3 (padding 1)
+and writes planes, it reads the small value's own planes phase by phase (_direct_amx.run's `phases`:
+output pixel (h r + a, w r + c) is phase (a, c), whose taps read the small pixels the repetition
+would repeat; the same sums, its epilogue writing each phase's pixels of its output): neither the
+upsampled float32 array nor planes r^2 times the small value's are made. Otherwise it lays out the
+small value, each pair rounded once and repeated (_direct_amx.layout's `repeat`). Where the small
+value is an AMX convolution's output that only the upsampling reads (ESRGAN's conv_up1 before
+conv_up2), that convolution writes the small value's planes (for a reader in phases) or those of
+the upsampling (_direct_amx.run's `repeat`): the small float32 array is not made either.
 
 A convolution that lays out its float32 input x itself because something else reads x too (a
 residual chain's next block: EDSR's and MSRResNet's `x + body(x)`) reads planes that x's producer
@@ -195,15 +198,28 @@ def share_planes(ops, classes, graph):
             plans.setdefault(k, {})["shuffle"] = shuffled[c["out"]][0]
             if shuffled[c["out"]][1] is not None:
                 plans[k]["slope"] = shuffled[c["out"]][1]
-    for k, (j, rep) in nearest.items():  # the conv lays out the small value, upsampled
+    for k, (j, rep) in sorted(nearest.items(), reverse=True):  # the conv lays out the small value, upsampled
         ops[k] = (ops[k][0], ((_SLOT, rep[0]), *ops[k][1][1:]), *ops[k][2:])
         drop.add(j)
         writer = _repeat_writer(rep[0], j, convs, relus, readers, outputs, at, plans, shuffled)
+        c = convs[k]
+        if c["geo"].kernel == (3, 3) and tuple(c["geo"].padding) == (1, 1) and plans.get(k, {}).get("write") \
+                is not None and plans[k].get("shuffle", 1) == 1 and "write_repeat" not in plans[k]:
+            plans[k]["phases"] = rep[1:]  # it reads the small value's own planes, phase by phase
+            if writer is not None:  # (the readers after it first: its writer's own read may be in phases)
+                p, relu = writer
+                Wp, _, S = _direct_amx.plane_geometry(convs[p]["geo"].features, (3, 3))
+                arena = _Arena((c["N"], _blocks(convs[p]["O"], 32) * _direct_amx.TILE, S), Wp)
+                plans.setdefault(p, {})["write"] = (arena, np.array([0, 1, 1, Wp], np.int64))
+                if relu is not None:
+                    plans[p]["slope"] = relu[1]
+                    drop.add(relu[0])
+                plans[k]["read"] = (arena, (0, _direct_amx.pack_weight(c["w"]), None))
+            continue
         if writer is None:
             plans.setdefault(k, {})["repeat"] = rep[1:]
             continue
-        p, relu = writer  # the small value's conv writes the planes of its upsampling (RRDBNet's conv_up1)
-        c = convs[k]
+        p, relu = writer  # the small value's conv writes the planes of its upsampling
         Wp, _, S = _direct_amx.plane_geometry(c["geo"].features, c["geo"].kernel)
         arena = _Arena((c["N"], _blocks(convs[p]["O"], 32) * _direct_amx.TILE, S), Wp)
         dgeo = np.array([0, c["geo"].padding[0], c["geo"].padding[1], Wp], np.int64)
@@ -429,7 +445,8 @@ def _conv_forward(c, plan):
     bias = np.zeros(wa.shape[2], np.float32)
     if c["b"] is not None:
         bias[:O] = c["b"]
-    Wp, _, S = _direct_amx.plane_geometry(geo.features, geo.kernel)
+    phases = tuple(plan.get("phases", (1, 1)))  # reading a nearest upsampling from the small value's planes
+    Wp, _, S = _direct_amx.plane_geometry((geo.features[0] // phases[0], geo.features[1] // phases[1]), geo.kernel)
 
     prepared = {}  # (the planes', the output planes' and the residual's shapes) -> _direct_amx.prepare's call
 
@@ -457,7 +474,8 @@ def _conv_forward(c, plan):
         if write is None:
             return tiles(xp, first, None, None, residual, residual_scale, shuffle=shuffle)
         arena_out, dgeo = write
-        tiles(xp, first, arena_out.get(), dgeo, None, 1.0, shuffle=shuffle, repeat=plan.get("write_repeat", (1, 1)))
+        tiles(xp, first, arena_out.get(), dgeo, None, 1.0, shuffle=shuffle, repeat=plan.get("write_repeat", (1, 1)),
+              phases=phases)
         return _WRITTEN
 
     forward.planes = (c, plan)  # what keep_planes remakes it from
@@ -498,6 +516,7 @@ def keep_planes(ops, graph):
     for k, (f, spec, _, _, _) in enumerate(ops):
         info = getattr(f, "planes", None)
         if info is None or info[1].get("read") is not None or info[1].get("repeat", (1, 1)) != (1, 1) or \
+                info[1].get("phases", (1, 1)) != (1, 1) or \
                 not spec or spec[0][0] != _SLOT:
             continue
         c, x = info[0], spec[0][1]

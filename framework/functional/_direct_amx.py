@@ -220,17 +220,42 @@ def _pair_row(row, lo, hi, n, blo, bhi, slo, shi, kind, rw):
         _pairs_repeated(row, lo, hi, n, blo, bhi, slo, shi, 3, rw)
 
 
+@kernel(inline=True)
+def _pairs_two(row, lo, hi, lo2, hi2, n, blo, bhi, slo, shi, kind):
+    """row[2 t] = _act_pair(lo[t], hi[t], ...), row[2 t + 1] = _act_pair(lo2[t], hi2[t], ...): two
+    column phases of a read in phases, interleaved (contiguous stores)."""
+    for t in range(n):
+        row[2 * t] = _act_pair(lo[t], hi[t], blo, bhi, slo, shi, kind)
+        row[2 * t + 1] = _act_pair(lo2[t], hi2[t], blo, bhi, slo, shi, kind)
+
+
+@kernel(inline=True)
+def _pair_row2(row, lo, hi, lo2, hi2, n, blo, bhi, slo, shi, kind):
+    """_pairs_two with the kind a constant in each loop."""
+    if kind == 0:
+        _pairs_two(row, lo, hi, lo2, hi2, n, blo, bhi, slo, shi, 0)
+    elif kind == 1:
+        _pairs_two(row, lo, hi, lo2, hi2, n, blo, bhi, slo, shi, 1)
+    elif kind == 2:
+        _pairs_two(row, lo, hi, lo2, hi2, n, blo, bhi, slo, shi, 2)
+    else:
+        _pairs_two(row, lo, hi, lo2, hi2, n, blo, bhi, slo, shi, 3)
+
+
 @kernel
-def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, rows, rh, rw):
+def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, rows, rep):
     """dst[b, d0 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels 2k, 2k + 1 of
     act(buf + bias) at the flat positions p = h Wp + w in [q0, q1) that are pixels, for the `rows`
     channels (padding included) (dgeo = (d0, top, left, dWp)): the output written as the next
     convolution's layout, the bits _pair_plane gives from the float32 output (_put_rows' values,
-    rounded to nearest even). rh, rw > 1: the planes of the output's nearest upsampling by (rh, rw),
-    each pair at (h rh + i + top) dWp + w rw + j + left for i < rh, j < rw (layout's `repeat`
-    bits)."""
+    rounded to nearest even). rep = (rh, rw, a, c, spread): with spread 0 and rh, rw > 1 the planes
+    of the output's nearest upsampling by (rh, rw), each pair at (h rh + i + top) dWp + w rw + j +
+    left for i < rh, j < rw (layout's `repeat` bits); with spread 1, buf holds the rw column phases of
+    row phase a of a read in phases (run's `phases`; phase f's outputs from row f rows of buf): (h, w)
+    of phase f is pixel (h rh + a, w rw + f) of the output, written there once (c = 0)."""
     wide()
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
+    rh, rw, spread = rep[0], rep[1], rep[4]
     kind = _kind(slopes, mode)
     p = q0
     while p < q1:
@@ -240,7 +265,17 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
         for k in range(rows // 2):
             lo, hi = buf[2 * k * L + p - q0:], buf[(2 * k + 1) * L + p - q0:]
             b0, b1, s0, s1 = bias[2 * k], bias[2 * k + 1], slopes[2 * k], slopes[2 * k + 1]
-            first = dst[b, d0 + k, (h * rh + top) * dWp + w * rw + left:]  # activated and rounded in one pass
+            first = dst[b, d0 + k, (h * rh + rep[2] + top) * dWp + w * rw + rep[3] + left:]  # in one pass
+            if spread:  # the rw column phases of row phase rep[2], each its own scratch, interleaved
+                if rw == 2:
+                    _pair_row2(first, lo, hi, buf[(rows + 2 * k) * L + p - q0:], buf[(rows + 2 * k + 1) * L + p - q0:],
+                               n, b0, b1, s0, s1, kind)
+                else:
+                    for f in range(rw):
+                        lo, hi = buf[(f * rows + 2 * k) * L + p - q0:], buf[(f * rows + 2 * k + 1) * L + p - q0:]
+                        for t in range(n):
+                            first[t * rw + f] = _act_pair(lo[t], hi[t], b0, b1, s0, s1, kind)
+                continue
             _pair_row(first, lo, hi, n, b0, b1, s0, s1, kind, rw)
             for i in range(1, rh):  # the other rows of the repeat: copies of the first
                 row = dst[b, d0 + k, (h * rh + i + top) * dWp + w * rw + left:]
@@ -368,8 +403,8 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
     (_put_rows; has_res: times scale, plus res, its rule; r > 1: pixel-shuffled), or, where dst has
-    planes, as the next convolution's planes (_put_row_pairs, dgeo, its nearest upsampling by rep = (rh,
-    rw); shuffled: _put_shuffled_pairs,
+    planes, as the next convolution's planes (_put_row_pairs, dgeo, rep = (rh, rw, a, c, spread): its
+    nearest upsampling by (rh, rw), or phase (a, c) of a read in phases); shuffled: _put_shuffled_pairs,
     O = y.shape[1]); scratch (threads, Opad FORWARD_CHUNK) float32; tasks (T, 3): image, first and
     end flat position (multiples of the block's width); woff, xoff (kh kw KB,): each step's byte
     offset into wa and xp (_steps).
@@ -384,7 +419,7 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     arithmetic)."""
     planes, S = xp.shape[1], xp.shape[2]
     Opad = wa.shape[2]
-    steps = woff.shape[0]
+    P, steps = xoff.shape[0], woff.shape[0]  # P phases of a read in phases, their outputs interleaved
     pairs = dst.shape[1] > 0
     narrow = Opad == TILE
     width, ob = (48, 1) if narrow else (32, Opad // 32)
@@ -394,19 +429,22 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
         tile_config(cfg)
         for c0 in range(q0, q1, FORWARD_CHUNK):
             c1 = min(q1, c0 + FORWARD_CHUNK)
-            blocks = (c1 - c0) // width * ob  # position by position, the output blocks inner
+            per = (c1 - c0) // width * ob  # position by position, the output blocks inner; phase by phase
+            blocks = per * P
             for i in range(blocks):
-                q, o0 = c0 + i // ob * width, i % ob * 32
+                f, j = i // per, i % per
+                q, o0 = c0 + j // ob * width, j % ob * 32
                 xb, wb = ((b * planes + pin) * S + q) * 4, o0 * 64
-                z = ((0 if narrow else o0 * FORWARD_CHUNK) + q - c0) * 4  # its place in the scratch
+                z = ((f * Opad + (0 if narrow else o0)) * FORWARD_CHUNK + q - c0) * 4  # its place in the scratch
                 # the next block's first step (a block's last step stores it and starts the next)
-                xn, wn = ((b * planes + pin) * S + c0 + (i + 1) // ob * width) * 4 + xoff[0], (i + 1) % ob * 32 * 64
+                fn, jn = min(P - 1, (i + 1) // per), (i + 1) % per
+                xn, wn = ((b * planes + pin) * S + c0 + jn // ob * width) * 4 + xoff[fn, 0], jn % ob * 32 * 64
                 if narrow:
                     if i == 0:
                         row_zero()
-                        row_operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
+                        row_operands(wa, wb, 64, xp, xb + xoff[f, 0], S * 4)
                     for s in range(1, steps):
-                        row_step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                        row_step(wa, wb + woff[s], 64, xp, xb + xoff[f, s], S * 4)
                     if i + 1 < blocks:
                         row_last_next(buf, z, FORWARD_CHUNK * 4, wa, wn, 64, xp, xn, S * 4)
                     else:
@@ -415,9 +453,9 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
                 else:
                     if i == 0:
                         block_zero()
-                        operands(wa, wb, 64, xp, xb + xoff[0], S * 4)
+                        operands(wa, wb, 64, xp, xb + xoff[f, 0], S * 4)
                     for s in range(1, steps):
-                        step(wa, wb + woff[s], 64, xp, xb + xoff[s], S * 4)
+                        step(wa, wb + woff[s], 64, xp, xb + xoff[f, s], S * 4)
                     if i + 1 < blocks:
                         last_step_next(buf, z, FORWARD_CHUNK * 4, wa, wn, 64, xp, xn, S * 4)
                     else:
@@ -427,8 +465,7 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
                 _put_shuffled_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo,
                                     y.shape[1], r)
             elif pairs and y.shape[2] == 0:
-                _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad,
-                               rep[0], rep[1])
+                _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad, rep)
             else:
                 _put_rows(buf, FORWARD_CHUNK, bias, y, b, c0, c1, Wp, slopes, mode, res, has_res, scale, r)
                 if pairs:  # y kept, and laid out for the next convolution from what was stored
@@ -482,6 +519,21 @@ def _steps(KB, Opad, S, Wp, kh, kw, starts=None):
     t, kb = s // KB, s % KB
     first = kb * TILE if starts is None else np.asarray(starts, np.int64)[kb]
     return (s * Opad * 64).astype(np.int64), ((first * S + (t // kw) * Wp + t % kw) * 4).astype(np.int64)
+
+
+def _phase_steps(KB, Opad, S, Wp, rh, rw, a, c, starts=None):
+    """_steps of phase (a, c) of a 3x3 correlation (padding 1) reading the nearest upsampling by (rh,
+    rw) of an image from that image's own planes (padding 1, rows of Wp): output pixel (h rh + a, w rw
+    + c) is the flat position q = h Wp + w of the phase, and its tap (i, j) reads the upsampled pixel
+    (h rh + a + i - 1, w rw + c + j - 1), the image's ((a + i - 1) // rh + h, (c + j - 1) // rw + w):
+    the offsets ((a + i - 1) // rh + 1) Wp + (c + j - 1) // rw + 1, each in [0, 2]. The steps and the
+    blocks are _steps' (the same sums in the same order)."""
+    woff, _ = _steps(KB, Opad, S, Wp, 3, 3, starts)
+    s = np.arange(9 * KB)
+    t, kb = s // KB, s % KB
+    first = kb * TILE if starts is None else np.asarray(starts, np.int64)[kb]
+    di, dj = (a + t // 3 - 1) // rh + 1, (c + t % 3 - 1) // rw + 1
+    return woff, ((first * S + di * Wp + dj) * 4).astype(np.int64)
 
 
 def block_starts(span):
@@ -589,7 +641,7 @@ _NO_RESIDUAL = np.zeros((1, 1, 1, 1), np.float32)
 
 
 def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=None, residual=None, shuffle=1,
-        residual_scale=1.0, keep=False, repeat=(1, 1), starts=None):
+        residual_scale=1.0, keep=False, repeat=(1, 1), starts=None, phases=(1, 1)):
     """act(W * x + bias) on tiles from the planes xp[:, pin:pin + 16 KB] (layout's; wa from
     pack_weight, bias padded with zeros to its Opad), or from the 16 planes at pin + starts[kb] for
     block kb (block_starts: a span of regions smaller than whole blocks; wa packed at block_positions):
@@ -607,14 +659,19 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     residual) and dst gets its pairs (a value that a convolution reads and something else too: a
     residual chain's next block; not with a shuffle). repeat = (rh, rw): dst gets the planes of y's
     nearest upsampling by these integer factors (the convolution reading them: RRDBNet's conv_up2;
-    the bits layout(..., repeat) gives from y; only with dst, neither shuffled nor kept)."""
+    the bits layout(..., repeat) gives from y; only with dst, neither shuffled nor kept).
+    phases = (rh, rw): the correlation (3x3, padding 1, features (OH, OW)) of the nearest upsampling
+    by (rh, rw) of the image whose planes xp holds (its own layout: (OH / rh, OW / rw), padding 1),
+    read from them phase by phase (_phase_steps: each output pixel's taps read the pixels the
+    upsampled layout repeats, so the same sums: `layout(..., repeat)`'s bits, without its planes rh
+    rw times as large); only into planes dst, neither repeated, kept, shuffled nor with a residual."""
     return prepare(xp.shape, pin, wa, bias, O, features, kernel, slope, None if dst is None else dst.shape, dgeo,
                    None if residual is None else residual.shape, shuffle, residual_scale, keep, repeat,
-                   starts)(xp, workers, dst, residual)
+                   starts, phases)(xp, workers, dst, residual)
 
 
 def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo=None, rshape=None, shuffle=1,
-            residual_scale=1.0, keep=False, repeat=(1, 1), starts=None):
+            residual_scale=1.0, keep=False, repeat=(1, 1), starts=None, phases=(1, 1)):
     """run's checks and constants for planes of shape xshape (and dst's dshape, the residual's rshape,
     float32) done once: -> go(xp, workers, dst=None, residual=None), run's call on arrays of those
     shapes (a graph's convolution calls it at every replay: ~9 us of Python fewer a call)."""
@@ -622,7 +679,12 @@ def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo
     if residual_scale != 1 and rshape is None:
         raise ValueError(f"_direct_amx.run: residual_scale {residual_scale} without a residual")
     (OH, OW), (kh, kw) = features, kernel
-    Wp, Q, S = plane_geometry(features, kernel)
+    ph, pw = (int(v) for v in phases)
+    if (ph, pw) != (1, 1) and (tuple(kernel) != (3, 3) or min(ph, pw) < 1 or OH % ph or OW % pw or dshape is None
+                               or keep or shuffle != 1 or rshape is not None or tuple(repeat) != (1, 1)):
+        raise ValueError(f"_direct_amx.run: phases {tuple(phases)} of a {tuple(kernel)} correlation to {features}: "
+                         f"only 3x3, into planes alone, of sizes their multiples")
+    Wp, Q, S = plane_geometry((OH // ph, OW // pw), kernel)  # the planes read: the image's own, in phases
     if starts is not None:
         starts = tuple(int(v) for v in starts)
     last = wa.shape[1] * TILE if starts is None else max(starts, default=0) + TILE
@@ -663,8 +725,14 @@ def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo
         raise ValueError(f"_direct_amx.run: a residual {rshape} for an output {yshape}"
                          f"{'' if small is None else f' (or its source {small})'}")
     xshape, dshape = tuple(xshape), None if dshape is None else tuple(dshape)
-    dgeo, rep, scale = np.asarray(dgeo, np.int64), np.array([rh, rw], np.int64), np.float32(residual_scale)
+    dgeo, scale = np.asarray(dgeo, np.int64), np.float32(residual_scale)
+    # each pass: (its steps' offsets into xp, the epilogue's rep); with phases, one pass per phase over
+    # the image's own pixels, each writing its pixels of the output (rep's spread)
     woff, xoff = _steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw, starts)
+    passes = [(woff, xoff[None], np.array([rh, rw, 0, 0, 0], np.int64))] if (ph, pw) == (1, 1) else \
+        [(woff, np.stack([_phase_steps(wa.shape[1], wa.shape[2], S, Wp, ph, pw, a, c, starts)[1] for c in range(pw)]),
+          np.array([ph, pw, a, 0, 1], np.int64)) for a in range(ph)]  # a pass per row phase, its columns in one
+    OHs, OWs = OH // ph, OW // pw
     Opad, width = wa.shape[2], 48 if wa.shape[2] == TILE else 32
 
     def go(xp, workers, dst=None, residual=None):
@@ -675,10 +743,12 @@ def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo
                              f"residual {None if residual is None else (residual.shape, residual.dtype)} where "
                              f"{xshape}, {dshape} and {rshape} float32 were prepared")
         y = np.empty(yshape, np.float32)
-        scratch = _aligned_empty((numba.get_num_threads(), Opad * FORWARD_CHUNK), np.float32)
-        _forward(xp, pin, wa, bias, y, _NO_PLANES if dst is None else dst, dgeo, OH, OW, _amx.CONFIG, Wp, slopes,
-                 mode, scratch, _tasks(N, Q, workers, width), woff, xoff,
-                 _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual), has_res, scale, shuffle, rep)
+        scratch = _aligned_empty((numba.get_num_threads(), pw * Opad * FORWARD_CHUNK), np.float32)
+        for woff, xoff, rep in passes:
+            _forward(xp, pin, wa, bias, y, _NO_PLANES if dst is None else dst, dgeo, OHs, OWs, _amx.CONFIG, Wp,
+                     slopes, mode, scratch, _tasks(N, Q, workers, width), woff, xoff,
+                     _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual), has_res, scale, shuffle,
+                     rep)
         return None if planes and not keep else y
     return go
 

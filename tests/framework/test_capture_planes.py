@@ -78,6 +78,7 @@ def _kinds(graph):
             "shuffles": sum(op[0] is PixelShuffleFunction.forward for op in graph.forward),
             "kept": sum(getattr(op[0], "planes", (None, {}))[1].get("keep") is not None for op in graph.forward),
             "repeat writers": sum("write_repeat" in getattr(op[0], "planes", (None, {}))[1] for op in graph.forward),
+            "phases": sum("phases" in getattr(op[0], "planes", (None, {}))[1] for op in graph.forward),
             "laid out into": len(laid)}
 
 
@@ -97,10 +98,11 @@ def test_a_bf16_graph_with_planes_is_the_eager_bits(name):
     if name.startswith("RRDBNet"):  # each dense block's 4 Cats read in place, x laid out once,
         # and the 3 blocks (one after another, the same regions) share one arena
         assert kinds["cats"] == 0 and kinds["layouts"] == 3 and kinds["laid out into"] == 1, kinds
-        # the two nearest x2 upsamplings: each read by its conv_up only, which lays out the small
-        # value, upsampled (no float32 array of the upsampled image); conv_up1 writes the planes of
-        # its output's upsampling that conv_up2 reads (x2 too: its input pixel-unshuffled by 2)
-        assert kinds["resamples"] == 0 and kinds["repeat writers"] == 1, kinds
+        # the two nearest x2 upsamplings: each read by its conv_up only, which reads the small value's
+        # own planes phase by phase (neither the float32 array of the upsampled image nor its planes):
+        # conv_up1 lays out the trunk's output, and writes its own output's planes, phase by phase,
+        # where conv_up2 reads them (x2 too: its input pixel-unshuffled by 2)
+        assert kinds["resamples"] == 0 and kinds["repeat writers"] == 0 and kinds["phases"] == 2, kinds
         # each dense block's `x5 * 0.2 + x` done by its conv_5's epilogue, the RRDB's by one
         # scale_add pass, the trunk's add by conv_body: no Mul or Add op is left
         assert not any(op[0] in (Add.forward, Mul.forward) for op in cap.graphs[0].forward)
@@ -294,6 +296,41 @@ def test_a_conv_writes_the_planes_of_its_outputs_nearest_upsampling(C, O, H, W, 
         _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.2, 2, repeat=(rh, rw))
     with pytest.raises(ValueError, match="do not hold"):
         _direct_amx.run(xp, 0, wa, b, O, (H, W), (3, 3), 0.2, 2, dst=dst[:, :, :S2 // 2], dgeo=geo, repeat=(rh, rw))
+
+
+@needs_amx
+@pytest.mark.parametrize("C, O, H, W, rh, rw, slope", [(32, 32, 9, 14, 2, 2, 0.2), (16, 12, 5, 11, 2, 2, None),
+                                                     (48, 40, 4, 7, 3, 3, 0.0), (32, 16, 6, 5, 2, 3, "prelu")])
+def test_a_read_in_phases_is_the_convolution_of_the_nearest_upsampling(C, O, H, W, rh, rw, slope):
+    # run(phases=(rh, rw)) from the planes of x itself: the planes the same conv writes from the
+    # layout of x's nearest upsampling (each output's taps read the pixels the repetition repeats, in
+    # the same order: the same sums), with channel magnitudes e^-3..e^3 (a sum split differently
+    # would change bits)
+    rng = np.random.default_rng(C + O + rh)
+    x = (rng.standard_normal((2, C, H, W)) * np.exp(np.linspace(-3, 3, C))[None, :, None, None]).astype(np.float32)
+    w = (rng.standard_normal((O, C, 3, 3)) * 0.1).astype(np.float32)
+    s = rng.uniform(0, 0.3, O).astype(np.float32) if slope == "prelu" else slope
+    wa = _direct_amx.pack_weight(w)
+    b = np.zeros(wa.shape[2], np.float32)
+    b[:O] = rng.standard_normal(O)
+    big = (H * rh, W * rw)
+    Wp, _, S = _direct_amx.plane_geometry(big, (3, 3))
+    up = np.zeros((2, wa.shape[1] * 16, S), np.uint32)
+    _direct_amx.layout(x, up, 0, (1, 1), Wp, repeat=(rh, rw))
+    K, geo = _direct_amx.out_blocks(O) // 2, np.array([0, 1, 1, Wp])
+    want = np.zeros((2, K, S), np.uint32)
+    _direct_amx.run(up, 0, wa, b, O, big, (3, 3), s, 2, dst=want, dgeo=geo)
+    Wps, _, Ss = _direct_amx.plane_geometry((H, W), (3, 3))
+    own = np.zeros((2, wa.shape[1] * 16, Ss), np.uint32)
+    _direct_amx.layout(x, own, 0, (1, 1), Wps)
+    got = np.zeros((2, K, S), np.uint32)
+    assert _direct_amx.run(own, 0, wa, b, O, big, (3, 3), s, 2, dst=got, dgeo=geo, phases=(rh, rw)) is None
+    assert want.any() and np.array_equal(got, want)
+    for bad in ({"dst": None, "dgeo": None}, {"keep": True}, {"repeat": (2, 2)}):
+        with pytest.raises(ValueError, match="phases"):
+            _direct_amx.run(own, 0, wa, b, O, big, (3, 3), s, 2, **{"dst": got, "dgeo": geo, **bad}, phases=(rh, rw))
+    with pytest.raises(ValueError, match="phases"):  # sizes that are not the factors' multiples
+        _direct_amx.run(own, 0, wa, b, O, (big[0] + 1, big[1]), (3, 3), s, 2, dst=got, dgeo=geo, phases=(rh, rw))
 
 
 @pytest.mark.parametrize("N, C, H, W, per_image", [(1, 32, 9, 14, False), (2, 37, 5, 8, True)])
