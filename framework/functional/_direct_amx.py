@@ -265,17 +265,21 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
         for k in range(rows // 2):
             lo, hi = buf[2 * k * L + p - q0:], buf[(2 * k + 1) * L + p - q0:]
             b0, b1, s0, s1 = bias[2 * k], bias[2 * k + 1], slopes[2 * k], slopes[2 * k + 1]
-            first = dst[b, d0 + k, (h * rh + rep[2] + top) * dWp + w * rw + rep[3] + left:]  # in one pass
-            if spread:  # the rw column phases of row phase rep[2], each its own scratch, interleaved
-                if rw == 2:
-                    _pair_row2(first, lo, hi, buf[(rows + 2 * k) * L + p - q0:], buf[(rows + 2 * k + 1) * L + p - q0:],
-                               n, b0, b1, s0, s1, kind)
-                else:
-                    for f in range(rw):
-                        lo, hi = buf[(f * rows + 2 * k) * L + p - q0:], buf[(f * rows + 2 * k + 1) * L + p - q0:]
+            if spread:  # phase (a, c) in scratch rows from (a rw + c) rows: its pixels (h rh + a, w rw + c)
+                for a in range(rh):
+                    row, f = dst[b, d0 + k, (h * rh + a + top) * dWp + w * rw + left:], a * rw
+                    if rw == 2:  # the row's two column phases interleaved: contiguous stores
+                        _pair_row2(row, buf[(f * rows + 2 * k) * L + p - q0:], buf[(f * rows + 2 * k + 1) * L + p - q0:],
+                                   buf[((f + 1) * rows + 2 * k) * L + p - q0:],
+                                   buf[((f + 1) * rows + 2 * k + 1) * L + p - q0:], n, b0, b1, s0, s1, kind)
+                        continue
+                    for c in range(rw):
+                        lo = buf[((f + c) * rows + 2 * k) * L + p - q0:]
+                        hi = buf[((f + c) * rows + 2 * k + 1) * L + p - q0:]
                         for t in range(n):
-                            first[t * rw + f] = _act_pair(lo[t], hi[t], b0, b1, s0, s1, kind)
+                            row[t * rw + c] = _act_pair(lo[t], hi[t], b0, b1, s0, s1, kind)
                 continue
+            first = dst[b, d0 + k, (h * rh + top) * dWp + w * rw + left:]  # activated and rounded in one pass
             _pair_row(first, lo, hi, n, b0, b1, s0, s1, kind, rw)
             for i in range(1, rh):  # the other rows of the repeat: copies of the first
                 row = dst[b, d0 + k, (h * rh + i + top) * dWp + w * rw + left:]
@@ -423,12 +427,13 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     pairs = dst.shape[1] > 0
     narrow = Opad == TILE
     width, ob = (48, 1) if narrow else (32, Opad // 32)
+    chunk = max(96, FORWARD_CHUNK // P // 96 * 96)  # the P phases' scratch about one chunk's (whole blocks)
     for n in prange(tasks.shape[0]):
         b, q0, q1 = tasks[n, 0], tasks[n, 1], tasks[n, 2]
         buf = scratch[numba.get_thread_id()]
         tile_config(cfg)
-        for c0 in range(q0, q1, FORWARD_CHUNK):
-            c1 = min(q1, c0 + FORWARD_CHUNK)
+        for c0 in range(q0, q1, chunk):
+            c1 = min(q1, c0 + chunk)
             per = (c1 - c0) // width * ob  # position by position, the output blocks inner; phase by phase
             blocks = per * P
             for i in range(blocks):
@@ -729,9 +734,12 @@ def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo
     # each pass: (its steps' offsets into xp, the epilogue's rep); with phases, one pass per phase over
     # the image's own pixels, each writing its pixels of the output (rep's spread)
     woff, xoff = _steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw, starts)
-    passes = [(woff, xoff[None], np.array([rh, rw, 0, 0, 0], np.int64))] if (ph, pw) == (1, 1) else \
-        [(woff, np.stack([_phase_steps(wa.shape[1], wa.shape[2], S, Wp, ph, pw, a, c, starts)[1] for c in range(pw)]),
-          np.array([ph, pw, a, 0, 1], np.int64)) for a in range(ph)]  # a pass per row phase, its columns in one
+    if (ph, pw) == (1, 1):
+        xoff, rep = xoff[None], np.array([rh, rw, 0, 0, 0], np.int64)
+    else:  # every phase in one pass, each into its own scratch (a chunk's pixels read once)
+        xoff = np.stack([_phase_steps(wa.shape[1], wa.shape[2], S, Wp, ph, pw, a, c, starts)[1]
+                         for a in range(ph) for c in range(pw)])
+        rep = np.array([ph, pw, 0, 0, 1], np.int64)
     OHs, OWs = OH // ph, OW // pw
     Opad, width = wa.shape[2], 48 if wa.shape[2] == TILE else 32
 
@@ -743,12 +751,10 @@ def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo
                              f"residual {None if residual is None else (residual.shape, residual.dtype)} where "
                              f"{xshape}, {dshape} and {rshape} float32 were prepared")
         y = np.empty(yshape, np.float32)
-        scratch = _aligned_empty((numba.get_num_threads(), pw * Opad * FORWARD_CHUNK), np.float32)
-        for woff, xoff, rep in passes:
-            _forward(xp, pin, wa, bias, y, _NO_PLANES if dst is None else dst, dgeo, OHs, OWs, _amx.CONFIG, Wp,
-                     slopes, mode, scratch, _tasks(N, Q, workers, width), woff, xoff,
-                     _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual), has_res, scale, shuffle,
-                     rep)
+        scratch = _aligned_empty((numba.get_num_threads(), ph * pw * Opad * FORWARD_CHUNK), np.float32)
+        _forward(xp, pin, wa, bias, y, _NO_PLANES if dst is None else dst, dgeo, OHs, OWs, _amx.CONFIG, Wp, slopes,
+                 mode, scratch, _tasks(N, Q, workers, width), woff, xoff,
+                 _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual), has_res, scale, shuffle, rep)
         return None if planes and not keep else y
     return go
 
