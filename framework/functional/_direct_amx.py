@@ -248,14 +248,14 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
     act(buf + bias) at the flat positions p = h Wp + w in [q0, q1) that are pixels, for the `rows`
     channels (padding included) (dgeo = (d0, top, left, dWp)): the output written as the next
     convolution's layout, the bits _pair_plane gives from the float32 output (_put_rows' values,
-    rounded to nearest even). rep = (rh, rw, a, c, spread): with spread 0 and rh, rw > 1 the planes
-    of the output's nearest upsampling by (rh, rw), each pair at (h rh + i + top) dWp + w rw + j +
-    left for i < rh, j < rw (layout's `repeat` bits); with spread 1, buf holds the rw column phases of
-    row phase a of a read in phases (run's `phases`; phase f's outputs from row f rows of buf): (h, w)
-    of phase f is pixel (h rh + a, w rw + f) of the output, written there once (c = 0)."""
+    rounded to nearest even). rep = (rh, rw, spread): with spread 0 and rh, rw > 1 the planes of the
+    output's nearest upsampling by (rh, rw), each pair at (h rh + i + top) dWp + w rw + j + left for i
+    < rh, j < rw (layout's `repeat` bits); with spread 1, buf holds the rh rw phases of a read in
+    phases (run's `phases`), phase f = a rw + c from its row f `rows`: its (h, w) is the output's pixel
+    (h rh + a, w rw + c), written there once (each output row's phases interleaved)."""
     wide()
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
-    rh, rw, spread = rep[0], rep[1], rep[4]
+    rh, rw, spread = rep[0], rep[1], rep[2]
     kind = _kind(slopes, mode)
     p = q0
     while p < q1:
@@ -265,7 +265,7 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
         for k in range(rows // 2):
             lo, hi = buf[2 * k * L + p - q0:], buf[(2 * k + 1) * L + p - q0:]
             b0, b1, s0, s1 = bias[2 * k], bias[2 * k + 1], slopes[2 * k], slopes[2 * k + 1]
-            if spread:  # phase (a, c) in scratch rows from (a rw + c) rows: its pixels (h rh + a, w rw + c)
+            if spread:  # phase (a, c) from scratch row (a rw + c) rows: its pixels (h rh + a, w rw + c)
                 for a in range(rh):
                     row, f = dst[b, d0 + k, (h * rh + a + top) * dWp + w * rw + left:], a * rw
                     if rw == 2:  # the row's two column phases interleaved: contiguous stores
@@ -407,11 +407,13 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     (_forward_layout), x's 16 KB of them from plane pin; wa (kh kw, KB, Opad, 32) bfloat16 (tap,
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
     (_put_rows; has_res: times scale, plus res, its rule; r > 1: pixel-shuffled), or, where dst has
-    planes, as the next convolution's planes (_put_row_pairs, dgeo, rep = (rh, rw, a, c, spread): its
-    nearest upsampling by (rh, rw), or phase (a, c) of a read in phases); shuffled: _put_shuffled_pairs,
-    O = y.shape[1]); scratch (threads, Opad FORWARD_CHUNK) float32; tasks (T, 3): image, first and
-    end flat position (multiples of the block's width); woff, xoff (kh kw KB,): each step's byte
-    offset into wa and xp (_steps).
+    planes, as the next convolution's planes (_put_row_pairs, dgeo, rep = (rh, rw, spread): its
+    nearest upsampling by (rh, rw), or the phases of a read in phases); shuffled: _put_shuffled_pairs,
+    O = y.shape[1]); scratch (threads, P Opad FORWARD_CHUNK) float32; tasks (T, 3): image, first and
+    end flat position (multiples of the block's width); woff (steps,), xoff (P, steps): each step's
+    byte offset into wa and into xp for each of the P phases of a read in phases (_phase_steps; P = 1:
+    _steps), every block computed for each phase into the phase's Opad rows of the scratch (chunks of
+    FORWARD_CHUNK / P positions, whole blocks of 96).
     Blocks of 32 outputs x 32 positions (the 2 x 2 block), or where Opad is 16 (at most 16 outputs)
     16 x 48 (the 1 x 3 block: no product on padding). The next step's operands load while this
     step's last products run (the tile unit does not rename tiles, so a load waits for the products
@@ -731,15 +733,13 @@ def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo
                          f"{'' if small is None else f' (or its source {small})'}")
     xshape, dshape = tuple(xshape), None if dshape is None else tuple(dshape)
     dgeo, scale = np.asarray(dgeo, np.int64), np.float32(residual_scale)
-    # each pass: (its steps' offsets into xp, the epilogue's rep); with phases, one pass per phase over
-    # the image's own pixels, each writing its pixels of the output (rep's spread)
     woff, xoff = _steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw, starts)
     if (ph, pw) == (1, 1):
-        xoff, rep = xoff[None], np.array([rh, rw, 0, 0, 0], np.int64)
-    else:  # every phase in one pass, each into its own scratch (a chunk's pixels read once)
+        xoff, rep = xoff[None], np.array([rh, rw, 0], np.int64)
+    else:  # every phase in one pass, each into its own scratch (a chunk's pixels read once, not per phase)
         xoff = np.stack([_phase_steps(wa.shape[1], wa.shape[2], S, Wp, ph, pw, a, c, starts)[1]
                          for a in range(ph) for c in range(pw)])
-        rep = np.array([ph, pw, 0, 0, 1], np.int64)
+        rep = np.array([ph, pw, 1], np.int64)
     OHs, OWs = OH // ph, OW // pw
     Opad, width = wa.shape[2], 48 if wa.shape[2] == TILE else 32
 
