@@ -203,8 +203,10 @@ def share_planes(ops, classes, graph):
         drop.add(j)
         writer = _repeat_writer(rep[0], j, convs, relus, readers, outputs, at, plans, shuffled)
         c = convs[k]
-        if c["geo"].kernel == (3, 3) and tuple(c["geo"].padding) == (1, 1) and plans.get(k, {}).get("write") \
-                is not None and plans[k].get("shuffle", 1) == 1 and "write_repeat" not in plans[k]:
+        same = c["geo"].kernel == (3, 3) and tuple(c["geo"].padding) == (1, 1) and \
+            tuple(c["geo"].features) == tuple(c["geo"].image)  # a 3x3 "same" conv: phases of the small value's pixels
+        if same and plans.get(k, {}).get("write") is not None and plans[k].get("shuffle", 1) == 1 \
+                and "write_repeat" not in plans[k]:
             plans[k]["phases"] = rep[1:]  # it reads the small value's own planes, phase by phase
             if writer is not None:  # (the readers after it first: its writer's own read may be in phases)
                 p, relu = writer
