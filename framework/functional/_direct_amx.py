@@ -243,19 +243,16 @@ def _pair_row2(row, lo, hi, lo2, hi2, n, blo, bhi, slo, shi, kind):
 
 
 @kernel
-def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, rows, rep):
+def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, rows, rh, rw):
     """dst[b, d0 + k, (h + top) dWp + w + left] = the bfloat16 pair of channels 2k, 2k + 1 of
     act(buf + bias) at the flat positions p = h Wp + w in [q0, q1) that are pixels, for the `rows`
     channels (padding included) (dgeo = (d0, top, left, dWp)): the output written as the next
     convolution's layout, the bits _pair_plane gives from the float32 output (_put_rows' values,
-    rounded to nearest even). rep = (rh, rw, spread): with spread 0 and rh, rw > 1 the planes of the
-    output's nearest upsampling by (rh, rw), each pair at (h rh + i + top) dWp + w rw + j + left for i
-    < rh, j < rw (layout's `repeat` bits); with spread 1, buf holds the rh rw phases of a read in
-    phases (run's `phases`), phase f = a rw + c from its row f `rows`: its (h, w) is the output's pixel
-    (h rh + a, w rw + c), written there once (each output row's phases interleaved)."""
+    rounded to nearest even). rh, rw > 1: the planes of the output's nearest upsampling by (rh, rw),
+    each pair at (h rh + i + top) dWp + w rw + j + left for i < rh, j < rw (layout's `repeat`
+    bits)."""
     wide()
     d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
-    rh, rw, spread = rep[0], rep[1], rep[2]
     kind = _kind(slopes, mode)
     p = q0
     while p < q1:
@@ -265,26 +262,43 @@ def _put_row_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo,
         for k in range(rows // 2):
             lo, hi = buf[2 * k * L + p - q0:], buf[(2 * k + 1) * L + p - q0:]
             b0, b1, s0, s1 = bias[2 * k], bias[2 * k + 1], slopes[2 * k], slopes[2 * k + 1]
-            if spread:  # phase (a, c) from scratch row (a rw + c) rows: its pixels (h rh + a, w rw + c)
-                for a in range(rh):
-                    row, f = dst[b, d0 + k, (h * rh + a + top) * dWp + w * rw + left:], a * rw
-                    if rw == 2:  # the row's two column phases interleaved: contiguous stores
-                        _pair_row2(row, buf[(f * rows + 2 * k) * L + p - q0:], buf[(f * rows + 2 * k + 1) * L + p - q0:],
-                                   buf[((f + 1) * rows + 2 * k) * L + p - q0:],
-                                   buf[((f + 1) * rows + 2 * k + 1) * L + p - q0:], n, b0, b1, s0, s1, kind)
-                        continue
-                    for c in range(rw):
-                        lo = buf[((f + c) * rows + 2 * k) * L + p - q0:]
-                        hi = buf[((f + c) * rows + 2 * k + 1) * L + p - q0:]
-                        for t in range(n):
-                            row[t * rw + c] = _act_pair(lo[t], hi[t], b0, b1, s0, s1, kind)
-                continue
             first = dst[b, d0 + k, (h * rh + top) * dWp + w * rw + left:]  # activated and rounded in one pass
             _pair_row(first, lo, hi, n, b0, b1, s0, s1, kind, rw)
             for i in range(1, rh):  # the other rows of the repeat: copies of the first
                 row = dst[b, d0 + k, (h * rh + i + top) * dWp + w * rw + left:]
                 for t in range(n * rw):
                     row[t] = first[t]
+        p += n
+
+
+@kernel
+def _put_phase_pairs(buf, L, bias, dst, b, q0, q1, Wp, OH, OW, slopes, mode, dgeo, rows, rh, rw):
+    """_put_row_pairs for the rh rw phases of a read in phases (run's `phases`): phase f = a rw + c
+    from buf's row f `rows`, its (h, w) the output's pixel (h rh + a, w rw + c), written there once,
+    each output row's phases interleaved (contiguous stores). (A kernel of its own: in _put_row_pairs'
+    loop its branch made SRVGGNetCompact's inference 2% slower.)"""
+    wide()
+    d0, top, left, dWp = dgeo[0], dgeo[1], dgeo[2], dgeo[3]
+    kind = _kind(slopes, mode)
+    p = q0
+    while p < q1:
+        p, h, w, n = _pixels(p, q1, Wp, OW)
+        if h >= OH or n <= 0:
+            break
+        e = p - q0
+        for k in range(rows // 2):
+            b0, b1, s0, s1 = bias[2 * k], bias[2 * k + 1], slopes[2 * k], slopes[2 * k + 1]
+            for a in range(rh):
+                row, f = dst[b, d0 + k, (h * rh + a + top) * dWp + w * rw + left:], a * rw
+                if rw == 2:
+                    _pair_row2(row, buf[(f * rows + 2 * k) * L + e:], buf[(f * rows + 2 * k + 1) * L + e:],
+                               buf[((f + 1) * rows + 2 * k) * L + e:], buf[((f + 1) * rows + 2 * k + 1) * L + e:], n,
+                               b0, b1, s0, s1, kind)
+                    continue
+                for c in range(rw):
+                    lo, hi = buf[((f + c) * rows + 2 * k) * L + e:], buf[((f + c) * rows + 2 * k + 1) * L + e:]
+                    for t in range(n):
+                        row[t * rw + c] = _act_pair(lo[t], hi[t], b0, b1, s0, s1, kind)
         p += n
 
 
@@ -408,7 +422,8 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     block of 32 channels, output channel, channel); the output into y (N, O, OH, OW) float32
     (_put_rows; has_res: times scale, plus res, its rule; r > 1: pixel-shuffled), or, where dst has
     planes, as the next convolution's planes (_put_row_pairs, dgeo, rep = (rh, rw, spread): its
-    nearest upsampling by (rh, rw), or the phases of a read in phases); shuffled: _put_shuffled_pairs,
+    nearest upsampling by (rh, rw), or with spread _put_phase_pairs: the phases of a read in phases);
+    shuffled: _put_shuffled_pairs,
     O = y.shape[1]); scratch (threads, P Opad FORWARD_CHUNK) float32; tasks (T, 3): image, first and
     end flat position (multiples of the block's width); woff (steps,), xoff (P, steps): each step's
     byte offset into wa and into xp for each of the P phases of a read in phases (_phase_steps; P = 1:
@@ -437,42 +452,48 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
         for c0 in range(q0, q1, chunk):
             c1 = min(q1, c0 + chunk)
             per = (c1 - c0) // width * ob  # position by position, the output blocks inner; phase by phase
-            blocks = per * P
-            for i in range(blocks):
-                f, j = i // per, i % per
-                q, o0 = c0 + j // ob * width, j % ob * 32
-                xb, wb = ((b * planes + pin) * S + q) * 4, o0 * 64
-                z = ((f * Opad + (0 if narrow else o0)) * FORWARD_CHUNK + q - c0) * 4  # its place in the scratch
-                # the next block's first step (a block's last step stores it and starts the next)
-                fn, jn = min(P - 1, (i + 1) // per), (i + 1) % per
-                xn, wn = ((b * planes + pin) * S + c0 + jn // ob * width) * 4 + xoff[fn, 0], jn % ob * 32 * 64
-                if narrow:
-                    if i == 0:
-                        row_zero()
-                        row_operands(wa, wb, 64, xp, xb + xoff[f, 0], S * 4)
-                    for s in range(1, steps):
-                        row_step(wa, wb + woff[s], 64, xp, xb + xoff[f, s], S * 4)
-                    if i + 1 < blocks:
-                        row_last_next(buf, z, FORWARD_CHUNK * 4, wa, wn, 64, xp, xn, S * 4)
+            for f in range(P):
+                xo = xoff[f]  # this phase's offsets (a row: the steps index it as before phases)
+                for j in range(per):
+                    q, o0 = c0 + j // ob * width, j % ob * 32
+                    xb, wb = ((b * planes + pin) * S + q) * 4, o0 * 64
+                    z = ((f * Opad + (0 if narrow else o0)) * FORWARD_CHUNK + q - c0) * 4  # its place in the scratch
+                    first, last = f == 0 and j == 0, f == P - 1 and j == per - 1
+                    # the next block's first step (a block's last step stores it and starts the next)
+                    fn, jn = (f, j + 1) if j + 1 < per else (min(f + 1, P - 1), 0)
+                    xn, wn = ((b * planes + pin) * S + c0 + jn // ob * width) * 4 + xoff[fn, 0], jn % ob * 32 * 64
+                    if narrow:
+                        if first:
+                            row_zero()
+                            row_operands(wa, wb, 64, xp, xb + xo[0], S * 4)
+                        for s in range(1, steps):
+                            row_step(wa, wb + woff[s], 64, xp, xb + xo[s], S * 4)
+                        if not last:
+                            row_last_next(buf, z, FORWARD_CHUNK * 4, wa, wn, 64, xp, xn, S * 4)
+                        else:
+                            row_last()
+                            row_store(buf, z, FORWARD_CHUNK * 4)
                     else:
-                        row_last()
-                        row_store(buf, z, FORWARD_CHUNK * 4)
-                else:
-                    if i == 0:
-                        block_zero()
-                        operands(wa, wb, 64, xp, xb + xoff[f, 0], S * 4)
-                    for s in range(1, steps):
-                        step(wa, wb + woff[s], 64, xp, xb + xoff[f, s], S * 4)
-                    if i + 1 < blocks:
-                        last_step_next(buf, z, FORWARD_CHUNK * 4, wa, wn, 64, xp, xn, S * 4)
-                    else:
-                        last_step()
-                        block_store(buf, z, FORWARD_CHUNK * 4)
+                        if first:
+                            block_zero()
+                            operands(wa, wb, 64, xp, xb + xo[0], S * 4)
+                        for s in range(1, steps):
+                            step(wa, wb + woff[s], 64, xp, xb + xo[s], S * 4)
+                        if not last:
+                            last_step_next(buf, z, FORWARD_CHUNK * 4, wa, wn, 64, xp, xn, S * 4)
+                        else:
+                            last_step()
+                            block_store(buf, z, FORWARD_CHUNK * 4)
             if pairs and r > 1:  # (never with y kept: run)
                 _put_shuffled_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo,
                                     y.shape[1], r)
             elif pairs and y.shape[2] == 0:
-                _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad, rep)
+                if rep[2]:
+                    _put_phase_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad,
+                                     rep[0], rep[1])
+                else:
+                    _put_row_pairs(buf, FORWARD_CHUNK, bias, dst, b, c0, c1, Wp, OH, OW, slopes, mode, dgeo, Opad,
+                                   rep[0], rep[1])
             else:
                 _put_rows(buf, FORWARD_CHUNK, bias, y, b, c0, c1, Wp, slopes, mode, res, has_res, scale, r)
                 if pairs:  # y kept, and laid out for the next convolution from what was stored
