@@ -305,9 +305,9 @@ def _conv2d(spec, kwargs, slot_meta, cache, eager):
 
 
 def _pointwise(shape, dtype, w, bias, geo, slope):
-    """Conv2dFunction's forward of a 1x1 convolution small enough for one tile of im2col's route
-    (conv._column_tiles' serial tile, a rule of shapes only: RCAN's channel attention on a 1x1 map),
-    as that route computes it (conv._correlate_gemm, or for fewer outputs than channels
+    """Conv2dFunction's forward of a 1x1 convolution small enough for one tile of im2col's route, run
+    on the calling thread with BLAS as it is (conv._column_tiles' serial tile and conv._run's serial
+    products, rules of shapes only: RCAN's channel attention on a 1x1 map), as that route computes it (conv._correlate_gemm, or for fewer outputs than channels
     _correlate_adjoint of the flipped kernel): the same matmul on the same views, then the bias, without
     the route's Python (which ran at 60-100 us a call after a large kernel had taken the caches, against
     ~20 us for this)."""
@@ -318,10 +318,8 @@ def _pointwise(shape, dtype, w, bias, geo, slope):
         return None
     flipped = geo.flipped()
     adjoint = flipped is not None and O < C  # _correlate_gemm's own choice
-    whole = N * H * W * (O if adjoint else C)
-    if not (0 < N and whole * (C if adjoint else O) < conv._SERIAL_MACS
-            and whole * dtype.itemsize <= conv.COL_BUFFER_BYTES):
-        return None  # more than one tile: the op as it is
+    if not 0 < N * H * W * C * O < conv._BLAS_SERIAL_MACS:
+        return None  # more than one tile, or one run with BLAS held to one thread (conv._run): the op as it is
     wm = conv._flip(w, 1, C).reshape(1, C, O).transpose(0, 2, 1) if adjoint else np.ascontiguousarray(w).reshape(1, O, C)
     b = None if bias is None else np.asarray(bias).reshape(1, O, 1, 1) if adjoint else np.asarray(bias).reshape(1, O, 1)
 
