@@ -41,7 +41,7 @@ from framework._jit import kernel, prange  # noqa: E402
 from framework._simd import bits32, wide  # noqa: E402
 from framework.functional import _direct_amx  # noqa: E402
 from framework.functional._direct import _aligned_empty  # noqa: E402
-from framework.functional._direct_bf16 import _rne  # noqa: E402
+from framework.functional._direct_bf16 import _rne, round_bits  # noqa: E402
 
 
 @kernel(inline=True)
@@ -105,11 +105,6 @@ def forward(xs, wb, bias, dst, scratch, cfg, OH, OW, Wp, tasks, offsets, mode):
         tile_release()
 
 
-def _bf16(a):
-    u = np.ascontiguousarray(a, np.float32).view(np.uint32).astype(np.uint64)
-    return ((u + 0x7FFF + ((u >> 16) & 1)) >> 16).astype(np.uint16)
-
-
 def case(C, O, H, W, rng):
     """The operands of a C -> O 3x3 conv (padding 1, ReLU) on one H x W image, in both layouts."""
     spread = np.exp(np.linspace(-3, 3, C))[None, :, None, None]  # channels of magnitudes e^-3..e^3
@@ -120,12 +115,12 @@ def case(C, O, H, W, rng):
     KB, OB = C // 32, O // 32
     xs = _aligned_empty((1, KB, S, 32), np.uint16)
     xs[...] = 0
-    xb = _bf16(x)
+    xb = round_bits(x)
     for h in range(H):
         xs[0, :, (h + 1) * Wp + 1:(h + 1) * Wp + 1 + W] = xb[0, :, h].reshape(KB, 32, W).transpose(0, 2, 1)
     wb = _aligned_empty((9, KB, OB, 16, 64), np.uint16)
     for t in range(9):
-        blocks = _bf16(w[:, :, t // 3, t % 3]).reshape(OB, 32, KB, 16, 2)  # (ob, o, kb, pair, half)
+        blocks = round_bits(w[:, :, t // 3, t % 3]).reshape(OB, 32, KB, 16, 2)  # (ob, o, kb, pair, half)
         wb[t] = blocks.transpose(2, 0, 3, 1, 4).reshape(KB, OB, 16, 64)
     dst = _aligned_empty((1, OB, S, 32), np.uint16)
     dst[...] = 0
@@ -139,7 +134,7 @@ def same_bits(C, O, H, W, seed=0, mode=0):
     x, w, bias, xs, wb, dst, offsets, Wp, Q = case(C, O, H, W, np.random.default_rng(seed))
     scratch = _aligned_empty((numba.get_num_threads(), 2048), np.float32)
     forward(xs, wb, bias, dst, scratch, _amx.CONFIG, H, W, Wp, _direct_amx._tasks(1, Q, 2), offsets, mode)
-    ref = _bf16(_direct_amx.correlate(x, w, (H, W), (1, 1), bias, 0.0, 2))
+    ref = round_bits(_direct_amx.correlate(x, w, (H, W), (1, 1), bias, 0.0, 2))
     got = np.stack([dst[0, :, (h + 1) * Wp + 1:(h + 1) * Wp + 1 + W].transpose(0, 2, 1).reshape(O, W)
                     for h in range(H)], axis=1)[None]
     return np.array_equal(got, ref)

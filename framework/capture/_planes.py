@@ -205,27 +205,22 @@ def share_planes(ops, classes, graph):
         c = convs[k]
         same = c["geo"].kernel == (3, 3) and tuple(c["geo"].padding) == (1, 1) and \
             tuple(c["geo"].features) == tuple(c["geo"].image)  # a 3x3 "same" conv: phases of the small value's pixels
-        if same and plans.get(k, {}).get("write") is not None and plans[k].get("shuffle", 1) == 1 \
-                and "write_repeat" not in plans[k]:
+        phased = same and plans.get(k, {}).get("write") is not None and plans[k].get("shuffle", 1) == 1 \
+            and "write_repeat" not in plans[k]  # (the readers after it first: its writer's own read may be in phases)
+        if phased:
             plans[k]["phases"] = rep[1:]  # it reads the small value's own planes, phase by phase
-            if writer is not None:  # (the readers after it first: its writer's own read may be in phases)
-                p, relu = writer
-                Wp, _, S = _direct_amx.plane_geometry(convs[p]["geo"].features, (3, 3))
-                arena = _Arena((c["N"], _blocks(convs[p]["O"], 32) * _direct_amx.TILE, S), Wp)
-                plans.setdefault(p, {})["write"] = (arena, np.array([0, 1, 1, Wp], np.int64))
-                if relu is not None:
-                    plans[p]["slope"] = relu[1]
-                    drop.add(relu[0])
-                plans[k]["read"] = (arena, (0, _direct_amx.pack_weight(c["w"]), None))
-            continue
         if writer is None:
-            plans.setdefault(k, {})["repeat"] = rep[1:]
+            if not phased:
+                plans.setdefault(k, {})["repeat"] = rep[1:]
             continue
-        p, relu = writer  # the small value's conv writes the planes of its upsampling
-        Wp, _, S = _direct_amx.plane_geometry(c["geo"].features, c["geo"].kernel)
+        p, relu = writer  # the small value's conv writes its planes (read in phases) or its upsampling's
+        Wp, _, S = _direct_amx.plane_geometry(convs[p]["geo"].features if phased else c["geo"].features,
+                                              c["geo"].kernel)
         arena = _Arena((c["N"], _blocks(convs[p]["O"], 32) * _direct_amx.TILE, S), Wp)
         dgeo = np.array([0, c["geo"].padding[0], c["geo"].padding[1], Wp], np.int64)
-        plans.setdefault(p, {}).update(write=(arena, dgeo), write_repeat=rep[1:])
+        plans.setdefault(p, {})["write"] = (arena, dgeo)
+        if not phased:
+            plans[p]["write_repeat"] = rep[1:]
         if relu is not None:
             plans[p]["slope"] = relu[1]
             drop.add(relu[0])

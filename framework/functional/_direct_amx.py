@@ -426,8 +426,8 @@ def _forward(xp, pin, wa, bias, y, dst, dgeo, OH, OW, cfg, Wp, slopes, mode, scr
     shuffled: _put_shuffled_pairs,
     O = y.shape[1]); scratch (threads, P Opad FORWARD_CHUNK) float32; tasks (T, 3): image, first and
     end flat position (multiples of the block's width); woff (steps,), xoff (P, steps): each step's
-    byte offset into wa and into xp for each of the P phases of a read in phases (_phase_steps; P = 1:
-    _steps), every block computed for each phase into the phase's Opad rows of the scratch (chunks of
+    byte offset into wa and into xp for each of the P phases of a read in phases (_steps, its
+    `phase`), every block computed for each phase into the phase's Opad rows of the scratch (chunks of
     FORWARD_CHUNK / P positions, whole blocks of 96).
     Blocks of 32 outputs x 32 positions (the 2 x 2 block), or where Opad is 16 (at most 16 outputs)
     16 x 48 (the 1 x 3 block: no product on padding). The next step's operands load while this
@@ -538,30 +538,24 @@ def _forward_layout_nearest(xu, xp, top, left, Wp, rh, rw):
 
 
 @functools.lru_cache(maxsize=256)  # a graph's convolutions ask for the same few at every call
-def _steps(KB, Opad, S, Wp, kh, kw, starts=None):
+def _steps(KB, Opad, S, Wp, kh, kw, starts=None, phase=None):
     """The forward's steps, tap by tap and block by block of 32 channels (the order of every sum):
     step s = (tap t, block kb) reads wa at s Opad 64 bytes and xp at (starts[kb] S + i Wp + j) 4
     bytes (t = i kw + j) from its block's origin (starts: each block's first plane, default 16 kb).
-    (Cached, as _tasks: the kernels only read them.)"""
+    phase = (rh, rw, a, c): phase (a, c) of a 3x3 correlation (padding 1) reading the nearest
+    upsampling by (rh, rw) of an image from that image's own planes (padding 1, rows of Wp): output
+    pixel (h rh + a, w rw + c) is the phase's flat position h Wp + w, and its tap (i, j) reads the
+    upsampled pixel (h rh + a + i - 1, w rw + c + j - 1), the image's ((a + i - 1) // rh + h, (c + j -
+    1) // rw + w): offsets ((a + i - 1) // rh + 1) Wp + (c + j - 1) // rw + 1 in place of i Wp + j (the
+    same steps, so the same sums). (Cached, as _tasks: the kernels only read them.)"""
     s = np.arange(kh * kw * KB)
     t, kb = s // KB, s % KB
     first = kb * TILE if starts is None else np.asarray(starts, np.int64)[kb]
-    return (s * Opad * 64).astype(np.int64), ((first * S + (t // kw) * Wp + t % kw) * 4).astype(np.int64)
-
-
-def _phase_steps(KB, Opad, S, Wp, rh, rw, a, c, starts=None):
-    """_steps of phase (a, c) of a 3x3 correlation (padding 1) reading the nearest upsampling by (rh,
-    rw) of an image from that image's own planes (padding 1, rows of Wp): output pixel (h rh + a, w rw
-    + c) is the flat position q = h Wp + w of the phase, and its tap (i, j) reads the upsampled pixel
-    (h rh + a + i - 1, w rw + c + j - 1), the image's ((a + i - 1) // rh + h, (c + j - 1) // rw + w):
-    the offsets ((a + i - 1) // rh + 1) Wp + (c + j - 1) // rw + 1, each in [0, 2]. The steps and the
-    blocks are _steps' (the same sums in the same order)."""
-    woff, _ = _steps(KB, Opad, S, Wp, 3, 3, starts)
-    s = np.arange(9 * KB)
-    t, kb = s // KB, s % KB
-    first = kb * TILE if starts is None else np.asarray(starts, np.int64)[kb]
-    di, dj = (a + t // 3 - 1) // rh + 1, (c + t % 3 - 1) // rw + 1
-    return woff, ((first * S + di * Wp + dj) * 4).astype(np.int64)
+    i, j = t // kw, t % kw
+    if phase is not None:
+        rh, rw, a, c = phase
+        i, j = (a + i - 1) // rh + 1, (c + j - 1) // rw + 1
+    return (s * Opad * 64).astype(np.int64), ((first * S + i * Wp + j) * 4).astype(np.int64)
 
 
 def block_starts(span):
@@ -690,7 +684,7 @@ def run(xp, pin, wa, bias, O, features, kernel, slope, workers, dst=None, dgeo=N
     the bits layout(..., repeat) gives from y; only with dst, neither shuffled nor kept).
     phases = (rh, rw): the correlation (3x3, padding 1, features (OH, OW)) of the nearest upsampling
     by (rh, rw) of the image whose planes xp holds (its own layout: (OH / rh, OW / rw), padding 1),
-    read from them phase by phase (_phase_steps: each output pixel's taps read the pixels the
+    read from them phase by phase (_steps' `phase`: each output pixel's taps read the pixels the
     upsampled layout repeats, so the same sums: `layout(..., repeat)`'s bits, without its planes rh
     rw times as large); only into planes dst, neither repeated, kept, shuffled nor with a residual."""
     return prepare(xp.shape, pin, wa, bias, O, features, kernel, slope, None if dst is None else dst.shape, dgeo,
@@ -758,7 +752,7 @@ def prepare(xshape, pin, wa, bias, O, features, kernel, slope, dshape=None, dgeo
     if (ph, pw) == (1, 1):
         xoff, rep = xoff[None], np.array([rh, rw, 0], np.int64)
     else:  # every phase in one pass, each into its own scratch (a chunk's pixels read once, not per phase)
-        xoff = np.stack([_phase_steps(wa.shape[1], wa.shape[2], S, Wp, ph, pw, a, c, starts)[1]
+        xoff = np.stack([_steps(wa.shape[1], wa.shape[2], S, Wp, kh, kw, starts, (ph, pw, a, c))[1]
                          for a in range(ph) for c in range(pw)])
         rep = np.array([ph, pw, 1], np.int64)
     OHs, OWs = OH // ph, OW // pw

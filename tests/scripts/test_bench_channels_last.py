@@ -28,5 +28,5 @@ def test_the_layouts_put_each_value_where_the_kernel_reads_it():
     x, w, bias, xs, wb, dst, offsets, Wp, Q = bench_channels_last.case(32, 32, 5, 21, np.random.default_rng(1))
     assert wb.shape == (9, 1, 1, 16, 64)
     # pair k of output o at [k, 2 o + half]: channel 2k + half of output o at tap 0
-    assert wb[0, 0, 0, 3, 2 * 5 + 1] == bench_channels_last._bf16(w[5, 7, 0, 0])
-    assert xs[0, 0, Wp + 1 + 4, 6] == bench_channels_last._bf16(x[0, 6, 0, 4])
+    assert wb[0, 0, 0, 3, 2 * 5 + 1] == bench_channels_last.round_bits(w[5, 7, 0, 0])
+    assert xs[0, 0, Wp + 1 + 4, 6] == bench_channels_last.round_bits(x[0, 6, 0, 4])
