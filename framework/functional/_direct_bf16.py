@@ -87,19 +87,26 @@ def pack_pairs(row, lo, hi, n, odd):
 
 @kernel
 def _pair_plane(xu, plane, b, k, top, left, Wp):
-    """One plane of _pad_pairs: plane[i Wp + j] = the pair of channels 2k, 2k + 1 of image b."""
+    """One plane of _pad_pairs: plane[i Wp + j] = the pair of channels 2k, 2k + 1 of image b, 0 in the
+    padding. Each element is written once (zeroing the whole plane first doubled a store-bound
+    pass's stores)."""
     C, H, W = xu.shape[1], xu.shape[2], xu.shape[3]
     S = plane.shape[0]
     i0, i1 = valid_range(top, 1, H, S // Wp)
     j0, j1 = valid_range(-left, 1, W, Wp)
-    for m in range(S):
-        plane[m] = 0
-    if 2 * k >= C:  # a pair past x's channels (AMX's blocks of 32)
+    if 2 * k >= C or i0 >= i1 or j0 >= j1:  # a pair past x's channels (AMX's blocks of 32), or no pixel
+        for m in range(S):
+            plane[m] = 0
         return
     odd = 2 * k + 1 < C
+    for m in range(i0 * Wp + j0):  # the rows above, the first row's left padding
+        plane[m] = 0
     for i in range(i0, i1):
         lo = xu[b, 2 * k, top + i, j0 - left:]
         pack_pairs(plane[i * Wp + j0:], lo, xu[b, 2 * k + 1, top + i, j0 - left:] if odd else lo, j1 - j0, odd)
+        end = (i + 1) * Wp + j0 if i + 1 < i1 else S  # this row's right padding, the next one's left
+        for m in range(i * Wp + j1, end):
+            plane[m] = 0
 
 
 @functools.lru_cache(maxsize=None)

@@ -262,6 +262,33 @@ def test_tile_operands_lie_on_cache_lines(monkeypatch):
         assert [a.ctypes.data % 64 for a in seen] == [0, 0, 0]
 
 
+@pytest.mark.parametrize("C, H, W, top, left, Wp, rows", [
+    (5, 4, 6, 1, 1, 8, 7),  # a 3x3 conv's padding; an odd channel count (the last pair's high half 0)
+    (32, 3, 5, 2, 0, 9, 8),  # rows and columns of padding on one side only, spare rows at the end
+    (3, 6, 4, -2, 1, 6, 4),  # rows cropped off the top and the bottom (a band of the AVX512-BF16 route)
+    (4, 2, 3, 5, 1, 5, 4),  # every row of the image below the planes: all padding
+])
+def test_pair_planes_write_every_element_once_over_garbage(C, H, W, top, left, Wp, rows):
+    # each element of the planes is written once (the padding without zeroing the whole plane
+    # first): the numpy reference of the rounded pairs at (i + top) Wp + j + left, zeros elsewhere,
+    # whatever the buffer held; pairs past the channels (blocks of 32) all zeros
+    x = np.random.default_rng(C + H).standard_normal((1, C, H, W)).astype(np.float32)
+    S = rows * Wp + 3  # a tail past the last whole row
+    xp = np.full((1, 16 * -(-C // 32), S), 0xDEADBEEF, np.uint32)
+    if top >= 0:
+        _direct_amx.layout(x, xp, 0, (top, left), Wp)
+    else:  # a band starting inside the image: the AVX512-BF16 route's call
+        _direct_bf16._pad_pairs(x.view(np.uint32), xp, 0, -top, left, Wp)
+    bits = np.zeros((xp.shape[1] * 2, H, W), np.uint32)
+    bits[:C] = _direct_bf16.round_bits(x[0])
+    want = np.zeros((xp.shape[1], rows * Wp), np.uint32)
+    for i in range(H):
+        if 0 <= i + top < rows:
+            want[:, (i + top) * Wp + left:(i + top) * Wp + left + W] = bits[0::2, i] | (bits[1::2, i] << 16)
+    np.testing.assert_array_equal(xp[0, :, :rows * Wp], want)
+    np.testing.assert_array_equal(xp[0, :, rows * Wp:], 0)
+
+
 @needs_amx
 @pytest.mark.parametrize("O, slope", [(40, 0.1), (12, 0.0), (36, None), (16, 0.2)])
 def test_amx_forward_over_several_chunks_of_positions(O, slope):
