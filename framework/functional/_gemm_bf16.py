@@ -9,7 +9,9 @@ of each operand, four products per step; the next step's tiles load while this s
 run: the tile unit does not rename tiles, so a load waits for the products still reading its tile);
 every max(4, ~sqrt(K/32)) steps the tiles go onto the block's running total (blocked sums, as
 _direct.py's), so the order of every sum is fixed: the result depends neither on threads nor on the
-machine, only on the route.
+machine, only on the route. The block's total goes from a scratch into C (M, N) itself, with the bias
+added (linear's `+ b`, one float32 add after the sum): no padded C, no pass of its own for the bias
+(numpy's add of a bias to a (4096, 180) view of the padded C took twice the product's time).
 """
 from __future__ import annotations
 
@@ -25,11 +27,15 @@ from ._direct_bf16 import _rne
 
 
 @kernel
-def _rows(a, b, c, m0, rb, buf):
-    """c[m0:m0 + 32] = a[m0:m0 + 32] b on tiles (the thread's tiles configured): a (Mp, Kp)
-    bfloat16 bits, b (Kp/2, Np, 2) bfloat16 pairs, c (Mp, Np) float32; buf (1024,) float32."""
+def _rows(a, b, c, m0, rb, buf, bias, has_bias):
+    """c[m0:m0 + 32] = a[m0:m0 + 32] b (+ bias) on tiles (the thread's tiles configured): a (Mp, Kp)
+    bfloat16 bits, b (Kp/2, Np, 2) bfloat16 pairs, c (M, N) float32 (rows and columns past it: not
+    stored); buf (2048,) float32: a block's running total, then the next block's tiles; bias (N,)
+    float32, added where has_bias."""
     Kp = a.shape[1]
-    Np = c.shape[1]
+    Np = b.shape[1]
+    M, N = c.shape
+    rows = min(32, M - m0)
     for n0 in range(0, Np, 32):
         for k0 in range(0, Kp, 32 * rb):
             block_zero()
@@ -41,26 +47,35 @@ def _rows(a, b, c, m0, rb, buf):
                 y += 16 * Np * 4
                 step(a, x, Kp * 2, b, y, Np * 4)
             last_step()
-            if k0 == 0:  # the first block straight into c, the others added onto it
-                block_store(c, (m0 * Np + n0) * 4, Np * 4)
+            if k0 == 0:  # the first block is the running total, the others added onto it in order
+                block_store(buf, 0, 128)
                 continue
-            block_store(buf, 0, 128)
-            for m in range(32):
-                row, src = c[m0 + m, n0:], buf[m * 32:]
-                for n in range(32):
-                    row[n] += src[n]
+            block_store(buf, 4096, 128)
+            for e in range(1024):
+                buf[e] += buf[1024 + e]
+        cols = min(32, N - n0)
+        for m in range(rows):
+            row, src = c[m0 + m, n0:n0 + cols], buf[m * 32:m * 32 + cols]
+            if has_bias:
+                add = bias[n0:n0 + cols]
+                for n in range(cols):
+                    row[n] = src[n] + add[n]
+            else:
+                for n in range(cols):
+                    row[n] = src[n]
 
 
 @kernel(parallel=True)
-def _gemm_batched(a, b, c, cfg, rb, scratch):
-    """c[i] = a[i] b[i] for each product i: a (B, Mp, Kp) bfloat16 bits, b (B, Kp/2, Np, 2)
-    bfloat16 pairs, c (B, Mp, Np) float32 (written whole); scratch (threads, 1024) float32. A task:
-    32 rows of one product (attention's thousands of small products share the threads)."""
+def _gemm_batched(a, b, c, cfg, rb, scratch, bias, has_bias):
+    """c[i] = a[i] b[i] (+ bias) for each product i: a (B, Mp, Kp) bfloat16 bits, b (B, Kp/2, Np, 2)
+    bfloat16 pairs, c (B, M, N) float32 (written whole); scratch (threads, 2048) float32; bias (N,)
+    float32, added where has_bias. A task: 32 rows of one product (attention's thousands of small
+    products share the threads)."""
     MB = a.shape[1] // 32
     for t in prange(a.shape[0] * MB):
         i = t // MB
         tile_config(cfg)
-        _rows(a[i], b[i], c[i], (t % MB) * 32, rb, scratch[numba.get_thread_id()])
+        _rows(a[i], b[i], c[i], (t % MB) * 32, rb, scratch[numba.get_thread_id()], bias, has_bias)
         tile_release()
 
 
@@ -107,22 +122,29 @@ def available() -> bool:
     return precision.support().amx_bf16
 
 
-def matmul(a, b):
-    """a (M, K) @ b (K, N) float32 (arrays or views) -> (M, N) float32, bfloat16 operands rounded to
-    nearest even, float32 sums: one product of `matmul_batched`."""
-    return matmul_batched(a[None], b[None])[0]
+def matmul(a, b, bias=None):
+    """a (M, K) @ b (K, N) float32 (arrays or views) (+ bias (N,) float32) -> (M, N) float32,
+    bfloat16 operands rounded to nearest even, float32 sums: one product of `matmul_batched`."""
+    return matmul_batched(a[None], b[None], bias)[0]
 
 
-def matmul_batched(a, b):
-    """a (B, M, K) @ b (B, K, N) float32 (arrays or views, any strides) -> (B, M, N) float32,
-    bfloat16 operands rounded to nearest even, float32 sums (each product as `matmul`'s)."""
+_NO_BIAS = np.zeros(0, np.float32)
+
+
+def matmul_batched(a, b, bias=None):
+    """a (B, M, K) @ b (B, K, N) float32 (arrays or views, any strides) (+ bias (N,) float32, added
+    to every row: the float32 sum, then one add) -> (B, M, N) float32 (contiguous), bfloat16 operands
+    rounded to nearest even, float32 sums (each product as `matmul`'s)."""
     precision.require_amx("matmul")
     (B, M, K), N = a.shape, b.shape[2]
+    if bias is not None and (bias.shape != (N,) or bias.dtype != np.float32):
+        raise ValueError(f"_gemm_bf16.matmul: bias {bias.shape} {bias.dtype} is not ({N},) float32")
     Mp, Kp, Np = (_blocks(n, 32) * 32 for n in (M, K, N))
     ab, bb = _aligned_empty((B, Mp, Kp), np.uint16), _aligned_empty((B, Kp // 2, Np, 2), np.uint16)
     _pack_a_batched(a.view(np.uint32), ab)  # rounded once, in one pass each (views read in place)
     _pack_b_batched(b.view(np.uint32), bb.view(np.uint32)[..., 0])
-    c = _aligned_empty((B, Mp, Np), np.float32)
+    c = np.empty((B, M, N), np.float32)
     rb = max(4, round((Kp / 32) ** 0.5))  # blocks of at least 128 terms, about sqrt(K) for long sums
-    _gemm_batched(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 1024), np.float32))
-    return c[:, :M, :N]
+    _gemm_batched(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 2048), np.float32),
+                  _NO_BIAS if bias is None else np.ascontiguousarray(bias), bias is not None)
+    return c

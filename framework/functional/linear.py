@@ -150,9 +150,7 @@ class LinearFunction(Function):
         ctx.save_for_backward(x2, weight)
         ctx.shape, ctx.precision = x.shape, precision.current()
         if _bf16(x2.dtype):
-            out = _gemm_bf16.matmul(x2, weight.T)
-            if bias is not None:
-                out += bias
+            out = _gemm_bf16.matmul(x2, weight.T, bias)  # the bias added as each block is stored
             return out.reshape(x.shape[:-1] + (weight.shape[0],))
         out = np.empty((x2.shape[0], weight.shape[0]), np.result_type(x2, weight))
         wt = weight.T
