@@ -14,6 +14,8 @@ numba keeps in registers as it keeps any local scalar, and four intrinsics act o
     vsplat(x, lanes)     x in every lane
     vfma(a, b, c)        a b + c per lane, rounded once (llvm.fma: IEEE fused multiply-add)
     vadd(a, b)           a + b per lane
+    vmul(a, b)           a b per lane (rounded: with vadd after it, the bits of numba's own `s += a * b`,
+                         which LLVM does not contract into an fma)
     vrelu(v), vleaky(v, s)   activation.rectify_'s relu (-0 to +0, NaN kept) and leaky relu per lane
     bits32(x)            a float32 scalar's bits as a uint32 (a bitcast)
     vdot_bf16(acc, a, b)     AVX512-BF16's vdpbf16ps per 16 lanes: a and b are uint32 vectors, each
@@ -44,7 +46,7 @@ from numba.core.datamodel import models, register_default
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-__all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vrelu", "vleaky",
+__all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vmul", "vrelu", "vleaky",
            "vdot_bf16", "wide", "lanes", "target", "bits32"]
 
 
@@ -221,6 +223,16 @@ def vadd(typingctx, a, b):
 
     def codegen(context, builder, sig, args):
         return builder.fadd(args[0], args[1])
+    return a(a, b), codegen
+
+
+@intrinsic
+def vmul(typingctx, a, b):
+    if not (isinstance(a, Vector) and a == b):
+        raise TypingError(f"vmul: two vectors of one type, got {a}, {b}")
+
+    def codegen(context, builder, sig, args):
+        return builder.fmul(args[0], args[1])
     return a(a, b), codegen
 
 

@@ -36,6 +36,7 @@ import numpy as np
 
 from .._check import float_array, int_arg, number, pair
 from .._jit import kernel, launch, prange
+from .._simd import vadd, vload, vload_part, vmul, vsplat, vstore, vstore_part
 from ..autograd import Function
 from ..tensor import Tensor
 from .rows import SERIAL_ELEMS, like, row_dot, row_max, softmax_rows_grad, vexp
@@ -217,24 +218,34 @@ def attention_softmax(scores, scale=1.0, bias=None, mask=None):
 _CHUNK = 8
 
 
+LANES = 16  # a vector of the forward's rows (one zmm of float32, two of float64)
+SCORE_VECTORS = 4  # score vectors per register block: 64 keys of a query row at a time
+PV_ROWS = 8  # query rows whose outputs are summed side by side (8 chains hide an add's latency)
+
+
 @kernel(parallel=True)
 def _attention_kernel(q, k, v, offsets, heads, bias, mask, scale, p, out):
     """Per batch item b and head h (q: q[b, :, oq + h d + c], N x d; k: k[b, :, ok + h d + c],
     M x d; v: v[b, :, ov + h dv + c], M x dv; offsets = (oq, ok, ov, d, dv): q, k, v may be one
     packed array): p[b, h] = softmax(scale q k^T + bias[h] + mask[b % nW]),
-    out[b, :, h dv + c] = (p v)[:, c]. Every inner loop runs over a row (k and p^T are transposed
-    into local buffers): axpy form, which LLVM vectorises without reassociating a sum. No bias /
-    mask: (0, N, M) arrays."""
+    out[b, :, h dv + c] = (p v)[:, c]. No bias / mask: (0, N, M) arrays.
+    Each score is a chain over the channels c in order from 0 (q_c k_c rounded, then added), kept
+    in a register block of SCORE_VECTORS x LANES keys of one query row (k transposed into a local
+    buffer once per head); each output a chain over the keys j in order from 0 (p_ij v_jc), a
+    vector of LANES channels of v per step for PV_ROWS query rows side by side: explicit vectors
+    (_simd) where LLVM's own loops stored and reloaded the rows at every channel, and p's transpose
+    and the output's are gone."""
     B, N = q.shape[0], q.shape[1]
     M = k.shape[1]
     oq, ok, ov, d, dv = offsets
     nb = bias.shape[0]
     nw = mask.shape[0]
     sc = like(scale, q[0, 0, 0])
+    W = -(-M // (SCORE_VECTORS * LANES)) * SCORE_VECTORS * LANES  # keys padded to whole blocks
     for b in prange(B):
-        kt = np.empty((d, M), q.dtype)
-        pt = np.empty((M, N), q.dtype)
-        ot = np.empty((dv, N), q.dtype)
+        kt = np.zeros((d, W), q.dtype)
+        zero = vsplat(like(0.0, sc), LANES)
+        scv = vsplat(sc, LANES)
         for h in range(heads):
             q0, k0, v0 = oq + h * d, ok + h * d, ov + h * dv
             for c in range(d):
@@ -242,46 +253,55 @@ def _attention_kernel(q, k, v, offsets, heads, bias, mask, scale, p, out):
                     kt[c, j] = k[b, j, k0 + c]
             s = p[b, h]
             for i in range(N):
+                row, qi = s[i], q[b, i]
+                for j0 in range(0, M, SCORE_VECTORS * LANES):
+                    a0 = a1 = a2 = a3 = zero
+                    for c in range(d):
+                        qc, kr = vsplat(qi[q0 + c], LANES), kt[c]
+                        a0 = vadd(a0, vmul(qc, vload(kr, j0, LANES)))
+                        a1 = vadd(a1, vmul(qc, vload(kr, j0 + LANES, LANES)))
+                        a2 = vadd(a2, vmul(qc, vload(kr, j0 + 2 * LANES, LANES)))
+                        a3 = vadd(a3, vmul(qc, vload(kr, j0 + 3 * LANES, LANES)))
+                    for t, a in ((0, a0), (1, a1), (2, a2), (3, a3)):
+                        j = j0 + t * LANES
+                        if j < M:
+                            n = min(LANES, M - j)
+                            a = vmul(scv, a)
+                            if nb > 0:
+                                a = vadd(a, vload_part(bias[h, i], j, a, 0, n))
+                            if nw > 0:
+                                a = vadd(a, vload_part(mask[b % nw, i], j, a, 0, n))
+                            if n == LANES:  # whole: a masked store stalls the scalar loads after it
+                                vstore(row, j, a)
+                            else:
+                                vstore_part(row, j, a, 0, n)
+            for i in range(N):  # after every row's scores: loads right behind their stores stalled
                 row = s[i]
-                for j in range(M):
-                    row[j] = 0
-                for c in range(d):
-                    a = q[b, i, q0 + c]
-                    krow = kt[c]
-                    for j in range(M):
-                        row[j] += a * krow[j]
-                if nb > 0:
-                    brow = bias[h, i]
-                    for j in range(M):
-                        row[j] = sc * row[j] + brow[j]
-                else:
-                    for j in range(M):
-                        row[j] = sc * row[j]
-                if nw > 0:
-                    mrow = mask[b % nw, i]
-                    for j in range(M):
-                        row[j] += mrow[j]
                 m = row_max(s, i)
                 for j in range(M):
                     row[j] = vexp(row[j] - m)
                 inv = like(1.0 / row_dot(s, s, i, False), sc)
                 for j in range(M):
                     row[j] = row[j] * inv
-                for j in range(M):
-                    pt[j, i] = row[j]
-            for c in range(dv):
-                for i in range(N):
-                    ot[c, i] = 0
-            for j in range(M):  # out^T[c, :] += v[j, c] p^T[j, :]
-                prow = pt[j]
-                for c in range(dv):
-                    a = v[b, j, v0 + c]
-                    orow = ot[c]
-                    for i in range(N):
-                        orow[i] += a * prow[i]
-            for i in range(N):
-                for c in range(dv):
-                    out[b, i, h * dv + c] = ot[c, i]
+            for i0 in range(0, N, PV_ROWS):  # PV_ROWS rows' chains side by side (one would wait on each add)
+                r1, r2, r3 = min(i0 + 1, N - 1), min(i0 + 2, N - 1), min(i0 + 3, N - 1)
+                r4, r5, r6, r7 = min(i0 + 4, N - 1), min(i0 + 5, N - 1), min(i0 + 6, N - 1), min(i0 + 7, N - 1)
+                for c0 in range(0, dv, LANES):
+                    n = min(LANES, dv - c0)
+                    e0 = e1 = e2 = e3 = e4 = e5 = e6 = e7 = zero
+                    for j in range(M):
+                        vj = vload_part(v[b, j], v0 + c0, zero, 0, n)
+                        e0 = vadd(e0, vmul(vsplat(s[i0, j], LANES), vj))
+                        e1 = vadd(e1, vmul(vsplat(s[r1, j], LANES), vj))
+                        e2 = vadd(e2, vmul(vsplat(s[r2, j], LANES), vj))
+                        e3 = vadd(e3, vmul(vsplat(s[r3, j], LANES), vj))
+                        e4 = vadd(e4, vmul(vsplat(s[r4, j], LANES), vj))
+                        e5 = vadd(e5, vmul(vsplat(s[r5, j], LANES), vj))
+                        e6 = vadd(e6, vmul(vsplat(s[r6, j], LANES), vj))
+                        e7 = vadd(e7, vmul(vsplat(s[r7, j], LANES), vj))
+                    for t, e in ((0, e0), (1, e1), (2, e2), (3, e3), (4, e4), (5, e5), (6, e6), (7, e7)):
+                        if i0 + t < N:
+                            vstore_part(out[b, i0 + t], h * dv + c0, e, 0, n)
 
 
 @kernel(parallel=True)
@@ -369,7 +389,8 @@ def _attend(ctx, q, k, v, offsets, bias, heads, scale, mask):
     p = np.empty((b_, heads, n, m), q.dtype)
     out = np.empty((b_, n, heads * offsets[4]), q.dtype)
     launch(_attention_kernel, p.size < SERIAL_ELEMS, q, k, v, offsets, heads,
-           empty if bias is None else np.ascontiguousarray(bias), empty if mask is None else mask,
+           empty if bias is None else np.ascontiguousarray(bias),
+           empty if mask is None else np.ascontiguousarray(mask),
            float(scale), p, out)
     ctx.weights, ctx.meta = p, (offsets, heads, scale)
     return out

@@ -262,6 +262,56 @@ def test_per_head_scale_matches_torch(dtype):
         assert_close(ours, theirs, dtype, what)
 
 
+@numba.njit(cache=True)
+def _vexp_each(t, out):
+    for i in range(t.size):
+        out.flat[i] = A.vexp(t.flat[i])  # the kernel's own exp (exp32 for float32)
+
+
+def _attention_chains(q, k, v, heads, scale, bias, mask):
+    """The fused forward's documented order in numpy (float32 products rounded, then added, which
+    numpy's elementwise arithmetic gives exactly): each score a chain over the head's channels from
+    0, times the scale, plus the bias, plus the mask; the row's max, the kernel's exp, the sum in
+    float64 over four chains (j % 4 in order, row_dot's), the row times the float32 of its inverse;
+    each output a chain over the keys from 0."""
+    b_, n, _ = q.shape
+    m, d, dv = k.shape[1], q.shape[2] // heads, v.shape[2] // heads
+    out, weights = np.empty((b_, n, heads * dv), q.dtype), np.empty((b_, heads, n, m), q.dtype)
+    for b in range(b_):
+        for h in range(heads):
+            qh, kh, vh = q[b, :, h * d:(h + 1) * d], k[b, :, h * d:(h + 1) * d], v[b, :, h * dv:(h + 1) * dv]
+            s = np.zeros((n, m), q.dtype)
+            for c in range(d):
+                s = s + qh[:, c:c + 1] * kh[None, :, c]
+            s = q.dtype.type(scale) * s + bias[h]
+            if mask is not None:
+                s = s + mask[b % mask.shape[0]]
+            e = np.empty_like(s)
+            _vexp_each(s - s.max(axis=1, keepdims=True), e)
+            chains = [np.cumsum(e[:, r::4].astype(np.float64), axis=1)[:, -1] if m > r else np.zeros(n)
+                      for r in range(4)]
+            p = e * (1.0 / ((chains[0] + chains[1]) + (chains[2] + chains[3]))).astype(q.dtype)[:, None]
+            o = np.zeros((n, dv), q.dtype)
+            for j in range(m):
+                o = o + p[:, j:j + 1] * vh[j][None, :]
+            out[b, :, h * dv:(h + 1) * dv], weights[b, h] = o, p
+    return out, weights
+
+
+@pytest.mark.parametrize("b_,heads,n,m,d,dv,nw", [(3, 2, 70, 70, 10, 20, 3), (2, 1, 9, 100, 16, 33, 0),
+                                                  (2, 6, 64, 64, 10, 10, 2)])
+def test_the_fused_forward_is_its_chains_bit_for_bit(b_, heads, n, m, d, dv, nw):
+    # register blocks of 64 keys (a partial last vector, two blocks), outputs over one to three
+    # vectors of channels and eight query rows at a time (n not a multiple of 8): each value the
+    # documented chain's bits, float32
+    q, k, v, bias, mask = _attention_inputs(b_, heads, n, m, d, dv, nw, np.float32, seed=5)
+    ctx = type("Ctx", (), {})()
+    out = A._attend(ctx, q.data, k.data, v.data, (0, 0, 0, d, dv), bias.data, heads, 0.3, mask)
+    want, weights = _attention_chains(q.data, k.data, v.data, heads, 0.3, bias.data, mask)
+    np.testing.assert_array_equal(ctx.weights.view(np.uint32), weights.view(np.uint32))
+    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+
+
 def test_the_bias_gradient_does_not_depend_on_the_thread_count():
     q, k, v, bias, mask = _attention_inputs(40, 2, 16, 16, 8, 8, 4, seed=5)  # above SERIAL_ELEMS
     g = np.random.default_rng(2).standard_normal((40, 16, 16))
