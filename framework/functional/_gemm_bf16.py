@@ -2,9 +2,9 @@
 products and matmul's (batched: `matmul_batched`) under `autocast("bf16")` where the CPU has
 AMX-BF16 (linear.py).
 
-A (M, K) is rounded into rows of K bfloat16 (a tile: 16 rows x 32 terms), B (K, N) into tdpbf16ps's
-pair layout (K/2, N, 2) (a tile: 16 pairs of rows x 16 columns), both zero-padded to multiples of
-32. A task owns 32 rows of C; per 32 x 32 block (tmm0..tmm3) it runs over K in steps of 32 (two tiles
+A (M, K) is rounded into rows of K bfloat16 (a tile: 16 rows x 32 terms) by each task for its own 32
+rows, B (K, N) once into tdpbf16ps's pair layout (K/2, N, 2) (a tile: 16 pairs of rows x 16 columns),
+both zero-padded to multiples of 32. A task owns 32 rows of C; per 32 x 32 block (tmm0..tmm3) it runs over K in steps of 32 (two tiles
 of each operand, four products per step; the next step's tiles load while this step's last products
 run: the tile unit does not rename tiles, so a load waits for the products still reading its tile);
 every max(4, ~sqrt(K/32)) steps the tiles go onto the block's running total (blocked sums, as
@@ -21,6 +21,7 @@ import numpy as np
 from .. import _amx, precision
 from .._amx import block_store, block_zero, last_step, operands, step, tile_config, tile_release
 from .._jit import kernel, prange
+from .._simd import vadd, vload, vload_part, vsplat, vstore, vstore_part, wide
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _rne
 
@@ -28,18 +29,21 @@ from ._direct_bf16 import _rne
 
 @kernel
 def _rows(a, b, c, m0, rb, buf, bias, has_bias):
-    """c[m0:m0 + 32] = a[m0:m0 + 32] b (+ bias) on tiles (the thread's tiles configured): a (Mp, Kp)
-    bfloat16 bits, b (Kp/2, Np, 2) bfloat16 pairs, c (M, N) float32 (rows and columns past it: not
+    """c[m0:m0 + 32] = a b (+ bias) on tiles (the thread's tiles configured): a (32, Kp) bfloat16
+    bits (rows m0.. of A), b (Kp/2, Np, 2) bfloat16 pairs, c (M, N) float32 (rows and columns past it: not
     stored); buf (2048,) float32: a block's running total, then the next block's tiles; bias (N,)
-    float32, added where has_bias."""
+    float32, added where has_bias. The totals go into c 16 columns at a time (masked stores past
+    N: LLVM's loop over a block's columns ran at half the speed)."""
+    wide()
     Kp = a.shape[1]
     Np = b.shape[1]
     M, N = c.shape
     rows = min(32, M - m0)
+    zero = vsplat(np.float32(0), 16)
     for n0 in range(0, Np, 32):
         for k0 in range(0, Kp, 32 * rb):
             block_zero()
-            x = (m0 * Kp + k0) * 2  # a step: 32 terms further
+            x = k0 * 2  # a step: 32 terms further
             y = ((k0 // 2) * Np + n0) * 4
             operands(a, x, Kp * 2, b, y, Np * 4)
             for _ in range(k0 + 32, min(Kp, k0 + 32 * rb), 32):
@@ -51,45 +55,54 @@ def _rows(a, b, c, m0, rb, buf, bias, has_bias):
                 block_store(buf, 0, 128)
                 continue
             block_store(buf, 4096, 128)
-            for e in range(1024):
-                buf[e] += buf[1024 + e]
+            for e in range(0, 1024, 16):
+                vstore(buf, e, vadd(vload(buf, e, 16), vload(buf, 1024 + e, 16)))
         cols = min(32, N - n0)
+        lo, hi = min(16, cols), max(0, cols - 16)  # the block's two vectors of columns: lanes stored
+        b0 = vload_part(bias, n0, zero, 0, lo) if has_bias else zero
+        b1 = vload_part(bias, n0 + 16, zero, 0, hi) if has_bias else zero
         for m in range(rows):
-            row, src = c[m0 + m, n0:n0 + cols], buf[m * 32:m * 32 + cols]
+            row = c[m0 + m]
+            v0, v1 = vload(buf, m * 32, 16), vload(buf, m * 32 + 16, 16)
             if has_bias:
-                add = bias[n0:n0 + cols]
-                for n in range(cols):
-                    row[n] = src[n] + add[n]
-            else:
-                for n in range(cols):
-                    row[n] = src[n]
+                v0, v1 = vadd(v0, b0), vadd(v1, b1)
+            vstore_part(row, n0, v0, 0, lo)
+            vstore_part(row, n0 + 16, v1, 0, hi)
 
 
-@kernel(parallel=True)
-def _gemm_batched(a, b, c, cfg, rb, scratch, bias, has_bias):
-    """c[i] = a[i] b[i] (+ bias) for each product i: a (B, Mp, Kp) bfloat16 bits, b (B, Kp/2, Np, 2)
-    bfloat16 pairs, c (B, M, N) float32 (written whole); scratch (threads, 2048) float32; bias (N,)
-    float32, added where has_bias. A task: 32 rows of one product (attention's thousands of small
-    products share the threads)."""
-    MB = a.shape[1] // 32
-    for t in prange(a.shape[0] * MB):
-        i = t // MB
-        tile_config(cfg)
-        _rows(a[i], b[i], c[i], (t % MB) * 32, rb, scratch[numba.get_thread_id()], bias, has_bias)
-        tile_release()
-
-
-@kernel(parallel=True)
-def _pack_a_batched(au, out):
-    """out[i, m, k] = bf16(a[i, m, k]) (au: a's float32 bits, any strides), 0 past a: A's rows of
-    terms, per product."""
-    B, Mp = out.shape[0], out.shape[1]
+@kernel(inline=True)
+def _pack_rows(au, i, m0, out):
+    """out[m, k] = bf16(a[i, m0 + m, k]) (au: a's float32 bits, any strides), 0 past a: the task's 32
+    rows of A's terms, rounded where they are used (in the thread's cache, no pass of their own)."""
     M, K = au.shape[1], au.shape[2]
-    for t in prange(B * Mp):
-        i, m = t // Mp, t % Mp
-        row = out[i, m]
-        for k in range(out.shape[2]):
-            row[k] = np.uint16(_rne(au[i, m, k])) if m < M and k < K else 0
+    for m in range(out.shape[0]):
+        row = out[m]
+        if m0 + m < M:
+            src = au[i, m0 + m]
+            for k in range(K):
+                row[k] = np.uint16(_rne(src[k]))
+            for k in range(K, row.shape[0]):
+                row[k] = 0
+        else:
+            for k in range(row.shape[0]):
+                row[k] = 0
+
+
+@kernel(parallel=True)
+def _gemm_batched(apack, b, c, au, cfg, rb, scratch, bias, has_bias):
+    """c[i] = a[i] b[i] (+ bias) for each product i: au (B, M, K) a's float32 bits (any strides), b
+    (B, Kp/2, Np, 2) bfloat16 pairs, c (B, M, N) float32 (written whole); apack (threads, 32, Kp)
+    uint16 and scratch (threads, 2048) float32: each thread's rounded rows and block sums; bias (N,)
+    float32, added where has_bias. A task: 32 rows of one product (attention's thousands of small
+    products share the threads), rounded into apack first."""
+    MB = -(-au.shape[1] // 32)
+    for t in prange(au.shape[0] * MB):
+        i, m0 = t // MB, (t % MB) * 32
+        ab = apack[numba.get_thread_id()]
+        _pack_rows(au, i, m0, ab)
+        tile_config(cfg)
+        _rows(ab, b[i], c[i], m0, rb, scratch[numba.get_thread_id()], bias, has_bias)
+        tile_release()
 
 
 @kernel(parallel=True)
@@ -139,12 +152,13 @@ def matmul_batched(a, b, bias=None):
     (B, M, K), N = a.shape, b.shape[2]
     if bias is not None and (bias.shape != (N,) or bias.dtype != np.float32):
         raise ValueError(f"_gemm_bf16.matmul: bias {bias.shape} {bias.dtype} is not ({N},) float32")
-    Mp, Kp, Np = (_blocks(n, 32) * 32 for n in (M, K, N))
-    ab, bb = _aligned_empty((B, Mp, Kp), np.uint16), _aligned_empty((B, Kp // 2, Np, 2), np.uint16)
-    _pack_a_batched(a.view(np.uint32), ab)  # rounded once, in one pass each (views read in place)
-    _pack_b_batched(b.view(np.uint32), bb.view(np.uint32)[..., 0])
+    Kp, Np = _blocks(K, 32) * 32, _blocks(N, 32) * 32
+    bb = _aligned_empty((B, Kp // 2, Np, 2), np.uint16)
+    _pack_b_batched(b.view(np.uint32), bb.view(np.uint32)[..., 0])  # rounded once (views read in place)
     c = np.empty((B, M, N), np.float32)
     rb = max(4, round((Kp / 32) ** 0.5))  # blocks of at least 128 terms, about sqrt(K) for long sums
-    _gemm_batched(ab, bb, c, _amx.CONFIG, rb, _aligned_empty((numba.get_num_threads(), 2048), np.float32),
-                  _NO_BIAS if bias is None else np.ascontiguousarray(bias), bias is not None)
+    threads = numba.get_num_threads()
+    _gemm_batched(_aligned_empty((threads, 32, Kp), np.uint16), bb, c, a.view(np.uint32), _amx.CONFIG, rb,
+                  _aligned_empty((threads, 2048), np.float32), _NO_BIAS if bias is None else np.ascontiguousarray(bias),
+                  bias is not None)
     return c

@@ -259,7 +259,7 @@ def test_tile_operands_lie_on_cache_lines(monkeypatch):
     monkeypatch.setattr(_gemm_bf16, "_gemm_batched", lambda a, b, c, *rest: seen.extend([a, b, c]))
     if _gemm_bf16.available():
         _gemm_bf16.matmul(np.ones((40, 50), np.float32), np.ones((50, 60), np.float32))
-        assert [a.ctypes.data % 64 for a in seen[:2]] == [0, 0]  # C: vector stores from a scratch
+        assert [a.ctypes.data % 64 for a in seen[:2]] == [0, 0]  # A's rounded rows, B; C: vector stores
 
 
 @pytest.mark.parametrize("C, H, W, top, left, Wp, rows", [
