@@ -208,6 +208,31 @@ def test_layer_norm_parallel_equals_serial(rng):
         np.testing.assert_array_equal(a, b)
 
 
+@pytest.mark.parametrize("R, D", [(7, 60), (6, 33), (5, 3)])
+def test_layer_norm_forward_is_its_chains_bit_for_bit(R, D):
+    # the documented order, emulated in numpy: per row four float64 chains (j % 4, in order) for
+    # the mean, again around it for the corrected two-pass variance; y = (x - mean) rstd w + b in
+    # float32. Rows two at a time in the kernel (an odd count's last alone): every row its own bits
+    x = (np.random.default_rng(R * D).standard_normal((R, D)) * 3 + 1).astype(np.float32)
+    w, b = (np.random.default_rng(R + D + k).standard_normal(D).astype(np.float32) for k in (1, 2))
+
+    def chains(v):  # row_moments' sum of a 1-D float64 array
+        parts = [np.cumsum(v[k:D - D % 4:4])[-1] if D >= 4 else 0.0 for k in range(4)]
+        parts[0] = np.cumsum(np.concatenate([[parts[0]], v[D - D % 4:]]))[-1]  # the tail onto chain 0
+        return (parts[0] + parts[1]) + (parts[2] + parts[3])
+
+    want = np.empty_like(x)
+    for r in range(R):
+        v = x[r].astype(np.float64)
+        mu = chains(v) / D
+        d = v - mu
+        s1, q = chains(d), chains(d * d)
+        rs = 1.0 / np.sqrt((q - s1 * s1 / D) / D + 1e-5)
+        want[r] = (x[r] - np.float32(mu)) * np.float32(rs) * w + b
+    got = F.layer_norm(sg.tensor(x), D, sg.tensor(w), sg.tensor(b)).data
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+
+
 def test_layer_norm_hand_values():
     x = sg.tensor(np.array([[1.0, 3.0], [2.0, 2.0]]), requires_grad=True)  # row 0: mean 2, var 1
     w = sg.tensor(np.array([2.0, 1.0]), requires_grad=True)
