@@ -32,12 +32,13 @@ from __future__ import annotations
 
 import functools
 
+import numba
 import numpy as np
 
 from .._check import float_array, int_arg, number, pair
 from .._jit import kernel, launch, prange
 from .._simd import vadd, vload, vload_part, vmul, vsplat, vstore, vstore_part
-from ..autograd import Function
+from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
 from .rows import SERIAL_ELEMS, like, row_dot, row_max, softmax_rows_grad, vexp
 from .shape import cat, getitem, reshape
@@ -278,7 +279,8 @@ def _attention_kernel(q, k, v, offsets, heads, bias, mask, scale, p, out):
     """Per batch item b and head h (q: q[b, :, oq + h d + c], N x d; k: k[b, :, ok + h d + c],
     M x d; v: v[b, :, ov + h dv + c], M x dv; offsets = (oq, ok, ov, d, dv): q, k, v may be one
     packed array): p[b, h] = softmax(scale q k^T + bias[h] + mask[b % nW]),
-    out[b, :, h dv + c] = (p v)[:, c]. No bias / mask: (0, N, M) arrays.
+    out[b, :, h dv + c] = (p v)[:, c]. No bias / mask: (0, N, M) arrays. p (B, heads, N, M), or
+    (threads, heads, N, M): each thread's scratch, where no backward needs the weights.
     Each score is a chain over the channels c in order from 0 (q_c k_c rounded, then added), kept
     in a register block of SCORE_VECTORS x LANES keys of one query row (k transposed into a local
     buffer once per head); each output a chain over the keys j in order from 0 (p_ij v_jc), a
@@ -301,7 +303,8 @@ def _attention_kernel(q, k, v, offsets, heads, bias, mask, scale, p, out):
             for c in range(d):
                 for j in range(M):
                     kt[c, j] = k[b, j, k0 + c]
-            s = p[b, h]
+            s = p[b, h] if p.shape[0] == B else p[numba.get_thread_id(), h]  # the weights kept, or the
+            # thread's scratch
             for i in range(N):
                 row, qi = s[i], q[b, i]
                 for j0 in range(0, M, SCORE_VECTORS * LANES):
@@ -438,16 +441,19 @@ def _attention_grad_kernel(g, q, k, v, offsets, heads, p, scale, chunk, gq, gk, 
 
 
 def _attend(ctx, q, k, v, offsets, bias, heads, scale, mask):
-    """The forward of both Functions: out (B, N, heads dv); saves the weights in ctx.weights."""
+    """The forward of both Functions: out (B, N, heads dv); saves the weights in ctx.weights where
+    a backward will need them."""
     b_, n, m = q.shape[0], q.shape[1], k.shape[1]
     empty = np.zeros((0, n, m), q.dtype)
-    p = np.empty((b_, heads, n, m), q.dtype)
+    keep = is_grad_enabled() and any(ctx.needs_input_grad)  # else the weights stay in the threads'
+    # caches (inference: SwinIR-light wrote 6.3 MB of them per call that nothing read)
+    p = np.empty((b_ if keep else min(b_, numba.get_num_threads()), heads, n, m), q.dtype)
     out = np.empty((b_, n, heads * offsets[4]), q.dtype)
-    launch(_attention_kernel, p.size < SERIAL_ELEMS, q, k, v, offsets, heads,
+    launch(_attention_kernel, b_ * heads * n * m < SERIAL_ELEMS, q, k, v, offsets, heads,
            empty if bias is None else np.ascontiguousarray(bias),
            empty if mask is None else np.ascontiguousarray(mask),
            float(scale), p, out)
-    ctx.weights, ctx.meta = p, (offsets, heads, scale)
+    ctx.weights, ctx.meta = (p if keep else None), (offsets, heads, scale)
     return out
 
 

@@ -299,17 +299,21 @@ def _attention_chains(q, k, v, heads, scale, bias, mask):
 
 
 @pytest.mark.parametrize("b_,heads,n,m,d,dv,nw", [(3, 2, 70, 70, 10, 20, 3), (2, 1, 9, 100, 16, 33, 0),
-                                                  (2, 6, 64, 64, 10, 10, 2)])
+                                                  (2, 6, 64, 64, 10, 10, 2), (9, 2, 16, 16, 4, 4, 3)])
 def test_the_fused_forward_is_its_chains_bit_for_bit(b_, heads, n, m, d, dv, nw):
     # register blocks of 64 keys (a partial last vector, two blocks), outputs over one to three
     # vectors of channels and eight query rows at a time (n not a multiple of 8): each value the
     # documented chain's bits, float32
     q, k, v, bias, mask = _attention_inputs(b_, heads, n, m, d, dv, nw, np.float32, seed=5)
-    ctx = type("Ctx", (), {})()
-    out = A._attend(ctx, q.data, k.data, v.data, (0, 0, 0, d, dv), bias.data, heads, 0.3, mask)
     want, weights = _attention_chains(q.data, k.data, v.data, heads, 0.3, bias.data, mask)
-    np.testing.assert_array_equal(ctx.weights.view(np.uint32), weights.view(np.uint32))
-    np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+    for needs in ((True,), (False,)):  # weights kept for a backward, or only in the threads' scratch
+        ctx = type("Ctx", (), {"needs_input_grad": needs})()
+        out = A._attend(ctx, q.data, k.data, v.data, (0, 0, 0, d, dv), bias.data, heads, 0.3, mask)
+        np.testing.assert_array_equal(out.view(np.uint32), want.view(np.uint32))
+        if needs[0]:
+            np.testing.assert_array_equal(ctx.weights.view(np.uint32), weights.view(np.uint32))
+        else:
+            assert ctx.weights is None
 
 
 def test_the_bias_gradient_does_not_depend_on_the_thread_count():
