@@ -46,8 +46,8 @@ from numba.core.datamodel import models, register_default
 from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
-__all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vmul", "vrelu", "vleaky",
-           "vdot_bf16", "wide", "lanes", "target", "bits32"]
+__all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vmul", "vrelu",
+           "vleaky", "vdot_bf16", "wide", "lanes", "target", "bits32"]
 
 
 class Vector(types.Type):

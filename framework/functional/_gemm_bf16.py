@@ -4,9 +4,10 @@ AMX-BF16 (linear.py).
 
 A (M, K) is rounded into rows of K bfloat16 (a tile: 16 rows x 32 terms) by each task for its own 32
 rows, B (K, N) once into tdpbf16ps's pair layout (K/2, N, 2) (a tile: 16 pairs of rows x 16 columns),
-both zero-padded to multiples of 32. A task owns 32 rows of C; per 32 x 32 block (tmm0..tmm3) it runs over K in steps of 32 (two tiles
-of each operand, four products per step; the next step's tiles load while this step's last products
-run: the tile unit does not rename tiles, so a load waits for the products still reading its tile);
+both zero-padded to multiples of 32. A task owns 32 rows of C; per 32 x 32 block (tmm0..tmm3) it runs
+over K in steps of 32 (two tiles of each operand, four products per step; the next step's tiles load
+while this step's last products run: the tile unit does not rename tiles, so a load waits for the
+products still reading its tile);
 every max(4, ~sqrt(K/32)) steps the tiles go onto the block's running total (blocked sums, as
 _direct.py's), so the order of every sum is fixed: the result depends neither on threads nor on the
 machine, only on the route. The block's total goes from a scratch into C (M, N) itself, with the bias
@@ -30,10 +31,10 @@ from ._direct_bf16 import _rne
 @kernel
 def _rows(a, b, c, m0, rb, buf, bias, has_bias):
     """c[m0:m0 + 32] = a b (+ bias) on tiles (the thread's tiles configured): a (32, Kp) bfloat16
-    bits (rows m0.. of A), b (Kp/2, Np, 2) bfloat16 pairs, c (M, N) float32 (rows and columns past it: not
-    stored); buf (2048,) float32: a block's running total, then the next block's tiles; bias (N,)
-    float32, added where has_bias. The totals go into c 16 columns at a time (masked stores past
-    N: LLVM's loop over a block's columns ran at half the speed)."""
+    bits (rows m0.. of A), b (Kp/2, Np, 2) bfloat16 pairs, c (M, N) float32 (rows and columns past
+    it: not stored); buf (2048,) float32: a block's running total, then the next block's tiles;
+    bias (N,) float32, added where has_bias. The totals go into c 16 columns at a time (masked
+    stores past N: LLVM's loop over a block's columns ran at half the speed)."""
     wide()
     Kp = a.shape[1]
     Np = b.shape[1]
@@ -159,6 +160,6 @@ def matmul_batched(a, b, bias=None):
     rb = max(4, round((Kp / 32) ** 0.5))  # blocks of at least 128 terms, about sqrt(K) for long sums
     threads = numba.get_num_threads()
     _gemm_batched(_aligned_empty((threads, 32, Kp), np.uint16), bb, c, a.view(np.uint32), _amx.CONFIG, rb,
-                  _aligned_empty((threads, 2048), np.float32), _NO_BIAS if bias is None else np.ascontiguousarray(bias),
-                  bias is not None)
+                  _aligned_empty((threads, 2048), np.float32),
+                  _NO_BIAS if bias is None else np.ascontiguousarray(bias), bias is not None)
     return c
