@@ -219,7 +219,7 @@ def attention_softmax(scores, scale=1.0, bias=None, mask=None):
 _CHUNK = 8
 
 
-@kernel(inline=True)
+@kernel
 def _max2(a, b, M):
     """(row_max of a, of b) (rows as 1-D arrays): the same four chains each, two rows side by side
     (one row's chains wait on their compares)."""
@@ -247,7 +247,7 @@ def _max2(a, b, M):
     return (m2 if m2 > m0 else m0), (n2 if n2 > n0 else n0)
 
 
-@kernel(inline=True)
+@kernel
 def _sum2(a, b, M):
     """(row_dot(a, a, ., False), the same of b): float64, four chains each, two rows side by side."""
     s0 = s1 = s2 = s3 = t0 = t1 = t2 = t3 = 0.0
