@@ -272,7 +272,8 @@ def _attention_chains(q, k, v, heads, scale, bias, mask):
     """The fused forward's documented order in numpy (float32 products rounded, then added, which
     numpy's elementwise arithmetic gives exactly): each score a chain over the head's channels from
     0, times the scale, plus the bias, plus the mask; the row's max, the kernel's exp, the sum in
-    float64 over four chains (j % 4 in order, row_dot's), the row times the float32 of its inverse;
+    float64 over four chains (row_dot's: j % 4 over whole fours, the rest onto the first), the row
+    times the float32 of its inverse;
     each output a chain over the keys from 0."""
     b_, n, _ = q.shape
     m, d, dv = k.shape[1], q.shape[2] // heads, v.shape[2] // heads
@@ -288,8 +289,9 @@ def _attention_chains(q, k, v, heads, scale, bias, mask):
                 s = s + mask[b % mask.shape[0]]
             e = np.empty_like(s)
             _vexp_each(s - s.max(axis=1, keepdims=True), e)
-            chains = [np.cumsum(e[:, r::4].astype(np.float64), axis=1)[:, -1] if m > r else np.zeros(n)
-                      for r in range(4)]
+            e64, whole = e.astype(np.float64), m - m % 4  # j % 4 over whole fours, the rest onto chain 0
+            chains = [np.cumsum(e64[:, r:whole:4], axis=1)[:, -1] if whole > r else np.zeros(n) for r in range(4)]
+            chains[0] = np.cumsum(np.concatenate([chains[0][:, None], e64[:, whole:]], axis=1), axis=1)[:, -1]
             p = e * (1.0 / ((chains[0] + chains[1]) + (chains[2] + chains[3]))).astype(q.dtype)[:, None]
             o = np.zeros((n, dv), q.dtype)
             for j in range(m):
