@@ -40,7 +40,7 @@ from .._jit import kernel, launch, prange
 from .._simd import vadd, vload, vload_part, vmul, vsplat, vstore, vstore_part
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
-from .rows import SERIAL_ELEMS, like, row_dot, row_max, softmax_rows_grad, vexp
+from .rows import SERIAL_ELEMS, like, row_dot, row_max, row_max2, row_sum2, softmax_rows_grad, vexp
 from .shape import cat, getitem, reshape
 
 __all__ = ["attention", "window_attention", "attention_softmax", "window_partition",
@@ -219,56 +219,6 @@ def attention_softmax(scores, scale=1.0, bias=None, mask=None):
 _CHUNK = 8
 
 
-@kernel
-def _max2(a, b, M):
-    """(row_max of a, of b) (rows as 1-D arrays): the same four chains each, two rows side by side
-    (one row's chains wait on their compares)."""
-    m0 = m1 = m2 = m3 = a[0]
-    n0 = n1 = n2 = n3 = b[0]
-    j = 1
-    while j + 4 <= M:
-        m0 = a[j] if a[j] > m0 else m0
-        n0 = b[j] if b[j] > n0 else n0
-        m1 = a[j + 1] if a[j + 1] > m1 else m1
-        n1 = b[j + 1] if b[j + 1] > n1 else n1
-        m2 = a[j + 2] if a[j + 2] > m2 else m2
-        n2 = b[j + 2] if b[j + 2] > n2 else n2
-        m3 = a[j + 3] if a[j + 3] > m3 else m3
-        n3 = b[j + 3] if b[j + 3] > n3 else n3
-        j += 4
-    while j < M:
-        m0 = a[j] if a[j] > m0 else m0
-        n0 = b[j] if b[j] > n0 else n0
-        j += 1
-    m0 = m1 if m1 > m0 else m0
-    m2 = m3 if m3 > m2 else m2
-    n0 = n1 if n1 > n0 else n0
-    n2 = n3 if n3 > n2 else n2
-    return (m2 if m2 > m0 else m0), (n2 if n2 > n0 else n0)
-
-
-@kernel
-def _sum2(a, b, M):
-    """(row_dot(a, a, ., False), the same of b): float64, four chains each, two rows side by side."""
-    s0 = s1 = s2 = s3 = t0 = t1 = t2 = t3 = 0.0
-    j = 0
-    while j + 4 <= M:
-        s0 += a[j]
-        t0 += b[j]
-        s1 += a[j + 1]
-        t1 += b[j + 1]
-        s2 += a[j + 2]
-        t2 += b[j + 2]
-        s3 += a[j + 3]
-        t3 += b[j + 3]
-        j += 4
-    while j < M:
-        s0 += a[j]
-        t0 += b[j]
-        j += 1
-    return (s0 + s1) + (s2 + s3), (t0 + t1) + (t2 + t3)
-
-
 LANES = 16  # a vector of the forward's rows (one zmm of float32, two of float64)
 SCORE_VECTORS = 4  # score vectors per register block: 64 keys of a query row at a time
 PV_ROWS = 8  # query rows whose outputs are summed side by side (8 chains hide an add's latency)
@@ -329,14 +279,14 @@ def _attention_kernel(q, k, v, offsets, heads, bias, mask, scale, p, out):
                             else:
                                 vstore_part(row, j, a, 0, n)
             for i in range(0, N, 2):  # after every row's scores (loads right behind their stores
-                # stalled), two rows at a time (_max2, _sum2; an odd last row twice, stored once)
+                # stalled), two rows at a time (row_max2, row_sum2; an odd last row twice, stored once)
                 u = min(i + 1, N - 1)
-                ma, mb = _max2(s[i], s[u], M)
+                ma, mb = row_max2(s[i], s[u], M)
                 for r in range(i, u + 1):
                     row, m = s[r], ma if r == i else mb
                     for j in range(M):
                         row[j] = vexp(row[j] - m)
-                sa, sb = _sum2(s[i], s[u], M)
+                sa, sb = row_sum2(s[i], s[u], M)
                 for r in range(i, u + 1):
                     row, inv = s[r], like(1.0 / (sa if r == i else sb), sc)
                     for j in range(M):

@@ -13,7 +13,7 @@ from .._check import float_array, int_arg, int_list, is_int, number
 from .._jit import kernel, launch, prange
 from ..autograd import Function
 from ._util import data_of
-from .rows import SERIAL_ELEMS, like, row_grad_sums, row_moments
+from .rows import SERIAL_ELEMS, like, row_grad_sums, row_moments, row_moments2
 
 __all__ = ["batch_norm", "layer_norm", "layer_norm2d", "group_norm"]
 
@@ -134,55 +134,17 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 
 # -- layer_norm ----------------------------------------------------------------------------------------
 
-@kernel(inline=True)
-def _moments2(a, b, mu, nu):
-    """row_moments(a, ., mu) and row_moments(b, ., nu) (rows as 1-D arrays): the same four float64
-    chains per row, two rows side by side (one row's chains wait on their adds)."""
-    D = a.shape[0]
-    a0 = a1 = a2 = a3 = q0 = q1 = q2 = q3 = 0.0
-    b0 = b1 = b2 = b3 = p0 = p1 = p2 = p3 = 0.0
-    j = 0
-    while j + 4 <= D:
-        d0, d1, d2, d3 = a[j] - mu, a[j + 1] - mu, a[j + 2] - mu, a[j + 3] - mu
-        e0, e1, e2, e3 = b[j] - nu, b[j + 1] - nu, b[j + 2] - nu, b[j + 3] - nu
-        a0 += d0
-        a1 += d1
-        a2 += d2
-        a3 += d3
-        q0 += d0 * d0
-        q1 += d1 * d1
-        q2 += d2 * d2
-        q3 += d3 * d3
-        b0 += e0
-        b1 += e1
-        b2 += e2
-        b3 += e3
-        p0 += e0 * e0
-        p1 += e1 * e1
-        p2 += e2 * e2
-        p3 += e3 * e3
-        j += 4
-    while j < D:
-        d0, e0 = a[j] - mu, b[j] - nu
-        a0 += d0
-        q0 += d0 * d0
-        b0 += e0
-        p0 += e0 * e0
-        j += 1
-    return (a0 + a1) + (a2 + a3), (q0 + q1) + (q2 + q3), (b0 + b1) + (b2 + b3), (p0 + p1) + (p2 + p3)
-
-
 @kernel(parallel=True)
 def _layer_norm_kernel(x, w, b, eps, y, mean, rstd):
     """Per row r of x (R, D): mean, rstd = 1 / sqrt(biased var + eps) (float64, saved), then
     y = (x - mean) rstd w + b. The row stays in cache across its three sweeps; the sums of rows
-    2t and 2t + 1 run side by side (_moments2: row_moments' chains for each)."""
+    2t and 2t + 1 run side by side (rows.row_moments2: row_moments' chains for each)."""
     R, D = x.shape
     for t in prange((R + 1) // 2):
         r, u = 2 * t, min(2 * t + 1, R - 1)  # an odd last row: itself twice, stored once
-        sr, _, su, _ = _moments2(x[r], x[u], 0.0, 0.0)
+        sr, _, su, _ = row_moments2(x[r], x[u], 0.0, 0.0)
         mr, mu_ = sr / D, su / D
-        s1, q, s2, p = _moments2(x[r], x[u], mr, mu_)
+        s1, q, s2, p = row_moments2(x[r], x[u], mr, mu_)
         for k, m_, a, sq in ((r, mr, s1, q), (u, mu_, s2, p)):
             var = (sq - a * a / D) / D  # a ~ 0 corrects for the rounding of the mean (corrected two-pass)
             rs = 1.0 / math.sqrt(var + eps)

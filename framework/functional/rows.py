@@ -10,7 +10,9 @@ Scalar helpers, usable inside any kernel (`@kernel` functions inline them):
   Intel's SVML is installed).
 Row reductions, float64 with four accumulators (without fastmath LLVM keeps one accumulator's
 dependent adds in order; four run side by side): `row_dot`, `row_max`, `row_moments`,
-`row_grad_sums`.
+`row_grad_sums`; and `row_sum2`, `row_max2`, `row_moments2`: row_dot's plain sum, row_max and
+row_moments of two rows side by side (each row's chains the single-row kernel's, so its bits; one
+row's four chains still wait on their adds, two rows' eight do not: attention's softmax, layer_norm).
 Row kernels: `softmax_rows` and its adjoint `softmax_rows_grad` (parallel over rows).
 
 `SERIAL_ELEMS`: below this many elements a row kernel runs on one thread (`_jit.launch`).
@@ -26,7 +28,7 @@ from numba.extending import overload
 from .._jit import kernel, prange
 
 __all__ = ["SERIAL_ELEMS", "like", "exp32", "vexp", "row_dot", "row_max", "row_moments",
-           "row_grad_sums", "softmax_rows", "softmax_rows_grad"]
+           "row_sum2", "row_max2", "row_moments2", "row_grad_sums", "softmax_rows", "softmax_rows_grad"]
 
 SERIAL_ELEMS = 1 << 15
 
@@ -143,6 +145,94 @@ def row_moments(x, r, mu):
         q0 += d0 * d0
         j += 1
     return (a0 + a1) + (a2 + a3), (q0 + q1) + (q2 + q3)
+
+
+@kernel
+def row_max2(a, b, M):
+    """(row_max of a, of b) over their first M (rows as 1-D arrays): the same four chains each, two
+    rows side by side (one row's chains wait on their compares)."""
+    m0 = m1 = m2 = m3 = a[0]
+    n0 = n1 = n2 = n3 = b[0]
+    j = 1
+    while j + 4 <= M:
+        m0 = a[j] if a[j] > m0 else m0
+        n0 = b[j] if b[j] > n0 else n0
+        m1 = a[j + 1] if a[j + 1] > m1 else m1
+        n1 = b[j + 1] if b[j + 1] > n1 else n1
+        m2 = a[j + 2] if a[j + 2] > m2 else m2
+        n2 = b[j + 2] if b[j + 2] > n2 else n2
+        m3 = a[j + 3] if a[j + 3] > m3 else m3
+        n3 = b[j + 3] if b[j + 3] > n3 else n3
+        j += 4
+    while j < M:
+        m0 = a[j] if a[j] > m0 else m0
+        n0 = b[j] if b[j] > n0 else n0
+        j += 1
+    m0 = m1 if m1 > m0 else m0
+    m2 = m3 if m3 > m2 else m2
+    n0 = n1 if n1 > n0 else n0
+    n2 = n3 if n3 > n2 else n2
+    return (m2 if m2 > m0 else m0), (n2 if n2 > n0 else n0)
+
+
+@kernel
+def row_sum2(a, b, M):
+    """(row_dot(a, a, ., False), the same of b): float64, four chains each, two rows side by side."""
+    s0 = s1 = s2 = s3 = t0 = t1 = t2 = t3 = 0.0
+    j = 0
+    while j + 4 <= M:
+        s0 += a[j]
+        t0 += b[j]
+        s1 += a[j + 1]
+        t1 += b[j + 1]
+        s2 += a[j + 2]
+        t2 += b[j + 2]
+        s3 += a[j + 3]
+        t3 += b[j + 3]
+        j += 4
+    while j < M:
+        s0 += a[j]
+        t0 += b[j]
+        j += 1
+    return (s0 + s1) + (s2 + s3), (t0 + t1) + (t2 + t3)
+
+
+@kernel(inline=True)
+def row_moments2(a, b, mu, nu):
+    """row_moments(a, ., mu) and row_moments(b, ., nu) (rows as 1-D arrays): the same four float64
+    chains per row, two rows side by side (one row's chains wait on their adds)."""
+    D = a.shape[0]
+    a0 = a1 = a2 = a3 = q0 = q1 = q2 = q3 = 0.0
+    b0 = b1 = b2 = b3 = p0 = p1 = p2 = p3 = 0.0
+    j = 0
+    while j + 4 <= D:
+        d0, d1, d2, d3 = a[j] - mu, a[j + 1] - mu, a[j + 2] - mu, a[j + 3] - mu
+        e0, e1, e2, e3 = b[j] - nu, b[j + 1] - nu, b[j + 2] - nu, b[j + 3] - nu
+        a0 += d0
+        a1 += d1
+        a2 += d2
+        a3 += d3
+        q0 += d0 * d0
+        q1 += d1 * d1
+        q2 += d2 * d2
+        q3 += d3 * d3
+        b0 += e0
+        b1 += e1
+        b2 += e2
+        b3 += e3
+        p0 += e0 * e0
+        p1 += e1 * e1
+        p2 += e2 * e2
+        p3 += e3 * e3
+        j += 4
+    while j < D:
+        d0, e0 = a[j] - mu, b[j] - nu
+        a0 += d0
+        q0 += d0 * d0
+        b0 += e0
+        p0 += e0 * e0
+        j += 1
+    return (a0 + a1) + (a2 + a3), (q0 + q1) + (q2 + q3), (b0 + b1) + (b2 + b3), (p0 + p1) + (p2 + p3)
 
 
 @kernel
