@@ -15,7 +15,8 @@
   stores its output pixel-shuffled by r, the operand may be the nearest upsampling by r of an
   earlier value (SRVGGNetCompact's `out + interpolate(x)`), which is then not made (the epilogue
   reads x); an operand made after the convolution from values made before it is made first
-  (MSRResNet's `out + interpolate(x, mode="bilinear")`);
+  (MSRResNet's `out + interpolate(x, mode="bilinear")`); a linear's output the same way (a
+  transformer block's `x + mlp(norm(x))`: the residual added as the product is stored);
 - a LeakyReLU of such a convolution's output, its only reader, is done by the convolution
   (relu_slope: the same formula);
 - a per-channel scale (or a number) read only by an Add of the scaled value's shape (RCAN's channel
@@ -40,6 +41,7 @@ from ..functional import _direct, _direct_amx, conv
 from ..functional import elementwise
 from ..functional.activation import LeakyReLUFunction
 from ..functional.elementwise import Add, Mul
+from ..functional.linear import LinearFunction, linear_arrays
 from ._kinds import _FIXED, _LIVE, _SLOT
 from ._planes import _replication, keep_planes, share_planes
 
@@ -373,4 +375,23 @@ def _fuse_leaky_relus(ops, classes, graph):
     return _rewritten(ops, classes, graph, remade, renamed, drop, keep_class=True)
 
 
-LOWERINGS = {conv.Conv2dFunction: _conv2d}
+def _linear(spec, kwargs, slot_meta, cache, eager):
+    """LinearFunction's forward as it is, and `.fused`: the product plus a residual added as it is
+    stored (linear_arrays; _fuse_residual_adds: a transformer block's `x + mlp(norm(x))`), so the
+    Add's pass over memory and its output array are gone: the same bits (the bias, then the
+    residual, each one IEEE sum)."""
+    if kwargs or len(spec) != 3 or spec[0][0] != _SLOT or spec[1][0] != _FIXED or spec[2][0] != _FIXED:
+        return None
+
+    def forward(ctx, x, w, b):
+        return eager(ctx, x, w, b)
+
+    def fused(ctx, x, w, b, residual, residual_scale=None):
+        if residual_scale is not None:  # `linear(x) * s + residual`: the two numpy passes, as eager
+            return np.add(np.multiply(eager(ctx, x, w, b), residual_scale), residual)
+        return linear_arrays(x, w, b, residual)
+    forward.fused = fused
+    return forward
+
+
+LOWERINGS = {conv.Conv2dFunction: _conv2d, LinearFunction: _linear}

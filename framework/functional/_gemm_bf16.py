@@ -29,12 +29,13 @@ from ._direct_bf16 import _rne
 
 
 @kernel
-def _rows(a, b, c, m0, rb, buf, bias, has_bias):
-    """c[m0:m0 + 32] = a b (+ bias) on tiles (the thread's tiles configured): a (32, Kp) bfloat16
-    bits (rows m0.. of A), b (Kp/2, Np, 2) bfloat16 pairs, c (M, N) float32 (rows and columns past
-    it: not stored); buf (2048,) float32: a block's running total, then the next block's tiles;
-    bias (N,) float32, added where has_bias. The totals go into c 16 columns at a time (masked
-    stores past N: LLVM's loop over a block's columns ran at half the speed)."""
+def _rows(a, b, c, m0, rb, buf, bias, has_bias, res, has_res):
+    """c[m0:m0 + 32] = a b (+ bias) (+ res) on tiles (the thread's tiles configured): a (32, Kp)
+    bfloat16 bits (rows m0.. of A), b (Kp/2, Np, 2) bfloat16 pairs, c (M, N) float32 (rows and
+    columns past it: not stored); buf (2048,) float32: a block's running total, then the next
+    block's tiles; bias (N,) float32, added where has_bias; res (M, N) float32, added after the bias
+    where has_res (a residual add done as the output is stored). The totals go into c 16 columns at
+    a time (masked stores past N: LLVM's loop over a block's columns ran at half the speed)."""
     wide()
     Kp = a.shape[1]
     Np = b.shape[1]
@@ -67,6 +68,9 @@ def _rows(a, b, c, m0, rb, buf, bias, has_bias):
             v0, v1 = vload(buf, m * 32, 16), vload(buf, m * 32 + 16, 16)
             if has_bias:
                 v0, v1 = vadd(v0, b0), vadd(v1, b1)
+            if has_res:
+                r = res[m0 + m]
+                v0, v1 = vadd(v0, vload_part(r, n0, zero, 0, lo)), vadd(v1, vload_part(r, n0 + 16, zero, 0, hi))
             vstore_part(row, n0, v0, 0, lo)
             vstore_part(row, n0 + 16, v1, 0, hi)
 
@@ -90,19 +94,21 @@ def _pack_rows(au, i, m0, out):
 
 
 @kernel(parallel=True)
-def _gemm_batched(apack, b, c, au, cfg, rb, scratch, bias, has_bias):
-    """c[i] = a[i] b[i] (+ bias) for each product i: au (B, M, K) a's float32 bits (any strides), b
-    (B, Kp/2, Np, 2) bfloat16 pairs, c (B, M, N) float32 (written whole); apack (threads, 32, Kp)
-    uint16 and scratch (threads, 2048) float32: each thread's rounded rows and block sums; bias (N,)
-    float32, added where has_bias. A task: 32 rows of one product (attention's thousands of small
-    products share the threads), rounded into apack first."""
+def _gemm_batched(apack, b, c, au, cfg, rb, scratch, bias, has_bias, res, has_res):
+    """c[i] = a[i] b[i] (+ bias) (+ res[i]) for each product i: au (B, M, K) a's float32 bits (any
+    strides), b (B, Kp/2, Np, 2) bfloat16 pairs, c (B, M, N) float32 (written whole); apack (threads,
+    32, Kp) uint16 and scratch (threads, 2048) float32: each thread's rounded rows and block sums;
+    bias (N,) float32, added where has_bias; res (B, M, N) float32, added last where has_res. A
+    task: 32 rows of one product (attention's thousands of small products share the threads),
+    rounded into apack first."""
     MB = -(-au.shape[1] // 32)
     for t in prange(au.shape[0] * MB):
         i, m0 = t // MB, (t % MB) * 32
         ab = apack[numba.get_thread_id()]
         _pack_rows(au, i, m0, ab)
         tile_config(cfg)
-        _rows(ab, b[i], c[i], m0, rb, scratch[numba.get_thread_id()], bias, has_bias)
+        _rows(ab, b[i], c[i], m0, rb, scratch[numba.get_thread_id()], bias, has_bias,
+              res[i if has_res else 0], has_res)
         tile_release()
 
 
@@ -136,23 +142,29 @@ def available() -> bool:
     return precision.support().amx_bf16
 
 
-def matmul(a, b, bias=None):
-    """a (M, K) @ b (K, N) float32 (arrays or views) (+ bias (N,) float32) -> (M, N) float32,
-    bfloat16 operands rounded to nearest even, float32 sums: one product of `matmul_batched`."""
-    return matmul_batched(a[None], b[None], bias)[0]
+def matmul(a, b, bias=None, residual=None):
+    """a (M, K) @ b (K, N) float32 (arrays or views) (+ bias (N,) float32) (+ residual (M, N)
+    float32) -> (M, N) float32, bfloat16 operands rounded to nearest even, float32 sums: one product
+    of `matmul_batched`."""
+    return matmul_batched(a[None], b[None], bias, None if residual is None else residual[None])[0]
 
 
 _NO_BIAS = np.zeros(0, np.float32)
+_NO_RESIDUAL = np.zeros((1, 0, 0), np.float32)
 
 
-def matmul_batched(a, b, bias=None):
+def matmul_batched(a, b, bias=None, residual=None):
     """a (B, M, K) @ b (B, K, N) float32 (arrays or views, any strides) (+ bias (N,) float32, added
-    to every row: the float32 sum, then one add) -> (B, M, N) float32 (contiguous), bfloat16 operands
-    rounded to nearest even, float32 sums (each product as `matmul`'s)."""
+    to every row: the float32 sum, then one add) (+ residual (B, M, N) float32, added after the
+    bias: np.add's value, the output's pass of its own gone) -> (B, M, N) float32 (contiguous),
+    bfloat16 operands rounded to nearest even, float32 sums (each product as `matmul`'s)."""
     precision.require_amx("matmul")
     (B, M, K), N = a.shape, b.shape[2]
     if bias is not None and (bias.shape != (N,) or bias.dtype != np.float32):
         raise ValueError(f"_gemm_bf16.matmul: bias {bias.shape} {bias.dtype} is not ({N},) float32")
+    if residual is not None and (residual.shape != (B, M, N) or residual.dtype != np.float32):
+        raise ValueError(f"_gemm_bf16.matmul: residual {residual.shape} {residual.dtype} is not "
+                         f"{(B, M, N)} float32")
     Kp, Np = _blocks(K, 32) * 32, _blocks(N, 32) * 32
     bb = _aligned_empty((B, Kp // 2, Np, 2), np.uint16)
     _pack_b_batched(b.view(np.uint32), bb.view(np.uint32)[..., 0])  # rounded once (views read in place)
@@ -161,5 +173,6 @@ def matmul_batched(a, b, bias=None):
     threads = numba.get_num_threads()
     _gemm_batched(_aligned_empty((threads, 32, Kp), np.uint16), bb, c, a.view(np.uint32), _amx.CONFIG, rb,
                   _aligned_empty((threads, 2048), np.float32),
-                  _NO_BIAS if bias is None else np.ascontiguousarray(bias), bias is not None)
+                  _NO_BIAS if bias is None else np.ascontiguousarray(bias), bias is not None,
+                  _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual), residual is not None)
     return c

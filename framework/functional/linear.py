@@ -140,28 +140,38 @@ def _bf16(dtype) -> bool:
     return precision.bf16_active(dtype) and _gemm_bf16.available()
 
 
+def linear_arrays(x, weight, bias, residual=None):
+    """LinearFunction's forward on arrays: x (..., in) W^T (+ b) (+ residual (..., out), added last:
+    add_arrays' value, one IEEE sum per element, done as the product is stored: an inference graph's
+    `x + fc2(h)`, capture/_lower.py). bf16 under autocast on AMX, else BLAS in chunks of rows."""
+    x2 = _rows(x)
+    r2 = None if residual is None else _rows(residual)
+    if _bf16(x2.dtype):  # the bias and the residual added as each block is stored
+        out = _gemm_bf16.matmul(x2, weight.T, bias, r2)
+        return out.reshape(x.shape[:-1] + (weight.shape[0],))
+    out = np.empty((x2.shape[0], weight.shape[0]), np.result_type(x2, weight))
+    wt = weight.T
+
+    def chunk(lo, hi):  # the bias (and residual) added while the chunk is still in cache
+        np.matmul(x2[lo:hi], wt, out=out[lo:hi])
+        if bias is not None:
+            out[lo:hi] += bias
+        if r2 is not None:
+            out[lo:hi] += r2[lo:hi]
+
+    _over_rows(x2.shape[0], chunk)
+    return out.reshape(x.shape[:-1] + (weight.shape[0],))
+
+
 class LinearFunction(Function):
     """x (..., in), weight (out, in), bias (out,) or None -> x W^T + b (..., out). Under
     autocast('bf16') on an AMX CPU the three products take bfloat16 operands (_gemm_bf16.py)."""
 
     @staticmethod
     def forward(ctx, x, weight, bias):
-        x2 = _rows(x)
-        ctx.save_for_backward(x2, weight)
+        ctx.save_for_backward(_rows(x), weight)
         ctx.shape, ctx.precision = x.shape, precision.current()
-        if _bf16(x2.dtype):
-            out = _gemm_bf16.matmul(x2, weight.T, bias)  # the bias added as each block is stored
-            return out.reshape(x.shape[:-1] + (weight.shape[0],))
-        out = np.empty((x2.shape[0], weight.shape[0]), np.result_type(x2, weight))
-        wt = weight.T
-
-        def chunk(lo, hi):  # the bias is added while the chunk is still in cache
-            np.matmul(x2[lo:hi], wt, out=out[lo:hi])
-            if bias is not None:
-                out[lo:hi] += bias
-
-        _over_rows(x2.shape[0], chunk)
-        return out.reshape(x.shape[:-1] + (weight.shape[0],))
+        return linear_arrays(x, weight, bias)
 
     @staticmethod
     def backward(ctx, g):  # dL/dx = g W, dL/dW = g^T x, dL/db = sum g (over every leading axis)

@@ -157,7 +157,9 @@ def test_inference_graph_packs_the_direct_routes_weights_once():
 def test_inference_graph_computes_constant_ops_once():
     graph = _inference_graph("SwinIR")  # the relative-position bias gathered from its table
     fused = [op for op in graph.forward if op[0].__qualname__.endswith("fused")]
-    assert len(fused) == 1  # conv_after_body(...) + x: one Add done by its conv
+    # conv_after_body(...) + x: one Add done by its conv; each block's x + mlp(...) by its fc2
+    blocks = sum(1 for op in graph.forward if op[0].__qualname__.startswith("WindowAttention"))
+    assert blocks > 1 and len(fused) == 1 + blocks
     from framework.functional.activation import LeakyReLUFunction
     assert not any(op[0] is LeakyReLUFunction.forward for op in graph.forward)  # conv_before_upsample's
     assert len(graph.forward) == len(graph.meta) - 6 - len(fused) - 1  # LeakyReLU: done by its conv
@@ -480,6 +482,43 @@ def test_the_direct_convs_residual_store_is_the_add_of_its_output():
         assert np.array_equal(fused, np.add(plain, r)), (n, c, h, w, slope)
     with pytest.raises(ValueError, match="residual"):
         _direct.correlate(x, wt, (h, w), (1, 1), b, None, tiles, elems, residual=r[:, :5])
+
+
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_a_transformer_blocks_residual_add_is_done_by_its_linear(precision):
+    """`x + fc2(gelu(fc1(norm(x))))` (SwinIR's MLP branch): in an inference graph fc2 adds x as it
+    stores its product (bf16: _gemm_bf16's store, else linear's chunks), on either side of the Add,
+    with a bias and without, and `fc(x) * 0.5 + x` too; a product read twice keeps its Add. Bit for
+    bit against the eager ops, NaN included."""
+    from framework import precision as prec
+    from framework.functional.elementwise import Add
+    if precision == "bf16" and not prec.support().amx_bf16:
+        pytest.skip("AMX-BF16: this CPU or OS has no AMX tiles")
+    rng = np.random.default_rng(21)
+    fc1, fc2, fc3 = sg.nn.Linear(24, 48), sg.nn.Linear(48, 24), sg.nn.Linear(24, 24, bias=False)
+    norm = sg.nn.LayerNorm(24)
+
+    class Block(sg.nn.Module):
+        def forward(self, x):
+            x = x + fc2(F.gelu(fc1(norm(x))))  # fused: the residual on the right
+            x = fc3(x) + x  # fused: on the left, no bias
+            x = fc3(x) * 0.5 + x  # fused with the scale (np.multiply then np.add, as eager)
+            y = fc3(x)  # read twice: its Add stays
+            return y + x + y
+
+    x = rng.standard_normal((2, 37, 24)).astype(np.float32)  # 74 rows: not whole tiles
+    x[1, 3, 5] = np.nan
+    model = Block()
+    cap = Capture([model], train=False)
+    with sg.no_grad(), sg.autocast(precision):
+        eager = model(sg.tensor(x)).data.copy()
+        got = [cap(lambda t: {"y": model(t)}, sg.tensor(x))["y"].data for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    assert np.isnan(eager).sum() > 1 and np.isfinite(eager).sum() > 0.9 * eager.size
+    assert all(np.array_equal(g.view(np.uint32), eager.view(np.uint32)) for g in got)
+    ops = cap.graphs[0].forward
+    assert sum(op[0].__qualname__.endswith("fused") for op in ops) == 3
+    assert sum(op[0] is Add.forward for op in ops) == 2
 
 
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])

@@ -493,6 +493,15 @@ def test_gemm_writes_exact_rows_and_adds_the_bias_as_it_stores(B, M, K, N):
     np.testing.assert_array_equal(_gemm_bf16.matmul(a[0], b[0], bias), with_bias[0])
     with pytest.raises(ValueError, match="bias"):
         _gemm_bf16.matmul(a[0], b[0], bias[:-1])
+    # a residual added after the bias as each row is stored: the bits of np.add's sum after it
+    res = rng.standard_normal((B, M, N)).astype(np.float32)
+    for bb in (bias, None):
+        fused = _gemm_bf16.matmul_batched(a, b, bb, res)
+        base = with_bias if bb is not None else c
+        np.testing.assert_array_equal(fused.view(np.uint32), (base + res).view(np.uint32))
+    np.testing.assert_array_equal(_gemm_bf16.matmul(a[0], b[0], bias, res[0]), (with_bias + res)[0])
+    with pytest.raises(ValueError, match="residual"):
+        _gemm_bf16.matmul(a[0], b[0], bias, res[0, :, :-1])
 
 
 @needs_amx
