@@ -18,6 +18,12 @@ numba keeps in registers as it keeps any local scalar, and four intrinsics act o
                          which LLVM does not contract into an fma)
     vrelu(v), vleaky(v, s)   activation.rectify_'s relu (-0 to +0, NaN kept) and leaky relu per lane
     bits32(x)            a float32 scalar's bits as a uint32 (a bitcast)
+    vsub(a, b), vmax(a, b)   a - b; b where b > a, else a (row_max's step), per lane
+    vexp_lanes(v)        rows.vexp per lane (exp32's float32 steps, or libm's exp in float64): its bits
+    vwiden(v)            float32 lanes as float64 (exact)
+    vpast(v, n, x)       v with the lanes from n on set to x
+    vhsum(v), vhmax(v)   a vector's lanes summed (or their max) in a fixed tree: the upper half onto the
+                         lower, lane by lane, until one is left
     vdot_bf16(acc, a, b)     AVX512-BF16's vdpbf16ps per 16 lanes: a and b are uint32 vectors, each
                          lane a pair of bfloat16 (low half: element 2i, high: 2i + 1), and lane i of the
                          float32 acc becomes (acc_i + a_hi b_hi) + a_lo b_lo, each add rounded to
@@ -47,7 +53,8 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 __all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vmul", "vrelu",
-           "vleaky", "vdot_bf16", "wide", "lanes", "target", "bits32"]
+           "vleaky", "vdot_bf16", "wide", "lanes", "target", "bits32", "vexp_lanes", "vsub", "vmax", "vhmax", "vhsum",
+           "vwiden", "vpast"]
 
 
 class Vector(types.Type):
@@ -258,6 +265,137 @@ def vleaky(typingctx, v, s):
         positive = builder.fcmp_ordered(">", x, ir.Constant(x.type, None))
         return builder.select(positive, x, builder.fmul(x, slope))
     return v(v, s), codegen
+
+
+def _vector_of(v, what, dtype=None):
+    if not isinstance(v, Vector) or (dtype is not None and v.dtype != dtype):
+        raise TypingError(f"{what}: a vector{'' if dtype is None else f' of {dtype}'}, got {v}")
+
+
+def _f32(builder, x, count):
+    return _splat(builder, ir.Constant(ir.FloatType(), x), count)
+
+
+@intrinsic
+def vexp_lanes(typingctx, v):
+    """rows.vexp per lane: of float32 lanes rows.exp32's IEEE float32 steps in the same order (no
+    fused multiply-add), of float64 lanes llvm.exp (libm's exp, math.exp's): each lane the bits
+    vexp gives it."""
+    _vector_of(v, "vexp_lanes")
+    if v.dtype not in (types.float32, types.float64):
+        raise TypingError(f"vexp_lanes: float32 or float64 lanes, got {v}")
+
+    def codegen(context, builder, sig, args):
+        t = args[0]
+        count = t.type.count
+        if v.dtype == types.float64:
+            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t.type, [t.type]),
+                                                f"llvm.exp.v{count}f64")
+            return builder.call(fn, [t])
+        i32v = ir.VectorType(ir.IntType(32), count)
+        under = builder.fcmp_ordered("<", t, _f32(builder, -87.0, count))
+        t = builder.select(under, _f32(builder, -87.0, count), t)
+        floor = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t.type, [t.type]),
+                                               f"llvm.floor.v{count}f32")
+        n = builder.call(floor, [builder.fadd(builder.fmul(t, _f32(builder, 1.4426950408889634, count)),
+                                              _f32(builder, 0.5, count))])
+        r = builder.fadd(builder.fsub(t, builder.fmul(n, _f32(builder, 0.693359375, count))),
+                         builder.fmul(n, _f32(builder, 2.12194440e-4, count)))
+        p = _f32(builder, 1.9875691500e-4, count)
+        for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+            p = builder.fadd(builder.fmul(p, r), _f32(builder, c, count))
+        p = builder.fadd(builder.fadd(builder.fmul(p, builder.fmul(r, r)), r), _f32(builder, 1.0, count))
+        e = builder.shl(builder.add(builder.fptosi(n, i32v), _splat(builder, ir.Constant(ir.IntType(32), 127), count)),
+                        _splat(builder, ir.Constant(ir.IntType(32), 23), count))
+        y = builder.fmul(p, builder.bitcast(e, t.type))
+        return builder.select(under, ir.Constant(t.type, None), y)
+    return v(v), codegen
+
+
+@intrinsic
+def vsub(typingctx, a, b):
+    if not (isinstance(a, Vector) and a == b):
+        raise TypingError(f"vsub: two vectors of one type, got {a}, {b}")
+
+    def codegen(context, builder, sig, args):
+        return builder.fsub(args[0], args[1])
+    return a(a, b), codegen
+
+
+@intrinsic
+def vmax(typingctx, a, b):
+    """b where b > a (ordered), else a, per lane: rows.row_max's step (a NaN in b never wins)."""
+    if not (isinstance(a, Vector) and a == b):
+        raise TypingError(f"vmax: two vectors of one type, got {a}, {b}")
+
+    def codegen(context, builder, sig, args):
+        return builder.select(builder.fcmp_ordered(">", args[1], args[0]), args[1], args[0])
+    return a(a, b), codegen
+
+
+def _halves(builder, v):
+    """(lanes 0 .. n/2 - 1, lanes n/2 .. n - 1) of an LLVM vector."""
+    half = v.type.count // 2
+    pick = [ir.Constant(ir.VectorType(ir.IntType(32), half), list(range(k, k + half))) for k in (0, half)]
+    return builder.shuffle_vector(v, v, pick[0]), builder.shuffle_vector(v, v, pick[1])
+
+
+@intrinsic
+def vhsum(typingctx, v):
+    """The sum of a vector's lanes (lanes a power of two) in a fixed tree: the upper half added to
+    the lower half lane by lane, until one lane is left (16 lanes: ((l0 + l8) + (l4 + l12)) + ...)."""
+    _vector_of(v, "vhsum")
+
+    def codegen(context, builder, sig, args):
+        x = args[0]
+        while x.type.count > 1:
+            lo, hi = _halves(builder, x)
+            x = builder.fadd(lo, hi)
+        return builder.extract_element(x, ir.Constant(ir.IntType(32), 0))
+    return v.dtype(v), codegen
+
+
+@intrinsic
+def vhmax(typingctx, v):
+    """The largest lane in vmax's tree (the upper half onto the lower), as vhsum's."""
+    _vector_of(v, "vhmax")
+
+    def codegen(context, builder, sig, args):
+        x = args[0]
+        while x.type.count > 1:
+            lo, hi = _halves(builder, x)
+            x = builder.select(builder.fcmp_ordered(">", hi, lo), hi, lo)
+        return builder.extract_element(x, ir.Constant(ir.IntType(32), 0))
+    return v.dtype(v), codegen
+
+
+@intrinsic
+def vwiden(typingctx, v):
+    """A float vector's lanes as float64 (exact; float64 lanes as they are)."""
+    _vector_of(v, "vwiden")
+    if v.dtype not in (types.float32, types.float64):
+        raise TypingError(f"vwiden: float32 or float64 lanes, got {v}")
+
+    def codegen(context, builder, sig, args):
+        if v.dtype == types.float64:
+            return args[0]
+        return builder.fpext(args[0], ir.VectorType(ir.DoubleType(), args[0].type.count))
+    return Vector(types.float64, v.lanes)(v), codegen
+
+
+@intrinsic
+def vpast(typingctx, v, n, x):
+    """v with every lane p >= n set to x (a scalar of v's type)."""
+    _vector_of(v, "vpast")
+
+    def codegen(context, builder, sig, args):
+        count = args[0].type.count
+        i64 = ir.IntType(64)
+        n_ = context.cast(builder, args[1], sig.args[1], types.int64)
+        lanes_ = ir.Constant(ir.VectorType(i64, count), list(range(count)))
+        fill = _splat(builder, context.cast(builder, args[2], sig.args[2], v.dtype), count)
+        return builder.select(builder.icmp_signed(">=", lanes_, _splat(builder, n_, count)), fill, args[0])
+    return v(v, n, x), codegen
 
 
 class _BFloat(ir.Type):

@@ -37,10 +37,11 @@ import numpy as np
 
 from .._check import float_array, int_arg, number, pair
 from .._jit import kernel, launch, prange
-from .._simd import vadd, vload, vload_part, vmul, vsplat, vstore, vstore_part
+from .._simd import (vadd, vexp_lanes, vhmax, vhsum, vload, vload_part, vmax, vmul, vpast, vsplat, vstore,
+                     vstore_part, vsub, vwiden)
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
-from .rows import SERIAL_ELEMS, like, row_dot, row_max, row_max2, row_sum2, softmax_rows_grad, vexp
+from .rows import SERIAL_ELEMS, like, row_dot, row_max, row_max2, row_sum16, softmax_rows_grad, vexp
 from .shape import cat, getitem, reshape
 
 __all__ = ["attention", "window_attention", "attention_softmax", "window_partition",
@@ -162,7 +163,7 @@ def _attention_softmax_kernel(s, bias, mask, scale, heads, n, y):
         m = row_max(y, r)
         for j in range(M):
             y[r, j] = vexp(y[r, j] - m)
-        inv = like(1.0 / row_dot(y, y, r, False), s[r, 0])
+        inv = like(1.0 / row_sum16(y[r], M), s[r, 0])
         for j in range(M):
             y[r, j] = y[r, j] * inv
 
@@ -224,6 +225,41 @@ SCORE_VECTORS = 4  # score vectors per register block: 64 keys of a query row at
 PV_ROWS = 8  # query rows whose outputs are summed side by side (8 chains hide an add's latency)
 
 
+@kernel(inline=True)
+def _logits(a, scv, bias, mask, h, i, w, j, M):
+    """scale a + bias[h, i, j:] + mask[w, i, j:] on the LANES keys from j (the lanes past M: as
+    they come; no bias / mask: (0, ...) arrays)."""
+    n = max(0, min(LANES, M - j))
+    a = vmul(scv, a)
+    if bias.shape[0] > 0:
+        a = vadd(a, vload_part(bias[h, i], j, a, 0, n))
+    if mask.shape[0] > 0:
+        a = vadd(a, vload_part(mask[w, i], j, a, 0, n))
+    return a
+
+
+@kernel(inline=True)
+def _softmax_block(row, a0, a1, a2, a3, M):
+    """row[:M] = softmax of a row's M <= 4 LANES logits held in a0..a3 (key j in vector j // LANES,
+    lane j % LANES): the max (row_max's value: a max is exact in any order), exp (rows.vexp's
+    bits per lane), their float64 sum in row_sum16's order (lane l: keys l, l + 16, ... in order,
+    then vhsum's tree), each exp times the float32 inverse of the sum; the row stored once."""
+    ninf = like(-np.inf, row[0])
+    a0, a1 = vpast(a0, M, ninf), vpast(a1, M - LANES, ninf)
+    a2, a3 = vpast(a2, M - 2 * LANES, ninf), vpast(a3, M - 3 * LANES, ninf)
+    mv = vsplat(vhmax(vmax(vmax(a0, a1), vmax(a2, a3))), LANES)
+    e0, e1 = vexp_lanes(vsub(a0, mv)), vexp_lanes(vsub(a1, mv))  # past M: exp(-inf) = 0
+    e2, e3 = vexp_lanes(vsub(a2, mv)), vexp_lanes(vsub(a3, mv))
+    total = vadd(vadd(vadd(vwiden(e0), vwiden(e1)), vwiden(e2)), vwiden(e3))
+    inv = vsplat(like(1.0 / vhsum(total), row[0]), LANES)
+    for t, e in ((0, e0), (1, e1), (2, e2), (3, e3)):
+        j = t * LANES
+        if j + LANES <= M:
+            vstore(row, j, vmul(e, inv))
+        elif j < M:
+            vstore_part(row, j, vmul(e, inv), 0, M - j)
+
+
 @kernel(parallel=True)
 def _attention_kernel(q, k, v, offsets, heads, bias, mask, scale, p, out):
     """Per batch item b and head h (q: q[b, :, oq + h d + c], N x d; k: k[b, :, ok + h d + c],
@@ -236,11 +272,12 @@ def _attention_kernel(q, k, v, offsets, heads, bias, mask, scale, p, out):
     buffer once per head); each output a chain over the keys j in order from 0 (p_ij v_jc), a
     vector of LANES channels of v per step for PV_ROWS query rows side by side: explicit vectors
     (_simd) where LLVM's own loops stored and reloaded the rows at every channel, and p's transpose
-    and the output's are gone."""
+    and the output's are gone. A row's softmax sums its exps in row_sum16's order (as
+    attention_softmax); up to SCORE_VECTORS x LANES keys it runs on the registers that hold the
+    logits (_softmax_block), longer rows are stored first."""
     B, N = q.shape[0], q.shape[1]
     M = k.shape[1]
     oq, ok, ov, d, dv = offsets
-    nb = bias.shape[0]
     nw = mask.shape[0]
     sc = like(scale, q[0, 0, 0])
     W = -(-M // (SCORE_VECTORS * LANES)) * SCORE_VECTORS * LANES  # keys padded to whole blocks
@@ -265,30 +302,28 @@ def _attention_kernel(q, k, v, offsets, heads, bias, mask, scale, p, out):
                         a1 = vadd(a1, vmul(qc, vload(kr, j0 + LANES, LANES)))
                         a2 = vadd(a2, vmul(qc, vload(kr, j0 + 2 * LANES, LANES)))
                         a3 = vadd(a3, vmul(qc, vload(kr, j0 + 3 * LANES, LANES)))
-                    for t, a in ((0, a0), (1, a1), (2, a2), (3, a3)):
-                        j = j0 + t * LANES
-                        if j < M:
-                            n = min(LANES, M - j)
-                            a = vmul(scv, a)
-                            if nb > 0:
-                                a = vadd(a, vload_part(bias[h, i], j, a, 0, n))
-                            if nw > 0:
-                                a = vadd(a, vload_part(mask[b % nw, i], j, a, 0, n))
-                            if n == LANES:  # whole: a masked store stalls the scalar loads after it
+                    a0 = _logits(a0, scv, bias, mask, h, i, b % max(nw, 1), j0, M)
+                    a1 = _logits(a1, scv, bias, mask, h, i, b % max(nw, 1), j0 + LANES, M)
+                    a2 = _logits(a2, scv, bias, mask, h, i, b % max(nw, 1), j0 + 2 * LANES, M)
+                    a3 = _logits(a3, scv, bias, mask, h, i, b % max(nw, 1), j0 + 3 * LANES, M)
+                    if M <= SCORE_VECTORS * LANES:  # the whole row in registers: its softmax here
+                        _softmax_block(row, a0, a1, a2, a3, M)
+                    else:
+                        for t, a in ((0, a0), (1, a1), (2, a2), (3, a3)):
+                            j = j0 + t * LANES
+                            if j + LANES <= M:  # whole: a masked store stalls the scalar loads after it
                                 vstore(row, j, a)
-                            else:
-                                vstore_part(row, j, a, 0, n)
-            for i in range(0, N, 2):  # after every row's scores (loads right behind their stores
-                # stalled), two rows at a time (row_max2, row_sum2; an odd last row twice, stored once)
+                            elif j < M:
+                                vstore_part(row, j, a, 0, M - j)
+            for i in range(0, N if M > SCORE_VECTORS * LANES else 0, 2):  # longer rows: stored first
+                # (loads right behind their stores stalled), two at a time (row_max2)
                 u = min(i + 1, N - 1)
                 ma, mb = row_max2(s[i], s[u], M)
                 for r in range(i, u + 1):
                     row, m = s[r], ma if r == i else mb
                     for j in range(M):
                         row[j] = vexp(row[j] - m)
-                sa, sb = row_sum2(s[i], s[u], M)
-                for r in range(i, u + 1):
-                    row, inv = s[r], like(1.0 / (sa if r == i else sb), sc)
+                    inv = like(1.0 / row_sum16(row, M), sc)
                     for j in range(M):
                         row[j] = row[j] * inv
             for i0 in range(0, N, PV_ROWS):  # PV_ROWS rows' chains side by side (one would wait on each add)

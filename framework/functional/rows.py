@@ -10,9 +10,11 @@ Scalar helpers, usable inside any kernel (`@kernel` functions inline them):
   Intel's SVML is installed).
 Row reductions, float64 with four accumulators (without fastmath LLVM keeps one accumulator's
 dependent adds in order; four run side by side): `row_dot`, `row_max`, `row_moments`,
-`row_grad_sums`; and `row_sum2`, `row_max2`, `row_moments2`: row_dot's plain sum, row_max and
-row_moments of two rows side by side (each row's chains the single-row kernel's, so its bits; one
-row's four chains still wait on their adds, two rows' eight do not: attention's softmax, layer_norm).
+`row_grad_sums`; and `row_max2`, `row_moments2`: row_max and row_moments of two rows side by side
+(each row's chains the single-row kernel's, so its bits; one row's four chains still wait on their
+adds, two rows' eight do not: attention's softmax, layer_norm). `row_sum16`: a row's float64 sum in
+16 explicit vector lanes and a fixed tree of them (attention's softmax: its own order, documented in
+docs/numerics.md).
 Row kernels: `softmax_rows` and its adjoint `softmax_rows_grad` (parallel over rows).
 
 `SERIAL_ELEMS`: below this many elements a row kernel runs on one thread (`_jit.launch`).
@@ -26,9 +28,10 @@ from numba import types
 from numba.extending import overload
 
 from .._jit import kernel, prange
+from .._simd import vadd, vhsum, vload_part, vsplat, vwiden
 
 __all__ = ["SERIAL_ELEMS", "like", "exp32", "vexp", "row_dot", "row_max", "row_moments",
-           "row_sum2", "row_max2", "row_moments2", "row_grad_sums", "softmax_rows", "softmax_rows_grad"]
+           "row_sum16", "row_max2", "row_moments2", "row_grad_sums", "softmax_rows", "softmax_rows_grad"]
 
 SERIAL_ELEMS = 1 << 15
 
@@ -175,26 +178,19 @@ def row_max2(a, b, M):
     return (m2 if m2 > m0 else m0), (n2 if n2 > n0 else n0)
 
 
-@kernel
-def row_sum2(a, b, M):
-    """(row_dot(a, a, ., False), the same of b): float64, four chains each, two rows side by side."""
-    s0 = s1 = s2 = s3 = t0 = t1 = t2 = t3 = 0.0
-    j = 0
-    while j + 4 <= M:
-        s0 += a[j]
-        t0 += b[j]
-        s1 += a[j + 1]
-        t1 += b[j + 1]
-        s2 += a[j + 2]
-        t2 += b[j + 2]
-        s3 += a[j + 3]
-        t3 += b[j + 3]
-        j += 4
-    while j < M:
-        s0 += a[j]
-        t0 += b[j]
-        j += 1
-    return (s0 + s1) + (s2 + s3), (t0 + t1) + (t2 + t3)
+SUM_LANES = 16  # row_sum16's lanes (two zmm of float64)
+
+
+@kernel(inline=True)
+def row_sum16(row, M):
+    """sum_j row[j] over j < M (a 1-D row) in float64, in SUM_LANES lanes: lane l the keys j = l,
+    l + 16, ... in order, then the lanes in _simd.vhsum's tree ((l0 + l8) + (l4 + l12)) + ...: the
+    attention's softmax order, vectors where row_dot's four scalar chains waited on their adds."""
+    acc = vsplat(0.0, SUM_LANES)
+    zero = vsplat(like(0.0, row[0]), SUM_LANES)
+    for j in range(0, M, SUM_LANES):
+        acc = vadd(acc, vwiden(vload_part(row, j, zero, 0, min(SUM_LANES, M - j))))
+    return vhsum(acc)
 
 
 @kernel(inline=True)

@@ -7,6 +7,7 @@ from numba.core.errors import TypingError
 
 from framework import _simd
 from framework._simd import vadd, vfma, vload, vsplat, vstore, wide
+from framework.functional.rows import vexp
 
 
 @numba.njit
@@ -131,3 +132,61 @@ print(" ".join(out))
     out = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True, env=env, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split() == ["ok", "IndexError", "IndexError", "ok", "IndexError", "ok"]
+
+
+@numba.njit
+def _exp_lanes(x, out):
+    for i in range(0, x.shape[0], 16):
+        vstore(out, i, _simd.vexp_lanes(vload(x, i, 16)))
+
+
+@numba.njit
+def _exp_scalar(x, out):
+    for i in range(x.shape[0]):
+        out[i] = vexp(x[i])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_vexp_lanes_is_vexp_in_every_lane(dtype):
+    """Each lane the bits of rows.vexp (exp32's float32 steps; libm's exp in float64): across the
+    range, the underflow edge (-87), overflow, infinities, NaN and signed zeros."""
+    rng = np.random.default_rng(3)
+    x = np.concatenate([rng.uniform(-100, 89, 4096), rng.uniform(-1, 1, 1024),
+                        [np.nan, np.inf, -np.inf, 0.0, -0.0, -87.0, -87.00001, -86.99999, 88.7, 1e-30,
+                         -1e-30, 87.5, 90.0]])
+    x = np.concatenate([x, np.zeros(-x.size % 16)]).astype(dtype)
+    got, want = np.empty_like(x), np.empty_like(x)
+    _exp_lanes(x, got)
+    _exp_scalar(x, want)
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    np.testing.assert_array_equal(got.view(bits), want.view(bits))
+    assert np.abs(got[:5120] - np.exp(x[:5120].astype(np.float64))).max() > 0  # not a copy of its input
+
+
+@numba.njit
+def _reductions(x, n):
+    v, w = vload(x, 0, 16), vload(x, 16, 16)
+    return (_simd.vhsum(_simd.vwiden(v)), _simd.vhmax(_simd.vmax(v, w)),
+            _simd.vhmax(_simd.vpast(v, n, np.float32(-np.inf))), _simd.vhsum(_simd.vwiden(_simd.vsub(v, w))))
+
+
+def test_lane_reductions_in_their_documented_tree():
+    """vhsum: the upper half of the lanes added onto the lower until one is left (in float64 the
+    order shows: 1e16 and 1 in lanes that the tree adds before the others); vhmax the largest,
+    vpast's lanes from n on replaced, vwiden exact, vsub per lane."""
+    x = np.zeros(32, np.float32)
+    x[:16] = np.float32(1.0)
+    x[0], x[8] = np.float32(1e16), np.float32(-1e16)  # lanes 0 and 8 meet first: they cancel exactly
+    x[16:] = np.arange(16, dtype=np.float32)
+    total, top, first, diff = _reductions(x, 5)
+    lanes = x[:16].astype(np.float64)
+    while lanes.size > 1:
+        lanes = lanes[:lanes.size // 2] + lanes[lanes.size // 2:]
+    assert total == lanes[0] == 14.0  # left to right: the seven ones before lane 8 lost, 7
+    assert top == np.float32(1e16) and first == np.float32(1e16)
+    d = (x[:16] - x[16:]).astype(np.float64)
+    while d.size > 1:
+        d = d[:d.size // 2] + d[d.size // 2:]
+    assert diff == d[0]
+    x[0] = np.float32(-5.0)
+    assert _reductions(x, 5)[2] == np.float32(1.0) and _reductions(x, 1)[2] == np.float32(-5.0)

@@ -272,8 +272,8 @@ def _attention_chains(q, k, v, heads, scale, bias, mask):
     """The fused forward's documented order in numpy (float32 products rounded, then added, which
     numpy's elementwise arithmetic gives exactly): each score a chain over the head's channels from
     0, times the scale, plus the bias, plus the mask; the row's max, the kernel's exp, the sum in
-    float64 over four chains (row_dot's: j % 4 over whole fours, the rest onto the first), the row
-    times the float32 of its inverse;
+    float64 in 16 lanes (rows.row_sum16's: lane l the keys j = l mod 16 in order, then the upper
+    half of the lanes onto the lower until one is left), the row times its inverse in q's dtype;
     each output a chain over the keys from 0."""
     b_, n, _ = q.shape
     m, d, dv = k.shape[1], q.shape[2] // heads, v.shape[2] // heads
@@ -289,10 +289,12 @@ def _attention_chains(q, k, v, heads, scale, bias, mask):
                 s = s + mask[b % mask.shape[0]]
             e = np.empty_like(s)
             _vexp_each(s - s.max(axis=1, keepdims=True), e)
-            e64, whole = e.astype(np.float64), m - m % 4  # j % 4 over whole fours, the rest onto chain 0
-            chains = [np.cumsum(e64[:, r:whole:4], axis=1)[:, -1] if whole > r else np.zeros(n) for r in range(4)]
-            chains[0] = np.cumsum(np.concatenate([chains[0][:, None], e64[:, whole:]], axis=1), axis=1)[:, -1]
-            p = e * (1.0 / ((chains[0] + chains[1]) + (chains[2] + chains[3]))).astype(q.dtype)[:, None]
+            e64 = e.astype(np.float64)  # lane l: keys l, l + 16, ... in order; then the lanes' tree
+            lanes = np.stack([np.cumsum(e64[:, r::16], axis=1)[:, -1] if m > r else np.zeros(n)
+                              for r in range(16)], axis=1)
+            while lanes.shape[1] > 1:
+                lanes = lanes[:, :lanes.shape[1] // 2] + lanes[:, lanes.shape[1] // 2:]
+            p = e * (1.0 / lanes[:, 0]).astype(q.dtype)[:, None]
             o = np.zeros((n, dv), q.dtype)
             for j in range(m):
                 o = o + p[:, j:j + 1] * vh[j][None, :]
@@ -300,13 +302,16 @@ def _attention_chains(q, k, v, heads, scale, bias, mask):
     return out, weights
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("b_,heads,n,m,d,dv,nw", [(3, 2, 70, 70, 10, 20, 3), (2, 1, 9, 100, 16, 33, 0),
-                                                  (2, 6, 64, 64, 10, 10, 2), (9, 2, 16, 16, 4, 4, 3)])
-def test_the_fused_forward_is_its_chains_bit_for_bit(b_, heads, n, m, d, dv, nw):
-    # register blocks of 64 keys (a partial last vector, two blocks), outputs over one to three
-    # vectors of channels and eight query rows at a time (n not a multiple of 8): each value the
-    # documented chain's bits, float32
-    q, k, v, bias, mask = _attention_inputs(b_, heads, n, m, d, dv, nw, np.float32, seed=5)
+                                                  (2, 6, 64, 64, 10, 10, 2), (9, 2, 16, 16, 4, 4, 3),
+                                                  (2, 2, 12, 37, 6, 6, 2)])
+def test_the_fused_forward_is_its_chains_bit_for_bit(b_, heads, n, m, d, dv, nw, dtype):
+    # register blocks of 64 keys (a partial last vector, two blocks; up to 64 keys the softmax on
+    # the registers, else on the stored row), outputs over one to three vectors of channels and
+    # eight query rows at a time (n not a multiple of 8): each value the documented chain's bits
+    # (float64: the sums' order shows in the bits)
+    q, k, v, bias, mask = _attention_inputs(b_, heads, n, m, d, dv, nw, dtype, seed=5)
     want, weights = _attention_chains(q.data, k.data, v.data, heads, 0.3, bias.data, mask)
     for needs in ((True,), (False,)):  # weights kept for a backward, or only in the threads' scratch
         ctx = type("Ctx", (), {"needs_input_grad": needs})()
