@@ -11,9 +11,10 @@ import numpy as np
 
 from .._check import float_array, int_arg, int_list, is_int, number
 from .._jit import kernel, launch, prange
+from .._simd import wide
 from ..autograd import Function
 from ._util import data_of
-from .rows import SERIAL_ELEMS, like, row_grad_sums, row_moments, row_moments2
+from .rows import SERIAL_ELEMS, layer_norm_stats2, like, row_grad_sums, row_moments
 
 __all__ = ["batch_norm", "layer_norm", "layer_norm2d", "group_norm"]
 
@@ -136,18 +137,15 @@ def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=Fa
 
 @kernel(parallel=True)
 def _layer_norm_kernel(x, w, b, eps, y, mean, rstd):
-    """Per row r of x (R, D): mean, rstd = 1 / sqrt(biased var + eps) (float64, saved), then
-    y = (x - mean) rstd w + b. The row stays in cache across its three sweeps; the sums of rows
-    2t and 2t + 1 run side by side (rows.row_moments2: row_moments' chains for each)."""
+    """Per row r of x (R, D): mean, rstd = 1 / sqrt(biased var + eps) (float64, saved:
+    rows.layer_norm_stats2, sums in 16 float64 lanes), then y = (x - mean) rstd w + b. The row stays
+    in cache across its three sweeps; rows 2t and 2t + 1 side by side."""
     R, D = x.shape
     for t in prange((R + 1) // 2):
+        wide()
         r, u = 2 * t, min(2 * t + 1, R - 1)  # an odd last row: itself twice, stored once
-        sr, _, su, _ = row_moments2(x[r], x[u], 0.0, 0.0)
-        mr, mu_ = sr / D, su / D
-        s1, q, s2, p = row_moments2(x[r], x[u], mr, mu_)
-        for k, m_, a, sq in ((r, mr, s1, q), (u, mu_, s2, p)):
-            var = (sq - a * a / D) / D  # a ~ 0 corrects for the rounding of the mean (corrected two-pass)
-            rs = 1.0 / math.sqrt(var + eps)
+        mr, rr, mu_, ru = layer_norm_stats2(x[r], x[u], eps)
+        for k, m_, rs in ((r, mr, rr), (u, mu_, ru)):
             mean[k] = m_
             rstd[k] = rs
             m, s = like(m_, x[k, 0]), like(rs, x[k, 0])

@@ -10,11 +10,11 @@ Scalar helpers, usable inside any kernel (`@kernel` functions inline them):
   Intel's SVML is installed).
 Row reductions, float64 with four accumulators (without fastmath LLVM keeps one accumulator's
 dependent adds in order; four run side by side): `row_dot`, `row_max`, `row_moments`,
-`row_grad_sums`; and `row_max2`, `row_moments2`: row_max and row_moments of two rows side by side
-(each row's chains the single-row kernel's, so its bits; one row's four chains still wait on their
-adds, two rows' eight do not: attention's softmax, layer_norm). `row_sum16`: a row's float64 sum in
-16 explicit vector lanes and a fixed tree of them (attention's softmax: its own order, documented in
-docs/numerics.md).
+`row_grad_sums`; and `row_max2`: row_max of two rows side by side (each row's chains row_max's; one
+row's four chains still wait on their compares, two rows' eight do not: attention's softmax).
+`row_sum16`: a row's float64 sum in 16 explicit vector lanes and a fixed tree of them, and
+`layer_norm_stats2`: two rows' mean and rstd from such sums (attention's softmax and layer_norm: their
+own order, documented in docs/numerics.md).
 Row kernels: `softmax_rows` and its adjoint `softmax_rows_grad` (parallel over rows).
 
 `SERIAL_ELEMS`: below this many elements a row kernel runs on one thread (`_jit.launch`).
@@ -28,10 +28,10 @@ from numba import types
 from numba.extending import overload
 
 from .._jit import kernel, prange
-from .._simd import vadd, vhsum, vload_part, vsplat, vwiden
+from .._simd import vadd, vhsum, vload_part, vmul, vpast, vsplat, vsub, vwiden
 
 __all__ = ["SERIAL_ELEMS", "like", "exp32", "vexp", "row_dot", "row_max", "row_moments",
-           "row_sum16", "row_max2", "row_moments2", "row_grad_sums", "softmax_rows", "softmax_rows_grad"]
+           "row_sum16", "layer_norm_stats2", "row_max2", "row_grad_sums", "softmax_rows", "softmax_rows_grad"]
 
 SERIAL_ELEMS = 1 << 15
 
@@ -194,41 +194,31 @@ def row_sum16(row, M):
 
 
 @kernel(inline=True)
-def row_moments2(a, b, mu, nu):
-    """row_moments(a, ., mu) and row_moments(b, ., nu) (rows as 1-D arrays): the same four float64
-    chains per row, two rows side by side (one row's chains wait on their adds)."""
+def _lane_moments2(a, b, ma, mb, D):
+    """(sum (a - ma), sum (a - ma)^2, the same of b) over the first D values of rows a and b, in
+    float64: row_sum16's lanes (lane l: values l, l + 16, ... in order; vhsum's tree)."""
+    zero, none = vsplat(like(0.0, a[0]), SUM_LANES), vsplat(0.0, SUM_LANES)
+    mav, mbv = vsplat(ma, SUM_LANES), vsplat(mb, SUM_LANES)
+    sa = qa = sb = qb = none
+    for j in range(0, D, SUM_LANES):
+        n = min(SUM_LANES, D - j)
+        da = vpast(vsub(vwiden(vload_part(a, j, zero, 0, n)), mav), n, 0.0)  # lanes past D: 0
+        db = vpast(vsub(vwiden(vload_part(b, j, zero, 0, n)), mbv), n, 0.0)
+        sa, qa = vadd(sa, da), vadd(qa, vmul(da, da))
+        sb, qb = vadd(sb, db), vadd(qb, vmul(db, db))
+    return vhsum(sa), vhsum(qa), vhsum(sb), vhsum(qb)
+
+
+@kernel(inline=True)
+def layer_norm_stats2(a, b, eps):
+    """(mean, rstd) of row a and of row b (1-D, D values each), float64: the mean of the row's sum
+    in row_sum16's order, then the corrected two-pass variance about it (sum (x - mean)^2 - (sum
+    (x - mean))^2 / D: the second term corrects for the mean's rounding), summed in the same lanes,
+    and rstd = 1 / sqrt(var + eps); two rows side by side. layer_norm's statistics."""
     D = a.shape[0]
-    a0 = a1 = a2 = a3 = q0 = q1 = q2 = q3 = 0.0
-    b0 = b1 = b2 = b3 = p0 = p1 = p2 = p3 = 0.0
-    j = 0
-    while j + 4 <= D:
-        d0, d1, d2, d3 = a[j] - mu, a[j + 1] - mu, a[j + 2] - mu, a[j + 3] - mu
-        e0, e1, e2, e3 = b[j] - nu, b[j + 1] - nu, b[j + 2] - nu, b[j + 3] - nu
-        a0 += d0
-        a1 += d1
-        a2 += d2
-        a3 += d3
-        q0 += d0 * d0
-        q1 += d1 * d1
-        q2 += d2 * d2
-        q3 += d3 * d3
-        b0 += e0
-        b1 += e1
-        b2 += e2
-        b3 += e3
-        p0 += e0 * e0
-        p1 += e1 * e1
-        p2 += e2 * e2
-        p3 += e3 * e3
-        j += 4
-    while j < D:
-        d0, e0 = a[j] - mu, b[j] - nu
-        a0 += d0
-        q0 += d0 * d0
-        b0 += e0
-        p0 += e0 * e0
-        j += 1
-    return (a0 + a1) + (a2 + a3), (q0 + q1) + (q2 + q3), (b0 + b1) + (b2 + b3), (p0 + p1) + (p2 + p3)
+    ma, mb = row_sum16(a, D) / D, row_sum16(b, D) / D
+    s1, q, s2, p = _lane_moments2(a, b, ma, mb, D)
+    return ma, 1.0 / math.sqrt((q - s1 * s1 / D) / D + eps), mb, 1.0 / math.sqrt((p - s2 * s2 / D) / D + eps)
 
 
 @kernel

@@ -208,29 +208,34 @@ def test_layer_norm_parallel_equals_serial(rng):
         np.testing.assert_array_equal(a, b)
 
 
-@pytest.mark.parametrize("R, D", [(7, 60), (6, 33), (5, 3)])
-def test_layer_norm_forward_is_its_chains_bit_for_bit(R, D):
-    # the documented order, emulated in numpy: per row four float64 chains (j % 4, in order) for
-    # the mean, again around it for the corrected two-pass variance; y = (x - mean) rstd w + b in
-    # float32. Rows two at a time in the kernel (an odd count's last alone): every row its own bits
-    x = (np.random.default_rng(R * D).standard_normal((R, D)) * 3 + 1).astype(np.float32)
-    w, b = (np.random.default_rng(R + D + k).standard_normal(D).astype(np.float32) for k in (1, 2))
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("R, D", [(7, 60), (6, 33), (5, 3), (3, 180)])
+def test_layer_norm_forward_is_its_chains_bit_for_bit(R, D, dtype):
+    # the documented order, emulated in numpy: per row float64 sums in 16 lanes (lane l: the
+    # values l, l + 16, ... in order; then the upper half of the lanes onto the lower until one is
+    # left) for the mean, again around it for the corrected two-pass variance; y = (x - mean) rstd
+    # w + b in x's dtype. Rows two at a time in the kernel (an odd count's last alone): every row its
+    # own bits (float64: the sums' order shows in them)
+    x = (np.random.default_rng(R * D).standard_normal((R, D)) * 3 + 1).astype(dtype)
+    w, b = (np.random.default_rng(R + D + k).standard_normal(D).astype(dtype) for k in (1, 2))
 
-    def chains(v):  # row_moments' sum of a 1-D float64 array
-        parts = [np.cumsum(v[k:D - D % 4:4])[-1] if D >= 4 else 0.0 for k in range(4)]
-        parts[0] = np.cumsum(np.concatenate([[parts[0]], v[D - D % 4:]]))[-1]  # the tail onto chain 0
-        return (parts[0] + parts[1]) + (parts[2] + parts[3])
+    def lanes(v):  # rows.row_sum16's sum of a 1-D float64 array
+        t = np.array([np.cumsum(v[k::16])[-1] if D > k else 0.0 for k in range(16)])
+        while t.size > 1:
+            t = t[:t.size // 2] + t[t.size // 2:]
+        return t[0]
 
     want = np.empty_like(x)
     for r in range(R):
         v = x[r].astype(np.float64)
-        mu = chains(v) / D
+        mu = lanes(v) / D
         d = v - mu
-        s1, q = chains(d), chains(d * d)
+        s1, q = lanes(d), lanes(d * d)
         rs = 1.0 / np.sqrt((q - s1 * s1 / D) / D + 1e-5)
-        want[r] = (x[r] - np.float32(mu)) * np.float32(rs) * w + b
+        want[r] = (x[r] - dtype(mu)) * dtype(rs) * w + b
     got = F.layer_norm(sg.tensor(x), D, sg.tensor(w), sg.tensor(b)).data
-    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    bits = np.uint32 if dtype == np.float32 else np.uint64
+    np.testing.assert_array_equal(got.view(bits), want.view(bits))
 
 
 def test_layer_norm_hand_values():
