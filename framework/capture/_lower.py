@@ -26,7 +26,8 @@
   arrays, a channel Cat that only they read is read in place, a nearest upsampling only one
   of them reads is laid out from its input, an upsampler's pixel shuffle (and the activation after
   it) is done by its convolution's epilogue, and a residual chain's value is written as the next
-  block's planes by the convolution that stores it (_planes.py).
+  block's planes by the convolution that stores it (_planes.py), and a linear reads its rows through
+  a layer norm and row moves, and writes them through row moves onto a residual (_rows.py).
 
 Each of these computes what the eager op computes, from the same arrays: the results are the same
 bits (the fused add rounds the stored conv output plus the other operand once, as np.add does;
@@ -44,6 +45,7 @@ from ..functional.elementwise import Add, Mul
 from ..functional.linear import LinearFunction, linear_arrays
 from ._kinds import _FIXED, _LIVE, _SLOT
 from ._planes import _replication, keep_planes, share_planes
+from ._rows import fuse_rows
 
 
 def fold(graph, packed: dict) -> None:
@@ -67,6 +69,9 @@ def fold(graph, packed: dict) -> None:
     ops, classes = _fuse_leaky_relus(ops, classes, graph)
     ops, classes = _fuse_residual_adds(ops, classes, graph)  # first: a conv's `out * 0.2 + x` is its own
     ops, classes = _fuse_scale_adds(ops, classes, graph)
+    new, renamed, drop = fuse_rows(ops, classes, graph)
+    if new:
+        ops, classes = _rewritten(ops, classes, graph, new, renamed, drop)
     graph.forward, graph.classes = keep_planes(ops, graph), None
     graph.constants = {}
     for name, s in list(graph.outputs.items()):

@@ -12,7 +12,10 @@ every max(4, ~sqrt(K/32)) steps the tiles go onto the block's running total (blo
 _direct.py's), so the order of every sum is fixed: the result depends neither on threads nor on the
 machine, only on the route. The block's total goes from a scratch into C (M, N) itself, with the bias
 added (linear's `+ b`, one float32 add after the sum): no padded C, no pass of its own for the bias
-(numpy's add of a bias to a (4096, 180) view of the padded C took twice the product's time).
+(numpy's add of a bias to a (4096, 180) view of the padded C took twice the product's time), and
+a residual after it where one is given. `matmul_rows` reads A's rows through a gather (and a layer
+norm) and stores C's through a permutation: an inference graph's linear between a transformer
+block's row moves (capture/_rows.py).
 """
 from __future__ import annotations
 
@@ -22,20 +25,23 @@ import numpy as np
 from .. import _amx, precision
 from .._amx import block_store, block_zero, last_step, operands, step, tile_config, tile_release
 from .._jit import kernel, prange
-from .._simd import vadd, vload, vload_part, vsplat, vstore, vstore_part, wide
+from .._simd import bits32, vadd, vload, vload_part, vsplat, vstore, vstore_part, wide
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _rne
+from .rows import layer_norm_stats2, layer_norm_value, like
 
 
 
 @kernel
-def _rows(a, b, c, m0, rb, buf, bias, has_bias, res, has_res):
+def _rows(a, b, c, m0, rb, buf, bias, has_bias, res, has_res, dst, has_dst):
     """c[m0:m0 + 32] = a b (+ bias) (+ res) on tiles (the thread's tiles configured): a (32, Kp)
     bfloat16 bits (rows m0.. of A), b (Kp/2, Np, 2) bfloat16 pairs, c (M, N) float32 (rows and
     columns past it: not stored); buf (2048,) float32: a block's running total, then the next
     block's tiles; bias (N,) float32, added where has_bias; res (M, N) float32, added after the bias
-    where has_res (a residual add done as the output is stored). The totals go into c 16 columns at
-    a time (masked stores past N: LLVM's loop over a block's columns ran at half the speed)."""
+    where has_res (a residual add done as the output is stored); where has_dst, A's row m goes to
+    c's (and is added to res's) row dst[m] instead (a permutation of c's rows). The totals go into
+    c 16 columns at a time (masked stores past N: LLVM's loop over a block's columns ran at half
+    the speed)."""
     wide()
     Kp = a.shape[1]
     Np = b.shape[1]
@@ -64,12 +70,13 @@ def _rows(a, b, c, m0, rb, buf, bias, has_bias, res, has_res):
         b0 = vload_part(bias, n0, zero, 0, lo) if has_bias else zero
         b1 = vload_part(bias, n0 + 16, zero, 0, hi) if has_bias else zero
         for m in range(rows):
-            row = c[m0 + m]
+            i = dst[m0 + m] if has_dst else m0 + m
+            row = c[i]
             v0, v1 = vload(buf, m * 32, 16), vload(buf, m * 32 + 16, 16)
             if has_bias:
                 v0, v1 = vadd(v0, b0), vadd(v1, b1)
             if has_res:
-                r = res[m0 + m]
+                r = res[i]
                 v0, v1 = vadd(v0, vload_part(r, n0, zero, 0, lo)), vadd(v1, vload_part(r, n0 + 16, zero, 0, hi))
             vstore_part(row, n0, v0, 0, lo)
             vstore_part(row, n0 + 16, v1, 0, hi)
@@ -108,7 +115,55 @@ def _gemm_batched(apack, b, c, au, cfg, rb, scratch, bias, has_bias, res, has_re
         _pack_rows(au, i, m0, ab)
         tile_config(cfg)
         _rows(ab, b[i], c[i], m0, rb, scratch[numba.get_thread_id()], bias, has_bias,
-              res[i if has_res else 0], has_res)
+              res[i if has_res else 0], has_res, _NO_ROWS, False)
+        tile_release()
+
+
+@kernel(inline=True)
+def _pack_gathered(x, src, m0, w, b, eps, has_norm, out):
+    """out[m, k] = bf16(x[src[m0 + m], k]) for the task's 32 rows (0 past src's end and past K);
+    where has_norm, of that row's layer_norm first: (x - mean) rstd w + b in float32 with
+    layer_norm's float64 statistics (rows.layer_norm_stats2), the value layer_norm would store."""
+    M, K = src.shape[0], x.shape[1]
+    for m in range(0, out.shape[0], 2):
+        if m0 + m >= M:  # past A: zero rows
+            for t in range(m, out.shape[0]):
+                for k in range(out.shape[1]):
+                    out[t, k] = 0
+            break
+        ia, ib = src[m0 + m], src[min(m0 + m + 1, M - 1)]  # an odd last row: itself twice, stored once
+        ma = ra = mb = rb = 0.0
+        if has_norm:
+            ma, ra, mb, rb = layer_norm_stats2(x[ia], x[ib], eps)
+        for t in range(2):
+            row, xr = out[m + t], x[ia if t == 0 else ib]
+            if m0 + m + t >= M:
+                for k in range(row.shape[0]):
+                    row[k] = 0
+                continue
+            if has_norm:
+                mu, s = like(ma if t == 0 else mb, xr[0]), like(ra if t == 0 else rb, xr[0])
+                for k in range(K):
+                    row[k] = np.uint16(_rne(bits32(layer_norm_value(xr[k], mu, s, w[k], b[k]))))
+            else:
+                for k in range(K):
+                    row[k] = np.uint16(_rne(bits32(xr[k])))
+            for k in range(K, row.shape[0]):
+                row[k] = 0
+
+
+@kernel(parallel=True)
+def _gemm_rows(apack, b, c, x, src, dst, has_dst, cfg, rb, scratch, bias, has_bias, res, has_res,
+               w, bn, eps, has_norm):
+    """c = A b (+ bias) (+ res), A's row m = x[src[m]] (layer-normalised with w, bn, eps where
+    has_norm: _pack_gathered), its product stored at c's row dst[m] where has_dst: `_rows` per 32
+    rows of A, each task rounding its own rows into apack (threads, 32, Kp) first."""
+    for t in prange(-(-src.shape[0] // 32)):
+        wide()
+        ab = apack[numba.get_thread_id()]
+        _pack_gathered(x, src, t * 32, w, bn, eps, has_norm, ab)
+        tile_config(cfg)
+        _rows(ab, b, c, t * 32, rb, scratch[numba.get_thread_id()], bias, has_bias, res, has_res, dst, has_dst)
         tile_release()
 
 
@@ -151,6 +206,7 @@ def matmul(a, b, bias=None, residual=None):
 
 _NO_BIAS = np.zeros(0, np.float32)
 _NO_RESIDUAL = np.zeros((1, 0, 0), np.float32)
+_NO_ROWS = np.zeros(0, np.int64)
 
 
 def matmul_batched(a, b, bias=None, residual=None):
@@ -175,4 +231,40 @@ def matmul_batched(a, b, bias=None, residual=None):
                   _aligned_empty((threads, 2048), np.float32),
                   _NO_BIAS if bias is None else np.ascontiguousarray(bias), bias is not None,
                   _NO_RESIDUAL if residual is None else np.ascontiguousarray(residual), residual is not None)
+    return c
+
+
+def matmul_rows(x, b, bias=None, *, src, dst=None, norm=None, residual=None):
+    """C (M, N) float32 = A b (+ bias (N,)) (+ residual (M, N), added last), A's row m being
+    x[src[m]] (x (R, K) float32 rows, src (M,) int64 in [0, R): a gather), first layer-normalised
+    where norm = (w (K,), b (K,), eps) (layer_norm's values, then rounded), and A's row m's product
+    stored as C's row dst[m] where dst (M,) (a permutation of range(M)) is given. An inference
+    graph's linear that reads a layer norm through a row permutation (a transformer block's
+    norm -> roll -> window partition -> qkv) and writes through one to a residual add (proj ->
+    window reverse -> roll -> x + ...): capture/_rows.py. Each row's sums as matmul's."""
+    precision.require_amx("matmul")
+    M, (K, N) = src.shape[0], b.shape
+    if x.ndim != 2 or x.shape[1] != K or x.dtype != np.float32 or not x.flags.c_contiguous:
+        raise ValueError(f"_gemm_bf16.matmul_rows: x {x.shape} {x.dtype} is not C-contiguous (R, {K}) float32")
+    if src.dtype != np.int64 or (M and (src.min() < 0 or src.max() >= x.shape[0])):
+        raise ValueError(f"_gemm_bf16.matmul_rows: src must be int64 rows of x in [0, {x.shape[0]})")
+    if dst is not None and (dst.shape != (M,) or dst.dtype != np.int64 or (M and (dst.min() < 0 or dst.max() >= M))):
+        raise ValueError(f"_gemm_bf16.matmul_rows: dst must be ({M},) int64 rows of C in [0, {M})")
+    for name, v, shape in (("bias", bias, (N,)), ("residual", residual, (M, N)),
+                           *((("norm weight", norm[0], (K,)), ("norm bias", norm[1], (K,))) if norm else ())):
+        if v is not None and (v.shape != shape or v.dtype != np.float32):
+            raise ValueError(f"_gemm_bf16.matmul_rows: {name} {v.shape} {v.dtype} is not {shape} float32")
+    Kp, Np = _blocks(K, 32) * 32, _blocks(N, 32) * 32
+    bb = _aligned_empty((1, Kp // 2, Np, 2), np.uint16)
+    _pack_b_batched(b[None].view(np.uint32), bb.view(np.uint32)[..., 0])
+    c = np.empty((M, N), np.float32)
+    rb = max(4, round((Kp / 32) ** 0.5))
+    threads = numba.get_num_threads()
+    w, bn, eps = norm if norm is not None else (_NO_BIAS, _NO_BIAS, 0.0)
+    _gemm_rows(_aligned_empty((threads, 32, Kp), np.uint16), bb[0], c, x, src,
+               _NO_ROWS if dst is None else dst, dst is not None, _amx.CONFIG, rb,
+               _aligned_empty((threads, 2048), np.float32),
+               _NO_BIAS if bias is None else np.ascontiguousarray(bias), bias is not None,
+               _NO_RESIDUAL[0] if residual is None else np.ascontiguousarray(residual), residual is not None,
+               np.ascontiguousarray(w), np.ascontiguousarray(bn), float(eps), norm is not None)
     return c

@@ -14,7 +14,7 @@ from .._jit import kernel, launch, prange
 from .._simd import wide
 from ..autograd import Function
 from ._util import data_of
-from .rows import SERIAL_ELEMS, layer_norm_stats2, like, row_grad_sums, row_moments
+from .rows import SERIAL_ELEMS, layer_norm_stats2, layer_norm_value, like, row_grad_sums, row_moments
 
 __all__ = ["batch_norm", "layer_norm", "layer_norm2d", "group_norm"]
 
@@ -150,7 +150,7 @@ def _layer_norm_kernel(x, w, b, eps, y, mean, rstd):
             rstd[k] = rs
             m, s = like(m_, x[k, 0]), like(rs, x[k, 0])
             for j in range(D):
-                y[k, j] = (x[k, j] - m) * s * w[j] + b[j]
+                y[k, j] = layer_norm_value(x[k, j], m, s, w[j], b[j])
 
 
 @kernel(parallel=True)

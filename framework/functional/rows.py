@@ -30,8 +30,9 @@ from numba.extending import overload
 from .._jit import kernel, prange
 from .._simd import vadd, vhsum, vload_part, vmul, vpast, vsplat, vsub, vwiden
 
-__all__ = ["SERIAL_ELEMS", "like", "exp32", "vexp", "row_dot", "row_max", "row_moments",
-           "row_sum16", "layer_norm_stats2", "row_max2", "row_grad_sums", "softmax_rows", "softmax_rows_grad"]
+__all__ = ["SERIAL_ELEMS", "like", "exp32", "vexp", "row_dot", "row_max", "row_moments", "row_sum16",
+           "layer_norm_stats2", "layer_norm_value", "row_max2", "row_grad_sums", "softmax_rows",
+           "softmax_rows_grad"]
 
 SERIAL_ELEMS = 1 << 15
 
@@ -219,6 +220,13 @@ def layer_norm_stats2(a, b, eps):
     ma, mb = row_sum16(a, D) / D, row_sum16(b, D) / D
     s1, q, s2, p = _lane_moments2(a, b, ma, mb, D)
     return ma, 1.0 / math.sqrt((q - s1 * s1 / D) / D + eps), mb, 1.0 / math.sqrt((p - s2 * s2 / D) / D + eps)
+
+
+@kernel(inline=True)
+def layer_norm_value(v, m, s, w, b):
+    """One normalised value, ((v - mean) rstd) w + b in v's type (m, s: the row's statistics in it):
+    layer_norm's, and a linear's that normalises the rows it reads (_gemm_bf16.matmul_rows)."""
+    return (v - m) * s * w + b
 
 
 @kernel

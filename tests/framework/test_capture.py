@@ -521,6 +521,61 @@ def test_a_transformer_blocks_residual_add_is_done_by_its_linear(precision):
     assert sum(op[0] is Add.forward for op in ops) == 2
 
 
+def test_a_linear_reads_and_writes_its_rows_through_norms_and_row_moves():
+    """Under bf16 on AMX a transformer block's `norm -> reshape -> roll -> window_partition -> qkv`
+    is one op (the linear gathers and normalises its rows: _rows.py), as is `proj -> window_reverse
+    -> roll -> reshape -> x + ...` (the rows stored where the moves put them, x added there) and
+    `norm2 -> fc1`; a move read twice, a norm over two axes and a roll that does not keep rows
+    whole (over the channels) stay. Bit for bit against the eager ops, NaN included."""
+    from framework import precision as prec
+    from framework.functional.elementwise import Add
+    from framework.functional.normalization import LayerNormFunction
+    from framework.functional.attention import WindowPartitionFunction
+    from framework.functional.shape import RollFunction
+    if not prec.support().amx_bf16:
+        pytest.skip("AMX-BF16: this CPU or OS has no AMX tiles")
+    rng = np.random.default_rng(22)
+    C, h, w, ws = 24, 8, 12, 4
+    qkv, proj, fc1, fc2 = (sg.nn.Linear(a, b) for a, b in ((C, C), (C, C), (C, 2 * C), (2 * C, C)))
+    norm1, norm2, norm3 = sg.nn.LayerNorm(C), sg.nn.LayerNorm(C), sg.nn.LayerNorm((w, C))
+    for m in (norm1, norm2):  # weights other than ones and zeros
+        m.weight.data[:] = rng.uniform(0.5, 1.5, C).astype(np.float32)
+        m.bias.data[:] = rng.standard_normal(C).astype(np.float32)
+
+    class Block(sg.nn.Module):
+        def forward(self, x):  # x (1, h w, C)
+            y = F.roll(F.reshape(norm1(x), (1, h, w, C)), (-2, -2), (1, 2))
+            y = proj(qkv(F.window_partition(y, ws)))  # qkv: rows gathered, normalised
+            y = F.roll(F.window_reverse(y, ws, h, w), (2, 2), (1, 2))
+            x = x + F.reshape(y, (1, h * w, C))  # proj: rows scattered onto x
+            x = x + fc2(F.gelu(fc1(norm2(x))))  # fc1: normalised rows; fc2: the residual
+            z = F.reshape(x, (1, h, w, C))
+            t = F.window_partition(z, ws)  # t read twice: this move stays (qkv adds t in its store)
+            u = qkv(t) + t
+            v = qkv(F.roll(z, 1, 3))  # a roll of the channels: not whole rows
+            n = qkv(norm3(z))  # a norm over (w, C): not the linear's rows
+            return x, u, v, n
+
+    x = rng.standard_normal((1, h * w, C)).astype(np.float32)
+    x[0, 5, 7] = np.nan
+    model = Block()
+    cap = Capture([model], train=False)
+    with sg.no_grad(), sg.autocast("bf16"):
+        eager = [t.data.copy() for t in model(sg.tensor(x))]
+        got = [cap(lambda t: dict(zip("xuvn", model(t))), sg.tensor(x)) for _ in range(3)]
+    assert cap.replays == 1, cap.status()
+    for e, name in zip(eager, "xuvn"):
+        assert np.isnan(e).any() and np.isfinite(e).sum() > 0.5 * e.size, name
+        assert all(np.array_equal(g[name].data.view(np.uint32), e.view(np.uint32)) for g in got), name
+    ops = cap.graphs[0].forward
+    rows = [op for op in ops if op[0].__qualname__.startswith("_rows_forward")]
+    assert len(rows) == 3  # qkv (norm1 and its moves), proj (its moves and the Add), fc1 (norm2)
+    assert sum(op[0] is LayerNormFunction.forward for op in ops) == 1  # norm3's
+    assert sum(op[0] is RollFunction.forward for op in ops) == 1  # the channels' roll
+    assert sum(op[0] is WindowPartitionFunction.forward for op in ops) == 1  # t's
+    assert sum(op[0] is Add.forward for op in ops) == 0
+
+
 @pytest.mark.parametrize("precision", ["fp32", "bf16"])
 def test_a_convs_output_times_a_number_plus_x_is_done_by_the_conv(precision):
     """RRDBNet's dense block ends `x5 * 0.2 + x`: in an inference graph the convolution makes it

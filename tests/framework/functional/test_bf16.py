@@ -505,6 +505,39 @@ def test_gemm_writes_exact_rows_and_adds_the_bias_as_it_stores(B, M, K, N):
 
 
 @needs_amx
+@pytest.mark.parametrize("M, K, N", [(67, 60, 180), (32, 33, 16), (5, 120, 60)])
+def test_matmul_rows_is_the_norm_the_gather_the_product_and_the_scatter(M, K, N):
+    # matmul_rows against the ops it replaces in an inference graph: layer_norm's output (its own
+    # kernel), rows gathered, _gemm_bf16.matmul with the bias, rows scattered, np.add of a residual:
+    # the same bits (rows past 32 and odd counts: a task's last row alone)
+    from framework.autograd import Context
+    from framework.functional import _gemm_bf16
+    from framework.functional.normalization import LayerNormFunction
+    rng = np.random.default_rng(M + K)
+    x = (rng.standard_normal((M + 3, K)) * 2 + 0.5).astype(np.float32)  # 3 rows never read
+    lw, lb = rng.uniform(0.5, 1.5, K).astype(np.float32), rng.standard_normal(K).astype(np.float32)
+    w = (rng.standard_normal((K, N)) * 0.2).astype(np.float32)
+    bias, res = rng.standard_normal(N).astype(np.float32), rng.standard_normal((M, N)).astype(np.float32)
+    src, dst = rng.permutation(M + 3)[:M].astype(np.int64), rng.permutation(M).astype(np.int64)
+    normed = LayerNormFunction.forward(Context((False,) * 3), x, lw, lb, normalized_shape=(K,), eps=1e-5)
+    plain = _gemm_bf16.matmul(normed[src], w, bias)
+    scattered = np.empty_like(plain)
+    scattered[dst] = plain
+    got = _gemm_bf16.matmul_rows(x, w, bias, src=src, norm=(lw, lb, 1e-5))
+    np.testing.assert_array_equal(got.view(np.uint32), plain.view(np.uint32))
+    got = _gemm_bf16.matmul_rows(x, w, bias, src=src, dst=dst, norm=(lw, lb, 1e-5), residual=res)
+    np.testing.assert_array_equal(got.view(np.uint32), (scattered + res).view(np.uint32))
+    got = _gemm_bf16.matmul_rows(x, w, None, src=src)
+    np.testing.assert_array_equal(got.view(np.uint32), _gemm_bf16.matmul(x[src], w).view(np.uint32))
+    for kwargs, match in (({"src": np.full(M, M + 3)}, "src"), ({"src": src.astype(np.int32)}, "src"),
+                          ({"src": src, "dst": dst[::-1] + 1}, "dst"),
+                          ({"src": src, "residual": res[:-1]}, "residual"),
+                          ({"src": src, "norm": (lw[:-1], lb, 1e-5)}, "norm weight")):
+        with pytest.raises(ValueError, match=match):
+            _gemm_bf16.matmul_rows(x, w, bias, **kwargs)
+
+
+@needs_amx
 def test_linear_bf16_within_the_bound():
     rng = np.random.default_rng(4)
     x = rng.standard_normal((3, 37, 45)).astype(np.float32)  # 111 rows: not whole tiles
