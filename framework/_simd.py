@@ -19,7 +19,7 @@ numba keeps in registers as it keeps any local scalar, and four intrinsics act o
     vrelu(v), vleaky(v, s)   activation.rectify_'s relu (-0 to +0, NaN kept) and leaky relu per lane
     bits32(x)            a float32 scalar's bits as a uint32 (a bitcast)
     vsub(a, b), vmax(a, b)   a - b; b where b > a, else a (row_max's step), per lane
-    vexp_lanes(v)        rows.vexp per lane (exp32's float32 steps, or libm's exp in float64): its bits
+    (vexp_lanes: framework/_simd_math.py, exp per lane with the scalar kernel's bits)
     vwiden(v)            float32 lanes as float64 (exact)
     vpast(v, n, x)       v with the lanes from n on set to x
     vhsum(v), vhmax(v)   a vector's lanes summed (or their max) in a fixed tree: the upper half onto the
@@ -53,7 +53,7 @@ from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 __all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vmul", "vrelu",
-           "vleaky", "vdot_bf16", "wide", "lanes", "target", "bits32", "vexp_lanes", "vsub", "vmax", "vhmax", "vhsum",
+           "vleaky", "vdot_bf16", "wide", "lanes", "target", "bits32", "vsub", "vmax", "vhmax", "vhsum",
            "vwiden", "vpast"]
 
 
@@ -274,42 +274,6 @@ def _vector_of(v, what, dtype=None):
 
 def _f32(builder, x, count):
     return _splat(builder, ir.Constant(ir.FloatType(), x), count)
-
-
-@intrinsic
-def vexp_lanes(typingctx, v):
-    """rows.vexp per lane: of float32 lanes rows.exp32's IEEE float32 steps in the same order (no
-    fused multiply-add), of float64 lanes llvm.exp (libm's exp, math.exp's): each lane the bits
-    vexp gives it."""
-    _vector_of(v, "vexp_lanes")
-    if v.dtype not in (types.float32, types.float64):
-        raise TypingError(f"vexp_lanes: float32 or float64 lanes, got {v}")
-
-    def codegen(context, builder, sig, args):
-        t = args[0]
-        count = t.type.count
-        if v.dtype == types.float64:
-            fn = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t.type, [t.type]),
-                                                f"llvm.exp.v{count}f64")
-            return builder.call(fn, [t])
-        i32v = ir.VectorType(ir.IntType(32), count)
-        under = builder.fcmp_ordered("<", t, _f32(builder, -87.0, count))
-        t = builder.select(under, _f32(builder, -87.0, count), t)
-        floor = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t.type, [t.type]),
-                                               f"llvm.floor.v{count}f32")
-        n = builder.call(floor, [builder.fadd(builder.fmul(t, _f32(builder, 1.4426950408889634, count)),
-                                              _f32(builder, 0.5, count))])
-        r = builder.fadd(builder.fsub(t, builder.fmul(n, _f32(builder, 0.693359375, count))),
-                         builder.fmul(n, _f32(builder, 2.12194440e-4, count)))
-        p = _f32(builder, 1.9875691500e-4, count)
-        for c in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-            p = builder.fadd(builder.fmul(p, r), _f32(builder, c, count))
-        p = builder.fadd(builder.fadd(builder.fmul(p, builder.fmul(r, r)), r), _f32(builder, 1.0, count))
-        e = builder.shl(builder.add(builder.fptosi(n, i32v), _splat(builder, ir.Constant(ir.IntType(32), 127), count)),
-                        _splat(builder, ir.Constant(ir.IntType(32), 23), count))
-        y = builder.fmul(p, builder.bitcast(e, t.type))
-        return builder.select(under, ir.Constant(t.type, None), y)
-    return v(v), codegen
 
 
 @intrinsic

@@ -37,8 +37,8 @@ import numpy as np
 
 from .._check import float_array, int_arg, number, pair
 from .._jit import kernel, launch, prange
-from .._simd import (vadd, vexp_lanes, vhmax, vhsum, vload, vload_part, vmax, vmul, vpast, vsplat, vstore,
-                     vstore_part, vsub, vwiden)
+from .._simd import vadd, vhmax, vhsum, vload, vload_part, vmax, vmul, vpast, vsplat, vstore, vstore_part, vsub, vwiden
+from .._simd_math import vexp_lanes
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
 from .rows import SERIAL_ELEMS, like, row_dot, row_max, row_max2, row_sum16, softmax_rows_grad, vexp

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 from numba.core.errors import TypingError
 
-from framework import _simd
+from framework import _simd, _simd_math
 from framework._simd import vadd, vfma, vload, vsplat, vstore, wide
 from framework.functional.rows import vexp
 
@@ -137,7 +137,7 @@ print(" ".join(out))
 @numba.njit
 def _exp_lanes(x, out):
     for i in range(0, x.shape[0], 16):
-        vstore(out, i, _simd.vexp_lanes(vload(x, i, 16)))
+        vstore(out, i, _simd_math.vexp_lanes(vload(x, i, 16)))
 
 
 @numba.njit
