@@ -267,9 +267,11 @@ def vleaky(typingctx, v, s):
     return v(v, s), codegen
 
 
-def _vector_of(v, what, dtype=None):
-    if not isinstance(v, Vector) or (dtype is not None and v.dtype != dtype):
-        raise TypingError(f"{what}: a vector{'' if dtype is None else f' of {dtype}'}, got {v}")
+def _vector_of(v, what, dtypes=None):
+    """A TypingError naming `what` unless v is a Vector (of one of `dtypes` when given)."""
+    if not isinstance(v, Vector) or (dtypes is not None and v.dtype not in dtypes):
+        kinds = "" if dtypes is None else " of " + " or ".join(str(d) for d in dtypes)
+        raise TypingError(f"{what}: a vector{kinds}, got {v}")
 
 
 def _f32(builder, x, count):
@@ -336,9 +338,7 @@ def vhmax(typingctx, v):
 @intrinsic
 def vwiden(typingctx, v):
     """A float vector's lanes as float64 (exact; float64 lanes as they are)."""
-    _vector_of(v, "vwiden")
-    if v.dtype not in (types.float32, types.float64):
-        raise TypingError(f"vwiden: float32 or float64 lanes, got {v}")
+    _vector_of(v, "vwiden", (types.float32, types.float64))
 
     def codegen(context, builder, sig, args):
         if v.dtype == types.float64:

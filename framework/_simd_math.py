@@ -11,7 +11,6 @@ from __future__ import annotations
 from llvmlite import ir
 from numba import types
 from numba.core import cgutils
-from numba.core.errors import TypingError
 from numba.extending import intrinsic
 
 from ._simd import _f32, _splat, _vector_of
@@ -42,9 +41,7 @@ def _exp32(builder, t):
 
 @intrinsic
 def vexp_lanes(typingctx, v):
-    _vector_of(v, "vexp_lanes")
-    if v.dtype not in (types.float32, types.float64):
-        raise TypingError(f"vexp_lanes: float32 or float64 lanes, got {v}")
+    _vector_of(v, "vexp_lanes", (types.float32, types.float64))
 
     def codegen(context, builder, sig, args):
         t = args[0]
