@@ -160,7 +160,9 @@ def test_vexp_lanes_is_vexp_in_every_lane(dtype):
     _exp_scalar(x, want)
     bits = np.uint32 if dtype == np.float32 else np.uint64
     np.testing.assert_array_equal(got.view(bits), want.view(bits))
-    assert np.abs(got[:5120] - np.exp(x[:5120].astype(np.float64))).max() > 0  # not a copy of its input
+    v = x[:5120].astype(np.float64)  # and exp's values: within exp32's few ulp (float64: libm's)
+    ok = (v > -80) & (v < 80)
+    assert ok.sum() > 4000 and np.all(np.abs(got[:5120][ok] / np.exp(v[ok]) - 1) < (5e-7 if dtype == np.float32 else 1e-15))
 
 
 @numba.njit
