@@ -34,8 +34,8 @@ def _exp32(builder, t):
         p = builder.fadd(builder.fmul(p, r), _f32(builder, c, count))
     p = builder.fadd(builder.fadd(builder.fmul(p, builder.fmul(r, r)), r), _f32(builder, 1.0, count))
     i32 = ir.IntType(32)
-    e = builder.shl(builder.add(builder.fptosi(n, ir.VectorType(i32, count)), _splat(builder, ir.Constant(i32, 127), count)),
-                    _splat(builder, ir.Constant(i32, 23), count))
+    biased = builder.add(builder.fptosi(n, ir.VectorType(i32, count)), _splat(builder, ir.Constant(i32, 127), count))
+    e = builder.shl(biased, _splat(builder, ir.Constant(i32, 23), count))
     return builder.select(under, ir.Constant(t.type, None), builder.fmul(p, builder.bitcast(e, t.type)))
 
 

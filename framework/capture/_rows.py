@@ -87,7 +87,8 @@ def fuse_rows(ops, classes, graph):
             continue
         w, bias = spec[1][1], spec[2][1]
         x = spec[0][1]
-        if np.dtype(meta[x][1]) != np.float32 or w.dtype != np.float32 or (bias is not None and bias.dtype != np.float32):
+        if np.dtype(meta[x][1]) != np.float32 or w.dtype != np.float32 \
+                or (bias is not None and bias.dtype != np.float32):
             continue
         K = w.shape[1]
         chain, v = [], x  # the input side: moves back from x, then a layer norm
