@@ -248,8 +248,9 @@ def matmul_rows(x, b, bias=None, *, src, dst=None, norm=None, residual=None):
         raise ValueError(f"_gemm_bf16.matmul_rows: x {x.shape} {x.dtype} is not C-contiguous (R, {K}) float32")
     if src.dtype != np.int64 or (M and (src.min() < 0 or src.max() >= x.shape[0])):
         raise ValueError(f"_gemm_bf16.matmul_rows: src must be int64 rows of x in [0, {x.shape[0]})")
-    if dst is not None and (dst.shape != (M,) or dst.dtype != np.int64 or (M and (dst.min() < 0 or dst.max() >= M))):
-        raise ValueError(f"_gemm_bf16.matmul_rows: dst must be ({M},) int64 rows of C in [0, {M})")
+    if dst is not None and (dst.shape != (M,) or dst.dtype != np.int64 or (M and (
+            dst.min() < 0 or dst.max() >= M or np.bincount(dst, minlength=M).max() != 1))):  # every row once
+        raise ValueError(f"_gemm_bf16.matmul_rows: dst must be a permutation of range({M}), int64")
     for name, v, shape in (("bias", bias, (N,)), ("residual", residual, (M, N)),
                            *((("norm weight", norm[0], (K,)), ("norm bias", norm[1], (K,))) if norm else ())):
         if v is not None and (v.shape != shape or v.dtype != np.float32):

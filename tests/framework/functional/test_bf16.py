@@ -531,6 +531,7 @@ def test_matmul_rows_is_the_norm_the_gather_the_product_and_the_scatter(M, K, N)
     np.testing.assert_array_equal(got.view(np.uint32), _gemm_bf16.matmul(x[src], w).view(np.uint32))
     for kwargs, match in (({"src": np.full(M, M + 3)}, "src"), ({"src": src.astype(np.int32)}, "src"),
                           ({"src": src, "dst": dst[::-1] + 1}, "dst"),
+                          ({"src": src, "dst": np.where(dst == 0, 1, dst)}, "dst"),  # a row twice, one never
                           ({"src": src, "residual": res[:-1]}, "residual"),
                           ({"src": src, "norm": (lw[:-1], lb, 1e-5)}, "norm weight")):
         with pytest.raises(ValueError, match=match):
