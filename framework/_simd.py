@@ -22,6 +22,10 @@ numba keeps in registers as it keeps any local scalar, and four intrinsics act o
     (vexp_lanes: framework/_simd_math.py, exp per lane with the scalar kernel's bits)
     vwiden(v)            float32 lanes as float64 (exact)
     vpast(v, n, x)       v with the lanes from n on set to x
+    vbf16_pairs(v)       float32 lanes rounded to bfloat16 (_direct_bf16._rne's bits: to nearest even,
+                         NaN to 0x7FC0) and packed in pairs: uint32 lane i = lanes 2i (low half) and
+                         2i + 1 (high), vdot_bf16's operand; half as many lanes
+    vbf16_zip(lo, hi)    two float32 vectors rounded so, lane i the pair (lo_i, hi_i)
     vhsum(v), vhmax(v)   a vector's lanes summed (or their max) in a fixed tree: the upper half onto the
                          lower, lane by lane, until one is left
     vdot_bf16(acc, a, b)     AVX512-BF16's vdpbf16ps per 16 lanes: a and b are uint32 vectors, each
@@ -54,7 +58,7 @@ from numba.extending import intrinsic
 
 __all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vmul", "vrelu",
            "vleaky", "vdot_bf16", "wide", "lanes", "target", "bits32", "vsub", "vmax", "vhmax", "vhsum",
-           "vwiden", "vpast"]
+           "vwiden", "vpast", "vbf16_pairs", "vbf16_zip"]
 
 
 class Vector(types.Type):
@@ -360,6 +364,47 @@ def vpast(typingctx, v, n, x):
         fill = _splat(builder, context.cast(builder, args[2], sig.args[2], v.dtype), count)
         return builder.select(builder.icmp_signed(">=", lanes_, _splat(builder, n_, count)), fill, args[0])
     return v(v, n, x), codegen
+
+
+def _rne_lanes(builder, v):
+    """_direct_bf16._rne on every lane of a <n x float>: the bfloat16 bits in <n x i32> (integer
+    steps only, so the bits are the scalar kernel's on any CPU)."""
+    n, i32 = v.type.count, ir.IntType(32)
+
+    def k(c):
+        return _splat(builder, ir.Constant(i32, c), n)
+    u = builder.bitcast(v, ir.VectorType(i32, n))
+    odd = builder.and_(builder.lshr(u, k(16)), k(1))
+    r = builder.lshr(builder.add(builder.add(u, k(0x7FFF)), odd), k(16))
+    nan = builder.icmp_unsigned(">", builder.and_(u, k(0x7FFFFFFF)), k(0x7F800000))
+    return builder.select(nan, k(0x7FC0), r)
+
+
+@intrinsic
+def vbf16_pairs(typingctx, v):
+    """Adjacent float32 lanes rounded to bfloat16 and packed into one uint32 (the even lane low)."""
+    _vector_of(v, "vbf16_pairs", (types.float32,))
+    if v.lanes % 2:
+        raise TypingError(f"vbf16_pairs: an even number of lanes, got {v}")
+
+    def codegen(context, builder, sig, args):
+        r = _rne_lanes(builder, args[0])
+        return builder.bitcast(builder.trunc(r, ir.VectorType(ir.IntType(16), v.lanes)),
+                               ir.VectorType(ir.IntType(32), v.lanes // 2))
+    return Vector(types.uint32, v.lanes // 2)(v), codegen
+
+
+@intrinsic
+def vbf16_zip(typingctx, lo, hi):
+    """Lane i = the bfloat16 pair (lo_i rounded: low half, hi_i rounded: high half)."""
+    _vector_of(lo, "vbf16_zip", (types.float32,))
+    if lo != hi:
+        raise TypingError(f"vbf16_zip: two vectors of one type, got {lo}, {hi}")
+
+    def codegen(context, builder, sig, args):
+        shift = _splat(builder, ir.Constant(ir.IntType(32), 16), lo.lanes)
+        return builder.or_(_rne_lanes(builder, args[0]), builder.shl(_rne_lanes(builder, args[1]), shift))
+    return Vector(types.uint32, lo.lanes)(lo, hi), codegen
 
 
 class _BFloat(ir.Type):
