@@ -25,6 +25,9 @@ rectangular (window sizes are ints or (h, w) pairs); its channel attention is `a
 transposed tokens with the per-head temperature as `scale`.
 
 The forward saves the attention weights (B, nH, N, M) for the backward, which is one pass too.
+Under autocast("bf16") on an AMX CPU an inference forward (no weights kept) of 32 or 64 keys (Swin
+windows) runs its two products on tiles with bfloat16 operands (_attention_amx.py); a training
+forward and every other shape stay float32 here.
 Every Function here has an ONNX converter (framework/onnx/ops/attention.py); the partition and the
 mask hold for one input size (fixed-size graphs).
 """
@@ -35,12 +38,14 @@ import functools
 import numba
 import numpy as np
 
+from .. import precision
 from .._check import float_array, int_arg, number, pair
 from .._jit import kernel, launch, prange
 from .._simd import vadd, vhmax, vhsum, vload, vload_part, vmax, vmul, vpast, vsplat, vstore, vstore_part, vsub, vwiden
 from .._simd_math import vexp_lanes
 from ..autograd import Function, is_grad_enabled
 from ..tensor import Tensor
+from . import _attention_amx
 from .rows import SERIAL_ELEMS, like, row_dot, row_max, row_max2, row_sum16, softmax_rows_grad, vexp
 from .shape import cat, getitem, reshape
 
@@ -432,11 +437,15 @@ def _attend(ctx, q, k, v, offsets, bias, heads, scale, mask):
     empty = np.zeros((0, n, m), q.dtype)
     keep = is_grad_enabled() and any(ctx.needs_input_grad)  # else the weights stay in the threads'
     # caches (inference: SwinIR-light wrote 6.3 MB of them per call that nothing read)
-    p = np.empty((b_ if keep else min(b_, numba.get_num_threads()), heads, n, m), q.dtype)
+    bias = empty if bias is None else np.ascontiguousarray(bias)
+    mask = empty if mask is None else np.ascontiguousarray(mask)
     out = np.empty((b_, n, heads * offsets[4]), q.dtype)
-    launch(_attention_kernel, b_ * heads * n * m < SERIAL_ELEMS, q, k, v, offsets, heads,
-           empty if bias is None else np.ascontiguousarray(bias),
-           empty if mask is None else np.ascontiguousarray(mask),
+    if not keep and precision.bf16_active(q.dtype) and precision.support().amx_bf16 and \
+            _attention_amx.fits(n, m, offsets[3], offsets[4]):  # bfloat16 tile products: inference only
+        ctx.weights, ctx.meta = None, (offsets, heads, scale)
+        return _attention_amx.attend(q, k, v, offsets, heads, bias, mask, scale, out)
+    p = np.empty((b_ if keep else min(b_, numba.get_num_threads()), heads, n, m), q.dtype)
+    launch(_attention_kernel, b_ * heads * n * m < SERIAL_ELEMS, q, k, v, offsets, heads, bias, mask,
            float(scale), p, out)
     ctx.weights, ctx.meta = (p if keep else None), (offsets, heads, scale)
     return out
