@@ -134,8 +134,7 @@ def _kernel(q, k, v, offsets, heads, bias, mask, scale, cfg, out):
         tile_config(cfg)
         for h in range(heads):
             q0, k0, v0 = oq + h * d, ok + h * d, ov + h * dv
-            # the operands' pairs: flat arrays and no helpers here (each array argument of an
-            # inlined helper costs a call two atomic reference counts)
+            # the head's operands as tile pairs (flat offsets into q, k, v)
             for i in range(N):
                 at = (b * N + i) * cq + q0
                 for c in range(0, d, LANES):
