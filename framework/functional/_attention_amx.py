@@ -159,7 +159,7 @@ def _kernel(q, k, v, offsets, heads, bias, mask, scale, cfg, out):
                     tile_dot(SC, QA, KB)
                     tile_store(s, j0 * 4, M * 4, SC)
                 for r in range(0, ROWS, 4):  # four rows' softmax side by side: one row's chain
-                    # (max, exp, sum, inverse) left the core idle; four ran 0.82 against 1.15 ms a call
+                    # (max, exp, sum, inverse) left the core idle (docs/benchmarks.md)
                     bi, mi = (h * N + i0 + r) * M, (w * N + i0 + r) * M
                     a0, a1, a2, a3 = _logits(s[r], scv, bias1, bi, mask1, mi, M)
                     b0, b1, b2, b3 = _logits(s[r + 1], scv, bias1, bi + M, mask1, mi + M, M)
