@@ -22,10 +22,13 @@ def _exp32(builder, t, fused=False):
     """rows.exp32 on a <n x float>, step for step; `fused`: each multiply-add step one fused
     multiply-add (one rounding: other bits, ~10 instructions fewer)."""
     count = t.type.count
-    fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t.type, [t.type] * 3), f"llvm.fma.v{count}f32")
 
     def madd(a, b, c):  # a b + c
-        return builder.call(fma, [a, b, c]) if fused else builder.fadd(builder.fmul(a, b), c)
+        if not fused:
+            return builder.fadd(builder.fmul(a, b), c)
+        fma = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t.type, [t.type] * 3),
+                                             f"llvm.fma.v{count}f32")
+        return builder.call(fma, [a, b, c])
     under = builder.fcmp_ordered("<", t, _f32(builder, -87.0, count))
     t = builder.select(under, _f32(builder, -87.0, count), t)
     floor = cgutils.get_or_insert_function(builder.module, ir.FunctionType(t.type, [t.type]),
