@@ -75,6 +75,7 @@ class Trainer:
         self.elapsed = 0.0
         self._stop_signal = None  # the first SIGINT/SIGTERM received: stop after this iteration
         self._finishing = False  # fit() is cleaning up: signals are ignored until it returns
+        self._complete = False  # the last iteration is saved: a signal now stops at once
         self._terms: dict[str, list[float]] = {}  # loss terms since the last metrics.csv row
         self._pending = None  # the metrics row of an iteration whose validation is unfinished
         self._pretrained = False  # a new run that starts from train.pretrained weights
@@ -122,6 +123,8 @@ class Trainer:
         except TrainingInterrupted:
             raise
         except KeyboardInterrupt:  # a second signal: stopped at once, maybe inside a write
+            if self._complete:  # or a first one while curves.png was drawn: nothing is lost
+                raise self._interrupted_complete() from None
             raise self._interrupted_again() from None
         finally:
             # stopped or done: a further signal no longer interrupts the cleanup (the lock's
@@ -268,12 +271,15 @@ class Trainer:
                                               or self.iteration == total):
                     self.save()
                     last_ckpt = self.iteration
-            # the final validation was stopped (on rank 0, by its signal)
-            stop = self.comm.max_((self._stop_signal or 0) if self._pending is not None else 0)
+            # a signal during the last iteration or the final validation (on any rank): the run
+            # stops as at any other iteration, saved, and says so (it used to draw its curves and
+            # exit 0 after printing that it would stop)
+            stop = self.comm.max_(self._stop_signal or 0)
             if stop:
-                self._interrupt(stop)
+                self._interrupt(stop, save=self._pending is not None or last_ckpt != self.iteration)
             if last_ckpt != self.iteration:  # resumed at the end: still leave net_latest
                 self.save()
+            self._complete = True
         finally:
             batches.close(wait=False)
             self._out.close()
@@ -419,6 +425,9 @@ class Trainer:
         def handler(signum, frame):
             if self._finishing:
                 return
+            if self._complete:  # everything is on disk: stop drawing the curves at once
+                self._stop_signal = signum
+                raise KeyboardInterrupt
             if self._stop_signal is not None:
                 raise KeyboardInterrupt
             self._stop_signal = signum
@@ -436,21 +445,37 @@ class Trainer:
         cfg = self.config_path or self.run_dir / "config.yaml"
         return f"srgrad-train {cfg} --resume auto"
 
-    def _interrupt(self, signum: int):
+    def _interrupt(self, signum: int, save=True):
         """Every rank stops here at the same iteration, for signal `signum` (whichever rank it
-        reached): rank 0 saves (with the row of a stopped validation), the others wait for it,
-        then all raise TrainingInterrupted."""
+        reached): rank 0 saves (with the row of a stopped validation; not `save`: this iteration's
+        checkpoint is already written), the others wait for it, then all raise
+        TrainingInterrupted."""
         during = self._pending is not None
-        self.save()
+        if save:
+            self.save()
         # nobody exits (under mpirun an exit can end the job) before the checkpoint is whole
         self.comm.barrier()
         self._out.close()
         hint = self._resume_hint()
         where = f" during the validation of iteration {self.iteration} (it runs again on resume)" \
             if during else ""
-        self._say(f"interrupted at iteration {self.iteration}{where}; checkpoint saved in "
-                  f"{self.folder.checkpoints}. Resume with:\n  {hint}")
+        if not during and (self.iteration >= self.cfg["train"]["total_iters"] or self.recipe.done()):
+            self._say_complete()
+        else:
+            self._say(f"interrupted at iteration {self.iteration}{where}; checkpoint saved in "
+                      f"{self.folder.checkpoints}. Resume with:\n  {hint}")
         raise TrainingInterrupted(f"interrupted at iteration {self.iteration}", hint, signum)
+
+    def _interrupted_complete(self) -> TrainingInterrupted:
+        """A signal while the finished run drew its curves (everything else on disk)."""
+        self._say_complete()
+        return TrainingInterrupted(f"interrupted after the last iteration ({self.iteration})",
+                                   self._resume_hint(), self._stop_signal or signal.SIGINT)
+
+    def _say_complete(self) -> None:
+        self._say(f"interrupted after the last iteration ({self.iteration}): the run is complete, "
+                  f"its checkpoint saved in {self.folder.checkpoints}; {self.run_dir / 'curves.png'} "
+                  f"not drawn")
 
     def _interrupted_again(self) -> TrainingInterrupted:
         """A second signal stopped the process at once, maybe inside a write: say what is on
