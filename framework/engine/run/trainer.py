@@ -279,12 +279,14 @@ class Trainer:
                 self._interrupt(stop, save=self._pending is not None or last_ckpt != self.iteration)
             if last_ckpt != self.iteration:  # resumed at the end: still leave net_latest
                 self.save()
-            self._complete = True
         finally:
             batches.close(wait=False)
             self._out.close()
             if self._tensorboard is not None:
                 self._tensorboard.close()
+        self._complete = True  # everything is on disk: a signal now stops at once (the curves left)
+        if self._stop_signal is not None:  # one that came after the check above
+            raise KeyboardInterrupt
         if self.is_main:
             self._plot()
         return {"iteration": self.iteration, "best": self.best, "run_dir": str(self.run_dir),

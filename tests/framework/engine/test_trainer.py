@@ -113,14 +113,21 @@ def test_sigint_saves_a_checkpoint_and_exits_130(make_config, tmp_path, monkeypa
     assert signal.getsignal(signal.SIGINT) is before  # put back as it was
 
 
-@pytest.mark.parametrize("when", ["last step", "curves"])
+@pytest.mark.parametrize("when", ["last step", "closing", "curves"])
 def test_a_signal_after_the_last_step_begins_stops_and_says_the_run_is_complete(make_config, tmp_path,
                                                                                monkeypatch, capsys, when):
     """A Ctrl-C during the last iteration (or its save) was acknowledged ("saving a checkpoint after
     this iteration") and then lost: the run drew its curves and exited 0. It now stops there with
-    130, and says that nothing is left to resume; one while curves.png is drawn stops that at once."""
+    130, and says that nothing is left to resume; one while the loop closes (its batch loader) or
+    while curves.png is drawn stops at once."""
+    from framework.data import Prefetcher
     path = make_config(iters=4, every=4)
-    original_step, original_plot = Trainer._train_step, Trainer._plot
+    original_step, original_plot, original_close = Trainer._train_step, Trainer._plot, Prefetcher.close
+
+    def close(self, *args, **kwargs):
+        if when == "closing":
+            os.kill(os.getpid(), signal.SIGINT)
+        return original_close(self, *args, **kwargs)
 
     def step(self, batch):
         if when == "last step" and self.iteration == 3:
@@ -134,6 +141,7 @@ def test_a_signal_after_the_last_step_begins_stops_and_says_the_run_is_complete(
 
     monkeypatch.setattr(Trainer, "_train_step", step)
     monkeypatch.setattr(Trainer, "_plot", plot)
+    monkeypatch.setattr(Prefetcher, "close", close)
     # without a validation set: a signal in the last step would otherwise stop the final validation
     # (test_sigint_during_validation_records_no_partial_result)
     assert train_main([str(path), "--no-progress", "--set", "datasets.val=null"]) == 130
@@ -141,7 +149,7 @@ def test_a_signal_after_the_last_step_begins_stops_and_says_the_run_is_complete(
     run = tmp_path / "runs" / "tiny"
     assert f"interrupted after the last iteration (4): the run is complete, its checkpoint saved in " \
            f"{run / 'checkpoints'}; {run / 'curves.png'} not drawn" in err, err
-    assert ("saving a checkpoint after this iteration" in err) == (when == "last step")
+    assert ("saving a checkpoint after this iteration" in err) == (when != "curves")
     assert ckpt.load_checkpoint(run / "checkpoints" / "iter_00000004.safetensors")["iteration"] == 4
     assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["iter_00000004.safetensors"]
     assert not (run / "curves.png").exists() and not (run / ".lock").exists()
