@@ -21,8 +21,7 @@ __all__ = ["train", "infer", "evaluate", "export", "convert", "prepare", "degrad
 def run(module: str, function: str) -> None:
     """Exit with `module.function()`'s code, the import and the call guarded (module docstring)."""
     try:
-        import importlib
-        command = getattr(importlib.import_module(module), function)
+        command = _import(module, function)
         from framework import malloc
         malloc.tune()  # glibc's allocator for a training or inference process (framework/malloc.py)
         code = command()
@@ -32,6 +31,35 @@ def run(module: str, function: str) -> None:
     except SystemExit as exc:  # argparse's --help and usage errors
         code = exc.code
     _exit(code)
+
+
+def _import(module: str, function: str):
+    """`module.function`, imported with Ctrl-C noted as it is raised: an import can turn the
+    KeyboardInterrupt into another error (numpy's C import of `datetime` makes it an ImportError
+    with a page of advice) or swallow it (a bare except), and either way the Ctrl-C was the cause:
+    it is raised again once the import is over."""
+    import importlib
+    seen = []
+
+    def noted(signum, frame):
+        seen.append(signum)
+        raise KeyboardInterrupt
+
+    ours = signal.getsignal(signal.SIGINT) is signal.default_int_handler  # (not a background job's SIG_IGN)
+    if ours:
+        signal.signal(signal.SIGINT, noted)
+    try:
+        command = getattr(importlib.import_module(module), function)
+    except BaseException:
+        if seen:
+            raise KeyboardInterrupt from None
+        raise
+    finally:
+        if ours:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
+    if seen:
+        raise KeyboardInterrupt
+    return command
 
 
 def _exit(code) -> None:

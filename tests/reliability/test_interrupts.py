@@ -192,6 +192,19 @@ def test_ctrl_c_while_the_command_starts_prints_no_traceback(make_tiny_config, a
     assert "Traceback" not in err and "interrupted" in err, err
 
 
+@pytest.mark.parametrize("swallow", ["0", "1"])
+def test_ctrl_c_that_an_import_turns_into_another_error_or_swallows_is_still_a_ctrl_c(swallow):
+    """A Ctrl-C inside numpy's import came out as an ImportError ('PyCapsule_Import could not import
+    module "datetime"' and numpy's page of advice), exit 1 (a CI run's failure of the test above, at
+    0.0 s); one an import swallows would let the command run. The guard notes the signal during
+    the import and ends as for any Ctrl-C there."""
+    proc = subprocess.run(
+        [sys.executable, "-c", "import srgrad_cli; srgrad_cli.run('tests.reliability.starting_lost', 'main')"],
+        cwd=REPO, env=driver_env(SRGRAD_TEST_SWALLOW=swallow), capture_output=True, text=True, timeout=120,
+        preexec_fn=as_in_a_terminal)
+    assert (proc.returncode, proc.stderr) == (130, "interrupted\n"), proc.stderr
+
+
 def test_sigterm_while_the_command_starts_exits_quietly(make_tiny_config):
     """SIGTERM before the trainer handles it: the process ends quietly, killed by the signal (the
     shell's 143, what a handled SIGTERM exits with too)."""
