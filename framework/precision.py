@@ -6,7 +6,7 @@ matmul-like Functions read.
     y.sum().backward()                    # backward in the precision each op ran its forward in
 
 Inside `autocast("bf16")` the direct-route convolutions of float32 tensors (and linear on AMX, and on
-AMX an inference forward of the fused window attention: functional/_attention_amx.py) round
+AMX an inference forward of the fused attention: functional/_attention_amx.py) round
 their two operands to bfloat16 (round to nearest even, as torch's `.to(torch.bfloat16)`) once per
 call and accumulate in float32 on AMX tiles or with AVX512-BF16's `vdpbf16ps`; everything else (elementwise ops, losses, normalisations, the
 optimizer, float64 tensors) stays as it was. Each Function notes the precision of its forward in its

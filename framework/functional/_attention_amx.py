@@ -17,9 +17,13 @@ Per batch item and head (q, k, v rounded into tile operands once: _simd.vbf16_pa
 - outputs: tdpbf16ps of the weights (32 keys a step) by v's key pairs (B: 16 pairs x up to 16
   channels), the steps in order on one accumulator tile, stored into the output's rows.
 
-The shapes it takes (`fits`): N a multiple of 16 query rows, M = 32 or 64 keys (windows of 4 x 8 or
-8 x 8 tokens: SwinIR's, HAT's, Swin2SR's), d <= 32 channels a head; any dv (16 channels a tile, the
-last one narrower). q, k, v and the weights are each rounded once to bfloat16 by round to nearest
+Other key counts (HAT's overlapping cross attention, 144 or 576 keys; 16 x 16 windows, 256; DAT's 8 x
+32) take a row at a time through the thread's scratch: the row's logits stored, their max, exps stored
+and summed in 16 lanes in order (lane l: e_l + e_l+16 + ... from the first), the weights rounded into
+pairs; keys padded to a multiple of 32 with zero operands and weight 0.
+
+The shapes it takes (`fits`): N a multiple of 16 query rows, 1 <= M <= MAX_KEYS keys, d <= 32
+channels a head; any dv (16 channels a tile, the last one narrower). q, k, v and the weights are each rounded once to bfloat16 by round to nearest
 even (NaN to 0x7FC0), as torch's `.to(torch.bfloat16)`; inside one tdpbf16ps the order of the pairs'
 sum is the hardware's (docs/numerics.md), between instructions a chain in order. Nothing depends on
 the threads. The bound: docs/numerics.md, tests/framework/functional/test_attention_amx.py.
@@ -33,12 +37,13 @@ import numpy as np
 
 from .._amx import tile_config, tile_dot, tile_load, tile_release, tile_store, tile_zero
 from .._jit import kernel, launch, prange
-from .._simd import (vadd, vbf16_pairs, vbf16_zip, vhmax, vhsum, vload, vload_part, vmax, vmul, vsplat, vstore, vsub,
-                     wide)
+from .._simd import (vadd, vbf16_pairs, vbf16_zip, vhmax, vhsum, vload, vload_part, vmax, vmul, vpast, vsplat, vstore,
+                     vsub, wide)
 from .._simd_math import vexp_fused
 from .rows import SERIAL_ELEMS
 
 ROWS = 16  # query rows per tile
+MAX_KEYS = 1024  # a row's scores, exps and weights stay in the thread's L1 / L2 (16 rows: 64 KB of scores)
 LANES = 16  # float32 lanes of a vector (AVX-512's: every AMX CPU has it)
 # tiles: the scores' A (q pairs), B (k pairs), C (sums); the outputs' A (weight pairs), B (v pairs)
 # and C for 16 channels, and B and C for the last, narrower group of channels
@@ -47,7 +52,7 @@ QA, KB, SC, PA, VB, OC, VB2, OC2 = 0, 1, 2, 3, 4, 5, 6, 7
 
 def fits(n, m, d, dv) -> bool:
     """Whether N queries, M keys, d and dv channels a head run on this route (the docstring)."""
-    return n % ROWS == 0 and m in (32, 64) and 1 <= d <= 32 and dv >= 1
+    return n % ROWS == 0 and 1 <= m <= MAX_KEYS and 1 <= d <= 32 and dv >= 1
 
 
 def _config(d, dv):
@@ -106,6 +111,37 @@ def _put_pairs(row, e0, e1, e2, e3, inv):
     vstore(row, 3 * LANES // 2, vbf16_pairs(vmul(e3, inv)))
 
 
+@kernel(inline=True)
+def _softmax_row(row, prow, scale, bias, bi, mask, mi, M):
+    """The weights of one row of any M keys (the scores in row[:Mp], Mp a multiple of 32) into prow's
+    Mp / 2 bfloat16 pairs: the logits (as _logits, keys past M -inf) stored over the scores, their
+    max, exp(logit - max) stored over them and summed in 16 lanes in order, then each exp times the
+    float32 inverse of the sum (vhsum of the lanes), rounded."""
+    ninf, zero, scv = vsplat(np.float32(-np.inf), LANES), vsplat(np.float32(0.0), LANES), vsplat(scale, LANES)
+    mx = ninf
+    for t in range(0, row.shape[0], LANES):
+        a = ninf
+        if t < M:
+            n = min(LANES, M - t)
+            a = vmul(scv, vload(row, t, LANES))
+            if bias.shape[0] > 0:
+                a = vadd(a, vload_part(bias, bi + t, zero, 0, n))
+            if mask.shape[0] > 0:
+                a = vadd(a, vload_part(mask, mi + t, zero, 0, n))
+            a = vpast(a, n, np.float32(-np.inf))
+        vstore(row, t, a)
+        mx = vmax(mx, a)
+    mv = vsplat(vhmax(mx), LANES)
+    acc = zero
+    for t in range(0, row.shape[0], LANES):
+        e = vexp_fused(vsub(vload(row, t, LANES), mv))
+        vstore(row, t, e)
+        acc = e if t == 0 else vadd(acc, e)
+    inv = vsplat(np.float32(1.0) / vhsum(acc), LANES)
+    for t in range(0, row.shape[0], LANES):
+        vstore(prow, t // 2, vbf16_pairs(vmul(vload(row, t, LANES), inv)))
+
+
 @kernel(parallel=True)
 def _kernel(q, k, v, offsets, heads, bias, mask, scale, cfg, out):
     """out[b, :, h dv:(h + 1) dv] = head h's attention of batch item b (the module docstring); q, k, v
@@ -119,14 +155,16 @@ def _kernel(q, k, v, offsets, heads, bias, mask, scale, cfg, out):
     cq, ck, cv = q.shape[2], k.shape[2], v.shape[2]
     sc = np.float32(scale)
     DV = -(-dv // LANES) * LANES
+    Mp = -(-M // 32) * 32  # keys padded to whole steps of the outputs' product (zero operands)
+    PW = max(32, Mp // 2)  # a row of weight pairs: 128 bytes at least (the four-row softmax's 64 keys)
     row_bytes = out.shape[2] * 4
     for b in prange(B):
         wide()
         qa1 = np.zeros(N * LANES, np.uint32)  # q's pairs, a row of 64 bytes per query
-        kb = np.zeros((LANES, M), np.uint32)  # k's pairs transposed: row t = pair t of every key
-        vb1 = np.zeros(M // 2 * DV, np.uint32)  # v's key pairs: row m = keys 2m, 2m + 1
-        s = np.empty((ROWS, M), np.float32)  # 16 rows' scores
-        pa = np.zeros((ROWS, 32), np.uint32)  # their weights' key pairs
+        kb = np.zeros((LANES, Mp), np.uint32)  # k's pairs transposed: row t = pair t of every key
+        vb1 = np.zeros(Mp // 2 * DV, np.uint32)  # v's key pairs: row m = keys 2m, 2m + 1
+        s = np.empty((ROWS, Mp), np.float32)  # 16 rows' scores
+        pa = np.zeros((ROWS, PW), np.uint32)  # their weights' key pairs
         tmp = np.zeros(LANES, np.uint32)
         zero = vsplat(np.float32(0.0), LANES)
         scv = vsplat(sc, LANES)
@@ -145,34 +183,38 @@ def _kernel(q, k, v, offsets, heads, bias, mask, scale, cfg, out):
                     vstore(tmp, c // 2, vbf16_pairs(vload_part(k1, at + c, zero, 0, min(LANES, d - c))))
                 for t in range((d + 1) // 2):
                     kb[t, j] = tmp[t]
-            for m in range(M // 2):
+            for m in range((M + 1) // 2):
                 lo, hi = (b * M + 2 * m) * cv + v0, (b * M + 2 * m + 1) * cv + v0
                 for c in range(0, dv, LANES):
                     n = min(LANES, dv - c)
-                    pairs = vbf16_zip(vload_part(v1, lo + c, zero, 0, n), vload_part(v1, hi + c, zero, 0, n))
-                    vstore(vb1, m * DV + c, pairs)
+                    odd = vload_part(v1, hi + c, zero, 0, n) if 2 * m + 1 < M else zero  # (M odd: key M is 0)
+                    vstore(vb1, m * DV + c, vbf16_zip(vload_part(v1, lo + c, zero, 0, n), odd))
             for i0 in range(0, N, ROWS):
                 tile_load(qa1, i0 * 64, 64, QA)
-                for j0 in range(0, M, LANES):
+                for j0 in range(0, Mp, LANES):
                     tile_zero(SC)
-                    tile_load(kb, j0 * 4, M * 4, KB)
+                    tile_load(kb, j0 * 4, Mp * 4, KB)
                     tile_dot(SC, QA, KB)
-                    tile_store(s, j0 * 4, M * 4, SC)
-                for r in range(0, ROWS, 4):  # four rows' softmax side by side: one row's chain
-                    # (max, exp, sum, inverse) left the core idle (docs/benchmarks.md)
-                    bi, mi = (h * N + i0 + r) * M, (w * N + i0 + r) * M
-                    a0, a1, a2, a3 = _logits(s[r], scv, bias1, bi, mask1, mi, M)
-                    b0, b1, b2, b3 = _logits(s[r + 1], scv, bias1, bi + M, mask1, mi + M, M)
-                    c0, c1, c2, c3 = _logits(s[r + 2], scv, bias1, bi + 2 * M, mask1, mi + 2 * M, M)
-                    d0, d1, d2, d3 = _logits(s[r + 3], scv, bias1, bi + 3 * M, mask1, mi + 3 * M, M)
-                    a0, a1, a2, a3 = _exps(a0, a1, a2, a3)
-                    b0, b1, b2, b3 = _exps(b0, b1, b2, b3)
-                    c0, c1, c2, c3 = _exps(c0, c1, c2, c3)
-                    d0, d1, d2, d3 = _exps(d0, d1, d2, d3)
-                    _put_pairs(pa[r], a0, a1, a2, a3, _inverse(a0, a1, a2, a3))
-                    _put_pairs(pa[r + 1], b0, b1, b2, b3, _inverse(b0, b1, b2, b3))
-                    _put_pairs(pa[r + 2], c0, c1, c2, c3, _inverse(c0, c1, c2, c3))
-                    _put_pairs(pa[r + 3], d0, d1, d2, d3, _inverse(d0, d1, d2, d3))
+                    tile_store(s, j0 * 4, Mp * 4, SC)
+                if M != 32 and M != 64:  # a row at a time through the scratch
+                    for r in range(ROWS):
+                        _softmax_row(s[r], pa[r], sc, bias1, (h * N + i0 + r) * M, mask1, (w * N + i0 + r) * M, M)
+                else:
+                    for r in range(0, ROWS, 4):  # four rows' softmax side by side: one row's chain
+                        # (max, exp, sum, inverse) left the core idle (docs/benchmarks.md)
+                        bi, mi = (h * N + i0 + r) * M, (w * N + i0 + r) * M
+                        a0, a1, a2, a3 = _logits(s[r], scv, bias1, bi, mask1, mi, M)
+                        b0, b1, b2, b3 = _logits(s[r + 1], scv, bias1, bi + M, mask1, mi + M, M)
+                        c0, c1, c2, c3 = _logits(s[r + 2], scv, bias1, bi + 2 * M, mask1, mi + 2 * M, M)
+                        d0, d1, d2, d3 = _logits(s[r + 3], scv, bias1, bi + 3 * M, mask1, mi + 3 * M, M)
+                        a0, a1, a2, a3 = _exps(a0, a1, a2, a3)
+                        b0, b1, b2, b3 = _exps(b0, b1, b2, b3)
+                        c0, c1, c2, c3 = _exps(c0, c1, c2, c3)
+                        d0, d1, d2, d3 = _exps(d0, d1, d2, d3)
+                        _put_pairs(pa[r], a0, a1, a2, a3, _inverse(a0, a1, a2, a3))
+                        _put_pairs(pa[r + 1], b0, b1, b2, b3, _inverse(b0, b1, b2, b3))
+                        _put_pairs(pa[r + 2], c0, c1, c2, c3, _inverse(c0, c1, c2, c3))
+                        _put_pairs(pa[r + 3], d0, d1, d2, d3, _inverse(d0, d1, d2, d3))
                 base = ((b * N + i0) * out.shape[2] + h * dv) * 4
                 for c in range(0, dv, LANES):
                     whole = c + LANES <= dv
@@ -180,8 +222,8 @@ def _kernel(q, k, v, offsets, heads, bias, mask, scale, cfg, out):
                         tile_zero(OC)
                     else:
                         tile_zero(OC2)
-                    for s0 in range(0, M, 32):
-                        tile_load(pa, s0 * 2, 128, PA)
+                    for s0 in range(0, Mp, 32):
+                        tile_load(pa, s0 * 2, PW * 4, PA)
                         if whole:
                             tile_load(vb1, (s0 // 2 * DV + c) * 4, DV * 4, VB)
                             tile_dot(OC, PA, VB)

@@ -25,9 +25,10 @@ rectangular (window sizes are ints or (h, w) pairs); its channel attention is `a
 transposed tokens with the per-head temperature as `scale`.
 
 The forward saves the attention weights (B, nH, N, M) for the backward, which is one pass too.
-Under autocast("bf16") on an AMX CPU an inference forward (no weights kept) of 32 or 64 keys (Swin
-windows) runs its two products on tiles with bfloat16 operands (_attention_amx.py); a training
-forward and every other shape stay float32 here.
+Under autocast("bf16") on an AMX CPU an inference forward (no weights kept) of 16 k queries and at
+most 1024 keys of at most 32 channels a head (Swin windows, HAT's overlapping cross attention) runs
+its two products on tiles with bfloat16 operands (_attention_amx.py); a training forward and every
+other shape stay float32 here.
 Every Function here has an ONNX converter (framework/onnx/ops/attention.py); the partition and the
 mask hold for one input size (fixed-size graphs).
 """

@@ -69,7 +69,12 @@ def _bound_check(q, k, v, heads, scale, bias, mask, out):
     (4, 6, 64, 64, 10, 10, 2, True),    # SwinIR-light's windows: 8 x 8 tokens, 10 channels a head
     (3, 2, 32, 32, 32, 20, 3, True),    # the deepest head (16 pairs); 16 + 4 output channels
     (2, 1, 16, 64, 7, 33, 0, False),    # odd channels, 16 queries against 64 keys, 2 x 16 + 1 outputs
-    (2, 3, 48, 32, 1, 1, 1, True)])     # one channel a head
+    (2, 3, 48, 32, 1, 1, 1, True),      # one channel a head
+    # other key counts, a row at a time through the scratch:
+    (2, 2, 64, 144, 8, 8, 0, True),     # HAT's overlapping cross attention (8 x 8 queries, 12 x 12 keys)
+    (1, 3, 32, 256, 30, 30, 2, True),   # 16 x 16 windows with a mask, 30 channels a head
+    (2, 1, 16, 45, 7, 33, 1, False),    # an odd key count (the last pair's second key padding)
+    (1, 2, 16, 1, 4, 4, 0, True)])      # one key: every weight 1
 def test_amx_attention_is_within_its_bound(b_, heads, n, m, d, dv, nw, bias):
     q, k, v, bias_, mask = _inputs(b_, heads, n, m, d, dv, nw, bias)
     out, ctx = _attend(q, k, v, heads, 0.3, bias_, mask)
@@ -90,8 +95,9 @@ def test_amx_attention_is_taken_only_where_documented():
         kept, ctx = _attend(q, k, v, 2, 0.3, bias, mask, needs=(True,))
     np.testing.assert_array_equal(kept.view(np.uint32), f32.view(np.uint32))
     assert ctx.weights is not None
-    # shapes that do not fit (12 queries; 40 keys; 34 channels a head) and float64: float32's route
-    for n, m, d in ((12, 32, 8), (32, 40, 8), (32, 32, 34)):
+    # shapes that do not fit (12 queries; more keys than MAX_KEYS; 34 channels a head) and float64:
+    # float32's route
+    for n, m, d in ((12, 32, 8), (16, A._attention_amx.MAX_KEYS + 1, 8), (32, 32, 34)):
         q, k, v, bias, mask = _inputs(2, 1, n, m, d, 8, 0)
         with sg.no_grad():
             got, _ = _attend(q, k, v, 1, 0.3, bias, mask)
