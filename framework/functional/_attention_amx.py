@@ -18,7 +18,7 @@ Per batch item and head (q, k, v rounded into tile operands once: _simd.vbf16_pa
   channels), the steps in order on one accumulator tile, stored into the output's rows.
 
 Other key counts (HAT's overlapping cross attention, 144 or 576 keys; 16 x 16 windows, 256; DAT's 8 x
-32) take a row at a time through the thread's scratch: the row's logits stored, their max, exps stored
+32) take two rows at a time through the thread's scratch: each row's logits stored, their max, exps stored
 and summed in 16 lanes in order (lane l: e_l + e_l+16 + ... from the first), the weights rounded into
 pairs; keys padded to a multiple of 32 with zero operands and weight 0.
 
@@ -112,34 +112,51 @@ def _put_pairs(row, e0, e1, e2, e3, inv):
 
 
 @kernel(inline=True)
-def _softmax_row(row, prow, scale, bias, bi, mask, mi, M):
-    """The weights of one row of any M keys (the scores in row[:Mp], Mp a multiple of 32) into prow's
-    Mp / 2 bfloat16 pairs: the logits (as _logits, keys past M -inf) stored over the scores, their
-    max, exp(logit - max) stored over them and summed in 16 lanes in order, then each exp times the
-    float32 inverse of the sum (vhsum of the lanes), rounded."""
-    ninf, zero, scv = vsplat(np.float32(-np.inf), LANES), vsplat(np.float32(0.0), LANES), vsplat(scale, LANES)
-    mx = ninf
-    for t in range(0, row.shape[0], LANES):
-        a = ninf
-        if t < M:
-            n = min(LANES, M - t)
-            a = vmul(scv, vload(row, t, LANES))
-            if bias.shape[0] > 0:
-                a = vadd(a, vload_part(bias, bi + t, zero, 0, n))
-            if mask.shape[0] > 0:
-                a = vadd(a, vload_part(mask, mi + t, zero, 0, n))
-            a = vpast(a, n, np.float32(-np.inf))
-        vstore(row, t, a)
-        mx = vmax(mx, a)
-    mv = vsplat(vhmax(mx), LANES)
-    acc = zero
-    for t in range(0, row.shape[0], LANES):
-        e = vexp_fused(vsub(vload(row, t, LANES), mv))
-        vstore(row, t, e)
-        acc = e if t == 0 else vadd(acc, e)
-    inv = vsplat(np.float32(1.0) / vhsum(acc), LANES)
-    for t in range(0, row.shape[0], LANES):
-        vstore(prow, t // 2, vbf16_pairs(vmul(vload(row, t, LANES), inv)))
+def _logit(row, t, scv, bias, bi, mask, mi, M):
+    """Keys t..t + 15 of a row's logits (as _logits; keys past M -inf), stored over its scores."""
+    a = vsplat(np.float32(-np.inf), LANES)
+    if t < M:
+        n, zero = min(LANES, M - t), vsplat(np.float32(0.0), LANES)
+        a = vmul(scv, vload(row, t, LANES))
+        if bias.shape[0] > 0:
+            a = vadd(a, vload_part(bias, bi + t, zero, 0, n))
+        if mask.shape[0] > 0:
+            a = vadd(a, vload_part(mask, mi + t, zero, 0, n))
+        a = vpast(a, n, np.float32(-np.inf))
+    vstore(row, t, a)
+    return a
+
+
+@kernel(inline=True)
+def _exp_at(row, t, mv):
+    """exp(logit - max) of keys t..t + 15 (vexp_fused), stored over the logits."""
+    e = vexp_fused(vsub(vload(row, t, LANES), mv))
+    vstore(row, t, e)
+    return e
+
+
+@kernel(inline=True)
+def _softmax_rows(ra, rb, pa, pb, scale, bias, bi, mask, mi, M):
+    """The weights of two rows of any M keys (their scores in ra, rb[:Mp], Mp a multiple of 32) into
+    pa's and pb's Mp / 2 bfloat16 pairs, the rows side by side (one row's chain of passes left the
+    core idle): per row the logits stored over its scores, their max, exp(logit - max) stored over
+    them and summed in 16 lanes in order (lane l: e_l + e_l+16 + ...), each exp times the float32
+    inverse of the sum (vhsum of the lanes), rounded. bi, mi: row a's bias and mask offsets (row b's
+    M further)."""
+    scv, mxa = vsplat(scale, LANES), vsplat(np.float32(-np.inf), LANES)
+    mxb = mxa
+    for t in range(0, ra.shape[0], LANES):
+        mxa = vmax(mxa, _logit(ra, t, scv, bias, bi, mask, mi, M))
+        mxb = vmax(mxb, _logit(rb, t, scv, bias, bi + M, mask, mi + M, M))
+    mva, mvb = vsplat(vhmax(mxa), LANES), vsplat(vhmax(mxb), LANES)
+    acca, accb = _exp_at(ra, 0, mva), _exp_at(rb, 0, mvb)
+    for t in range(LANES, ra.shape[0], LANES):
+        acca, accb = vadd(acca, _exp_at(ra, t, mva)), vadd(accb, _exp_at(rb, t, mvb))
+    inva = vsplat(np.float32(1.0) / vhsum(acca), LANES)
+    invb = vsplat(np.float32(1.0) / vhsum(accb), LANES)
+    for t in range(0, ra.shape[0], LANES):
+        vstore(pa, t // 2, vbf16_pairs(vmul(vload(ra, t, LANES), inva)))
+        vstore(pb, t // 2, vbf16_pairs(vmul(vload(rb, t, LANES), invb)))
 
 
 @kernel(parallel=True)
@@ -196,9 +213,10 @@ def _kernel(q, k, v, offsets, heads, bias, mask, scale, cfg, out):
                     tile_load(kb, j0 * 4, Mp * 4, KB)
                     tile_dot(SC, QA, KB)
                     tile_store(s, j0 * 4, Mp * 4, SC)
-                if M != 32 and M != 64:  # a row at a time through the scratch
-                    for r in range(ROWS):
-                        _softmax_row(s[r], pa[r], sc, bias1, (h * N + i0 + r) * M, mask1, (w * N + i0 + r) * M, M)
+                if M != 32 and M != 64:  # two rows at a time through the scratch
+                    for r in range(0, ROWS, 2):
+                        _softmax_rows(s[r], s[r + 1], pa[r], pa[r + 1], sc, bias1, (h * N + i0 + r) * M, mask1,
+                                      (w * N + i0 + r) * M, M)
                 else:
                     for r in range(0, ROWS, 4):  # four rows' softmax side by side: one row's chain
                         # (max, exp, sum, inverse) left the core idle (docs/benchmarks.md)

@@ -70,7 +70,7 @@ def _bound_check(q, k, v, heads, scale, bias, mask, out):
     (3, 2, 32, 32, 32, 20, 3, True),    # the deepest head (16 pairs); 16 + 4 output channels
     (2, 1, 16, 64, 7, 33, 0, False),    # odd channels, 16 queries against 64 keys, 2 x 16 + 1 outputs
     (2, 3, 48, 32, 1, 1, 1, True),      # one channel a head
-    # other key counts, a row at a time through the scratch:
+    # other key counts, two rows at a time through the scratch:
     (2, 2, 64, 144, 8, 8, 0, True),     # HAT's overlapping cross attention (8 x 8 queries, 12 x 12 keys)
     (1, 3, 32, 256, 30, 30, 2, True),   # 16 x 16 windows with a mask, 30 channels a head
     (2, 1, 16, 45, 7, 33, 1, False),    # an odd key count (the last pair's second key padding)
