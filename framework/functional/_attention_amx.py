@@ -17,16 +17,17 @@ Per batch item and head (q, k, v rounded into tile operands once: _simd.vbf16_pa
 - outputs: tdpbf16ps of the weights (32 keys a step) by v's key pairs (B: 16 pairs x up to 16
   channels), the steps in order on one accumulator tile, stored into the output's rows.
 
-Other key counts (HAT's overlapping cross attention, 144 or 576 keys; 16 x 16 windows, 256; DAT's 8 x
-32) take two rows at a time through the thread's scratch: each row's logits stored, their max, exps stored
-and summed in 16 lanes in order (lane l: e_l + e_l+16 + ... from the first), the weights rounded into
-pairs; keys padded to a multiple of 32 with zero operands and weight 0.
+Other key counts (HAT's overlapping cross attention, 144 or 576 keys; 16 x 16 windows, 256; DAT's
+8 x 32) take two rows at a time through the thread's scratch: each row's logits stored, their max,
+exps stored and summed in 16 lanes in order (lane l: e_l + e_l+16 + ... from the first), the weights
+rounded into pairs; keys padded to a multiple of 32 with zero operands and weight 0.
 
 The shapes it takes (`fits`): N a multiple of 16 query rows, 1 <= M <= MAX_KEYS keys, d <= 32
-channels a head; any dv (16 channels a tile, the last one narrower). q, k, v and the weights are each rounded once to bfloat16 by round to nearest
-even (NaN to 0x7FC0), as torch's `.to(torch.bfloat16)`; inside one tdpbf16ps the order of the pairs'
-sum is the hardware's (docs/numerics.md), between instructions a chain in order. Nothing depends on
-the threads. The bound: docs/numerics.md, tests/framework/functional/test_attention_amx.py.
+channels a head; any dv (16 channels a tile, the last one narrower). q, k, v and the weights are
+each rounded once to bfloat16 by round to nearest even (NaN to 0x7FC0), as torch's
+`.to(torch.bfloat16)`; inside one tdpbf16ps the order of the pairs' sum is the hardware's
+(docs/numerics.md), between instructions a chain in order. Nothing depends on the threads. The
+bound: docs/numerics.md, tests/framework/functional/test_attention_amx.py.
 
     fits(n, m, d, dv)                                          whether these shapes run here
     attend(q, k, v, offsets, heads, bias, mask, scale, out)    attention._attend's forward, AMX
@@ -43,7 +44,7 @@ from .._simd_math import vexp_fused
 from .rows import SERIAL_ELEMS
 
 ROWS = 16  # query rows per tile
-MAX_KEYS = 1024  # a row's scores, exps and weights stay in the thread's L1 / L2 (16 rows: 64 KB of scores)
+MAX_KEYS = 1024  # the 16 rows' scores (64 KB at 1024 keys) and k's pairs stay in the thread's L2
 LANES = 16  # float32 lanes of a vector (AVX-512's: every AMX CPU has it)
 # tiles: the scores' A (q pairs), B (k pairs), C (sums); the outputs' A (weight pairs), B (v pairs)
 # and C for 16 channels, and B and C for the last, narrower group of channels
