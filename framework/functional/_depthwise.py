@@ -39,6 +39,10 @@ LARGE_KERNEL = 7 * 7
 LARGE_KERNEL_MAX_CHANNELS = 16
 # Bytes of one task's padded planes: whole images of small maps, row bands of large ones.
 PLANE_BYTES = 1 << 20
+# Below this many multiply-adds a forward (or input gradient) runs its tasks on the calling thread:
+# the worker pool's fork/join of 4 tasks a worker cost more than the second core saved (DAT's 48-channel
+# 3x3 depthwise convs on 64^2: 0.29 ms inline against 0.41-0.55 on the pool; docs/benchmarks.md).
+SERIAL_MACS = 1 << 22
 # Dense stride-1 convolutions (groups 1, no dilation) with at least FFT_WORK multiply-adds per output
 # value (input channels x taps: PLKSR's 16 x 17^2) go through the frequency domain (_fftconv.py).
 FFT_WORK = 2500
@@ -232,7 +236,9 @@ def _forward_call(x, w, pad, out_hw, bias, run, workers, dilation):
     Wp = OW + dw * (kw - 1)
     halo = dh * (kh - 1)
     row_cap = max(1, PLANE_BYTES // (x.itemsize * Wp * cpg) - halo)
-    tasks = _forward_tasks(N, O, O // (C // cpg), OH, row_cap, workers)
+    serial = N * O * OH * OW * cpg * kh * kw < SERIAL_MACS  # (the split changes no value: each output's
+    # terms come in one order)
+    tasks = _forward_tasks(N, O, O // (C // cpg), OH, row_cap, 1 if serial else workers)
     rows = max(t[5] - t[4] for t in tasks)
     offs = _offsets((kh, kw), dilation, Wp)
     w3 = np.ascontiguousarray(w).reshape(O, cpg, kh * kw)
@@ -241,7 +247,7 @@ def _forward_call(x, w, pad, out_hw, bias, run, workers, dilation):
     def work(t, buf):
         _forward(x, w3, b, y, *t, ph, pw, t[5] - t[4] + halo, Wp, offs, buf)
 
-    run(tasks, work, cpg * (rows + halo) * Wp + rows * Wp, x.dtype)
+    run(tasks, work, cpg * (rows + halo) * Wp + rows * Wp, x.dtype, **({"macs": 0} if serial else {}))
     return y
 
 

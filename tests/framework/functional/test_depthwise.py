@@ -8,7 +8,7 @@ import pytest
 
 import framework as sg
 import framework.functional as F
-from framework.functional import _depthwise
+from framework.functional import _depthwise, _tiles
 from framework.functional import conv as conv_module
 from tests.conftest import t64
 
@@ -154,14 +154,35 @@ def test_task_split_and_threads_do_not_change_the_results(plane_bytes, w_shape, 
         y.backward(np.cos(np.arange(y.numel())).reshape(y.shape).astype(np.float32))
         return [y.numpy(), x.grad.numpy(), w.grad.numpy()]
 
-    ref = run()
+    ref = run()  # small: its forward's tasks on the calling thread (SERIAL_MACS)
+    monkeypatch.setattr(_depthwise, "SERIAL_MACS", 0)
+    pool = run()
     monkeypatch.setattr(_depthwise, "PLANE_BYTES", plane_bytes)
     split = run()
     monkeypatch.setattr(conv_module, "_workers", lambda: 1)
     serial = run()
-    for a, b, r in zip(split, serial, ref):
-        np.testing.assert_array_equal(a, r)
-        np.testing.assert_array_equal(b, r)
+    for a, b, c, r in zip(pool, split, serial, ref):
+        for got in (a, b, c):
+            np.testing.assert_array_equal(got, r)
+
+
+def test_a_small_forward_runs_on_the_calling_thread(monkeypatch):
+    """Below SERIAL_MACS the forward's tasks run inline (the pool's fork/join cost more); above, on
+    the workers: the rule of sizes, not a timing."""
+    seen = []
+    real = _tiles.run
+    monkeypatch.setattr(_tiles, "run", lambda tasks, work, elems, dtype, workers: seen.append(workers) or
+                        real(tasks, work, elems, dtype, workers))
+    monkeypatch.setattr(conv_module, "_workers", lambda: 2)
+    x = sg.tensor(np.ones((1, 8, 16, 16), np.float32))
+    w = sg.tensor(np.ones((8, 1, 3, 3), np.float32))
+    with sg.no_grad():
+        small = F.conv2d(x, w, padding=1, groups=8).numpy()  # 8 x 16^2 x 9 multiply-adds
+        monkeypatch.setattr(_depthwise, "SERIAL_MACS", 8 * 16 * 16 * 9)
+        large = F.conv2d(x, w, padding=1, groups=8).numpy()
+    assert seen == [1, 2]
+    np.testing.assert_array_equal(small, large)
+    assert small[0, 0, 0, 0] == 4 and small[0, 0, 5, 5] == 9  # a corner's 4 taps, an inner pixel's 9
 
 
 def test_forward_tasks_cover_every_output_once():
