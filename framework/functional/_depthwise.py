@@ -21,9 +21,9 @@ fastmath a scalar sum would not vectorise).
 
 Dense convolutions with many multiply-adds per output (FFT_WORK) take the frequency domain instead
 (_fftconv.py). Tasks own disjoint outputs (images x output channels x row bands for the forward,
-output channels for the weight gradient) and run on conv.py's worker threads (_tiles.run); every output
-element gets its terms in one fixed order (bias, then c, p, q; then b, i, j), so results do not depend on
-the thread count.
+output channels for the weight gradient) and run on conv.py's worker threads (_tiles.run; a forward of
+fewer than SERIAL_MACS multiply-adds on the calling thread); every output element gets its terms in
+one fixed order (bias, then c, p, q; then b, i, j), so results do not depend on the thread count.
 """
 from __future__ import annotations
 
@@ -247,7 +247,7 @@ def _forward_call(x, w, pad, out_hw, bias, run, workers, dilation):
     def work(t, buf):
         _forward(x, w3, b, y, *t, ph, pw, t[5] - t[4] + halo, Wp, offs, buf)
 
-    run(tasks, work, cpg * (rows + halo) * Wp + rows * Wp, x.dtype, **({"macs": 0} if serial else {}))
+    run(tasks, work, cpg * (rows + halo) * Wp + rows * Wp, x.dtype, macs=0 if serial else None)  # 0: inline
     return y
 
 
