@@ -12,6 +12,11 @@ The input gradient is `_forward` on the flipped kernel (`adjoint`): at stride 1 
 adjoint is the correlation of the other side with the kernel flipped and its channels transposed
 per group, padded by d (k - 1) - p (negative: a crop).
 
+An input that keeps each pixel's channels together (a channels-last view: a transformer's tokens
+(N, HW, C) permuted and reshaped into (N, C, H, W)) is read as it is by a depthwise forward
+(_forward_last: the band padded pixel-major, 16 channels summed per vector, each output's terms in
+_forward's order, so the same bits), whose output keeps that layout; the gradients take the planes.
+
 The input band a block of output rows reads is copied once into a zero-padded plane of width
 Wp = OW + dw (kw - 1), flat. In that layout tap (p, q) reads the plane at the fixed offset
 p dh Wp + q dw from where it writes (the output block kept at width Wp too), so every tap is one
@@ -27,10 +32,15 @@ one fixed order (bias, then c, p, q; then b, i, j), so results do not depend on 
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .._jit import kernel
+from .._simd import vadd, vload, vload_part, vmul, vsplat, vstore, vstore_part, wide
 from . import _fftconv
+from ._direct import ALIGN, _aligned, _aligned_empty
+from .rows import like
 
 # The route takes every depthwise convolution (groups == in == out channels) and the dense or grouped
 # ones whose kernel has at least LARGE_KERNEL taps and at most LARGE_KERNEL_MAX_CHANNELS input
@@ -134,6 +144,111 @@ def _forward(x, w, bias, y, b0, b1, o0, o1, r0, r1, ph, pw, Hb, Wp, offs, buf):
                         d[j] = s[j]
 
 
+@kernel(inline=True)
+def _load(a, i, zero, n):
+    """a[i:i + n] in the first n of 16 lanes, 0 in the others: a whole vector where n is 16 (a
+    masked load computes its mask at every call)."""
+    return vload(a, i, 16) if n == 16 else vload_part(a, i, zero, 0, n)
+
+
+@kernel
+def _forward_last(xf, xs, wt, bias, y, b, r0, r1, ph, pw, Hb, Wp, offs, buf):
+    """_forward for a depthwise correlation whose input keeps each pixel's channels together (a
+    channels-last view: a transformer's tokens (N, HW, C) permuted and reshaped): rows [r0, r1) of
+    image b of y (N, OH, OW, C). x is xf[xs[0] b + xs[1] h + xs[2] w + c] (xf: the memory x spans, as
+    a contiguous 1-D view; xs: its element strides, then H, W); wt the taps' weights (kh kw, C)
+    flat; offs the taps' offsets in buf. The band is padded into buf as (Hb, Wp, Cp), Cp = C rounded
+    up to whole vectors of 16; each output's 16 channels are summed in registers, its terms in
+    _forward's order (the bias, then the taps four at a time, their products summed before they are
+    added): the same bits as _forward on the same values."""
+    wide()
+    H, W, C = xs[3], xs[4], y.shape[3]
+    OW = y.shape[2]
+    T = offs.shape[0]
+    Cp = -(-C // 16) * 16  # a pixel's channels in buf: whole vectors, so that every load is aligned
+    zero = vsplat(like(0.0, wt[0]), 16)
+    for r in range(Hb):
+        sr = r0 - ph + r
+        for j in range(Wp):
+            d = (r * Wp + j) * Cp
+            sj = j - pw
+            inside = 0 <= sr < H and 0 <= sj < W
+            s = xs[0] * b + xs[1] * sr + xs[2] * sj
+            for c0 in range(0, C, 16):
+                n = min(16, C - c0)
+                vstore_part(buf, d + c0, _load(xf, s + c0, zero, n) if inside else zero, 0, n)
+    for i in range(r1 - r0):
+        row = y[b, r0 + i].reshape(-1)  # (OW, C) C-contiguous: a view
+        for c0 in range(0, C, 16):
+            n = min(16, C - c0)
+            bv = _load(bias, c0, zero, n) if bias.shape[0] else zero
+            if n == 16:  # a constant in the inlined loop: its loads and stores unmasked
+                _pixels_last(row, buf, wt, offs, bv, zero, i * Wp * Cp + c0, C, Cp, c0, 16, OW, T)
+            else:
+                _pixels_last(row, buf, wt, offs, bv, zero, i * Wp * Cp + c0, C, Cp, c0, n, OW, T)
+
+
+@kernel(inline=True)
+def _group4(wt, k, C, buf, a, offs, t, zero, n):
+    """The sum w_t x_t + ... + w_t+3 x_t+3 (in that order) of one pixel at a in buf."""
+    p0 = vmul(_load(wt, k, zero, n), _load(buf, a + offs[t], zero, n))
+    p1 = vmul(_load(wt, k + C, zero, n), _load(buf, a + offs[t + 1], zero, n))
+    p2 = vmul(_load(wt, k + 2 * C, zero, n), _load(buf, a + offs[t + 2], zero, n))
+    p3 = vmul(_load(wt, k + 3 * C, zero, n), _load(buf, a + offs[t + 3], zero, n))
+    return vadd(vadd(vadd(p0, p1), p2), p3)
+
+
+@kernel(inline=True)
+def _store(row, i, v, n):
+    if n == 16:
+        vstore(row, i, v)
+    else:
+        vstore_part(row, i, v, 0, n)
+
+
+@kernel(inline=True)
+def _pixels_last(row, buf, wt, offs, bv, zero, base, C, Cp, c0, n, OW, T):
+    """_forward_last's sums for channels c0..c0 + n of one output row (row: (OW, C) flat; base: the
+    row's first pixel and channel c0 in buf, Cp apart), four pixels at a time (four independent
+    sums in flight, each weight vector loaded once for the four)."""
+    j = 0
+    while j + 4 <= OW:
+        a = base + j * Cp
+        s0 = s1 = s2 = s3 = bv
+        t = 0
+        while t + 4 <= T:
+            k = t * C + c0
+            s0 = vadd(s0, _group4(wt, k, C, buf, a, offs, t, zero, n))
+            s1 = vadd(s1, _group4(wt, k, C, buf, a + Cp, offs, t, zero, n))
+            s2 = vadd(s2, _group4(wt, k, C, buf, a + 2 * Cp, offs, t, zero, n))
+            s3 = vadd(s3, _group4(wt, k, C, buf, a + 3 * Cp, offs, t, zero, n))
+            t += 4
+        while t < T:
+            wv = _load(wt, t * C + c0, zero, n)
+            s0 = vadd(s0, vmul(wv, _load(buf, a + offs[t], zero, n)))
+            s1 = vadd(s1, vmul(wv, _load(buf, a + Cp + offs[t], zero, n)))
+            s2 = vadd(s2, vmul(wv, _load(buf, a + 2 * Cp + offs[t], zero, n)))
+            s3 = vadd(s3, vmul(wv, _load(buf, a + 3 * Cp + offs[t], zero, n)))
+            t += 1
+        _store(row, j * C + c0, s0, n)
+        _store(row, (j + 1) * C + c0, s1, n)
+        _store(row, (j + 2) * C + c0, s2, n)
+        _store(row, (j + 3) * C + c0, s3, n)
+        j += 4
+    while j < OW:
+        a = base + j * Cp
+        s0 = bv
+        t = 0
+        while t + 4 <= T:
+            s0 = vadd(s0, _group4(wt, t * C + c0, C, buf, a, offs, t, zero, n))
+            t += 4
+        while t < T:
+            s0 = vadd(s0, vmul(_load(wt, t * C + c0, zero, n), _load(buf, a + offs[t], zero, n)))
+            t += 1
+        _store(row, j * C + c0, s0, n)
+        j += 1
+
+
 @kernel
 def _fold(a, part):
     """sum(a) in a fixed order: _LANES partial sums (vectorised), then those in turn."""
@@ -193,10 +308,13 @@ def _weight_grad(x, g, dwt, o0, o1, ph, pw, Hp, Wp, offs, R, buf):
                     dwt[o, c, t0 + u] = _fold(acc[u * band:(u + 1) * band], part)
 
 
+@functools.lru_cache(maxsize=256)
 def _offsets(kernel, dilation, Wp):
-    """Each tap's offset in a padded plane of width Wp, in (p, q) order."""
+    """Each tap's offset in a padded plane of width Wp, in (p, q) order (read-only: shared)."""
     (kh, kw), (dh, dw) = kernel, dilation
-    return (np.arange(kh)[:, None] * (dh * Wp) + np.arange(kw)[None, :] * dw).ravel().astype(np.int64)
+    offs = (np.arange(kh)[:, None] * (dh * Wp) + np.arange(kw)[None, :] * dw).ravel().astype(np.int64)
+    offs.flags.writeable = False
+    return offs
 
 
 def _forward_tasks(n, o, opg, rows, row_cap, workers):
@@ -228,13 +346,15 @@ def _forward_call(x, w, pad, out_hw, bias, run, workers, dilation):
     O, cpg, kh, kw = w.shape
     if _by_fft(C, cpg, (kh, kw), dilation):
         return _fftconv.correlate(x, w, pad, out_hw, bias)
-    y = np.empty((N, O, *out_hw), x.dtype)
-    if y.size == 0:
-        return y
     (ph, pw), (dh, dw) = pad, dilation
     OH, OW = out_hw
     Wp = OW + dw * (kw - 1)
     halo = dh * (kh - 1)
+    if channels_together(x) and cpg == 1 and O == C:
+        return _forward_last_call(x, w, (ph, pw), out_hw, bias, run, workers, dilation)
+    y = np.empty((N, O, *out_hw), x.dtype)
+    if y.size == 0:
+        return y
     row_cap = max(1, PLANE_BYTES // (x.itemsize * Wp * cpg) - halo)
     serial = N * O * OH * OW * cpg * kh * kw < SERIAL_MACS  # (the split changes no value: each output's
     # terms come in one order)
@@ -249,6 +369,61 @@ def _forward_call(x, w, pad, out_hw, bias, run, workers, dilation):
 
     run(tasks, work, cpg * (rows + halo) * Wp + rows * Wp, x.dtype, macs=0 if serial else None)  # 0: inline
     return y
+
+
+def channels_together(x):
+    """Whether x (N, C, H, W) keeps each pixel's C channels next to each other in memory (a channels-
+    last view, e.g. a transformer's tokens (N, HW, C) permuted and reshaped) rather than in planes:
+    the depthwise forward then reads it as it is (_forward_last) instead of copying it into planes."""
+    return (x.shape[1] > 1 and x.strides[1] == x.itemsize and not x.flags.c_contiguous
+            and all(s >= 0 and s % x.itemsize == 0 for s in x.strides))
+
+
+def _span(x):
+    """(xf, xs): the memory x (N, C, H, W) spans from its first element as a contiguous 1-D view, and
+    (x's N, H, W strides in elements, H, W): what _forward_last reads x through (numba's loads from a
+    view of unknown strides would not vectorise)."""
+    e = x.itemsize
+    n = 1 + sum((d - 1) * s for d, s in zip(x.shape, x.strides)) // e if x.size else 0
+    owner = x
+    while isinstance(owner.base, np.ndarray):
+        owner = owner.base
+    start = x.ctypes.data - owner.ctypes.data
+    if owner.flags.c_contiguous and owner.dtype == x.dtype and start % e == 0:  # a slice of it: cheap
+        xf = owner.reshape(-1)[start // e:start // e + n]
+    else:
+        xf = np.lib.stride_tricks.as_strided(x, shape=(n,), strides=(e,), writeable=False)
+    return xf, np.array([x.strides[0] // e, x.strides[2] // e, x.strides[3] // e, x.shape[2], x.shape[3]],
+                        np.int64)
+
+
+def _forward_last_call(x, w, pad, out_hw, bias, run, workers, dilation):
+    """_forward_call's depthwise correlation of a channels-together x: y (N, C, OH, OW), a view of a
+    channels-last (N, OH, OW, C) array (the layout the input had, so a reader that permutes it back
+    into tokens gets a contiguous array), each value _forward's bits."""
+    N, C = x.shape[:2]
+    _, _, kh, kw = w.shape
+    (ph, pw), (dh, dw), (OH, OW) = pad, dilation, out_hw
+    y = _aligned_empty((N, OH, OW, C), x.dtype)
+    if y.size == 0:
+        return y.transpose(0, 3, 1, 2)
+    Wp, halo = OW + dw * (kw - 1), dh * (kh - 1)
+    serial = N * C * OH * OW * kh * kw < SERIAL_MACS
+    want = 1 if serial else -(-4 * workers // N)  # bands per image: about four tasks a worker
+    step = max(1, min(-(-OH // want), PLANE_BYTES // (x.itemsize * Wp * -(-C // 16) * 16) - halo))
+    tasks = [(b, r0, min(OH, r0 + step)) for b in range(N) for r0 in range(0, OH, step)]
+    offs = _offsets((kh, kw), dilation, Wp)
+    wt = np.ascontiguousarray(w.reshape(C, kh * kw).T).reshape(-1)
+    b = np.zeros(0, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
+    xf, xs = _span(x)
+    Cp = -(-C // 16) * 16  # _forward_last's pixel in buf
+    offs = offs * Cp
+
+    def work(t, buf):
+        _forward_last(xf, xs, wt, b, y, t[0], t[1], t[2], ph, pw, t[2] - t[1] + halo, Wp, offs, _aligned(buf))
+
+    run(tasks, work, (step + halo) * Wp * Cp + ALIGN // x.itemsize, x.dtype, macs=0 if serial else None)
+    return y.transpose(0, 3, 1, 2)
 
 
 def correlate(x, w, geo, bias, run, workers):

@@ -262,6 +262,9 @@ def _correlate(x, w, geo, bias=None, slope=None):
     None (no activation), 0 (relu) or the leaky relu's slope, applied to the fresh output."""
     if _large_route(geo, x.shape[1], w.shape[0]):
         y = _depthwise.correlate(x, w, geo, bias, _run, _workers())
+        if slope is not None and not y.flags.c_contiguous:  # channels last (_depthwise.channels_together)
+            rectify_(y.transpose(0, 2, 3, 1), slope)
+            return y
     elif _direct_route(geo, x.shape[1], w.shape[0]):
         return _direct_correlate(x, w, geo, bias, slope)
     elif _few_outputs_amx(geo, x.shape[1], w.shape[0], x.dtype):
@@ -394,7 +397,10 @@ class Conv2dFunction(Function):
     # saved: its sign gives the activation's derivative.
     @staticmethod
     def forward(ctx, x, w, b=None, *, geo, relu_slope=None):
-        x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+        w = np.ascontiguousarray(w)
+        if not (_depthwise.channels_together(x) and geo.groups == x.shape[1] == w.shape[0]
+                and _large_route(geo, x.shape[1], w.shape[0])):  # that route reads such an x as it is
+            x = np.ascontiguousarray(x)
         y = _correlate(x, w, geo, b, relu_slope)
         ctx.save_for_backward(x, w, y if relu_slope is not None else None)
         ctx.geo, ctx.relu_slope, ctx.precision = geo, relu_slope, precision.current()
@@ -403,6 +409,7 @@ class Conv2dFunction(Function):
     @staticmethod
     def backward(ctx, g):  # dL/dx = col2im(W^T g), dL/dW = sum_n g_n im2col(x_n)^T, dL/db = sum g
         x, w, y = ctx.saved_tensors  # g first through the fused activation: g [y > 0] (or slope)
+        x = np.ascontiguousarray(x)  # a channels-together x of the depthwise forward: planes here
         nx, nw, nb = ctx.needs_input_grad
         with precision.autocast(ctx.precision):  # the forward's precision (as torch's autocast)
             if _fused_backward(ctx.geo, x.shape[1], w.shape[0], ctx.needs_input_grad):

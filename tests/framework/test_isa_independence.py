@@ -1,9 +1,9 @@
 """srgrad's numba kernels give bit-identical results whatever instruction set LLVM compiles them for
 (docs/numerics.md; the `_jit` policy in docs/architecture.md): no fastmath, so no reassociation and no
 FMA contraction, and a wider vector only runs more of the same elementwise operations at once. This
-test compiles the conv / resample / loss / activation / DiffJPEG kernels for a lower target (AVX2 on
-an AVX-512 CPU, generic x86-64 elsewhere) in a child process and compares every output and gradient
-bit for bit with this process's. Only numba's target differs: numpy and OpenBLAS are the same in both processes,
+test compiles the conv (a depthwise one of a channels-last view too) / resample / loss / activation /
+DiffJPEG kernels for a lower target (AVX2 on an AVX-512 CPU, generic x86-64 elsewhere) in a child
+process and compares every output and gradient bit for bit with this process's. Only numba's target differs: numpy and OpenBLAS are the same in both processes,
 so any difference is the kernels'. Exact resume on another machine relies on this (and on OpenBLAS's
 kernel: docs/numerics.md)."""
 import os
@@ -38,12 +38,14 @@ def run():
         lr = F.imresize(y2, scale_factor=0.25)
         act = [F.gelu(r[0]), F.tanh(r[1]), F.sigmoid(r[2]), F.softmax(r[3], -1), F.log_softmax(lr, 1)]
         jpg = F.diff_jpeg(F.sigmoid(y2[:, :3]), [37.5])      # DiffJPEG's colour and block kernels
+        tokens = sg.tensor(np.ascontiguousarray(y2.data.transpose(0, 2, 3, 1)), requires_grad=True)
+        dw = F.conv2d(tokens.permute(0, 3, 1, 2), t(16, 1, 3, 3), padding=1, groups=16)  # channels last
         loss = (F.l1_loss(act[0], r[0] * 0.5) + F.mse_loss(act[1], r[1] * 0.3) + jpg.mean()
                 + F.charbonnier_loss(act[4], lr * 0.1) + (act[2] * r[2]).mean()
-                + (act[3] * r[3]).mean() + (y2 * y2).mean() + r[4].sum() * 1e-3)
+                + (act[3] * r[3]).mean() + (y2 * y2).mean() + r[4].sum() * 1e-3 + (dw * dw).mean())
         loss.backward()
         for name, v in (("y", y), ("y2", y2), ("y3", y3), ("lr", lr), ("loss", loss), ("x", x),
-                        ("big", big), ("w", w), ("w1", w1)):
+                        ("big", big), ("w", w), ("w1", w1), ("dw", dw), ("tokens", tokens)):
             out[f"{name}_{dt.__name__}"] = v.data
             if v.grad is not None:
                 out[f"d{name}_{dt.__name__}"] = v.grad.data

@@ -276,3 +276,90 @@ def test_fft_route_gradcheck(x_shape, w_shape, options, rng, monkeypatch, fft_ca
 def test_fft_sizes_are_smooth():
     from framework.functional._fftconv import _smooth
     assert [_smooth(n) for n in (1, 7, 29, 37, 81, 97, 121)] == [1, 8, 30, 40, 81, 100, 125]
+
+
+# -- an input that keeps each pixel's channels together (_forward_last) -------------------------------
+def _channels_last_view(rng, n, c, h, w, dtype, extra=0):
+    """(n, c, h, w) read from tokens (n, h w, c + extra) (a slice of them where extra > 0), as a
+    transformer's depthwise conv reads its tokens: channel stride one element, no copy."""
+    tokens = rng.standard_normal((n, h * w, c + extra)).astype(dtype)
+    return tokens[:, :, extra:].transpose(0, 2, 1).reshape(n, c, h, w)
+
+
+CHANNELS_LAST = [  # (C, H, W, kernel, options): vector-sized and odd channel counts, dilation, padding
+    (48, 16, 16, (3, 3), dict(padding=1)),
+    (5, 9, 11, (7, 7), dict(padding=6, dilation=2)),
+    (24, 7, 13, (5, 3), dict(padding=(2, 0))),
+    (60, 6, 6, (3, 3), dict(padding=0)),
+    (33, 5, 4, (1, 1), dict(padding=1)),
+    (16, 1, 1, (3, 3), dict(padding=1)),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("c,h,w,kernel,options", CHANNELS_LAST)
+def test_a_channels_last_input_gives_the_planes_bits(c, h, w, kernel, options, dtype, monkeypatch):
+    """A depthwise conv of a channels-last view (_forward_last: no copy into planes) gives exactly the
+    bits of the same values laid out in planes, with and without a bias, inline and on the workers in
+    bands of rows; its output keeps the channels last (a reader that permutes it back into tokens
+    gets a contiguous array), and both gradients are the planes' too."""
+    rng = np.random.default_rng(c)
+    xv = _channels_last_view(rng, 2, c, h, w, dtype, extra=7)
+    assert _depthwise.channels_together(xv)
+    wa, ba = rng.standard_normal((c, 1, *kernel)).astype(dtype), rng.standard_normal(c).astype(dtype)
+
+    def run(x, bias, **patch):
+        for name, value in patch.items():
+            monkeypatch.setattr(_depthwise, name, value)
+        xt = sg.tensor(x, requires_grad=True)
+        wt, bt = sg.tensor(wa, requires_grad=True), None if bias is None else sg.tensor(bias)
+        y = F.conv2d(xt, wt, bt, groups=c, **options)
+        y.backward(np.sin(np.arange(y.numel())).reshape(y.shape).astype(dtype))
+        return y.numpy(), xt.grad.numpy(), wt.grad.numpy()
+
+    for bias in (ba, None):
+        planes = run(np.ascontiguousarray(xv), bias)
+        last = run(xv, bias)
+        pool = run(xv, bias, SERIAL_MACS=0, PLANE_BYTES=1)  # every band one row, on the workers
+        for got in (last, pool):
+            for a, b in zip(got, planes):
+                np.testing.assert_array_equal(a, b)
+        y = last[0]
+        assert y.transpose(0, 2, 3, 1).flags.c_contiguous and y.strides[1] == y.itemsize
+
+
+def test_a_channels_last_input_is_read_where_it_is(monkeypatch):
+    """The route reads the view itself (no contiguous copy of x: np.ascontiguousarray is not called on
+    it) and only where the conv is depthwise: a grouped conv (2 channels a group) of the same view
+    takes the planes, and so would a view with a negative stride or planes themselves."""
+    rng = np.random.default_rng(1)
+    xv = _channels_last_view(rng, 1, 8, 6, 5, np.float32)
+    seen = []
+    real = _depthwise._forward_last
+    monkeypatch.setattr(_depthwise, "_forward_last", lambda *a: seen.append(a[0].shape) or real(*a))
+    with sg.no_grad():
+        F.conv2d(sg.tensor(xv), sg.tensor(np.ones((8, 1, 3, 3), np.float32)), padding=1, groups=8)
+        assert len(seen) == 1
+        F.conv2d(sg.tensor(xv), sg.tensor(np.ones((8, 2, 3, 3), np.float32)), padding=1, groups=4)
+    assert len(seen) == 1
+    assert not _depthwise.channels_together(xv[:, :, ::-1]) and not _depthwise.channels_together(np.ones((1, 8, 2, 2)))
+
+
+@pytest.mark.parametrize("slope", [0.0, 0.2])
+def test_a_fused_activation_on_a_channels_last_output(slope):
+    """conv2d's relu_slope (a captured graph's fused ReLU or LeakyReLU) on the channels-last output:
+    applied in place as on planes (the conv's bits, then leaky_relu's), its gradient the planes' too."""
+    rng = np.random.default_rng(2)
+    xv = _channels_last_view(rng, 1, 16, 5, 7, np.float32)
+    wa = rng.standard_normal((16, 1, 3, 3)).astype(np.float32)
+    g = rng.standard_normal((1, 16, 5, 7)).astype(np.float32)
+    out = []
+    for x in (np.ascontiguousarray(xv), xv):
+        xt, wt = sg.tensor(x, requires_grad=True), sg.tensor(wa, requires_grad=True)
+        y = F.conv2d(xt, wt, padding=1, groups=16, relu_slope=slope)
+        y.backward(g)
+        out.append((y.numpy(), xt.grad.numpy(), wt.grad.numpy()))
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+    y = out[1][0]
+    assert not y.flags.c_contiguous and ((y < 0).any() == (slope > 0)) and (y == 0).any() == (slope == 0)
