@@ -25,6 +25,25 @@ def _flat(a):
     return np.ascontiguousarray(a).reshape(-1)
 
 
+def memory_order(a):
+    """The axes of `a` from the slowest in memory to the fastest, where `a` is a permutation of a
+    C-contiguous array (a channels-last image read as (N, C, H, W), say); else None. An element-wise
+    op then works on a.transpose(order), a flat view, and its output keeps a's layout (as torch keeps
+    channels_last): no copy in, none out, for the reader that permutes it back."""
+    if a.flags.c_contiguous:
+        return None
+    order = tuple(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
+    return order if a.transpose(order).flags.c_contiguous else None
+
+
+def _unflat(flat, shape, order):
+    """The flat result of an element-wise op on a.transpose(order) (memory_order) as an array of
+    a's shape, laid out as a is."""
+    if order is None:
+        return flat.reshape(shape)
+    return flat.reshape([shape[i] for i in order]).transpose(np.argsort(order))
+
+
 _expf = kernel(exp32)  # rows.py's vectorisable float32 exp, as a call (nested inlining trips numba)
 
 # The elementwise kernels run in chunks of _CHUNK elements on numba's threads (a training step's
@@ -354,20 +373,24 @@ def _gelu_exact_grad_kernel(g, x, gx):
 
 class GELUExact(Function):
     @staticmethod
-    def forward(ctx, x):
-        flat = np.ascontiguousarray(x).reshape(-1)
+    def forward(ctx, x):  # the output laid out as x (memory_order): a channels-last x is not copied
+        order = memory_order(x)
+        flat = _flat(x) if order is None else x.transpose(order).reshape(-1)
         y = np.empty_like(flat)
         launch(_gelu_exact_kernel, flat.size < SERIAL_ELEMS, flat, y)
         ctx.save_for_backward(flat)
-        return y.reshape(x.shape)
+        ctx.layout = (x.shape, order)
+        return _unflat(y, x.shape, order)
 
     @staticmethod
     def backward(ctx, g):  # dL/dx = g (Phi(x) + x phi(x))
         (flat,) = ctx.saved_tensors
+        shape, order = ctx.layout
         gx = np.empty_like(flat)
+        gl = g.astype(flat.dtype, copy=False)
         launch(_gelu_exact_grad_kernel, flat.size < SERIAL_ELEMS,
-               _flat(g.astype(flat.dtype, copy=False)), flat, gx)
-        return gx.reshape(g.shape)
+               _flat(gl if order is None else gl.transpose(order)), flat, gx)
+        return _unflat(gx, shape, order)
 
 
 class GELUTanh(Function):

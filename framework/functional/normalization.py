@@ -54,9 +54,15 @@ class BatchNormFunction(Function):
         else:
             mean, var = running[0].astype(x.dtype), running[1].astype(x.dtype)
         invstd = (1 / np.sqrt(var + dt(eps))).astype(x.dtype)
+        ctx.meta, ctx.mean = (axes, shape, training), None
+        if not training:  # one pass, numpy's values; x is saved, its xhat made again by backward
+            out = _eval_pass(x, mean, invstd, weight, bias)
+            if out is not None:
+                ctx.save_for_backward(x, invstd, weight)
+                ctx.mean = mean
+                return out
         xhat = (x - mean.reshape(shape)) * invstd.reshape(shape)
         ctx.save_for_backward(xhat, invstd, weight)
-        ctx.meta = (axes, shape, training)
         out = xhat
         if weight is not None:
             out = out * weight.reshape(shape)
@@ -69,6 +75,8 @@ class BatchNormFunction(Function):
         # train: dL/dx = invstd (gh - mean(gh) - xhat mean(gh xhat)), gh = g w;  eval: dL/dx = g w invstd
         xhat, invstd, weight = ctx.saved_tensors
         axes, shape, training = ctx.meta
+        if ctx.mean is not None:  # _eval_pass's forward saved x: xhat as the other forward made it
+            xhat = (xhat - ctx.mean.reshape(shape)) * invstd.reshape(shape)
         need_x, need_w, need_b = ctx.needs_input_grad
         gx = gw = gb = None
         if need_x:
@@ -83,6 +91,76 @@ class BatchNormFunction(Function):
         if need_b:
             gb = g.sum(axis=axes, dtype=np.float64).astype(g.dtype)
         return gx, gw, gb
+
+
+def _eval_pass(x, mean, invstd, weight, bias):
+    """batch_norm's eval output ((x - mean) invstd) weight + bias, each step rounded as numpy's ops
+    round it, in one pass, laid out as x: where x is (N, C, ...) C-contiguous, or channels last
+    (N, ..., C) C-contiguous read as (N, C, ...); else None (numpy's passes)."""
+    if weight is not None and weight.dtype != x.dtype or bias is not None and bias.dtype != x.dtype:
+        return None
+    C = x.shape[1]
+    if x.flags.c_contiguous:
+        xv, last = x.reshape(x.shape[0], C, -1), False
+    elif x.ndim > 2 and np.moveaxis(x, 1, -1).flags.c_contiguous:
+        xv, last = np.moveaxis(x, 1, -1).reshape(-1, C), True
+    else:
+        return None
+    none = np.zeros(0, x.dtype)
+    y = np.empty_like(xv)
+    w = none if weight is None else np.ascontiguousarray(weight)
+    b = none if bias is None else np.ascontiguousarray(bias)
+    if last:
+        launch(_bn_eval_last, x.size < SERIAL_ELEMS, xv, mean, invstd, w, b, y)
+        return np.moveaxis(y.reshape(np.moveaxis(x, 1, -1).shape), -1, 1)
+    launch(_bn_eval_planes, x.size < SERIAL_ELEMS, xv, mean, invstd, w, b, y)
+    return y.reshape(x.shape)
+
+
+@kernel(parallel=True)
+def _bn_eval_planes(x, mean, invstd, w, b, y):
+    """y[n, c] = ((x[n, c] - mean[c]) invstd[c]) w[c] + b[c] (w, b: empty for none) on (N, C, L)."""
+    N, C = x.shape[0], x.shape[1]
+    for r in prange(N * C):
+        n, c = r // C, r % C
+        xs, ys, m, s = x[n, c], y[n, c], mean[c], invstd[c]
+        if w.shape[0] and b.shape[0]:
+            wc, bc = w[c], b[c]
+            for i in range(xs.shape[0]):
+                ys[i] = (xs[i] - m) * s * wc + bc
+        elif w.shape[0]:
+            wc = w[c]
+            for i in range(xs.shape[0]):
+                ys[i] = (xs[i] - m) * s * wc
+        elif b.shape[0]:
+            bc = b[c]
+            for i in range(xs.shape[0]):
+                ys[i] = (xs[i] - m) * s + bc
+        else:
+            for i in range(xs.shape[0]):
+                ys[i] = (xs[i] - m) * s
+
+
+@kernel(parallel=True)
+def _bn_eval_last(x, mean, invstd, w, b, y):
+    """_bn_eval_planes on channels-last rows (M, C)."""
+    M, C = x.shape
+    for k in prange(-(-M // 64)):
+        wide()
+        for r in range(k * 64, min(M, k * 64 + 64)):
+            xs, ys = x[r], y[r]
+            if w.shape[0] and b.shape[0]:
+                for c in range(C):
+                    ys[c] = (xs[c] - mean[c]) * invstd[c] * w[c] + b[c]
+            elif w.shape[0]:
+                for c in range(C):
+                    ys[c] = (xs[c] - mean[c]) * invstd[c] * w[c]
+            elif b.shape[0]:
+                for c in range(C):
+                    ys[c] = (xs[c] - mean[c]) * invstd[c] + b[c]
+            else:
+                for c in range(C):
+                    ys[c] = (xs[c] - mean[c]) * invstd[c]
 
 
 def batch_norm(x, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1,

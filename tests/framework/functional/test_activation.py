@@ -202,3 +202,23 @@ def test_tanh_special_values_follow_torch(dtype):
     # float32: equal (the saturated tail too); float64: libm's and torch's tanh differ by 1 ulp
     np.testing.assert_allclose(y, ty, rtol=3e-16, atol=0)  # NaN == NaN here
     np.testing.assert_array_equal(np.signbit(y), np.signbit(ty))  # tanh(-0) = -0
+
+
+def test_gelu_keeps_a_channels_last_layout():
+    """gelu of a channels-last view (a permutation of a contiguous array) works on it in place of a
+    copy and returns the same layout; values and gradient are the bits of the contiguous input's."""
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((2, 5, 6, 24)) * 3).astype(np.float32).transpose(0, 3, 1, 2)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    out = []
+    for arr in (x, np.ascontiguousarray(x)):
+        xt = sg.tensor(arr, requires_grad=True)
+        y = F.gelu(xt)
+        y.backward(g)
+        out.append((y.numpy(), xt.grad.numpy()))
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+    assert out[0][0].strides == x.strides and out[0][1].strides == x.strides
+    from framework.functional.activation import memory_order
+    assert memory_order(x) == (0, 2, 3, 1) and memory_order(x[:, ::2]) is None
+    assert memory_order(np.ones((2, 3))) is None  # contiguous: the plain flat view

@@ -425,3 +425,37 @@ def test_float32_training_sums_in_float64_as_torch():
     np.testing.assert_allclose(y.data, ty.detach().numpy(), rtol=0, atol=2e-6)
     np.testing.assert_allclose(wt.grad.data, tw.grad.numpy(), rtol=1e-5, atol=1e-4)
     np.testing.assert_allclose(x.grad.data, tx.grad.numpy(), rtol=1e-5, atol=1e-4)
+
+
+@pytest.mark.parametrize("affine", [(True, True), (True, False), (False, True), (False, False)])
+@pytest.mark.parametrize("layout", ["planes", "channels last", "strided", "(N, C, L)"])
+def test_batch_norm_eval_is_numpys_values_in_one_pass(layout, affine):
+    """Eval batch norm runs one pass (_eval_pass) whose values are bit for bit numpy's four passes,
+    ((x - mean) invstd) w + b, each step rounded in float32; its output keeps a channels-last input's
+    layout (the transformers' convs read their tokens so); the gradients are those of the same values
+    laid out in planes. A layout it does not take (a strided slice) keeps numpy's passes."""
+    rng = np.random.default_rng(3)
+    base = (rng.standard_normal((2, 6, 5, 48)) * 3 + 1).astype(np.float32)
+    x = {"planes": np.ascontiguousarray(base.transpose(0, 3, 1, 2)), "channels last": base.transpose(0, 3, 1, 2),
+         "strided": base.transpose(0, 3, 1, 2)[:, :, ::2], "(N, C, L)": base.reshape(2, 30, 48).transpose(0, 2, 1)
+         .copy()}[layout]
+    rm, rv = rng.standard_normal(48).astype(np.float32), rng.uniform(0.5, 2, 48).astype(np.float32)
+    wa, ba = (rng.standard_normal(48).astype(np.float32) if on else None for on in affine)
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    shape = (1, -1) + (1,) * (x.ndim - 2)
+    invstd = (1 / np.sqrt(rv + np.float32(1e-5))).astype(np.float32)
+    want = (x - rm.reshape(shape)) * invstd.reshape(shape)
+    want = want if wa is None else want * wa.reshape(shape)
+    want = want if ba is None else want + ba.reshape(shape)
+    out = []
+    for arr in (x, np.ascontiguousarray(x)):
+        xt = sg.tensor(arr, requires_grad=True)
+        wt, bt = (None if a is None else sg.tensor(a, requires_grad=True) for a in (wa, ba))
+        y = F.batch_norm(xt, sg.tensor(rm), sg.tensor(rv), wt, bt)
+        y.backward(g)
+        out.append([y.numpy(), xt.grad.numpy()] + [t.grad.numpy() for t in (wt, bt) if t is not None])
+    np.testing.assert_array_equal(out[0][0], want)
+    for a, b in zip(*out):
+        np.testing.assert_array_equal(a, b)
+    if layout == "channels last":
+        assert out[0][0].strides[1] == 4  # channels together, as the input
