@@ -10,6 +10,25 @@ from .._check import ArgumentTypeError, did_you_mean
 from ..tensor import Tensor
 
 
+def memory_order(a):
+    """The axes of `a` from the slowest in memory to the fastest, where `a` is a permutation of a
+    C-contiguous array (a channels-last image read as (N, C, H, W), say); else None. An element-wise
+    op then works on a.transpose(order), a flat view, and its output keeps a's layout (as torch keeps
+    channels_last): no copy in, none out, for the reader that permutes it back."""
+    if a.flags.c_contiguous:
+        return None  # axes of one element go first, in order: their strides mean nothing
+    order = tuple(sorted(range(a.ndim), key=lambda i: (0, i) if a.shape[i] == 1 else (1, -a.strides[i])))
+    return order if a.transpose(order).flags.c_contiguous else None
+
+
+def unflat(flat, shape, order):
+    """The flat result of an element-wise op on a.transpose(order) (memory_order) as an array of
+    a's shape, laid out as a is."""
+    if order is None:
+        return flat.reshape(shape)
+    return flat.reshape([shape[i] for i in order]).transpose(np.argsort(order))
+
+
 def unbroadcast(g: np.ndarray, shape: tuple) -> np.ndarray:
     """Sum `g` down to `shape`: the adjoint of numpy broadcasting `shape` up to `g.shape`."""
     if g.shape == tuple(shape):

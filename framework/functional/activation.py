@@ -16,6 +16,7 @@ from .._jit import kernel, launch, prange
 from .._simd import wide
 from ..autograd import Function
 from .logistic import sigmoid_pass
+from ._util import memory_order, unflat
 from .rows import SERIAL_ELEMS, exp32, vexp
 
 __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
@@ -23,25 +24,6 @@ __all__ = ["relu", "leaky_relu", "prelu", "sigmoid", "tanh", "gelu"]
 
 def _flat(a):
     return np.ascontiguousarray(a).reshape(-1)
-
-
-def memory_order(a):
-    """The axes of `a` from the slowest in memory to the fastest, where `a` is a permutation of a
-    C-contiguous array (a channels-last image read as (N, C, H, W), say); else None. An element-wise
-    op then works on a.transpose(order), a flat view, and its output keeps a's layout (as torch keeps
-    channels_last): no copy in, none out, for the reader that permutes it back."""
-    if a.flags.c_contiguous:
-        return None
-    order = tuple(sorted(range(a.ndim), key=lambda i: -a.strides[i]))
-    return order if a.transpose(order).flags.c_contiguous else None
-
-
-def _unflat(flat, shape, order):
-    """The flat result of an element-wise op on a.transpose(order) (memory_order) as an array of
-    a's shape, laid out as a is."""
-    if order is None:
-        return flat.reshape(shape)
-    return flat.reshape([shape[i] for i in order]).transpose(np.argsort(order))
 
 
 _expf = kernel(exp32)  # rows.py's vectorisable float32 exp, as a call (nested inlining trips numba)
@@ -380,7 +362,7 @@ class GELUExact(Function):
         launch(_gelu_exact_kernel, flat.size < SERIAL_ELEMS, flat, y)
         ctx.save_for_backward(flat)
         ctx.layout = (x.shape, order)
-        return _unflat(y, x.shape, order)
+        return unflat(y, x.shape, order)
 
     @staticmethod
     def backward(ctx, g):  # dL/dx = g (Phi(x) + x phi(x))
@@ -390,7 +372,7 @@ class GELUExact(Function):
         gl = g.astype(flat.dtype, copy=False)
         launch(_gelu_exact_grad_kernel, flat.size < SERIAL_ELEMS,
                _flat(gl if order is None else gl.transpose(order)), flat, gx)
-        return _unflat(gx, shape, order)
+        return unflat(gx, shape, order)
 
 
 class GELUTanh(Function):

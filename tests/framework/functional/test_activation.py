@@ -219,6 +219,8 @@ def test_gelu_keeps_a_channels_last_layout():
     for a, b in zip(*out):
         np.testing.assert_array_equal(a, b)
     assert out[0][0].strides == x.strides and out[0][1].strides == x.strides
-    from framework.functional.activation import memory_order
+    from framework.functional._util import memory_order
     assert memory_order(x) == (0, 2, 3, 1) and memory_order(x[:, ::2]) is None
     assert memory_order(np.ones((2, 3))) is None  # contiguous: the plain flat view
+    one = np.ones((1, 30, 8), np.float32).transpose(0, 2, 1).reshape(1, 8, 6, 5)  # batch stride 32 bytes
+    assert memory_order(one) == (0, 2, 3, 1)  # an axis of one element goes first, whatever its stride
