@@ -97,7 +97,8 @@ def _eval_pass(x, mean, invstd, weight, bias):
     """batch_norm's eval output ((x - mean) invstd) weight + bias, each step rounded as numpy's ops
     round it, in one pass, laid out as x: where x is (N, C, ...) C-contiguous, or channels last
     (N, ..., C) C-contiguous read as (N, C, ...); else None (numpy's passes)."""
-    if weight is not None and weight.dtype != x.dtype or bias is not None and bias.dtype != x.dtype:
+    if (weight is not None and weight.dtype != x.dtype or bias is not None and bias.dtype != x.dtype
+            or x.size == 0):
         return None
     C = x.shape[1]
     if x.flags.c_contiguous:

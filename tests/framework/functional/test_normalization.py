@@ -459,3 +459,14 @@ def test_batch_norm_eval_is_numpys_values_in_one_pass(layout, affine):
         np.testing.assert_array_equal(a, b)
     if layout == "channels last":
         assert out[0][0].strides[1] == 4  # channels together, as the input
+
+
+def test_batch_norm_eval_of_an_empty_batch():
+    """An empty batch in eval mode keeps numpy's passes (no one-pass kernel over nothing): an empty
+    output of the input's shape, and empty gradients."""
+    x = sg.tensor(np.zeros((0, 4, 3, 3), np.float32), requires_grad=True)
+    w = sg.tensor(np.ones(4, np.float32), requires_grad=True)
+    y = F.batch_norm(x, sg.tensor(np.zeros(4, np.float32)), sg.tensor(np.ones(4, np.float32)), w)
+    y.backward(np.zeros(y.shape, np.float32))
+    assert y.shape == (0, 4, 3, 3) and x.grad.shape == x.shape
+    np.testing.assert_array_equal(w.grad.numpy(), 0)
