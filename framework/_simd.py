@@ -26,8 +26,6 @@ numba keeps in registers as it keeps any local scalar, and four intrinsics act o
                          NaN to 0x7FC0) and packed in pairs: uint32 lane i = lanes 2i (low half) and
                          2i + 1 (high), vdot_bf16's operand; half as many lanes
     vbf16_zip(lo, hi)    two float32 vectors rounded so, lane i the pair (lo_i, hi_i)
-    vtranspose16(src, i, ss, dst, j, ds)   a 16 x 16 block of src (rows ss apart from i) stored
-                         transposed into dst (rows ds apart from j), through registers
     vhsum(v), vhmax(v)   a vector's lanes summed (or their max) in a fixed tree: the upper half onto the
                          lower, lane by lane, until one is left
     vdot_bf16(acc, a, b)     AVX512-BF16's vdpbf16ps per 16 lanes: a and b are uint32 vectors, each
@@ -60,7 +58,7 @@ from numba.extending import intrinsic
 
 __all__ = ["Vector", "vload", "vload_part", "vstore", "vstore_part", "vsplat", "vfma", "vadd", "vmul", "vrelu",
            "vleaky", "vdot_bf16", "wide", "lanes", "target", "bits32", "vsub", "vmax", "vhmax", "vhsum",
-           "vwiden", "vpast", "vbf16_pairs", "vbf16_zip", "vtranspose16"]
+           "vwiden", "vpast", "vbf16_pairs", "vbf16_zip"]
 
 
 class Vector(types.Type):
@@ -446,37 +444,6 @@ def vdot_bf16(typingctx, acc, a, b):
             out = [builder.shuffle_vector(out[i], out[i + 1], both) for i in range(0, len(out), 2)]
         return out[0]
     return acc(acc, a, b), codegen
-
-
-@intrinsic
-def vtranspose16(typingctx, src, i, ss, dst, j, ds):
-    """dst[j + c ds + r] = src[i + r ss + c] for r, c < 16: a 16 x 16 block transposed through
-    registers (16 row loads, four stages of two-input shuffles, 16 row stores: each stage sets row 2k
-    and 2k + 1 to the lanes 0..7 and 8..15 of rows k and k + 8 interleaved, and four such perfect
-    shuffles transpose the block). No arithmetic: the values are the source's bits."""
-    _check_array(src)
-    _check_array(dst)
-    if src.dtype != dst.dtype:
-        raise TypingError(f"vtranspose16: {src} into {dst}")
-
-    def codegen(context, builder, sig, args):
-        vt = ir.VectorType(context.get_value_type(sig.args[0].dtype), 16)
-        align = sig.args[0].dtype.bitwidth // 8
-        i32 = ir.IntType(32)
-        lo = ir.Constant(ir.VectorType(i32, 16), [k // 2 + (k % 2) * 16 for k in range(16)])
-        hi = ir.Constant(ir.VectorType(i32, 16), [8 + k // 2 + (k % 2) * 16 for k in range(16)])
-        rows = []
-        for r in range(16):
-            at = builder.add(args[1], builder.mul(args[2], ir.Constant(args[2].type, r)))
-            rows.append(builder.load(_element_pointer(context, builder, sig.args[0], args[0], at, vt), align=align))
-        for _ in range(4):
-            rows = [builder.shuffle_vector(rows[k // 2], rows[k // 2 + 8], lo if k % 2 == 0 else hi)
-                    for k in range(16)]
-        for c in range(16):
-            at = builder.add(args[4], builder.mul(args[5], ir.Constant(args[5].type, c)))
-            builder.store(rows[c], _element_pointer(context, builder, sig.args[3], args[3], at, vt), align=align)
-        return context.get_dummy_value()
-    return types.none(src, types.intp, types.intp, dst, types.intp, types.intp), codegen
 
 
 @intrinsic

@@ -41,7 +41,6 @@ from .._jit import kernel, prange
 from .._simd import bits32, wide
 from ._direct import _aligned_empty, _blocks
 from ._direct_bf16 import _pair_plane, _rne, pack_pairs, weight_grad_layout
-from ._transpose import contiguous
 
 MIN_CHANNELS = 16  # below, padding to 32 channels wastes more than half of each product
 TILE = 16  # rows and float32 columns of a tile; 32 bfloat16 per row
@@ -648,7 +647,7 @@ def layout(x, xp, plane0, padding, Wp, repeat=(1, 1), planes=None):
     if K < _blocks(x.shape[1], 2) or plane0 + K > xp.shape[1]:
         raise ValueError(f"_direct_amx.layout: {K} planes from plane {plane0} of {xp.shape} for {x.shape[1]} "
                          f"channels")
-    xu, dst = contiguous(x).view(np.uint32), xp[:, plane0:plane0 + K]
+    xu, dst = np.ascontiguousarray(x).view(np.uint32), xp[:, plane0:plane0 + K]
     if tuple(repeat) == (1, 1):
         _forward_layout(xu, dst, padding[0], padding[1], Wp)
         return

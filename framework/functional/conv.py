@@ -47,7 +47,6 @@ from ..autograd import Function
 from . import _depthwise, _direct, _direct_amx, _direct_amx_grad, _direct_bf16, _tiles
 from .activation import leaky_relu, rectify_, rectify_grad, relu
 from ._im2col import col2im, im2col
-from ._transpose import contiguous
 
 __all__ = ["conv2d", "conv_transpose2d", "conv_padding"]
 
@@ -401,7 +400,7 @@ class Conv2dFunction(Function):
         w = np.ascontiguousarray(w)
         if not (_depthwise.channels_together(x) and geo.groups == x.shape[1] == w.shape[0]
                 and _large_route(geo, x.shape[1], w.shape[0])):  # that route reads such an x as it is
-            x = contiguous(x)
+            x = np.ascontiguousarray(x)
         y = _correlate(x, w, geo, b, relu_slope)
         ctx.save_for_backward(x, w, y if relu_slope is not None else None)
         ctx.geo, ctx.relu_slope, ctx.precision = geo, relu_slope, precision.current()
