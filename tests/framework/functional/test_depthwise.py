@@ -329,9 +329,9 @@ def test_a_channels_last_input_gives_the_planes_bits(c, h, w, kernel, options, d
 
 
 def test_a_channels_last_input_is_read_where_it_is(monkeypatch):
-    """The route reads the view itself (no contiguous copy of x: np.ascontiguousarray is not called on
-    it) and only where the conv is depthwise: a grouped conv (2 channels a group) of the same view
-    takes the planes, and so would a view with a negative stride or planes themselves."""
+    """The view itself is read (_forward_last runs) only where the conv is depthwise: a grouped conv
+    (2 channels a group) of the same view takes the planes, and so would a view with a negative
+    stride or planes themselves (channels_together says no)."""
     rng = np.random.default_rng(1)
     xv = _channels_last_view(rng, 1, 8, 6, 5, np.float32)
     seen = []

@@ -433,7 +433,8 @@ def test_batch_norm_eval_is_numpys_values_in_one_pass(layout, affine):
     """Eval batch norm runs one pass (_eval_pass) whose values are bit for bit numpy's four passes,
     ((x - mean) invstd) w + b, each step rounded in float32; its output keeps a channels-last input's
     layout (the transformers' convs read their tokens so); the gradients are those of the same values
-    laid out in planes. A layout it does not take (a strided slice) keeps numpy's passes."""
+    laid out in planes. (A strided slice reaches the op as tensor()'s copy, which keeps its memory
+    order: channels last here.)"""
     rng = np.random.default_rng(3)
     base = (rng.standard_normal((2, 6, 5, 48)) * 3 + 1).astype(np.float32)
     x = {"planes": np.ascontiguousarray(base.transpose(0, 3, 1, 2)), "channels last": base.transpose(0, 3, 1, 2),
