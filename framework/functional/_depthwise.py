@@ -346,12 +346,12 @@ def _forward_call(x, w, pad, out_hw, bias, run, workers, dilation):
     O, cpg, kh, kw = w.shape
     if _by_fft(C, cpg, (kh, kw), dilation):
         return _fftconv.correlate(x, w, pad, out_hw, bias)
+    if reads_in_place(x, w.shape):
+        return _forward_last_call(x, w, pad, out_hw, bias, run, workers, dilation)
     (ph, pw), (dh, dw) = pad, dilation
     OH, OW = out_hw
     Wp = OW + dw * (kw - 1)
     halo = dh * (kh - 1)
-    if channels_together(x) and cpg == 1 and O == C:
-        return _forward_last_call(x, w, (ph, pw), out_hw, bias, run, workers, dilation)
     y = np.empty((N, O, *out_hw), x.dtype)
     if y.size == 0:
         return y
@@ -377,6 +377,12 @@ def channels_together(x):
     the depthwise forward then reads it as it is (_forward_last) instead of copying it into planes."""
     return (x.shape[1] > 1 and x.strides[1] == x.itemsize and not x.flags.c_contiguous
             and all(s >= 0 and s % x.itemsize == 0 for s in x.strides))
+
+
+def reads_in_place(x, w_shape):
+    """Whether this route's forward reads x where it is (_forward_last): a depthwise correlation (w
+    (C, 1, kh, kw)) of a channels-together x; conv2d then passes x on without a contiguous copy."""
+    return channels_together(x) and w_shape[1] == 1 and w_shape[0] == x.shape[1]
 
 
 def _span(x):

@@ -398,8 +398,7 @@ class Conv2dFunction(Function):
     @staticmethod
     def forward(ctx, x, w, b=None, *, geo, relu_slope=None):
         w = np.ascontiguousarray(w)
-        if not (_depthwise.channels_together(x) and geo.groups == x.shape[1] == w.shape[0]
-                and _large_route(geo, x.shape[1], w.shape[0])):  # that route reads such an x as it is
+        if not (_depthwise.reads_in_place(x, w.shape) and _large_route(geo, x.shape[1], w.shape[0])):
             x = np.ascontiguousarray(x)
         y = _correlate(x, w, geo, b, relu_slope)
         ctx.save_for_backward(x, w, y if relu_slope is not None else None)
